@@ -1,0 +1,146 @@
+//! Passwords, login tokens and the per-request session.
+//!
+//! Tokens are 256 random bits handed to the client once; Redis only ever
+//! sees their SHA-256, so a leaked database dump holds no usable token.
+//! Passwords are hashed with argon2id on the blocking pool, because a hash
+//! takes tens of milliseconds of CPU and must not stall the async workers.
+
+use std::sync::Arc;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher as _, PasswordVerifier as _, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use tokio::sync::OnceCell;
+
+use crate::domain::{Password, UserName};
+use crate::error::{AppError, AppResult};
+use crate::store::Store;
+
+/// A fresh login token: 32 random bytes, hex-encoded.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// What is stored for a token: its SHA-256, hex-encoded.
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Argon2id hashing with configurable cost.
+#[derive(Clone)]
+pub struct PasswordHasher {
+    argon2: Arc<Argon2<'static>>,
+    /// Verified against when a user does not exist, so that a login for an
+    /// unknown name costs as much as one with a wrong password.
+    dummy_hash: Arc<String>,
+}
+
+impl PasswordHasher {
+    pub fn new(memory_kib: u32, iterations: u32) -> AppResult<Self> {
+        let params = Params::new(memory_kib, iterations, 1, None)
+            .map_err(|e| AppError::Internal(format!("argon2 parameters: {e}")))?;
+        let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params);
+        let salt = SaltString::generate(&mut rand::rngs::OsRng);
+        let dummy_hash = argon2
+            .hash_password(b"not a real password", &salt)
+            .map_err(|e| AppError::Internal(format!("argon2: {e}")))?
+            .to_string();
+        Ok(Self {
+            argon2: Arc::new(argon2),
+            dummy_hash: Arc::new(dummy_hash),
+        })
+    }
+
+    pub async fn hash(&self, password: &Password) -> AppResult<String> {
+        let argon2 = self.argon2.clone();
+        let password = password.clone();
+        tokio::task::spawn_blocking(move || {
+            let salt = SaltString::generate(&mut rand::rngs::OsRng);
+            argon2
+                .hash_password(password.expose().as_bytes(), &salt)
+                .map(|h| h.to_string())
+                .map_err(|e| AppError::Internal(format!("argon2: {e}")))
+        })
+        .await
+        .map_err(|e| AppError::Internal(format!("hashing task: {e}")))?
+    }
+
+    /// Checks a password against a stored hash (or the dummy one when the
+    /// user is unknown, always failing then).
+    pub async fn verify(&self, password: &Password, stored: Option<String>) -> AppResult<bool> {
+        let argon2 = self.argon2.clone();
+        let password = password.clone();
+        let exists = stored.is_some();
+        let phc = stored.unwrap_or_else(|| self.dummy_hash.as_ref().clone());
+        tokio::task::spawn_blocking(move || {
+            let parsed = PasswordHash::new(&phc)
+                .map_err(|e| AppError::Internal(format!("stored password hash: {e}")))?;
+            let ok = argon2
+                .verify_password(password.expose().as_bytes(), &parsed)
+                .is_ok();
+            Ok(ok && exists)
+        })
+        .await
+        .map_err(|e| AppError::Internal(format!("hashing task: {e}")))?
+    }
+}
+
+/// The caller of one request, looked up in Redis only when a resolver asks.
+///
+/// Anonymous reads therefore cost no session lookup, and a request that asks
+/// several times looks up once.
+pub struct Session {
+    token: Option<String>,
+    user: OnceCell<Option<UserName>>,
+}
+
+impl Session {
+    /// Reads `Authorization: Bearer <token>`; anything else is anonymous.
+    pub fn from_authorization(header: Option<&str>) -> Self {
+        let token = header
+            .and_then(|h| {
+                let (scheme, rest) = h.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            })
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        Self {
+            token,
+            user: OnceCell::new(),
+        }
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// The logged-in user, or None for no token or an unknown/expired one.
+    pub async fn user(&self, store: &Store) -> AppResult<Option<UserName>> {
+        let user = self
+            .user
+            .get_or_try_init(|| async {
+                match &self.token {
+                    None => Ok(None),
+                    Some(token) => store.session_user(&token_hash(token)).await,
+                }
+            })
+            .await?;
+        Ok(user.clone())
+    }
+
+    /// The logged-in user, or UNAUTHENTICATED.
+    pub async fn require_user(&self, store: &Store) -> AppResult<UserName> {
+        match self.user(store).await? {
+            Some(user) => Ok(user),
+            None if self.token.is_some() => Err(AppError::Unauthenticated(
+                "the login token is invalid or expired; log in again",
+            )),
+            None => Err(AppError::Unauthenticated(
+                "log in first: send the header `Authorization: Bearer <token>`",
+            )),
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Runtime configuration, from command-line flags or the environment.
+//!
+//! Every setting has a default that gives a working server on a developer's
+//! machine, so `cargo run` needs no flags at all.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "votegraph", version, about = "GraphQL API for a community news site, on Redis")]
+pub struct Settings {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "VOTEGRAPH_BIND", default_value = "127.0.0.1:8000")]
+    pub bind: String,
+
+    /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `redis+unix:///run/redis.sock`.
+    /// When unset, votegraph runs its own `redis-server` in `--data-dir`.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// Where the self-managed `redis-server` keeps its data (only without REDIS_URL).
+    #[arg(long, env = "VOTEGRAPH_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+
+    /// The `redis-server` program to start when REDIS_URL is unset.
+    #[arg(long, env = "VOTEGRAPH_REDIS_SERVER", default_value = "redis-server")]
+    pub redis_server: String,
+
+    /// Most Redis connections in the pool (each one is multiplexed).
+    #[arg(long, env = "VOTEGRAPH_POOL_SIZE", default_value_t = 8)]
+    pub pool_size: u32,
+
+    /// How long a request waits for a pooled connection before failing with
+    /// "storage unavailable", in milliseconds.
+    #[arg(long, env = "VOTEGRAPH_POOL_TIMEOUT_MS", default_value_t = 1000)]
+    pub pool_timeout_ms: u64,
+
+    /// Origins allowed to call the API from a browser, comma-separated; `*`
+    /// allows any origin. Empty: no cross-origin access.
+    #[arg(long, env = "VOTEGRAPH_CORS_ORIGINS", value_delimiter = ',', default_value = "*")]
+    pub cors_origins: Vec<String>,
+
+    /// Argon2 memory cost in KiB (OWASP's recommended minimum by default).
+    #[arg(long, env = "VOTEGRAPH_ARGON2_MEMORY_KIB", default_value_t = 19_456)]
+    pub argon2_memory_kib: u32,
+
+    /// Argon2 iterations.
+    #[arg(long, env = "VOTEGRAPH_ARGON2_ITERATIONS", default_value_t = 2)]
+    pub argon2_iterations: u32,
+}
+
+impl Settings {
+    /// Settings for tests and tools: every default, the given Redis and bind.
+    pub fn for_redis(redis_url: &str) -> Self {
+        let mut s = Self::parse_from(["votegraph"]);
+        s.redis_url = Some(redis_url.to_owned());
+        s.bind = "127.0.0.1:0".to_owned();
+        s
+    }
+
+    pub fn pool_timeout(&self) -> Duration {
+        Duration::from_millis(self.pool_timeout_ms)
+    }
+}

@@ -1,0 +1,86 @@
+//! The GraphQL API: schema, resolvers and the request-scoped loaders.
+//!
+//! Resolvers are thin: they parse arguments into domain newtypes, call the
+//! [`Store`](crate::store::Store) and wrap the records in output types.
+
+mod loaders;
+mod mutation;
+mod query;
+mod types;
+
+use async_graphql::dataloader::DataLoader;
+use std::sync::Arc;
+
+use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextRequest};
+use async_graphql::{Context, EmptySubscription, Response, Schema};
+
+pub use loaders::ArticleLoader;
+pub use mutation::MutationRoot;
+pub use query::QueryRoot;
+pub use types::{Article, ArticleOrder, DateTime, Group, User};
+
+use crate::auth::{PasswordHasher, Session};
+use crate::store::Store;
+
+pub type AppSchema = Schema<QueryRoot, MutationRoot, EmptySubscription>;
+
+/// Deeper documents are rejected before execution; GraphiQL's introspection
+/// query needs 13 levels.
+const MAX_DEPTH: usize = 20;
+
+/// The schema with its process-wide data (store, hasher).
+pub fn build_schema(store: Store, hasher: PasswordHasher) -> AppSchema {
+    Schema::build(QueryRoot, MutationRoot, EmptySubscription)
+        .data(store)
+        .data(hasher)
+        .limit_depth(MAX_DEPTH)
+        .extension(ErrorCodes)
+        .finish()
+}
+
+/// The SDL of the schema, as committed in `schema.graphql`.
+pub fn sdl() -> String {
+    Schema::build(QueryRoot, MutationRoot, EmptySubscription)
+        .finish()
+        .sdl()
+}
+
+/// Data one request carries: its caller and its own article loader, so
+/// batching never mixes requests and nothing is cached between them.
+pub fn request_data(store: &Store, session: Session) -> (Session, DataLoader<ArticleLoader>) {
+    (
+        session,
+        DataLoader::new(ArticleLoader::new(store.clone()), tokio::spawn),
+    )
+}
+
+pub(crate) fn store<'a>(ctx: &Context<'a>) -> &'a Store {
+    ctx.data_unchecked::<Store>()
+}
+
+pub(crate) fn session<'a>(ctx: &Context<'a>) -> &'a Session {
+    ctx.data_unchecked::<Session>()
+}
+
+pub(crate) fn loader<'a>(ctx: &Context<'a>) -> &'a DataLoader<ArticleLoader> {
+    ctx.data_unchecked::<DataLoader<ArticleLoader>>()
+}
+
+/// Runs [`assign_code`](crate::error::assign_code) on every error of every
+/// response, whatever the transport.
+struct ErrorCodes;
+
+impl ExtensionFactory for ErrorCodes {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(ErrorCodes)
+    }
+}
+
+#[async_trait::async_trait]
+impl Extension for ErrorCodes {
+    async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
+        let mut response = next.run(ctx).await;
+        response.errors.iter_mut().for_each(crate::error::assign_code);
+        response
+    }
+}

@@ -1,0 +1,50 @@
+//! Read-only entry points.
+
+use async_graphql::{Context, Object, Result, ID};
+
+use super::types::{load_in_order, Article, ArticleOrder, Group, User};
+use super::{loader, session, store};
+use crate::domain::{ArticleId, GroupName, PageRequest};
+
+pub struct QueryRoot;
+
+#[Object]
+impl QueryRoot {
+    /// The site's ranked list of articles.
+    async fn articles(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default_with = "ArticleOrder::Score")] order: ArticleOrder,
+        #[graphql(default = 1)] page: i32,
+        #[graphql(default = 25)] page_size: i32,
+    ) -> Result<Vec<Article>> {
+        let page = PageRequest::parse(page, page_size)?;
+        let ids = store(ctx).ranking_page(order.into(), page).await?;
+        load_in_order(ctx, ids).await
+    }
+
+    /// Number of articles on the site.
+    async fn article_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(store(ctx).article_count().await? as i64)
+    }
+
+    /// One article, or null when there is none with that id.
+    async fn article(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Article>> {
+        let id = ArticleId::parse(&id, "id")?;
+        Ok(loader(ctx).load_one(id).await?.map(Article))
+    }
+
+    /// A group by name; an unknown group is empty, not an error.
+    async fn group(&self, name: String) -> Result<Group> {
+        let group = GroupName::parse(&name)?;
+        Ok(Group {
+            name: group.as_str().to_owned(),
+            group,
+        })
+    }
+
+    /// The logged-in user, or null.
+    async fn me(&self, ctx: &Context<'_>) -> Result<Option<User>> {
+        Ok(session(ctx).user(store(ctx)).await?.map(User::from))
+    }
+}

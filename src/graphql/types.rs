@@ -1,0 +1,173 @@
+//! GraphQL output types and scalars.
+
+use async_graphql::{
+    ComplexObject, Context, Enum, InputValueError, InputValueResult, Object, Result, Scalar,
+    ScalarType, SimpleObject, Value, ID,
+};
+use chrono::{SecondsFormat, TimeZone, Utc};
+
+use crate::domain::{ArticleId, GroupName, PageRequest, UserName};
+use crate::store::keys::Ranking;
+use crate::store::ArticleRecord;
+
+use super::{loader, store};
+
+/// How a list of articles is ordered.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ArticleOrder {
+    /// Highest score first: post time + 432 points per net vote, so fresh and
+    /// popular articles rise and old ones sink.
+    Score,
+    /// Most recently posted first.
+    Newest,
+}
+
+impl From<ArticleOrder> for Ranking {
+    fn from(order: ArticleOrder) -> Self {
+        match order {
+            ArticleOrder::Score => Ranking::Score,
+            ArticleOrder::Newest => Ranking::Time,
+        }
+    }
+}
+
+/// An instant, as an RFC 3339 string in UTC (`2026-11-22T18:47:58.123Z`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DateTime(pub f64);
+
+#[Scalar(name = "DateTime")]
+impl ScalarType for DateTime {
+    fn parse(value: Value) -> InputValueResult<Self> {
+        match &value {
+            Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+                .map(|d| DateTime(d.timestamp_micros() as f64 / 1e6))
+                .map_err(|_| InputValueError::custom("expected an RFC 3339 date-time")),
+            _ => Err(InputValueError::expected_type(value)),
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        let micros = (self.0 * 1e6).round() as i64;
+        let text = Utc
+            .timestamp_micros(micros)
+            .single()
+            .map(|d| d.to_rfc3339_opts(SecondsFormat::Millis, true))
+            .unwrap_or_default();
+        Value::String(text)
+    }
+}
+
+/// A link posted to the site.
+pub struct Article(pub ArticleRecord);
+
+#[Object]
+impl Article {
+    /// The numeric id (`"7"` for the Redis key `article:7`).
+    async fn id(&self) -> ID {
+        ID(self.0.id.to_string())
+    }
+
+    async fn title(&self) -> &str {
+        &self.0.title
+    }
+
+    async fn link(&self) -> &str {
+        &self.0.link
+    }
+
+    /// Who posted it.
+    async fn poster(&self) -> User {
+        User {
+            name: self.0.poster.clone(),
+        }
+    }
+
+    async fn posted_at(&self) -> DateTime {
+        DateTime(self.0.posted_at)
+    }
+
+    /// Number of upvotes, the poster's own included.
+    async fn votes(&self) -> i64 {
+        self.0.votes
+    }
+
+    /// The ranking score: post time in Unix seconds + 432 × votes.
+    async fn score(&self) -> f64 {
+        self.0.score
+    }
+
+    /// The groups the article is in, sorted by name.
+    async fn groups(&self) -> &[String] {
+        &self.0.groups
+    }
+}
+
+/// A topic with its own rankings. Any valid name is a group; one nobody
+/// posted to is simply empty.
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct Group {
+    #[graphql(skip)]
+    pub group: GroupName,
+    pub name: String,
+}
+
+#[ComplexObject]
+impl Group {
+    /// The group's articles, ranked like the front page.
+    async fn articles(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default_with = "ArticleOrder::Score")] order: ArticleOrder,
+        #[graphql(default = 1)] page: i32,
+        #[graphql(default = 25)] page_size: i32,
+    ) -> Result<Vec<Article>> {
+        let page = PageRequest::parse(page, page_size)?;
+        let ids = store(ctx).group_page(&self.group, order.into(), page).await?;
+        load_in_order(ctx, ids).await
+    }
+
+    /// Number of articles in the group.
+    async fn article_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(store(ctx).group_count(&self.group).await? as i64)
+    }
+}
+
+/// A member of the site.
+pub struct User {
+    pub name: String,
+}
+
+impl From<UserName> for User {
+    fn from(name: UserName) -> Self {
+        User {
+            name: name.as_str().to_owned(),
+        }
+    }
+}
+
+#[Object]
+impl User {
+    async fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What signing up or logging in returns.
+#[derive(SimpleObject)]
+pub struct AuthPayload {
+    /// Send it as `Authorization: Bearer <token>`; valid for 30 days or until `logOut`.
+    pub token: String,
+    pub user: User,
+}
+
+/// Loads articles through the request's DataLoader, keeping the ranking's
+/// order and skipping ids whose article vanished.
+pub(crate) async fn load_in_order(ctx: &Context<'_>, ids: Vec<ArticleId>) -> Result<Vec<Article>> {
+    let mut found = loader(ctx).load_many(ids.iter().copied()).await?;
+    Ok(ids
+        .iter()
+        .filter_map(|id| found.remove(id))
+        .map(Article)
+        .collect())
+}

@@ -1,0 +1,17 @@
+//! votegraph: a GraphQL API for a community news site where people post
+//! links, vote on them and read ranked front pages, with Redis as its only
+//! database and the keyspace of *Redis in Action*, chapter 1.
+//!
+//! `main.rs` only parses [`config::Settings`] and runs a
+//! [`startup::Application`]; everything else lives in this library so tests
+//! and tools can start real servers.
+
+pub mod auth;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod graphql;
+pub mod local_redis;
+pub mod routes;
+pub mod startup;
+pub mod store;

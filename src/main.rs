@@ -1,0 +1,18 @@
+//! The votegraph server binary.
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use votegraph::config::Settings;
+use votegraph::startup::Application;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,poem=info")),
+        )
+        .init();
+    let settings = Settings::parse();
+    let app = Application::build(settings).await?;
+    app.run_until_stopped().await
+}

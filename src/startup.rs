@@ -1,0 +1,117 @@
+//! Wires configuration, Redis, the schema and the HTTP server together.
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::middleware::{Cors, Tracing};
+use poem::{get, EndpointExt, Route, Server};
+
+use crate::auth::PasswordHasher;
+use crate::config::Settings;
+use crate::graphql::build_schema;
+use crate::local_redis::LocalRedis;
+use crate::routes;
+use crate::store::Store;
+
+/// A bound, ready-to-run server.
+pub struct Application {
+    acceptor: TcpAcceptor,
+    port: u16,
+    route: poem::endpoint::BoxEndpoint<'static>,
+    local_redis: Option<LocalRedis>,
+}
+
+impl Application {
+    /// Connects the pieces and binds the listener, so the port is known
+    /// before the server runs (tests bind port 0).
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let (redis_url, local_redis) = match &settings.redis_url {
+            Some(url) => (url.clone(), None),
+            None => {
+                let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
+                (local.url().to_owned(), Some(local))
+            }
+        };
+        let store = Store::new(&redis_url, settings.pool_size, settings.pool_timeout())
+            .context("invalid Redis URL")?;
+        let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
+        let schema = build_schema(store.clone(), hasher);
+
+        let cors = if settings.cors_origins.iter().any(|o| o == "*") {
+            Cors::new()
+        } else {
+            Cors::new().allow_origins(settings.cors_origins.iter().filter(|o| !o.is_empty()))
+        };
+        let route = Route::new()
+            .at("/", get(routes::graphiql))
+            .at("/graphql", get(routes::graphql).post(routes::graphql))
+            .at("/health", get(routes::health))
+            .data(schema)
+            .data(store)
+            .with(cors)
+            .with(Tracing)
+            .boxed();
+
+        let acceptor = TcpListener::bind(settings.bind.clone())
+            .into_acceptor()
+            .await
+            .with_context(|| format!("binding {}", settings.bind))?;
+        let port = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
+            .context("listener has no address")?;
+        Ok(Self {
+            acceptor,
+            port,
+            route,
+            local_redis,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves until Ctrl-C or SIGTERM.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    /// Serves until `signal` completes, then lets requests in flight finish
+    /// (up to 10 s) and stops the local Redis, if any.
+    pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+        tracing::info!(port = self.port, "votegraph listening");
+        let served = Server::new_with_acceptor(self.acceptor)
+            .run_with_graceful_shutdown(self.route, signal, Some(Duration::from_secs(10)))
+            .await;
+        if let Some(redis) = self.local_redis {
+            redis.stop().await;
+        }
+        served.context("server failed")
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

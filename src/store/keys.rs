@@ -1,0 +1,69 @@
+//! Every Redis key and channel votegraph touches, in one place.
+//!
+//! The article keys are the ones of *Redis in Action* chapter 1, so the book's
+//! code and votegraph can share one Redis; keys votegraph adds follow the
+//! `type:id:attr` convention. The README's keyspace table mirrors this file.
+
+use crate::domain::{ArticleId, GroupName};
+
+/// INCR counter handing out article ids (book).
+pub const ARTICLE_COUNTER: &str = "article:";
+/// Sorted set `article:<id>` → post time + 432 × net votes (book).
+pub const SCORE: &str = "score:";
+/// Sorted set `article:<id>` → post time (book).
+pub const TIME: &str = "time:";
+/// Pub/sub channel a vote script publishes score changes on.
+pub const SCORE_CHANNEL: &str = "votegraph:score-changed";
+
+/// Seconds during which an article can be voted on (book: one week).
+pub const VOTING_WINDOW_SECS: u64 = 7 * 24 * 60 * 60;
+/// Score points one upvote is worth (book: 86,400 s / 200 votes).
+pub const VOTE_SCORE: f64 = 432.0;
+/// How long a group ranking built by ZINTERSTORE is cached (book: 60 s).
+pub const GROUP_CACHE_SECS: u64 = 60;
+/// How long a login token stays valid.
+pub const SESSION_TTL_SECS: u64 = 30 * 24 * 60 * 60;
+
+/// `article:<id>`: the article hash, also the member used in every set.
+pub fn article(id: ArticleId) -> String {
+    format!("article:{id}")
+}
+
+/// `article:<id>:groups`: set of the groups an article is in (votegraph's
+/// reverse index of `group:<name>`).
+pub fn article_groups(id: ArticleId) -> String {
+    format!("article:{id}:groups")
+}
+
+/// `group:<name>`: set of `article:<id>` members (book).
+pub fn group(name: &GroupName) -> String {
+    format!("group:{}", name.as_str())
+}
+
+/// `user:<name>`: account hash (`name`, `password` as an argon2 PHC string, `created`).
+pub fn user(name: &str) -> String {
+    format!("user:{name}")
+}
+
+/// `session:<sha256 of token>`: string holding the user name, with a TTL.
+pub fn session(token_hash: &str) -> String {
+    format!("session:{token_hash}")
+}
+
+/// Which global ranking a list is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranking {
+    Score,
+    Time,
+}
+
+impl Ranking {
+    /// The book's sorted-set key (`score:` or `time:`), also the prefix of a
+    /// group's cached ranking (`score:<group>`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Ranking::Score => SCORE,
+            Ranking::Time => TIME,
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! All Redis access: the connection pool, the keyspace, the Lua scripts and
+//! the reads and writes the GraphQL layer calls.
+//!
+//! Resolvers never build Redis commands themselves; they call the methods of
+//! [`Store`], which keep the book-compatible keyspace consistent.
+
+mod articles;
+pub mod keys;
+mod scripts;
+mod users;
+
+use std::time::Duration;
+
+use bb8_redis::RedisConnectionManager;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+pub use articles::{not_found, ArticleRecord, VoteDirection, VoteOutcome};
+
+use crate::error::{AppError, AppResult};
+
+/// A pooled multiplexed connection that remembers when it broke.
+///
+/// bb8-redis never reports a multiplexed connection as broken, so a pool
+/// would keep handing out a dead socket after Redis restarts. Marking the
+/// connection on I/O errors lets bb8 drop it and dial a new one, which is how
+/// the server recovers by itself without a PING on every checkout.
+pub struct Conn {
+    inner: MultiplexedConnection,
+    broken: bool,
+}
+
+impl Conn {
+    fn note<T>(&mut self, result: &redis::RedisResult<T>) {
+        if let Err(e) = result {
+            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                self.broken = true;
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let r = self.inner.req_packed_command(cmd).await;
+            self.note(&r);
+            r
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let r = self.inner.req_packed_commands(pipeline, offset, count).await;
+            self.note(&r);
+            r
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+}
+
+/// bb8 manager around bb8-redis' own, adding broken-connection detection.
+pub struct Manager(RedisConnectionManager);
+
+impl bb8::ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = redis::RedisError;
+
+    async fn connect(&self) -> Result<Conn, redis::RedisError> {
+        Ok(Conn {
+            inner: self.0.connect().await?,
+            broken: false,
+        })
+    }
+
+    async fn is_valid(&self, conn: &mut Conn) -> Result<(), redis::RedisError> {
+        self.0.is_valid(&mut conn.inner).await
+    }
+
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.broken
+    }
+}
+
+pub type Pool = bb8::Pool<Manager>;
+
+/// Handle to the Redis database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+impl Store {
+    /// Builds the pool without dialling: the server starts even when Redis is
+    /// down and serves as soon as it comes up.
+    pub fn new(redis_url: &str, max_size: u32, timeout: Duration) -> AppResult<Self> {
+        let manager = RedisConnectionManager::new(redis_url).map_err(AppError::Storage)?;
+        let pool = bb8::Pool::builder()
+            .max_size(max_size.max(1))
+            .connection_timeout(timeout)
+            // Checkout-time PINGs would double the round trips of every
+            // request; broken connections are caught by `has_broken` instead.
+            .test_on_check_out(false)
+            .retry_connection(false)
+            .build_unchecked(Manager(manager));
+        Ok(Self { pool })
+    }
+
+    pub(crate) async fn conn(&self) -> AppResult<bb8::PooledConnection<'_, Manager>> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// Answers whether Redis replies to PING.
+    pub async fn ping(&self) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let _: String = redis::cmd("PING").query_async(&mut *conn).await?;
+        Ok(())
+    }
+}
+
+/// Reads a reply that should be text (bulk or simple string).
+pub(crate) fn value_str(v: &Value) -> Option<&str> {
+    match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok(),
+        Value::SimpleString(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+/// Reads a reply that should be a number, in RESP2 (text) or RESP3 form.
+pub(crate) fn value_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Double(d) => Some(*d),
+        Value::Int(i) => Some(*i as f64),
+        other => value_str(other).and_then(|s| s.parse().ok()),
+    }
+}

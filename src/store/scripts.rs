@@ -1,0 +1,168 @@
+//! The Lua scripts behind every multi-key write.
+//!
+//! A script runs atomically in Redis, so a vote, a post or a group change
+//! happens entirely or not at all, even with many servers and voters racing.
+//! `redis::Script` calls them by SHA (EVALSHA) and loads them again by itself
+//! when Redis answers NOSCRIPT, e.g. after a restart. Time comes from Redis'
+//! own clock (`TIME`) so that every server instance agrees on it.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// ARGV: poster member, title, link, group names…
+/// Returns the new article id.
+pub static POST: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local id = redis.call('INCR', 'article:')
+local article = 'article:' .. id
+local voted = 'voted:' .. id
+redis.call('SADD', voted, ARGV[1])
+redis.call('EXPIRE', voted, 604800)
+local ts = string.format('%.6f', now)
+local score = string.format('%.6f', now + 432)
+redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', ARGV[1],
+  'time', ts, 'votes', 1, 'downvotes', 0)
+redis.call('ZADD', 'score:', score, article)
+redis.call('ZADD', 'time:', ts, article)
+for i = 4, #ARGV do
+  local g = ARGV[i]
+  redis.call('SADD', 'group:' .. g, article)
+  redis.call('SADD', article .. ':groups', g)
+  if redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
+  if redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, ts, article) end
+end
+return id
+"#,
+    )
+});
+
+/// ARGV: article id, voter member, direction (`up`, `down` or `none`).
+/// Returns `{status, previous direction, new score}` where status is
+/// `missing`, `closed`, `same` or `changed`.
+///
+/// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
+/// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
+/// the voting window closes, as the book's `voted:<id>` does.
+pub static VOTE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
+local week = 604800
+local article = 'article:' .. id
+local posted = redis.call('ZSCORE', 'time:', article)
+if not posted then
+  if redis.call('EXISTS', article) == 0 then return {'missing'} end
+  posted = redis.call('HGET', article, 'time')
+end
+posted = tonumber(posted)
+if not posted then return {'missing'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+if now - posted >= week then return {'closed'} end
+
+local up, down = 'voted:' .. id, 'downvoted:' .. id
+local was = 'none'
+if redis.call('SISMEMBER', up, voter) == 1 then was = 'up'
+elseif redis.call('SISMEMBER', down, voter) == 1 then was = 'down' end
+if was == dir then
+  return {'same', was, redis.call('ZSCORE', 'score:', article)}
+end
+
+local dup, ddown = 0, 0
+if was == 'up' then dup = -1 elseif was == 'down' then ddown = -1 end
+if dir == 'up' then dup = dup + 1 elseif dir == 'down' then ddown = ddown + 1 end
+local target = nil
+if dir == 'up' then target = up elseif dir == 'down' then target = down end
+if was == 'none' then
+  redis.call('SADD', target, voter)
+elseif dir == 'none' then
+  redis.call('SREM', was == 'up' and up or down, voter)
+else
+  redis.call('SMOVE', was == 'up' and up or down, target, voter)
+end
+if target and redis.call('TTL', target) == -1 then
+  redis.call('EXPIREAT', target, math.floor(posted + week) + 1)
+end
+if dup ~= 0 then redis.call('HINCRBY', article, 'votes', dup) end
+if ddown ~= 0 then redis.call('HINCRBY', article, 'downvotes', ddown) end
+local score = redis.call('ZINCRBY', 'score:', 432 * (dup - ddown), article)
+local groups = redis.call('SMEMBERS', article .. ':groups')
+for _, g in ipairs(groups) do
+  redis.call('ZADD', 'score:' .. g, 'XX', score, article)
+end
+local counts = redis.call('HMGET', article, 'votes', 'downvotes')
+redis.call('PUBLISH', 'votegraph:score-changed', cjson.encode({
+  id = id, score = tonumber(score), votes = tonumber(counts[1]) or 0,
+  downvotes = tonumber(counts[2]) or 0, at = now, groups = groups }))
+return {'changed', was, score}
+"#,
+    )
+});
+
+/// ARGV: article id, caller member, number of groups to add, the groups to
+/// add, then the groups to remove. Returns `missing`, `forbidden` or `ok`.
+///
+/// Cached group rankings (`score:<group>`, `time:<group>`) that exist are
+/// updated in the same step, so a group page shows the change at once.
+pub static SET_GROUPS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local id, caller, nadd = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local article = 'article:' .. id
+if redis.call('EXISTS', article) == 0 then return 'missing' end
+local poster = redis.call('HGET', article, 'poster')
+if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return 'forbidden' end
+local score = redis.call('ZSCORE', 'score:', article)
+local time = redis.call('ZSCORE', 'time:', article)
+for i = 4, #ARGV do
+  local g = ARGV[i]
+  if i < 4 + nadd then
+    redis.call('SADD', 'group:' .. g, article)
+    redis.call('SADD', article .. ':groups', g)
+    if score and redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
+    if time and redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, time, article) end
+  else
+    redis.call('SREM', 'group:' .. g, article)
+    redis.call('SREM', article .. ':groups', g)
+    redis.call('ZREM', 'score:' .. g, article)
+    redis.call('ZREM', 'time:' .. g, article)
+  end
+end
+return 'ok'
+"#,
+    )
+});
+
+/// ARGV: group name, ranking key (`score:` or `time:`), start, stop.
+/// Builds the group ranking with the book's `ZINTERSTORE … AGGREGATE MAX`
+/// when it is not cached, caches it for 60 s, and returns the page.
+pub static GROUP_PAGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local key = ARGV[2] .. ARGV[1]
+if redis.call('EXISTS', key) == 0 then
+  redis.call('ZINTERSTORE', key, 2, 'group:' .. ARGV[1], ARGV[2], 'AGGREGATE', 'MAX')
+  redis.call('EXPIRE', key, 60)
+end
+return redis.call('ZREVRANGE', key, ARGV[3], ARGV[4])
+"#,
+    )
+});
+
+/// KEYS: user hash, session key. ARGV: name, password hash, created, session TTL.
+/// Creates the account and its first session together; returns 0 when the
+/// name is taken.
+pub static SIGN_UP: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[4])
+return 1
+"#,
+    )
+});
