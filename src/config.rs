@@ -9,7 +9,11 @@ use std::time::Duration;
 use clap::Parser;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "votegraph", version, about = "GraphQL API for a community news site, on Redis")]
+#[command(
+    name = "votegraph",
+    version,
+    about = "GraphQL API for a community news site, on Redis"
+)]
 pub struct Settings {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "VOTEGRAPH_BIND", default_value = "127.0.0.1:8000")]
@@ -39,7 +43,12 @@ pub struct Settings {
 
     /// Origins allowed to call the API from a browser, comma-separated; `*`
     /// allows any origin. Empty: no cross-origin access.
-    #[arg(long, env = "VOTEGRAPH_CORS_ORIGINS", value_delimiter = ',', default_value = "*")]
+    #[arg(
+        long,
+        env = "VOTEGRAPH_CORS_ORIGINS",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
     pub cors_origins: Vec<String>,
 
     /// Argon2 memory cost in KiB (OWASP's recommended minimum by default).

@@ -53,8 +53,9 @@ impl Link {
                 format!("link must be at most {} bytes", Self::MAX_BYTES),
             ));
         }
-        let url = url::Url::parse(raw)
-            .map_err(|_| AppError::bad_input("link", "link must be an absolute http or https URL"))?;
+        let url = url::Url::parse(raw).map_err(|_| {
+            AppError::bad_input("link", "link must be an absolute http or https URL")
+        })?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
             return Err(AppError::bad_input(
                 "link",
@@ -90,7 +91,9 @@ impl GroupName {
         let ok = !b.is_empty()
             && b.len() <= 64
             && is_lower_alnum(b[0])
-            && b[1..].iter().all(|&c| is_lower_alnum(c) || c == b'_' || c == b'-');
+            && b[1..]
+                .iter()
+                .all(|&c| is_lower_alnum(c) || c == b'_' || c == b'-');
         if ok {
             Ok(Self(raw.to_owned()))
         } else {
@@ -266,7 +269,13 @@ mod tests {
     fn links_must_be_absolute_http() {
         assert!(Link::parse("https://example.com/a?b=c").is_ok());
         assert!(Link::parse("http://example.com").is_ok());
-        for bad in ["ftp://x.org", "/relative", "example.com", "javascript:alert(1)", "http://"] {
+        for bad in [
+            "ftp://x.org",
+            "/relative",
+            "example.com",
+            "javascript:alert(1)",
+            "http://",
+        ] {
             assert!(Link::parse(bad).is_err(), "{bad}");
         }
         let long = format!("https://example.com/{}", "a".repeat(2048));

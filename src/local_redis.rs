@@ -72,10 +72,13 @@ impl LocalRedis {
         let client = redis::Client::open(self.url.as_str())?;
         for _ in 0..100 {
             if let Some(status) = self.child.try_wait()? {
-                bail!("redis-server exited at start ({status}); see redis.log in the data directory");
+                bail!(
+                    "redis-server exited at start ({status}); see redis.log in the data directory"
+                );
             }
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                let pong: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
+                let pong: redis::RedisResult<String> =
+                    redis::cmd("PING").query_async(&mut conn).await;
                 if pong.is_ok() {
                     return Ok(());
                 }
@@ -90,7 +93,10 @@ impl LocalRedis {
         if let Ok(client) = redis::Client::open(self.url.as_str()) {
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
                 // The connection closes as the server exits, so the reply is an error.
-                let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("SAVE").query_async(&mut conn).await;
+                let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+                    .arg("SAVE")
+                    .query_async(&mut conn)
+                    .await;
             }
         }
         match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {

@@ -31,7 +31,12 @@ pub async fn graphql(
 /// `GET /`: GraphiQL, talking to `/graphql`.
 #[handler]
 pub async fn graphiql() -> Html<String> {
-    Html(GraphiQLSource::build().endpoint("/graphql").title("votegraph").finish())
+    Html(
+        GraphiQLSource::build()
+            .endpoint("/graphql")
+            .title("votegraph")
+            .finish(),
+    )
 }
 
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise.

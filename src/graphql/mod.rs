@@ -80,7 +80,10 @@ impl ExtensionFactory for ErrorCodes {
 impl Extension for ErrorCodes {
     async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
         let mut response = next.run(ctx).await;
-        response.errors.iter_mut().for_each(crate::error::assign_code);
+        response
+            .errors
+            .iter_mut()
+            .for_each(crate::error::assign_code);
         response
     }
 }

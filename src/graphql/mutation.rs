@@ -21,22 +21,45 @@ async fn reload(ctx: &Context<'_>, id: ArticleId) -> Result<Article> {
     }
 }
 
-#[Object]
+#[Object(name = "Mutation")]
 impl MutationRoot {
     /// Creates an account and logs it in.
-    async fn sign_up(&self, ctx: &Context<'_>, name: String, password: String) -> Result<AuthPayload> {
+    async fn sign_up(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        password: String,
+    ) -> Result<AuthPayload> {
         let name = UserName::parse(&name)?;
         let password = Password::parse(&password)?;
-        let hash = ctx.data_unchecked::<PasswordHasher>().hash(&password).await?;
+        let hash = ctx
+            .data_unchecked::<PasswordHasher>()
+            .hash(&password)
+            .await?;
         let token = new_token();
-        if !store(ctx).create_user(&name, &hash, &token_hash(&token)).await? {
-            return Err(AppError::bad_input("name", format!("the name {:?} is already taken", name.as_str())).into());
+        if !store(ctx)
+            .create_user(&name, &hash, &token_hash(&token))
+            .await?
+        {
+            return Err(AppError::bad_input(
+                "name",
+                format!("the name {:?} is already taken", name.as_str()),
+            )
+            .into());
         }
-        Ok(AuthPayload { token, user: name.into() })
+        Ok(AuthPayload {
+            token,
+            user: name.into(),
+        })
     }
 
     /// Logs in with a name and password, returning a new token.
-    async fn log_in(&self, ctx: &Context<'_>, name: String, password: String) -> Result<AuthPayload> {
+    async fn log_in(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        password: String,
+    ) -> Result<AuthPayload> {
         let invalid = || AppError::Unauthenticated("invalid name or password");
         // Malformed credentials cannot match an account; answering as for a
         // wrong password does not reveal which rule they broke.
@@ -45,12 +68,19 @@ impl MutationRoot {
         };
         let store = store(ctx);
         let stored = store.password_hash(&name).await?;
-        if !ctx.data_unchecked::<PasswordHasher>().verify(&password, stored).await? {
+        if !ctx
+            .data_unchecked::<PasswordHasher>()
+            .verify(&password, stored)
+            .await?
+        {
             return Err(invalid().into());
         }
         let token = new_token();
         store.create_session(&token_hash(&token), &name).await?;
-        Ok(AuthPayload { token, user: name.into() })
+        Ok(AuthPayload {
+            token,
+            user: name.into(),
+        })
     }
 
     /// Revokes the token the request was sent with. True when a session was

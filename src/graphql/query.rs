@@ -8,7 +8,7 @@ use crate::domain::{ArticleId, GroupName, PageRequest};
 
 pub struct QueryRoot;
 
-#[Object]
+#[Object(name = "Query")]
 impl QueryRoot {
     /// The site's ranked list of articles.
     async fn articles(

@@ -35,7 +35,11 @@ impl From<ArticleOrder> for Ranking {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DateTime(pub f64);
 
-#[Scalar(name = "DateTime")]
+/// An instant as an RFC 3339 string in UTC, e.g. `2026-11-22T18:47:58.123Z`.
+#[Scalar(
+    name = "DateTime",
+    specified_by_url = "https://datatracker.ietf.org/doc/html/rfc3339"
+)]
 impl ScalarType for DateTime {
     fn parse(value: Value) -> InputValueResult<Self> {
         match &value {
@@ -123,7 +127,9 @@ impl Group {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = store(ctx).group_page(&self.group, order.into(), page).await?;
+        let ids = store(ctx)
+            .group_page(&self.group, order.into(), page)
+            .await?;
         load_in_order(ctx, ids).await
     }
 

@@ -204,7 +204,9 @@ impl Store {
                 previous,
                 changed: true,
             }),
-            other => Err(AppError::Internal(format!("vote script answered {other:?}"))),
+            other => Err(AppError::Internal(format!(
+                "vote script answered {other:?}"
+            ))),
         }
     }
 
@@ -250,7 +252,12 @@ fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
 /// Builds a record from `HGETALL`, `ZSCORE score:` and `SMEMBERS` replies.
 /// Data written by other clients is read leniently: a missing field is
 /// empty or zero rather than an error, so one odd article cannot break a page.
-fn parse_article(id: ArticleId, hash: &Value, score: &Value, groups: &Value) -> Option<ArticleRecord> {
+fn parse_article(
+    id: ArticleId,
+    hash: &Value,
+    score: &Value,
+    groups: &Value,
+) -> Option<ArticleRecord> {
     let mut record = ArticleRecord {
         id,
         title: String::new(),
@@ -298,7 +305,11 @@ fn parse_article(id: ArticleId, hash: &Value, score: &Value, groups: &Value) -> 
     }
     record.score = value_f64(score).unwrap_or(record.posted_at);
     if let Value::Array(items) | Value::Set(items) = groups {
-        record.groups = items.iter().filter_map(value_str).map(str::to_owned).collect();
+        record.groups = items
+            .iter()
+            .filter_map(value_str)
+            .map(str::to_owned)
+            .collect();
         record.groups.sort();
     }
     Some(record)

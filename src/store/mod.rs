@@ -56,7 +56,10 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let r = self.inner.req_packed_commands(pipeline, offset, count).await;
+            let r = self
+                .inner
+                .req_packed_commands(pipeline, offset, count)
+                .await;
             self.note(&r);
             r
         })

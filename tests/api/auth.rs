@@ -1,0 +1,197 @@
+use redis::AsyncCommands;
+use serde_json::json;
+
+use crate::helpers::{error_code, spawn_app};
+
+const ME: &str = "{ me { name } }";
+
+#[tokio::test]
+async fn sign_up_logs_in_and_me_returns_the_user() {
+    let app = spawn_app().await;
+    let data = app
+        .gql_ok(
+            "mutation { signUp(name: \"alice\", password: \"correct horse\") { token user { name } } }",
+            json!({}),
+            None,
+        )
+        .await;
+    let token = data["signUp"]["token"].as_str().unwrap();
+    assert_eq!(data["signUp"]["user"]["name"], "alice");
+    assert!(token.len() >= 32, "token has at least 128 bits: {token}");
+
+    assert_eq!(
+        app.gql_ok(ME, json!({}), Some(token)).await["me"]["name"],
+        "alice"
+    );
+    assert!(app.gql_ok(ME, json!({}), None).await["me"].is_null());
+    assert!(app.gql_ok(ME, json!({}), Some("not-a-token")).await["me"].is_null());
+}
+
+#[tokio::test]
+async fn passwords_and_tokens_are_stored_only_as_hashes() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    let mut redis = app.redis.conn().await;
+
+    let stored: String = redis.hget("user:alice", "password").await.unwrap();
+    assert!(stored.starts_with("$argon2id$"), "{stored}");
+    assert!(!stored.contains("password-of-alice"));
+
+    let keys: Vec<String> = redis.keys("session:*").await.unwrap();
+    assert_eq!(keys.len(), 1);
+    assert!(
+        !keys[0].contains(&token),
+        "the raw token must not be stored"
+    );
+    let ttl: i64 = redis.ttl(&keys[0]).await.unwrap();
+    assert!(ttl > 29 * 86_400 && ttl <= 30 * 86_400, "ttl {ttl}");
+}
+
+#[tokio::test]
+async fn a_taken_name_is_refused_without_touching_the_account() {
+    let app = spawn_app().await;
+    app.sign_up("alice").await;
+    let body = app
+        .gql(
+            "mutation { signUp(name: \"alice\", password: \"another password\") { token } }",
+            json!({}),
+            None,
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT");
+    assert_eq!(body["errors"][0]["extensions"]["field"], "name");
+    // The original password still works.
+    let login = app
+        .gql(
+            "mutation { logIn(name: \"alice\", password: \"password-of-alice\") { token } }",
+            json!({}),
+            None,
+        )
+        .await;
+    assert!(login["data"]["logIn"]["token"].is_string(), "{login}");
+}
+
+#[tokio::test]
+async fn log_in_checks_the_password() {
+    let app = spawn_app().await;
+    app.sign_up("alice").await;
+    let login = "mutation($n: String!, $p: String!) { logIn(name: $n, password: $p) { token user { name } } }";
+
+    let ok = app
+        .gql_ok(
+            login,
+            json!({ "n": "alice", "p": "password-of-alice" }),
+            None,
+        )
+        .await;
+    let token = ok["logIn"]["token"].as_str().unwrap();
+    assert_eq!(ok["logIn"]["user"]["name"], "alice");
+    assert_eq!(
+        app.gql_ok(ME, json!({}), Some(token)).await["me"]["name"],
+        "alice"
+    );
+
+    for (name, password) in [
+        ("alice", "wrong password"),
+        ("nobody", "password-of-alice"),
+        ("a", "x"),
+    ] {
+        let body = app
+            .gql(login, json!({ "n": name, "p": password }), None)
+            .await;
+        assert_eq!(
+            error_code(&body),
+            "UNAUTHENTICATED",
+            "{name}/{password}: {body}"
+        );
+        assert_eq!(body["errors"][0]["message"], "invalid name or password");
+        assert!(body["data"].is_null());
+    }
+}
+
+#[tokio::test]
+async fn log_out_revokes_only_that_token() {
+    let app = spawn_app().await;
+    let first = app.sign_up("alice").await;
+    let second = app
+        .gql_ok(
+            "mutation { logIn(name: \"alice\", password: \"password-of-alice\") { token } }",
+            json!({}),
+            None,
+        )
+        .await["logIn"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let out = app
+        .gql_ok("mutation { logOut }", json!({}), Some(&first))
+        .await;
+    assert_eq!(out["logOut"], true);
+    assert!(app.gql_ok(ME, json!({}), Some(&first)).await["me"].is_null());
+    assert_eq!(
+        app.gql_ok(ME, json!({}), Some(&second)).await["me"]["name"],
+        "alice"
+    );
+
+    // A revoked token cannot post, and logging out again revokes nothing.
+    let body = app
+        .gql(
+            "mutation { post(title: \"t\", link: \"https://e.com\") { id } }",
+            json!({}),
+            Some(&first),
+        )
+        .await;
+    assert_eq!(error_code(&body), "UNAUTHENTICATED");
+    assert_eq!(
+        app.gql_ok("mutation { logOut }", json!({}), Some(&first))
+            .await["logOut"],
+        false
+    );
+    assert_eq!(
+        app.gql_ok("mutation { logOut }", json!({}), None).await["logOut"],
+        false
+    );
+}
+
+#[tokio::test]
+async fn mutations_need_a_login_and_write_nothing_without_one() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    let id = app.post(&token, "existing", &[]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut redis = app.redis.conn().await;
+    let before: Vec<String> = redis.keys("*").await.unwrap();
+
+    for (query, bad_token) in [
+        (
+            "mutation { post(title: \"t\", link: \"https://e.com\") { id } }".to_owned(),
+            None,
+        ),
+        (
+            format!("mutation {{ vote(articleId: \"{id}\") {{ id }} }}"),
+            None,
+        ),
+        (
+            format!("mutation {{ setGroups(articleId: \"{id}\", add: [\"x\"]) {{ id }} }}"),
+            None,
+        ),
+        (
+            format!("mutation {{ vote(articleId: \"{id}\") {{ id }} }}"),
+            Some("expired-or-forged"),
+        ),
+    ] {
+        let body = app.gql(&query, json!({}), bad_token).await;
+        assert_eq!(error_code(&body), "UNAUTHENTICATED", "{query}: {body}");
+        assert!(body["data"].is_null());
+    }
+    let mut after: Vec<String> = redis.keys("*").await.unwrap();
+    let mut before = before;
+    before.sort();
+    after.sort();
+    assert_eq!(before, after, "no key was created");
+    let votes: i64 = redis.hget(format!("article:{id}"), "votes").await.unwrap();
+    assert_eq!(votes, 1);
+}

@@ -1,0 +1,12 @@
+//! Integration tests: a real redis-server per test, the real server on port
+//! 0, spoken to over HTTP.
+
+mod articles;
+mod auth;
+mod batching;
+mod book;
+mod groups;
+mod helpers;
+mod resilience;
+mod schema;
+mod validation;

@@ -1,0 +1,38 @@
+/// `schema.graphql` is generated from the code; regenerate it with
+/// `UPDATE_SCHEMA=1 cargo test schema`.
+#[test]
+fn schema_graphql_matches_the_code() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql");
+    let sdl = votegraph::graphql::sdl();
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(path, &sdl).expect("write schema.graphql");
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == sdl,
+        "schema.graphql is out of date with the code; run `UPDATE_SCHEMA=1 cargo test schema` and commit it"
+    );
+}
+
+#[test]
+fn the_schema_has_the_contracted_shape() {
+    let sdl = votegraph::graphql::sdl();
+    for line in [
+        "articles(order: ArticleOrder! = SCORE, page: Int! = 1, pageSize: Int! = 25): [Article!]!",
+        "article(id: ID!): Article",
+        "group(name: String!): Group!",
+        "me: User",
+        "signUp(name: String!, password: String!): AuthPayload!",
+        "logIn(name: String!, password: String!): AuthPayload!",
+        "logOut: Boolean!",
+        "post(title: String!, link: String!, groups: [String!]! = []): Article!",
+        "setGroups(articleId: ID!, add: [String!]! = [], remove: [String!]! = []): Article!",
+        "postedAt: DateTime!",
+        "score: Float!",
+        "type Query {",
+        "type Mutation {",
+        "enum ArticleOrder {",
+    ] {
+        assert!(sdl.contains(line), "schema lacks `{line}`:\n{sdl}");
+    }
+}
