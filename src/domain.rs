@@ -186,6 +186,73 @@ impl Password {
     }
 }
 
+/// A URL-friendly article handle: `[a-z0-9]+(-[a-z0-9]+)*`, at most 80
+/// characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slug(String);
+
+impl Slug {
+    pub const MAX_CHARS: usize = 80;
+    /// Room left for the `-N` suffix that makes a derived slug unique.
+    const STEM_CHARS: usize = 60;
+
+    pub fn parse(raw: &str) -> AppResult<Self> {
+        let ok = !raw.is_empty()
+            && raw.len() <= Self::MAX_CHARS
+            && raw
+                .split('-')
+                .all(|part| !part.is_empty() && part.bytes().all(|b| is_lower_alnum(b)));
+        if ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(AppError::bad_input(
+                "slug",
+                "slug must be 1-80 characters: words of a-z and 0-9 joined by single '-'",
+            ))
+        }
+    }
+
+    /// The stem of a new article's slug: the title's ASCII letters and
+    /// digits, lower-cased, other runs of characters made one '-'
+    /// ("Hello, World!" → "hello-world"); "article" when nothing is left.
+    pub fn from_title(title: &ArticleTitle) -> Self {
+        let mut slug = String::with_capacity(Self::STEM_CHARS);
+        for c in title.as_str().chars() {
+            if slug.len() >= Self::STEM_CHARS {
+                break;
+            }
+            if c.is_ascii_alphanumeric() {
+                slug.push(c.to_ascii_lowercase());
+            } else if !slug.is_empty() && !slug.ends_with('-') {
+                slug.push('-');
+            }
+        }
+        while slug.ends_with('-') {
+            slug.pop();
+        }
+        if slug.is_empty() {
+            slug.push_str("article");
+        }
+        Self(slug)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How many users a leaderboard query may return: 1–100.
+pub fn parse_limit(limit: i32) -> AppResult<usize> {
+    if (1..=100).contains(&limit) {
+        Ok(limit as usize)
+    } else {
+        Err(AppError::bad_input(
+            "limit",
+            "limit must be between 1 and 100",
+        ))
+    }
+}
+
 /// The numeric id of an article (`7` for the key `article:7`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ArticleId(pub u64);
@@ -311,6 +378,32 @@ mod tests {
         assert!(PageRequest::parse(10_001, 25).is_err());
         assert!(PageRequest::parse(1, 0).is_err());
         assert!(PageRequest::parse(1, 101).is_err());
+    }
+
+    #[test]
+    fn slugs_from_titles_and_by_hand() {
+        let slug = |t: &str| Slug::from_title(&ArticleTitle::parse(t).unwrap()).0;
+        assert_eq!(slug("Hello, World!"), "hello-world");
+        assert_eq!(slug("  Rust 2024 -- what's new?  "), "rust-2024-what-s-new");
+        assert_eq!(slug("日本語"), "article");
+        assert_eq!(slug("Ünïcode café"), "n-code-caf");
+        assert!(slug(&"word ".repeat(40)).len() <= 60);
+        assert!(Slug::parse(&slug(&"word ".repeat(40))).is_ok());
+        for good in ["a", "hello-world", "2024", &"a".repeat(80)] {
+            assert!(Slug::parse(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "a--b",
+            "Hello",
+            "a b",
+            "a_b",
+            &"a".repeat(81),
+        ] {
+            assert!(Slug::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

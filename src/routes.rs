@@ -23,8 +23,7 @@ pub async fn graphql(
     let auth = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let (session, loader) = request_data(&store, Session::from_authorization(auth));
-    let request = request.0.data(session).data(loader);
+    let request = request_data(&store, Session::from_authorization(auth)).attach(request.0);
     schema.execute(request).await.into()
 }
 

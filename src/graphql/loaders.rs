@@ -1,20 +1,24 @@
-//! The request-scoped DataLoader that turns every article lookup of a query
-//! into one pipelined Redis batch.
+//! Request-scoped DataLoaders: every article (or user standing) a query
+//! touches is read in one pipelined Redis batch.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
 
+use crate::auth::Session;
 use crate::domain::ArticleId;
-use crate::store::{ArticleRecord, Store};
+use crate::store::{ArticleRecord, Standing, Store};
 
+/// Loads articles, with the caller's vote on each when logged in.
 pub struct ArticleLoader {
     store: Store,
+    session: Arc<Session>,
 }
 
 impl ArticleLoader {
-    pub fn new(store: Store) -> Self {
-        Self { store }
+    pub fn new(store: Store, session: Arc<Session>) -> Self {
+        Self { store, session }
     }
 }
 
@@ -26,6 +30,27 @@ impl Loader<ArticleId> for ArticleLoader {
         &self,
         keys: &[ArticleId],
     ) -> Result<HashMap<ArticleId, ArticleRecord>, Self::Error> {
-        Ok(self.store.load_articles(keys).await?)
+        let viewer = self.session.user(&self.store).await?;
+        Ok(self.store.load_articles(keys, viewer.as_ref()).await?)
+    }
+}
+
+/// Loads users' karma and rank by name.
+pub struct StandingLoader {
+    store: Store,
+}
+
+impl StandingLoader {
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+impl Loader<String> for StandingLoader {
+    type Value = Standing;
+    type Error = async_graphql::Error;
+
+    async fn load(&self, keys: &[String]) -> Result<HashMap<String, Standing>, Self::Error> {
+        Ok(self.store.standings(keys).await?)
     }
 }

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextRequest};
 use async_graphql::{Context, EmptySubscription, Response, Schema};
 
-pub use loaders::ArticleLoader;
+pub use loaders::{ArticleLoader, StandingLoader};
 pub use mutation::MutationRoot;
 pub use query::QueryRoot;
-pub use types::{Article, ArticleOrder, DateTime, Group, User};
+pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDirection};
 
 use crate::auth::{PasswordHasher, Session};
 use crate::store::Store;
@@ -45,13 +45,34 @@ pub fn sdl() -> String {
         .sdl()
 }
 
-/// Data one request carries: its caller and its own article loader, so
-/// batching never mixes requests and nothing is cached between them.
-pub fn request_data(store: &Store, session: Session) -> (Session, DataLoader<ArticleLoader>) {
-    (
+/// Data one request carries: its caller and its own loaders, so batching
+/// never mixes requests and nothing is cached between them.
+pub fn request_data(store: &Store, session: Session) -> RequestData {
+    let session = Arc::new(session);
+    RequestData {
+        articles: DataLoader::new(
+            ArticleLoader::new(store.clone(), session.clone()),
+            tokio::spawn,
+        ),
+        standings: DataLoader::new(StandingLoader::new(store.clone()), tokio::spawn),
         session,
-        DataLoader::new(ArticleLoader::new(store.clone()), tokio::spawn),
-    )
+    }
+}
+
+pub struct RequestData {
+    pub session: Arc<Session>,
+    pub articles: DataLoader<ArticleLoader>,
+    pub standings: DataLoader<StandingLoader>,
+}
+
+impl RequestData {
+    /// Attaches the data to a GraphQL request.
+    pub fn attach(self, request: async_graphql::Request) -> async_graphql::Request {
+        request
+            .data(self.session)
+            .data(self.articles)
+            .data(self.standings)
+    }
 }
 
 pub(crate) fn store<'a>(ctx: &Context<'a>) -> &'a Store {
@@ -59,7 +80,11 @@ pub(crate) fn store<'a>(ctx: &Context<'a>) -> &'a Store {
 }
 
 pub(crate) fn session<'a>(ctx: &Context<'a>) -> &'a Session {
-    ctx.data_unchecked::<Session>()
+    ctx.data_unchecked::<Arc<Session>>()
+}
+
+pub(crate) fn standings<'a>(ctx: &Context<'a>) -> &'a DataLoader<StandingLoader> {
+    ctx.data_unchecked::<DataLoader<StandingLoader>>()
 }
 
 pub(crate) fn loader<'a>(ctx: &Context<'a>) -> &'a DataLoader<ArticleLoader> {

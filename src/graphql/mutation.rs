@@ -3,12 +3,11 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::types::{Article, AuthPayload};
+use super::types::{Article, AuthPayload, VoteDirection};
 use super::{loader, session, store};
 use crate::auth::{new_token, token_hash, PasswordHasher};
-use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, UserName};
+use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, UserName};
 use crate::error::AppError;
-use crate::store::VoteDirection;
 
 pub struct MutationRoot;
 
@@ -109,13 +108,42 @@ impl MutationRoot {
         reload(ctx, id).await
     }
 
-    /// Upvotes an article; voting twice is a no-op. Voting closes one week
-    /// after posting.
-    async fn vote(&self, ctx: &Context<'_>, article_id: ID) -> Result<Article> {
+    /// Sets the caller's vote: UP (the default), DOWN, or NONE to retract.
+    /// Voting the same way twice is a no-op; switching moves the vote.
+    /// Voting closes one week after posting.
+    async fn vote(
+        &self,
+        ctx: &Context<'_>,
+        article_id: ID,
+        #[graphql(default_with = "VoteDirection::Up")] direction: VoteDirection,
+    ) -> Result<Article> {
         let store = store(ctx);
         let user = session(ctx).require_user(store).await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
-        store.vote(id, &user, VoteDirection::Up).await?;
+        store.vote(id, &user, direction.into()).await?;
+        reload(ctx, id).await
+    }
+
+    /// Gives an article a new slug (poster only); `SLUG_TAKEN` when another
+    /// article has it. The old slug is freed.
+    async fn rename_slug(
+        &self,
+        ctx: &Context<'_>,
+        article_id: ID,
+        slug: String,
+    ) -> Result<Article> {
+        let store = store(ctx);
+        let user = session(ctx).require_user(store).await?;
+        let id = ArticleId::parse(&article_id, "articleId")?;
+        let slug = Slug::parse(&slug)?;
+        store.rename_slug(id, &user, &slug).await?;
+        reload(ctx, id).await
+    }
+
+    /// Counts one view of an article (no login needed).
+    async fn view_article(&self, ctx: &Context<'_>, id: ID) -> Result<Article> {
+        let id = ArticleId::parse(&id, "id")?;
+        store(ctx).view_article(id).await?;
         reload(ctx, id).await
     }
 

@@ -2,9 +2,9 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::types::{load_in_order, Article, ArticleOrder, Group, User};
+use super::types::{load_ranked, Article, ArticleOrder, Group, RankedUser, User};
 use super::{loader, session, store};
-use crate::domain::{ArticleId, GroupName, PageRequest};
+use crate::domain::{parse_limit, ArticleId, GroupName, PageRequest};
 
 pub struct QueryRoot;
 
@@ -19,8 +19,8 @@ impl QueryRoot {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = store(ctx).ranking_page(order.into(), page).await?;
-        load_in_order(ctx, ids).await
+        let ids = store(ctx).ranking_page(order.into(), page);
+        load_ranked(ctx, ids).await
     }
 
     /// Number of articles on the site.
@@ -41,6 +41,33 @@ impl QueryRoot {
             name: group.as_str().to_owned(),
             group,
         })
+    }
+
+    /// The article with this slug, or null.
+    async fn article_by_slug(&self, ctx: &Context<'_>, slug: String) -> Result<Option<Article>> {
+        let Some(id) = store(ctx).article_id_by_slug(&slug).await? else {
+            return Ok(None);
+        };
+        Ok(loader(ctx).load_one(id).await?.map(Article))
+    }
+
+    /// The karma leaderboard: users by karma, ties to whoever reached it first.
+    async fn top_posters(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 10)] limit: i32,
+    ) -> Result<Vec<RankedUser>> {
+        let limit = parse_limit(limit)?;
+        let top = store(ctx).top_posters(limit).await?;
+        Ok(top
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, karma))| RankedUser {
+                rank: i as i64 + 1,
+                user: User { name },
+                karma,
+            })
+            .collect())
     }
 
     /// The logged-in user, or null.

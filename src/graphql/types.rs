@@ -10,7 +10,7 @@ use crate::domain::{ArticleId, GroupName, PageRequest, UserName};
 use crate::store::keys::Ranking;
 use crate::store::ArticleRecord;
 
-use super::{loader, store};
+use super::{loader, session, standings, store};
 
 /// How a list of articles is ordered.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
@@ -29,6 +29,18 @@ impl From<ArticleOrder> for Ranking {
             ArticleOrder::Newest => Ranking::Time,
         }
     }
+}
+
+/// A user's vote on an article.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+#[graphql(remote = "crate::store::VoteDirection")]
+pub enum VoteDirection {
+    /// An upvote: +432 score.
+    Up,
+    /// A downvote: -432 score.
+    Down,
+    /// No vote (voting NONE retracts one).
+    None,
 }
 
 /// An instant, as an RFC 3339 string in UTC (`2026-11-22T18:47:58.123Z`).
@@ -104,6 +116,29 @@ impl Article {
     async fn groups(&self) -> &[String] {
         &self.0.groups
     }
+
+    /// Number of downvotes.
+    async fn downvotes(&self) -> i64 {
+        self.0.downvotes
+    }
+
+    /// The logged-in user's vote on this article; null when not logged in.
+    /// Voters are forgotten when voting closes, so it is NONE after a week.
+    async fn my_vote(&self) -> Option<VoteDirection> {
+        self.0.my_vote.map(Into::into)
+    }
+
+    /// Unique, URL-friendly handle derived from the title (`hello-world`,
+    /// `hello-world-2`…). Articles written by other clients without one use
+    /// their id.
+    async fn slug(&self) -> String {
+        self.0.slug.clone().unwrap_or_else(|| self.0.id.to_string())
+    }
+
+    /// How many times `viewArticle` counted it.
+    async fn views(&self) -> i64 {
+        self.0.views
+    }
 }
 
 /// A topic with its own rankings. Any valid name is a group; one nobody
@@ -157,6 +192,47 @@ impl User {
     async fn name(&self) -> &str {
         &self.name
     }
+
+    /// Upvotes minus downvotes received on all of the user's articles
+    /// (their own automatic upvote included).
+    async fn karma(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(standings(ctx)
+            .load_one(self.name.clone())
+            .await?
+            .map_or(0, |s| s.karma))
+    }
+
+    /// Place on the karma leaderboard (1 is first); null before the user
+    /// ever received a vote.
+    async fn rank(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
+        Ok(standings(ctx)
+            .load_one(self.name.clone())
+            .await?
+            .and_then(|s| s.rank)
+            .map(|r| r as i64))
+    }
+
+    /// The user's articles, ranked like the front page.
+    async fn articles(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default_with = "ArticleOrder::Score")] order: ArticleOrder,
+        #[graphql(default = 1)] page: i32,
+        #[graphql(default = 25)] page_size: i32,
+    ) -> Result<Vec<Article>> {
+        let page = PageRequest::parse(page, page_size)?;
+        let ids = store(ctx).user_articles_page(&self.name, order.into(), page);
+        load_ranked(ctx, ids).await
+    }
+}
+
+/// A place on the karma leaderboard.
+#[derive(SimpleObject)]
+pub struct RankedUser {
+    /// 1 is first; equal karma is ranked by who reached it first.
+    pub rank: i64,
+    pub user: User,
+    pub karma: i64,
 }
 
 /// What signing up or logging in returns.
@@ -165,6 +241,18 @@ pub struct AuthPayload {
     /// Send it as `Authorization: Bearer <token>`; valid for 30 days or until `logOut`.
     pub token: String,
     pub user: User,
+}
+
+/// Reads a ranking page and loads its articles. The caller's session is
+/// looked up while the range is read, so a logged-in page (with `myVote`)
+/// still waits for two round trips in a row, not three.
+pub(crate) async fn load_ranked(
+    ctx: &Context<'_>,
+    ids: impl std::future::Future<Output = crate::error::AppResult<Vec<ArticleId>>>,
+) -> Result<Vec<Article>> {
+    let (ids, viewer) = futures_util::join!(ids, session(ctx).user(store(ctx)));
+    viewer?;
+    load_in_order(ctx, ids?).await
 }
 
 /// Loads articles through the request's DataLoader, keeping the ranking's

@@ -7,7 +7,7 @@ use redis::Value;
 use super::keys::{self, Ranking};
 use super::scripts;
 use super::{value_f64, value_str, Store};
-use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, UserName};
+use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName};
 use crate::error::{AppError, AppResult};
 
 /// An article as stored, with what a page needs to show it.
@@ -24,6 +24,11 @@ pub struct ArticleRecord {
     pub downvotes: i64,
     pub score: f64,
     pub groups: Vec<String>,
+    /// None for articles written by other clients, which have no slug.
+    pub slug: Option<String>,
+    pub views: i64,
+    /// The viewer's vote; None when nobody is logged in.
+    pub my_vote: Option<VoteDirection>,
 }
 
 /// The direction of one user's vote on one article.
@@ -59,8 +64,9 @@ pub struct VoteOutcome {
     pub changed: bool,
 }
 
-/// Commands issued per article in a batched load.
+/// Commands issued per article in a batched load, without and with a viewer.
 const COMMANDS_PER_ARTICLE: usize = 3;
+const VIEWER_COMMANDS: usize = 2;
 
 impl Store {
     /// One page of a global ranking (`score:` or `time:`), best first.
@@ -118,25 +124,33 @@ impl Store {
     }
 
     /// Loads many articles in one pipelined round trip. Ids without an
-    /// article hash are absent from the result.
+    /// article hash are absent from the result. With a `viewer`, the same
+    /// pipeline reads their vote on each article.
     pub async fn load_articles(
         &self,
         ids: &[ArticleId],
+        viewer: Option<&UserName>,
     ) -> AppResult<HashMap<ArticleId, ArticleRecord>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
+        let viewer_member = viewer.map(UserName::member);
         let mut pipe = redis::pipe();
         for &id in ids {
             let member = keys::article(id);
             pipe.cmd("HGETALL").arg(&member);
             pipe.cmd("ZSCORE").arg(keys::SCORE).arg(&member);
             pipe.cmd("SMEMBERS").arg(keys::article_groups(id));
+            if let Some(viewer) = &viewer_member {
+                pipe.cmd("SISMEMBER").arg(keys::voted(id)).arg(viewer);
+                pipe.cmd("SISMEMBER").arg(keys::downvoted(id)).arg(viewer);
+            }
         }
+        let per_article = COMMANDS_PER_ARTICLE + if viewer.is_some() { VIEWER_COMMANDS } else { 0 };
         let mut conn = self.conn().await?;
         let replies: Vec<Value> = pipe.query_async(&mut *conn).await?;
         drop(conn);
-        if replies.len() != ids.len() * COMMANDS_PER_ARTICLE {
+        if replies.len() != ids.len() * per_article {
             return Err(AppError::Internal(format!(
                 "article pipeline returned {} replies for {} ids",
                 replies.len(),
@@ -144,12 +158,87 @@ impl Store {
             )));
         }
         let mut out = HashMap::with_capacity(ids.len());
-        for (&id, chunk) in ids.iter().zip(replies.chunks_exact(COMMANDS_PER_ARTICLE)) {
-            if let Some(record) = parse_article(id, &chunk[0], &chunk[1], &chunk[2]) {
+        for (&id, chunk) in ids.iter().zip(replies.chunks_exact(per_article)) {
+            if let Some(mut record) = parse_article(id, &chunk[0], &chunk[1], &chunk[2]) {
+                if viewer.is_some() {
+                    record.my_vote = Some(if is_true(&chunk[3]) {
+                        VoteDirection::Up
+                    } else if is_true(&chunk[4]) {
+                        VoteDirection::Down
+                    } else {
+                        VoteDirection::None
+                    });
+                }
                 out.insert(id, record);
             }
         }
         Ok(out)
+    }
+
+    /// The id a slug points to.
+    pub async fn article_id_by_slug(&self, slug: &str) -> AppResult<Option<ArticleId>> {
+        let mut conn = self.conn().await?;
+        let id: Option<u64> = redis::cmd("HGET")
+            .arg(keys::SLUGS)
+            .arg(slug)
+            .query_async(&mut *conn)
+            .await?;
+        Ok(id.map(ArticleId))
+    }
+
+    /// Gives an article a new slug; only its poster may.
+    pub async fn rename_slug(
+        &self,
+        id: ArticleId,
+        caller: &UserName,
+        slug: &Slug,
+    ) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let status: String = scripts::RENAME_SLUG
+            .arg(id.0)
+            .arg(caller.member())
+            .arg(slug.as_str())
+            .invoke_async(&mut *conn)
+            .await?;
+        match status.as_str() {
+            "ok" => Ok(()),
+            "missing" => Err(not_found(id)),
+            "forbidden" => Err(AppError::Forbidden(
+                "only the poster of an article can rename its slug",
+            )),
+            "taken" => Err(AppError::SlugTaken(slug.as_str().to_owned())),
+            other => Err(AppError::Internal(format!(
+                "rename-slug script answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Counts one view of an article.
+    pub async fn view_article(&self, id: ArticleId) -> AppResult<i64> {
+        let mut conn = self.conn().await?;
+        let views: i64 = scripts::VIEW.arg(id.0).invoke_async(&mut *conn).await?;
+        if views < 0 {
+            return Err(not_found(id));
+        }
+        Ok(views)
+    }
+
+    /// One page of a user's own articles.
+    pub async fn user_articles_page(
+        &self,
+        name: &str,
+        ranking: Ranking,
+        page: PageRequest,
+    ) -> AppResult<Vec<ArticleId>> {
+        let (start, stop) = page.range();
+        let mut conn = self.conn().await?;
+        let members: Vec<String> = redis::cmd("ZREVRANGE")
+            .arg(keys::user_articles(name, ranking))
+            .arg(start)
+            .arg(stop)
+            .query_async(&mut *conn)
+            .await?;
+        Ok(members_to_ids(&members))
     }
 
     /// Posts an article atomically and returns its id.
@@ -165,11 +254,12 @@ impl Store {
         invocation
             .arg(poster.member())
             .arg(title.as_str())
-            .arg(link.as_str());
+            .arg(link.as_str())
+            .arg(Slug::from_title(title).as_str());
         for g in groups {
             invocation.arg(g.as_str());
         }
-        let id: u64 = invocation.invoke_async(&mut *conn).await?;
+        let (id, _slug): (u64, String) = invocation.invoke_async(&mut *conn).await?;
         Ok(ArticleId(id))
     }
 
@@ -242,6 +332,10 @@ pub fn not_found(id: ArticleId) -> AppError {
     AppError::NotFound(format!("no article with id {id}"))
 }
 
+fn is_true(v: &Value) -> bool {
+    matches!(v, Value::Int(1) | Value::Boolean(true))
+}
+
 fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
     members
         .iter()
@@ -268,6 +362,9 @@ fn parse_article(
         downvotes: 0,
         score: 0.0,
         groups: Vec::new(),
+        slug: None,
+        views: 0,
+        my_vote: None,
     };
     let mut seen = false;
     let mut visit = |field: &str, value: &Value| {
@@ -280,6 +377,8 @@ fn parse_article(
             "time" => record.posted_at = value_f64(value).unwrap_or(0.0),
             "votes" => record.votes = value_f64(value).unwrap_or(0.0) as i64,
             "downvotes" => record.downvotes = value_f64(value).unwrap_or(0.0) as i64,
+            "views" => record.views = value_f64(value).unwrap_or(0.0) as i64,
+            "slug" if !text.is_empty() => record.slug = Some(text.to_owned()),
             _ => {}
         }
     };

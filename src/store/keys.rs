@@ -12,6 +12,10 @@ pub const ARTICLE_COUNTER: &str = "article:";
 pub const SCORE: &str = "score:";
 /// Sorted set `article:<id>` → post time (book).
 pub const TIME: &str = "time:";
+/// Hash slug → article id (seed 003).
+pub const SLUGS: &str = "slug.to.id";
+/// Sorted set `user:<name>` → karma with the time tie-break folded in.
+pub const KARMA: &str = "karma:";
 /// Pub/sub channel a vote script publishes score changes on.
 pub const SCORE_CHANNEL: &str = "votegraph:score-changed";
 
@@ -43,6 +47,25 @@ pub fn group(name: &GroupName) -> String {
 /// `user:<name>`: account hash (`name`, `password` as an argon2 PHC string, `created`).
 pub fn user(name: &str) -> String {
     format!("user:{name}")
+}
+
+/// `voted:<id>`: set of upvoters (book).
+pub fn voted(id: ArticleId) -> String {
+    format!("voted:{id}")
+}
+
+/// `downvoted:<id>`: set of downvoters, beside the book's `voted:<id>`.
+pub fn downvoted(id: ArticleId) -> String {
+    format!("downvoted:{id}")
+}
+
+/// `user:<name>:articles:score` / `:time`: a user's articles ranked like the
+/// front page.
+pub fn user_articles(name: &str, ranking: Ranking) -> String {
+    match ranking {
+        Ranking::Score => format!("user:{name}:articles:score"),
+        Ranking::Time => format!("user:{name}:articles:time"),
+    }
 }
 
 /// `session:<sha256 of token>`: string holding the user name, with a TTL.

@@ -16,6 +16,7 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 pub use articles::{not_found, ArticleRecord, VoteDirection, VoteOutcome};
+pub use users::Standing;
 
 use crate::error::{AppError, AppResult};
 

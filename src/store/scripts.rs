@@ -10,32 +10,77 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// ARGV: poster member, title, link, group names…
-/// Returns the new article id.
+/// Lua shared by the scripts that change karma.
+///
+/// `karma:` scores fold a tie-break into the karma (seed 004): the integer part
+/// is the karma, the fraction is `(2^32 - 1 - t) / 2^32` where `t` is whole
+/// seconds since 2020-01-01 when the user reached that karma. An earlier `t`
+/// gives a larger fraction, so a plain ZREVRANGE ranks by karma, then by who
+/// got there first. The fraction is a multiple of 2^-32, which a double holds
+/// exactly next to any integer below 2^21 in magnitude: ±2,097,151 karma
+/// points and 2^32 seconds (136 years, until 2156) keep the order exact.
+/// `floor(score)` gives the karma back, negative karma included.
+const KARMA_LUA: &str = r#"
+local function karma_score(k, now)
+  local t = math.floor(now) - 1577836800
+  if t < 0 then t = 0 end
+  if t > 4294967295 then t = 4294967295 end
+  return string.format('%.17g', k + (4294967295 - t) / 4294967296)
+end
+local function add_karma(member, delta, now)
+  if delta == 0 then return end
+  local old = redis.call('ZSCORE', 'karma:', member)
+  local k = (old and math.floor(tonumber(old)) or 0) + delta
+  redis.call('ZADD', 'karma:', karma_score(k, now), member)
+end
+local function as_member(poster)
+  if string.sub(poster, 1, 5) == 'user:' then return poster end
+  return 'user:' .. poster
+end
+"#;
+
+fn with_karma(body: &str) -> Script {
+    Script::new(&format!("{KARMA_LUA}{body}"))
+}
+
+/// ARGV: poster member, title, link, slug stem, group names…
+/// Returns `{id, slug}`.
+///
+/// The slug is the stem, or `stem-2`, `stem-3`… reserved with HSETNX on
+/// `slug.to.id` (seed 003), so concurrent posts never share one.
 pub static POST: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    with_karma(
         r#"
+local poster = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local id = redis.call('INCR', 'article:')
 local article = 'article:' .. id
 local voted = 'voted:' .. id
-redis.call('SADD', voted, ARGV[1])
+redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, 604800)
+local slug, n = ARGV[4], 1
+while redis.call('HSETNX', 'slug.to.id', slug, id) == 0 do
+  n = n + 1
+  slug = ARGV[4] .. '-' .. n
+end
 local ts = string.format('%.6f', now)
 local score = string.format('%.6f', now + 432)
-redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', ARGV[1],
-  'time', ts, 'votes', 1, 'downvotes', 0)
+redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', poster,
+  'time', ts, 'votes', 1, 'downvotes', 0, 'slug', slug)
 redis.call('ZADD', 'score:', score, article)
 redis.call('ZADD', 'time:', ts, article)
-for i = 4, #ARGV do
+redis.call('ZADD', poster .. ':articles:time', ts, article)
+redis.call('ZADD', poster .. ':articles:score', score, article)
+add_karma(poster, 1, now)
+for i = 5, #ARGV do
   local g = ARGV[i]
   redis.call('SADD', 'group:' .. g, article)
   redis.call('SADD', article .. ':groups', g)
   if redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
   if redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, ts, article) end
 end
-return id
+return {id, slug}
 "#,
     )
 });
@@ -48,7 +93,7 @@ return id
 /// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
 /// the voting window closes, as the book's `voted:<id>` does.
 pub static VOTE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    with_karma(
         r#"
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
 local week = 604800
@@ -90,6 +135,12 @@ end
 if dup ~= 0 then redis.call('HINCRBY', article, 'votes', dup) end
 if ddown ~= 0 then redis.call('HINCRBY', article, 'downvotes', ddown) end
 local score = redis.call('ZINCRBY', 'score:', 432 * (dup - ddown), article)
+local poster = redis.call('HGET', article, 'poster')
+if poster then
+  poster = as_member(poster)
+  add_karma(poster, dup - ddown, now)
+  redis.call('ZADD', poster .. ':articles:score', 'XX', score, article)
+end
 local groups = redis.call('SMEMBERS', article .. ':groups')
 for _, g in ipairs(groups) do
   redis.call('ZADD', 'score:' .. g, 'XX', score, article)
@@ -163,6 +214,40 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[4])
 return 1
+"#,
+    )
+});
+
+/// ARGV: article id, caller member, new slug. Returns `missing`,
+/// `forbidden`, `taken` or `ok`; the old slug is freed in the same step.
+pub static RENAME_SLUG: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local id, caller, new = ARGV[1], ARGV[2], ARGV[3]
+local article = 'article:' .. id
+if redis.call('EXISTS', article) == 0 then return 'missing' end
+local poster = redis.call('HGET', article, 'poster')
+if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return 'forbidden' end
+local old = redis.call('HGET', article, 'slug')
+if old == new then return 'ok' end
+local owner = redis.call('HGET', 'slug.to.id', new)
+if owner and owner ~= id then return 'taken' end
+redis.call('HSET', 'slug.to.id', new, id)
+redis.call('HSET', article, 'slug', new)
+if old then redis.call('HDEL', 'slug.to.id', old) end
+return 'ok'
+"#,
+    )
+});
+
+/// ARGV: article id. Counts one view (HINCRBY on the article's `views`
+/// field) and returns the new count, or -1 when there is no such article.
+pub static VIEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local article = 'article:' .. ARGV[1]
+if redis.call('EXISTS', article) == 0 then return -1 end
+return redis.call('HINCRBY', article, 'views', 1)
 "#,
     )
 });

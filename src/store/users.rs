@@ -1,8 +1,12 @@
 //! Accounts and login sessions.
 
+use std::collections::HashMap;
+
+use redis::Value;
+
 use super::keys;
 use super::scripts;
-use super::Store;
+use super::{value_f64, value_str, Store};
 use crate::domain::UserName;
 use crate::error::AppResult;
 
@@ -69,5 +73,67 @@ impl Store {
             .query_async(&mut *conn)
             .await?;
         Ok(n == 1)
+    }
+}
+
+/// Karma is the integer part of a `karma:` score (the fraction is the
+/// tie-break, see the karma Lua in `scripts.rs`).
+fn karma_of(score: f64) -> i64 {
+    score.floor() as i64
+}
+
+/// A user's standing on the leaderboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub karma: i64,
+    /// 1-based; None for users who never received a vote.
+    pub rank: Option<u64>,
+}
+
+impl Store {
+    /// The `limit` users with the most karma, best first, with their karma.
+    pub async fn top_posters(&self, limit: usize) -> AppResult<Vec<(String, i64)>> {
+        let mut conn = self.conn().await?;
+        let reply: Vec<Value> = redis::cmd("ZREVRANGE")
+            .arg(keys::KARMA)
+            .arg(0)
+            .arg(limit as isize - 1)
+            .arg("WITHSCORES")
+            .query_async(&mut *conn)
+            .await?;
+        Ok(reply
+            .chunks_exact(2)
+            .filter_map(|pair| {
+                let member = value_str(&pair[0])?;
+                let name = member.strip_prefix("user:").unwrap_or(member).to_owned();
+                Some((name, karma_of(value_f64(&pair[1])?)))
+            })
+            .collect())
+    }
+
+    /// Karma and rank of many users in one pipelined round trip.
+    pub async fn standings(&self, names: &[String]) -> AppResult<HashMap<String, Standing>> {
+        let mut pipe = redis::pipe();
+        for name in names {
+            let member = keys::user(name);
+            pipe.cmd("ZSCORE").arg(keys::KARMA).arg(&member);
+            pipe.cmd("ZREVRANK").arg(keys::KARMA).arg(&member);
+        }
+        let mut conn = self.conn().await?;
+        let replies: Vec<Value> = pipe.query_async(&mut *conn).await?;
+        Ok(names
+            .iter()
+            .zip(replies.chunks_exact(2))
+            .map(|(name, pair)| {
+                let standing = Standing {
+                    karma: value_f64(&pair[0]).map(karma_of).unwrap_or(0),
+                    rank: match pair[1] {
+                        Value::Int(r) => Some(r as u64 + 1),
+                        _ => None,
+                    },
+                };
+                (name.clone(), standing)
+            })
+            .collect())
     }
 }
