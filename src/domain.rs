@@ -201,7 +201,7 @@ impl Slug {
             && raw.len() <= Self::MAX_CHARS
             && raw
                 .split('-')
-                .all(|part| !part.is_empty() && part.bytes().all(|b| is_lower_alnum(b)));
+                .all(|part| !part.is_empty() && part.bytes().all(is_lower_alnum));
         if ok {
             Ok(Self(raw.to_owned()))
         } else {
