@@ -30,9 +30,14 @@ pub fn token_hash(token: &str) -> String {
 }
 
 /// Argon2id hashing with configurable cost.
+///
+/// At most one hash per CPU runs at a time: a burst of sign-ups or logins
+/// then queues instead of taking every core from the async workers (which
+/// would make unrelated Redis replies time out).
 #[derive(Clone)]
 pub struct PasswordHasher {
     argon2: Arc<Argon2<'static>>,
+    permits: Arc<tokio::sync::Semaphore>,
     /// Verified against when a user does not exist, so that a login for an
     /// unknown name costs as much as one with a wrong password.
     dummy_hash: Arc<String>,
@@ -48,16 +53,33 @@ impl PasswordHasher {
             .hash_password(b"not a real password", &salt)
             .map_err(|e| AppError::Internal(format!("argon2: {e}")))?
             .to_string();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Self {
             argon2: Arc::new(argon2),
+            permits: Arc::new(tokio::sync::Semaphore::new(cpus)),
             dummy_hash: Arc::new(dummy_hash),
         })
+    }
+
+    /// Runs `work` on the blocking pool once a CPU permit is free.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> AppResult<T> + Send + 'static,
+    ) -> AppResult<T> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| AppError::Internal(format!("hashing permits: {e}")))?;
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| AppError::Internal(format!("hashing task: {e}")))?
     }
 
     pub async fn hash(&self, password: &Password) -> AppResult<String> {
         let argon2 = self.argon2.clone();
         let password = password.clone();
-        tokio::task::spawn_blocking(move || {
+        self.run(move || {
             let salt = SaltString::generate(&mut rand::rngs::OsRng);
             argon2
                 .hash_password(password.expose().as_bytes(), &salt)
@@ -65,7 +87,6 @@ impl PasswordHasher {
                 .map_err(|e| AppError::Internal(format!("argon2: {e}")))
         })
         .await
-        .map_err(|e| AppError::Internal(format!("hashing task: {e}")))?
     }
 
     /// Checks a password against a stored hash (or the dummy one when the
@@ -75,7 +96,7 @@ impl PasswordHasher {
         let password = password.clone();
         let exists = stored.is_some();
         let phc = stored.unwrap_or_else(|| self.dummy_hash.as_ref().clone());
-        tokio::task::spawn_blocking(move || {
+        self.run(move || {
             let parsed = PasswordHash::new(&phc)
                 .map_err(|e| AppError::Internal(format!("stored password hash: {e}")))?;
             let ok = argon2
@@ -84,7 +105,6 @@ impl PasswordHasher {
             Ok(ok && exists)
         })
         .await
-        .map_err(|e| AppError::Internal(format!("hashing task: {e}")))?
     }
 }
 

@@ -251,3 +251,31 @@ return redis.call('HINCRBY', article, 'views', 1)
 "#,
     )
 });
+
+#[cfg(test)]
+mod tests {
+    /// The karma score of the Lua helper, in Rust's (IEEE-754) doubles,
+    /// which are Lua's numbers too.
+    fn karma_score(k: f64, t: f64) -> f64 {
+        k + (4_294_967_295.0 - t) / 4_294_967_296.0
+    }
+
+    #[test]
+    fn karma_scores_keep_their_order_at_the_documented_limits() {
+        let max_t = 4_294_967_295.0;
+        for k in [-2_097_151.0, -1.0, 0.0, 1.0, 1_000_000.0, 2_097_151.0] {
+            // Adjacent seconds stay distinct and ordered, at both ends of time.
+            for t in [0.0, 1.0, max_t - 1.0] {
+                let earlier = karma_score(k, t);
+                let later = karma_score(k, t + 1.0);
+                assert!(earlier > later, "k={k} t={t}");
+                assert_eq!(earlier.floor(), k, "the karma reads back, k={k} t={t}");
+            }
+            // Any time at karma k ranks below any time at k + 1.
+            assert!(karma_score(k, 0.0) < karma_score(k + 1.0, max_t));
+        }
+        // Past the limit a second is lost: the bound is real.
+        let k = 4_194_304.0; // 2^22
+        assert_eq!(karma_score(k, 0.0), karma_score(k, 1.0));
+    }
+}
