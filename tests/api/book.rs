@@ -194,23 +194,46 @@ async fn a_book_article_upvoted_by_the_book_can_be_downvoted_and_switched() {
     let app = spawn_app().await;
     let bob = app.sign_up("bob").await;
     let mut conn = app.redis.conn().await;
-    let id = post_article(&mut conn, "user:83271", "Book post", "http://www.google.com").await;
+    let id = post_article(
+        &mut conn,
+        "user:83271",
+        "Book post",
+        "http://www.google.com",
+    )
+    .await;
     let article = format!("article:{id}");
     article_vote(&mut conn, "user:bob", &article).await;
     let score: f64 = conn.zscore("score:", &article).await.unwrap();
     let q = "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { votes downvotes score myVote } }";
 
     // bob's book upvote becomes a downvote: one SMOVE, -864.
-    let data = app.gql_ok(q, json!({ "id": id, "d": "DOWN" }), Some(&bob)).await;
-    assert_eq!(data["vote"], json!({ "votes": 1, "downvotes": 1, "score": score - 2.0 * VOTE_SCORE, "myVote": "DOWN" }));
-    let data = app.gql_ok(q, json!({ "id": id, "d": "UP" }), Some(&bob)).await;
-    assert_eq!(data["vote"], json!({ "votes": 2, "downvotes": 0, "score": score, "myVote": "UP" }));
-    let data = app.gql_ok(q, json!({ "id": id, "d": "NONE" }), Some(&bob)).await;
-    assert_eq!(data["vote"], json!({ "votes": 1, "downvotes": 0, "score": score - VOTE_SCORE, "myVote": "NONE" }));
+    let data = app
+        .gql_ok(q, json!({ "id": id, "d": "DOWN" }), Some(&bob))
+        .await;
+    assert_eq!(
+        data["vote"],
+        json!({ "votes": 1, "downvotes": 1, "score": score - 2.0 * VOTE_SCORE, "myVote": "DOWN" })
+    );
+    let data = app
+        .gql_ok(q, json!({ "id": id, "d": "UP" }), Some(&bob))
+        .await;
+    assert_eq!(
+        data["vote"],
+        json!({ "votes": 2, "downvotes": 0, "score": score, "myVote": "UP" })
+    );
+    let data = app
+        .gql_ok(q, json!({ "id": id, "d": "NONE" }), Some(&bob))
+        .await;
+    assert_eq!(
+        data["vote"],
+        json!({ "votes": 1, "downvotes": 0, "score": score - VOTE_SCORE, "myVote": "NONE" })
+    );
     assert_eq!(conn.hget::<_, _, i64>(&article, "votes").await.unwrap(), 1);
     let voters: Vec<String> = conn.smembers(format!("voted:{id}")).await.unwrap();
     assert_eq!(voters, ["user:83271"]);
     // The book's poster gets karma from API votes on the book's article.
-    let top = app.gql_ok("{ topPosters { user { name } karma } }", json!({}), None).await;
+    let top = app
+        .gql_ok("{ topPosters { user { name } karma } }", json!({}), None)
+        .await;
     assert_eq!(top["topPosters"][0]["user"]["name"], "83271");
 }

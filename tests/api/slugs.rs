@@ -6,7 +6,8 @@ use serde_json::json;
 use crate::helpers::{error_code, spawn_app};
 
 const BY_SLUG: &str = "query($s: String!) { articleBySlug(slug: $s) { id slug title } }";
-const RENAME: &str = "mutation($id: ID!, $s: String!) { renameSlug(articleId: $id, slug: $s) { id slug } }";
+const RENAME: &str =
+    "mutation($id: ID!, $s: String!) { renameSlug(articleId: $id, slug: $s) { id slug } }";
 
 #[tokio::test]
 async fn slugs_come_from_titles_and_stay_unique() {
@@ -15,14 +16,21 @@ async fn slugs_come_from_titles_and_stay_unique() {
     let q = "mutation($t: String!) { post(title: $t, link: \"https://e.com\") { id slug } }";
     let mut slugs = Vec::new();
     for _ in 0..3 {
-        let data = app.gql_ok(q, json!({ "t": "Hello, World!" }), Some(&alice)).await;
+        let data = app
+            .gql_ok(q, json!({ "t": "Hello, World!" }), Some(&alice))
+            .await;
         slugs.push(data["post"]["slug"].as_str().unwrap().to_owned());
     }
     assert_eq!(slugs, ["hello-world", "hello-world-2", "hello-world-3"]);
-    let found = app.gql_ok(BY_SLUG, json!({ "s": "hello-world-2" }), None).await;
+    let found = app
+        .gql_ok(BY_SLUG, json!({ "s": "hello-world-2" }), None)
+        .await;
     assert_eq!(found["articleBySlug"]["id"], "2");
     assert!(app.gql_ok(BY_SLUG, json!({ "s": "nope" }), None).await["articleBySlug"].is_null());
-    assert!(app.gql_ok(BY_SLUG, json!({ "s": "Not A Slug" }), None).await["articleBySlug"].is_null());
+    assert!(app
+        .gql_ok(BY_SLUG, json!({ "s": "Not A Slug" }), None)
+        .await["articleBySlug"]
+        .is_null());
 }
 
 #[tokio::test]
@@ -30,14 +38,22 @@ async fn concurrent_posts_with_one_title_get_distinct_slugs() {
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     let q = "mutation { post(title: \"Breaking news\", link: \"https://e.com\") { id slug } }";
-    let posts = futures_util::future::join_all((0..25).map(|_| app.gql_ok(q, json!({}), Some(&alice)))).await;
-    let mut slugs: Vec<String> = posts.iter().map(|p| p["post"]["slug"].as_str().unwrap().to_owned()).collect();
+    let posts =
+        futures_util::future::join_all((0..25).map(|_| app.gql_ok(q, json!({}), Some(&alice))))
+            .await;
+    let mut slugs: Vec<String> = posts
+        .iter()
+        .map(|p| p["post"]["slug"].as_str().unwrap().to_owned())
+        .collect();
     slugs.sort();
     slugs.dedup();
     assert_eq!(slugs.len(), 25, "{slugs:?}");
     let mut redis = app.redis.conn().await;
     for post in &posts {
-        let id: String = redis.hget("slug.to.id", post["post"]["slug"].as_str().unwrap()).await.unwrap();
+        let id: String = redis
+            .hget("slug.to.id", post["post"]["slug"].as_str().unwrap())
+            .await
+            .unwrap();
         assert_eq!(id, post["post"]["id"].as_str().unwrap());
     }
 }
@@ -51,23 +67,50 @@ async fn renaming_frees_the_old_slug_and_refuses_taken_ones() {
     let second = app.post(&alice, "Second post", &[]).await;
     assert_eq!(first["id"], "1");
 
-    let renamed = app.gql_ok(RENAME, json!({ "id": "1", "s": "the-first" }), Some(&alice)).await;
+    let renamed = app
+        .gql_ok(RENAME, json!({ "id": "1", "s": "the-first" }), Some(&alice))
+        .await;
     assert_eq!(renamed["renameSlug"]["slug"], "the-first");
-    assert_eq!(app.gql_ok(BY_SLUG, json!({ "s": "the-first" }), None).await["articleBySlug"]["id"], "1");
-    assert!(app.gql_ok(BY_SLUG, json!({ "s": "first-post" }), None).await["articleBySlug"].is_null());
+    assert_eq!(
+        app.gql_ok(BY_SLUG, json!({ "s": "the-first" }), None).await["articleBySlug"]["id"],
+        "1"
+    );
+    assert!(app
+        .gql_ok(BY_SLUG, json!({ "s": "first-post" }), None)
+        .await["articleBySlug"]
+        .is_null());
     // Renaming to its own slug is fine; the freed slug can be taken by another article.
-    app.gql_ok(RENAME, json!({ "id": "1", "s": "the-first" }), Some(&alice)).await;
-    let taken_over = app.gql_ok(RENAME, json!({ "id": "2", "s": "first-post" }), Some(&alice)).await;
+    app.gql_ok(RENAME, json!({ "id": "1", "s": "the-first" }), Some(&alice))
+        .await;
+    let taken_over = app
+        .gql_ok(
+            RENAME,
+            json!({ "id": "2", "s": "first-post" }),
+            Some(&alice),
+        )
+        .await;
     assert_eq!(taken_over["renameSlug"]["slug"], "first-post");
 
-    let body = app.gql(RENAME, json!({ "id": "1", "s": "first-post" }), Some(&alice)).await;
+    let body = app
+        .gql(
+            RENAME,
+            json!({ "id": "1", "s": "first-post" }),
+            Some(&alice),
+        )
+        .await;
     assert_eq!(error_code(&body), "SLUG_TAKEN", "{body}");
-    let body = app.gql(RENAME, json!({ "id": "1", "s": "bobs-now" }), Some(&bob)).await;
+    let body = app
+        .gql(RENAME, json!({ "id": "1", "s": "bobs-now" }), Some(&bob))
+        .await;
     assert_eq!(error_code(&body), "FORBIDDEN");
-    let body = app.gql(RENAME, json!({ "id": "1", "s": "Bad Slug" }), Some(&alice)).await;
+    let body = app
+        .gql(RENAME, json!({ "id": "1", "s": "Bad Slug" }), Some(&alice))
+        .await;
     assert_eq!(error_code(&body), "BAD_USER_INPUT");
     assert_eq!(body["errors"][0]["extensions"]["field"], "slug");
-    let body = app.gql(RENAME, json!({ "id": "9", "s": "x" }), Some(&alice)).await;
+    let body = app
+        .gql(RENAME, json!({ "id": "9", "s": "x" }), Some(&alice))
+        .await;
     assert_eq!(error_code(&body), "NOT_FOUND");
 
     let mut redis = app.redis.conn().await;
@@ -76,7 +119,9 @@ async fn renaming_frees_the_old_slug_and_refuses_taken_ones() {
     assert_eq!(map["the-first"], "1");
     assert_eq!(map["first-post"], "2");
     assert_eq!(second["id"], "2");
-    let data = app.gql_ok("{ article(id: \"2\") { slug } }", json!({}), None).await;
+    let data = app
+        .gql_ok("{ article(id: \"2\") { slug } }", json!({}), None)
+        .await;
     assert_eq!(data["article"]["slug"], "first-post");
 }
 
@@ -86,12 +131,26 @@ async fn views_are_counted_atomically() {
     let alice = app.sign_up("alice").await;
     app.post(&alice, "viewed", &[]).await;
     let view = "mutation { viewArticle(id: \"1\") { views } }";
-    assert_eq!(app.gql_ok(view, json!({}), None).await["viewArticle"]["views"], 1);
+    assert_eq!(
+        app.gql_ok(view, json!({}), None).await["viewArticle"]["views"],
+        1
+    );
     futures_util::future::join_all((0..50).map(|_| app.gql_ok(view, json!({}), None))).await;
-    let data = app.gql_ok("{ article(id: \"1\") { views } }", json!({}), None).await;
+    let data = app
+        .gql_ok("{ article(id: \"1\") { views } }", json!({}), None)
+        .await;
     assert_eq!(data["article"]["views"], 51);
-    let body = app.gql("mutation { viewArticle(id: \"2\") { views } }", json!({}), None).await;
+    let body = app
+        .gql(
+            "mutation { viewArticle(id: \"2\") { views } }",
+            json!({}),
+            None,
+        )
+        .await;
     assert_eq!(error_code(&body), "NOT_FOUND");
     let mut redis = app.redis.conn().await;
-    assert!(!redis.exists::<_, bool>("article:2").await.unwrap(), "no hash created for a missing article");
+    assert!(
+        !redis.exists::<_, bool>("article:2").await.unwrap(),
+        "no hash created for a missing article"
+    );
 }

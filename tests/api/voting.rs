@@ -5,12 +5,15 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
-use crate::helpers::{command_calls, error_code, reads_processed, spawn_app, TestApp, ARTICLE_FIELDS};
+use crate::helpers::{
+    command_calls, error_code, reads_processed, spawn_app, TestApp, ARTICLE_FIELDS,
+};
 
 const VOTE: &str = "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { votes downvotes score myVote poster { karma } } }";
 
 async fn vote_dir(app: &TestApp, token: &str, id: &str, direction: &str) -> Value {
-    app.gql(VOTE, json!({ "id": id, "d": direction }), Some(token)).await
+    app.gql(VOTE, json!({ "id": id, "d": direction }), Some(token))
+        .await
 }
 
 #[tokio::test]
@@ -45,17 +48,31 @@ async fn every_transition_keeps_votes_score_and_karma_consistent() {
         assert_eq!(got["votes"], votes, "step {i} {direction}: {body}");
         assert_eq!(got["downvotes"], downvotes, "step {i}");
         assert_eq!(got["myVote"], mine, "step {i}");
-        assert_eq!(got["score"].as_f64().unwrap(), time + 432.0 * (votes - downvotes) as f64, "step {i}");
+        assert_eq!(
+            got["score"].as_f64().unwrap(),
+            time + 432.0 * (votes - downvotes) as f64,
+            "step {i}"
+        );
         assert_eq!(got["poster"]["karma"], votes - downvotes, "step {i}: karma");
 
         let up: i64 = redis.scard(format!("voted:{id}")).await.unwrap();
         let down: i64 = redis.scard(format!("downvoted:{id}")).await.unwrap();
-        assert_eq!((up, down), (votes, downvotes), "step {i}: the sets match the counts");
-        let stored: f64 = redis.zscore("score:", format!("article:{id}")).await.unwrap();
+        assert_eq!(
+            (up, down),
+            (votes, downvotes),
+            "step {i}: the sets match the counts"
+        );
+        let stored: f64 = redis
+            .zscore("score:", format!("article:{id}"))
+            .await
+            .unwrap();
         assert_eq!(stored, time + 432.0 * (votes - downvotes) as f64);
     }
     let ttl: i64 = redis.ttl(format!("downvoted:{id}")).await.unwrap_or(-2);
-    assert!(ttl == -2 || ttl > 6 * 86_400, "downvoted set expires with the window: {ttl}");
+    assert!(
+        ttl == -2 || ttl > 6 * 86_400,
+        "downvoted set expires with the window: {ttl}"
+    );
 }
 
 #[tokio::test]
@@ -63,13 +80,26 @@ async fn after_a_week_every_direction_is_closed() {
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
-    let id = app.post(&alice, "old", &[]).await["id"].as_str().unwrap().to_owned();
+    let id = app.post(&alice, "old", &[]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     vote_dir(&app, &bob, &id, "DOWN").await;
     let mut redis = app.redis.conn().await;
-    let old = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() - 8.0 * 86_400.0;
-    let _: () = redis.zadd("time:", format!("article:{id}"), old).await.unwrap();
+    let old = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - 8.0 * 86_400.0;
+    let _: () = redis
+        .zadd("time:", format!("article:{id}"), old)
+        .await
+        .unwrap();
     let before: HashMap<String, String> = redis.hgetall(format!("article:{id}")).await.unwrap();
-    let score: f64 = redis.zscore("score:", format!("article:{id}")).await.unwrap();
+    let score: f64 = redis
+        .zscore("score:", format!("article:{id}"))
+        .await
+        .unwrap();
 
     for direction in ["UP", "DOWN", "NONE"] {
         for token in [&alice, &bob] {
@@ -79,7 +109,13 @@ async fn after_a_week_every_direction_is_closed() {
     }
     let after: HashMap<String, String> = redis.hgetall(format!("article:{id}")).await.unwrap();
     assert_eq!(before, after);
-    assert_eq!(redis.zscore::<_, _, f64>("score:", format!("article:{id}")).await.unwrap(), score);
+    assert_eq!(
+        redis
+            .zscore::<_, _, f64>("score:", format!("article:{id}"))
+            .await
+            .unwrap(),
+        score
+    );
 }
 
 #[tokio::test]
@@ -126,12 +162,27 @@ async fn concurrent_flipping_ends_with_counts_equal_to_the_sets() {
         .await;
     assert_eq!(data["article"]["votes"], ups);
     assert_eq!(data["article"]["downvotes"], downs);
-    assert_eq!(data["article"]["score"].as_f64().unwrap(), time + 432.0 * (ups - downs) as f64);
+    assert_eq!(
+        data["article"]["score"].as_f64().unwrap(),
+        time + 432.0 * (ups - downs) as f64
+    );
     assert_eq!(data["article"]["poster"]["karma"], ups - downs);
-    assert_eq!(data["group"]["articles"][0]["score"], data["article"]["score"]);
+    assert_eq!(
+        data["group"]["articles"][0]["score"],
+        data["article"]["score"]
+    );
     let mut redis = app.redis.conn().await;
-    assert_eq!(redis.scard::<_, i64>(format!("voted:{id}")).await.unwrap(), ups);
-    assert_eq!(redis.scard::<_, i64>(format!("downvoted:{id}")).await.unwrap(), downs);
+    assert_eq!(
+        redis.scard::<_, i64>(format!("voted:{id}")).await.unwrap(),
+        ups
+    );
+    assert_eq!(
+        redis
+            .scard::<_, i64>(format!("downvoted:{id}"))
+            .await
+            .unwrap(),
+        downs
+    );
 }
 
 #[tokio::test]
@@ -144,14 +195,23 @@ async fn my_vote_is_null_when_anonymous_and_batched_when_logged_in() {
     }
     vote_dir(&app, &bob, "30", "DOWN").await;
     vote_dir(&app, &bob, "29", "UP").await;
-    let query = format!("{{ articles(order: NEWEST) {{ {ARTICLE_FIELDS} downvotes myVote slug views }} }}");
+    let query =
+        format!("{{ articles(order: NEWEST) {{ {ARTICLE_FIELDS} downvotes myVote slug views }} }}");
 
     let anonymous = app.gql_ok(&query, json!({}), None).await;
     assert!(anonymous["articles"][0]["myVote"].is_null());
     let mine = app.gql_ok(&query, json!({}), Some(&bob)).await;
-    let votes: Vec<&str> = mine["articles"].as_array().unwrap().iter().map(|a| a["myVote"].as_str().unwrap()).collect();
+    let votes: Vec<&str> = mine["articles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["myVote"].as_str().unwrap())
+        .collect();
     assert_eq!(&votes[..3], ["DOWN", "UP", "NONE"]);
-    assert_eq!(app.gql_ok(&query, json!({}), Some(&alice)).await["articles"][2]["myVote"], "UP");
+    assert_eq!(
+        app.gql_ok(&query, json!({}), Some(&alice)).await["articles"][2]["myVote"],
+        "UP"
+    );
 
     // The vote states ride in the article pipeline: one session lookup, the
     // range, and one pipeline with 2 SISMEMBER per article.
@@ -165,5 +225,8 @@ async fn my_vote_is_null_when_anonymous_and_batched_when_logged_in() {
     let s2 = command_calls(&mut redis, "sismember").await;
     assert_eq!(s2 - s1, 50);
     let trips = r3 - r2 - (r1 - r0);
-    assert!(trips <= 3, "a logged-in page with myVote took {trips} round trips");
+    assert!(
+        trips <= 3,
+        "a logged-in page with myVote took {trips} round trips"
+    );
 }
