@@ -12,6 +12,7 @@ pub mod domain;
 pub mod error;
 pub mod graphql;
 pub mod local_redis;
+pub mod pubsub;
 pub mod routes;
 pub mod startup;
 pub mod store;

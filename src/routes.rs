@@ -3,16 +3,137 @@
 use std::time::Duration;
 
 use async_graphql::http::GraphiQLSource;
-use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
+use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
+use async_graphql_poem::{GraphQLProtocol, GraphQLRequest, GraphQLResponse};
+use futures_util::{SinkExt, StreamExt};
 use poem::http::{header, HeaderMap, StatusCode};
+use poem::web::websocket::{Message, WebSocket, WebSocketStream};
 use poem::web::{Data, Html};
-use poem::{handler, IntoResponse, Response};
+use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Response};
 
 use crate::auth::Session;
 use crate::graphql::{request_data, AppSchema};
 use crate::store::Store;
 
-/// `POST /graphql` and `GET /graphql?query=…`.
+/// How often an idle WebSocket gets a keep-alive.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// `GET /graphql`: a WebSocket upgrade for subscriptions, or a query in the
+/// URL (`?query=…`) like `POST`.
+#[handler]
+pub async fn graphql_get(
+    req: &Request,
+    body: Body,
+    schema: Data<&AppSchema>,
+    store: Data<&Store>,
+) -> poem::Result<Response> {
+    let upgrade = req
+        .headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    let mut body = RequestBody::new(body);
+    if !upgrade {
+        let request = GraphQLRequest::from_request(req, &mut body).await?;
+        return Ok(execute(&schema, &store, req.headers(), request)
+            .await
+            .into_response());
+    }
+    let websocket = WebSocket::from_request(req, &mut body).await?;
+    let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
+    let (schema, store) = (schema.clone(), store.clone());
+    // Non-browser clients may authenticate the upgrade itself; browsers use
+    // the `connection_init` payload.
+    let header_auth = authorization(req.headers()).map(str::to_owned);
+    Ok(websocket
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |socket| serve_websocket(socket, schema, store, protocol, header_auth))
+        .into_response())
+}
+
+/// Runs one GraphQL WebSocket connection (`graphql-transport-ws` or the
+/// legacy `graphql-ws`) until either side closes it.
+///
+/// Like async-graphql-poem's own loop, plus keep-alives: `{"type":"ka"}`
+/// for the legacy protocol, which clients expect, and WebSocket pings for
+/// the new one. Writing waits for the client, so a client that stops reading
+/// stops only its own subscriptions, which then skip what they miss.
+async fn serve_websocket(
+    socket: WebSocketStream,
+    schema: AppSchema,
+    store: Store,
+    protocol: GraphQLProtocol,
+    header_auth: Option<String>,
+) {
+    let (mut sink, stream) = socket.split();
+    let incoming = stream
+        .take_while(|msg| futures_util::future::ready(msg.is_ok()))
+        .filter_map(|msg| {
+            futures_util::future::ready(match msg {
+                Ok(msg) if msg.is_text() || msg.is_binary() => Some(msg.into_bytes()),
+                _ => None,
+            })
+        });
+    let outgoing = async_graphql::http::WebSocket::new(schema, incoming, protocol.0)
+        .on_connection_init(move |payload| async move {
+            let auth = payload_authorization(&payload).or(header_auth);
+            Ok(
+                request_data(&store, Session::from_authorization(auth.as_deref()))
+                    .into_connection_data(),
+            )
+        })
+        .map(|msg| match msg {
+            WsMessage::Text(text) => Message::Text(text),
+            WsMessage::Close(code, reason) => Message::close_with(code, reason),
+        });
+    futures_util::pin_mut!(outgoing);
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    loop {
+        let message = tokio::select! {
+            next = outgoing.next() => match next {
+                Some(message) => message,
+                None => break,
+            },
+            _ = keep_alive.tick() => match protocol.0 {
+                WebSocketProtocols::SubscriptionsTransportWS => Message::Text(r#"{"type":"ka"}"#.into()),
+                _ => Message::Ping(Vec::new()),
+            },
+        };
+        if sink.send(message).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// `Authorization` from a `connection_init` payload, in any letter case.
+fn payload_authorization(payload: &serde_json::Value) -> Option<String> {
+    payload
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        .and_then(|(_, v)| v.as_str())
+        .map(str::to_owned)
+}
+
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+}
+
+async fn execute(
+    schema: &AppSchema,
+    store: &Store,
+    headers: &HeaderMap,
+    request: GraphQLRequest,
+) -> GraphQLResponse {
+    let session = Session::from_authorization(authorization(headers));
+    let request = request_data(store, session).attach(request.0);
+    schema.execute(request).await.into()
+}
+
+/// `POST /graphql`.
 #[handler]
 pub async fn graphql(
     schema: Data<&AppSchema>,
@@ -20,11 +141,7 @@ pub async fn graphql(
     headers: &HeaderMap,
     request: GraphQLRequest,
 ) -> GraphQLResponse {
-    let auth = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let request = request_data(&store, Session::from_authorization(auth)).attach(request.0);
-    schema.execute(request).await.into()
+    execute(&schema, &store, headers, request).await
 }
 
 /// `GET /`: GraphiQL, talking to `/graphql`.

@@ -12,6 +12,7 @@ use crate::auth::PasswordHasher;
 use crate::config::Settings;
 use crate::graphql::build_schema;
 use crate::local_redis::LocalRedis;
+use crate::pubsub::PubSub;
 use crate::routes;
 use crate::store::Store;
 
@@ -37,7 +38,9 @@ impl Application {
         let store = Store::new(&redis_url, settings.pool_size, settings.pool_timeout())
             .context("invalid Redis URL")?;
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
-        let schema = build_schema(store.clone(), hasher);
+        let pubsub =
+            PubSub::start(redis::Client::open(redis_url.as_str()).context("invalid Redis URL")?);
+        let schema = build_schema(store.clone(), hasher, pubsub);
 
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
@@ -46,7 +49,7 @@ impl Application {
         };
         let route = Route::new()
             .at("/", get(routes::graphiql))
-            .at("/graphql", get(routes::graphql).post(routes::graphql))
+            .at("/graphql", get(routes::graphql_get).post(routes::graphql))
             .at("/health", get(routes::health))
             .data(schema)
             .data(store)

@@ -6,33 +6,40 @@
 mod loaders;
 mod mutation;
 mod query;
+mod subscription;
 mod types;
 
 use async_graphql::dataloader::DataLoader;
 use std::sync::Arc;
 
+use async_graphql::extensions::NextSubscribe;
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextRequest};
-use async_graphql::{Context, EmptySubscription, Response, Schema};
+use async_graphql::{Context, Response, Schema};
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
 
 pub use loaders::{ArticleLoader, StandingLoader};
 pub use mutation::MutationRoot;
 pub use query::QueryRoot;
+pub use subscription::{ScoreChange, SubscriptionRoot};
 pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDirection};
 
 use crate::auth::{PasswordHasher, Session};
+use crate::pubsub::PubSub;
 use crate::store::Store;
 
-pub type AppSchema = Schema<QueryRoot, MutationRoot, EmptySubscription>;
+pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 
 /// Deeper documents are rejected before execution; GraphiQL's introspection
 /// query needs 13 levels.
 const MAX_DEPTH: usize = 20;
 
-/// The schema with its process-wide data (store, hasher).
-pub fn build_schema(store: Store, hasher: PasswordHasher) -> AppSchema {
-    Schema::build(QueryRoot, MutationRoot, EmptySubscription)
+/// The schema with its process-wide data (store, hasher, event hub).
+pub fn build_schema(store: Store, hasher: PasswordHasher, pubsub: PubSub) -> AppSchema {
+    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(store)
         .data(hasher)
+        .data(pubsub)
         .limit_depth(MAX_DEPTH)
         .extension(ErrorCodes)
         .finish()
@@ -40,7 +47,7 @@ pub fn build_schema(store: Store, hasher: PasswordHasher) -> AppSchema {
 
 /// The SDL of the schema, as committed in `schema.graphql`.
 pub fn sdl() -> String {
-    Schema::build(QueryRoot, MutationRoot, EmptySubscription)
+    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .finish()
         .sdl()
 }
@@ -72,6 +79,15 @@ impl RequestData {
             .data(self.session)
             .data(self.articles)
             .data(self.standings)
+    }
+
+    /// The same data for a WebSocket connection.
+    pub fn into_connection_data(self) -> async_graphql::Data {
+        let mut data = async_graphql::Data::default();
+        data.insert(self.session);
+        data.insert(self.articles);
+        data.insert(self.standings);
+        data
     }
 }
 
@@ -110,5 +126,22 @@ impl Extension for ErrorCodes {
             .iter_mut()
             .for_each(crate::error::assign_code);
         response
+    }
+
+    fn subscribe<'s>(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        stream: BoxStream<'s, Response>,
+        next: NextSubscribe<'_>,
+    ) -> BoxStream<'s, Response> {
+        next.run(ctx, stream)
+            .map(|mut response| {
+                response
+                    .errors
+                    .iter_mut()
+                    .for_each(crate::error::assign_code);
+                response
+            })
+            .boxed()
     }
 }

@@ -146,9 +146,10 @@ for _, g in ipairs(groups) do
   redis.call('ZADD', 'score:' .. g, 'XX', score, article)
 end
 local counts = redis.call('HMGET', article, 'votes', 'downvotes')
+-- cjson prints numbers with 14 digits; score and time go as exact strings.
 redis.call('PUBLISH', 'votegraph:score-changed', cjson.encode({
-  id = id, score = tonumber(score), votes = tonumber(counts[1]) or 0,
-  downvotes = tonumber(counts[2]) or 0, at = now, groups = groups }))
+  id = id, score = score, votes = tonumber(counts[1]) or 0,
+  downvotes = tonumber(counts[2]) or 0, at = string.format('%.6f', now), groups = groups }))
 return {'changed', was, score}
 "#,
     )

@@ -1,0 +1,97 @@
+//! Live score updates, fed by the process' single pub/sub connection.
+
+use std::sync::Arc;
+
+use async_graphql::{Context, Object, Result, Subscription, ID};
+use futures_util::Stream;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::loader;
+use super::types::{Article, DateTime};
+use crate::domain::{ArticleId, GroupName};
+use crate::pubsub::{PubSub, ScoreEvent};
+
+pub struct SubscriptionRoot;
+
+#[Subscription(name = "Subscription")]
+impl SubscriptionRoot {
+    /// Every score change from now on: all of them, one article's, or those
+    /// of articles in one group (both filters may be combined). A client
+    /// that reads too slowly skips the oldest events it missed.
+    async fn score_changed(
+        &self,
+        ctx: &Context<'_>,
+        article_id: Option<ID>,
+        group: Option<String>,
+    ) -> Result<impl Stream<Item = ScoreChange>> {
+        let article = article_id
+            .map(|id| ArticleId::parse(&id, "articleId"))
+            .transpose()?;
+        let group = group
+            .map(|g| GroupName::parse_field(&g, "group"))
+            .transpose()?;
+        let article = article.map(|id| id.to_string());
+        let receiver = ctx.data_unchecked::<PubSub>().subscribe();
+        Ok(futures_util::stream::unfold(
+            receiver,
+            move |mut receiver| {
+                let (article, group) = (article.clone(), group.clone());
+                async move {
+                    loop {
+                        match receiver.recv().await {
+                            Ok(event) => {
+                                let wanted = article.as_ref().is_none_or(|a| *a == event.id)
+                                    && group.as_ref().is_none_or(|g| {
+                                        event.groups.iter().any(|e| e == g.as_str())
+                                    });
+                                if wanted {
+                                    return Some((ScoreChange(event), receiver));
+                                }
+                            }
+                            Err(RecvError::Lagged(missed)) => {
+                                tracing::debug!(missed, "slow subscriber skipped score events");
+                            }
+                            Err(RecvError::Closed) => return None,
+                        }
+                    }
+                }
+            },
+        ))
+    }
+}
+
+/// One change of an article's score.
+pub struct ScoreChange(Arc<ScoreEvent>);
+
+#[Object]
+impl ScoreChange {
+    /// The article as it is when the event is delivered (read only when
+    /// selected).
+    async fn article(&self, ctx: &Context<'_>) -> Result<Article> {
+        let id = ArticleId::parse(&self.0.id, "articleId")?;
+        match loader(ctx).load_one(id).await? {
+            Some(record) => Ok(Article(record)),
+            None => Err(crate::store::not_found(id).into()),
+        }
+    }
+
+    /// The score right after the vote.
+    async fn score(&self) -> f64 {
+        self.0.score
+    }
+
+    /// Upvotes right after the vote.
+    async fn votes(&self) -> i64 {
+        self.0.votes
+    }
+
+    /// Downvotes right after the vote.
+    async fn downvotes(&self) -> i64 {
+        self.0.downvotes
+    }
+
+    /// When the vote was made.
+    async fn at(&self) -> DateTime {
+        DateTime(self.0.at)
+    }
+}

@@ -1,0 +1,160 @@
+//! Score-change events, from Redis pub/sub to every subscriber in the process.
+//!
+//! The vote script publishes each change on `votegraph:score-changed` from
+//! inside the atomic write, so events arrive in write order and votes made on
+//! any server instance reach the subscribers of every instance. A process
+//! holds **one** pub/sub connection, whatever its number of subscribers, and
+//! fans events out through a `tokio::sync::broadcast` channel:
+//!
+//! - memory is bounded: the channel keeps the last [`CAPACITY`] events, shared
+//!   by all subscribers (each event is an `Arc`);
+//! - a subscriber that falls more than [`CAPACITY`] events behind (a client
+//!   that stops reading) skips the events it missed and goes on from the
+//!   oldest one still kept; it never blocks the others;
+//! - when the connection drops, it is re-established with exponential backoff
+//!   (100 ms up to 5 s) and subscribers stay subscribed; events published
+//!   while it was down are not replayed (Redis pub/sub is at-most-once).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde::Deserialize;
+use tokio::sync::broadcast;
+
+use crate::store::keys::SCORE_CHANNEL;
+
+/// Events kept for slow subscribers before they start skipping.
+pub const CAPACITY: usize = 4096;
+
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// One vote's effect, as published by the vote script.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ScoreEvent {
+    /// The article id, as text (`"7"`).
+    pub id: String,
+    #[serde(deserialize_with = "number")]
+    pub score: f64,
+    pub votes: i64,
+    pub downvotes: i64,
+    /// Unix seconds (Redis' clock) when the vote was made.
+    #[serde(deserialize_with = "number")]
+    pub at: f64,
+    /// Lua's cjson encodes an empty table as `{}`, hence the lenient parse.
+    #[serde(default, deserialize_with = "groups_list")]
+    pub groups: Vec<String>,
+}
+
+/// A number sent as a JSON number or, to keep all its digits, as a string.
+fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| serde::de::Error::custom("number out of range")),
+        serde_json::Value::String(s) => s.parse().map_err(serde::de::Error::custom),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a number, got {other}"
+        ))),
+    }
+}
+
+fn groups_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+/// Handle to the process' event hub; cheap to clone.
+#[derive(Clone)]
+pub struct PubSub {
+    tx: broadcast::Sender<Arc<ScoreEvent>>,
+    _task: Arc<AbortOnDrop>,
+}
+
+/// Stops the listener when the last handle goes (tests run many servers in
+/// one process).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl PubSub {
+    /// Starts listening in the background; it keeps trying while Redis is down.
+    pub fn start(client: redis::Client) -> Self {
+        let (tx, _) = broadcast::channel(CAPACITY);
+        let task = tokio::spawn(listen(client, tx.clone()));
+        Self {
+            tx,
+            _task: Arc::new(AbortOnDrop(task.abort_handle())),
+        }
+    }
+
+    /// A new receiver of every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
+        self.tx.subscribe()
+    }
+
+    /// How many subscriptions are live in this process.
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+}
+
+async fn listen(client: redis::Client, tx: broadcast::Sender<Arc<ScoreEvent>>) {
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => match pubsub.subscribe(SCORE_CHANNEL).await {
+                Ok(()) => {
+                    tracing::info!(channel = SCORE_CHANNEL, "subscribed to score changes");
+                    backoff = MIN_BACKOFF;
+                    let mut messages = pubsub.into_on_message();
+                    while let Some(message) = messages.next().await {
+                        match serde_json::from_slice::<ScoreEvent>(message.get_payload_bytes()) {
+                            // No receivers is fine: nobody is subscribed.
+                            Ok(event) => drop(tx.send(Arc::new(event))),
+                            Err(e) => tracing::warn!(error = %e, "malformed score event"),
+                        }
+                    }
+                    tracing::warn!("pub/sub connection closed; reconnecting");
+                }
+                Err(e) => tracing::warn!(error = %e, "subscribing to score changes failed"),
+            },
+            Err(e) => tracing::warn!(error = %e, "pub/sub connection failed"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScoreEvent;
+
+    #[test]
+    fn events_parse_as_the_vote_script_writes_them() {
+        let with: ScoreEvent = serde_json::from_str(
+            r#"{"id":"7","score":"1795375645.6791127","votes":2,"downvotes":1,"at":"1700000001.250000","groups":["a","b"]}"#,
+        )
+        .unwrap();
+        assert_eq!(with.groups, ["a", "b"]);
+        assert_eq!(with.votes, 2);
+        assert_eq!(with.score, 1795375645.6791127);
+        assert_eq!(with.at, 1700000001.25);
+        // cjson writes an empty Lua table as an object.
+        let without: ScoreEvent = serde_json::from_str(
+            r#"{"id":"7","score":1.0,"votes":1,"downvotes":0,"at":1.0,"groups":{}}"#,
+        )
+        .unwrap();
+        assert!(without.groups.is_empty());
+    }
+}
