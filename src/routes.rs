@@ -8,11 +8,12 @@ use async_graphql_poem::{GraphQLProtocol, GraphQLRequest, GraphQLResponse};
 use futures_util::{SinkExt, StreamExt};
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::websocket::{Message, WebSocket, WebSocketStream};
-use poem::web::{Data, Html};
+use poem::web::{Data, Html, Json};
 use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Response};
 
 use crate::auth::Session;
 use crate::graphql::{request_data, AppSchema};
+use crate::pubsub::PubSub;
 use crate::store::Store;
 
 /// How often an idle WebSocket gets a keep-alive.
@@ -155,15 +156,24 @@ pub async fn graphiql() -> Html<String> {
     )
 }
 
-/// `GET /health`: 200 when Redis answers PING, 503 otherwise.
+/// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
+/// also tells how many subscriptions this process is serving.
 #[handler]
-pub async fn health(store: Data<&Store>) -> Response {
-    match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
-        Ok(Ok(())) => "ok".into_response(),
-        Ok(Err(e)) => {
+pub async fn health(store: Data<&Store>, pubsub: Data<&PubSub>) -> Response {
+    let redis = match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".to_owned()),
+    };
+    let body = serde_json::json!({
+        "status": if redis.is_ok() { "ok" } else { "unavailable" },
+        "subscriptions": pubsub.subscribers(),
+    });
+    match redis {
+        Ok(()) => Json(body).into_response(),
+        Err(e) => {
             tracing::warn!(error = %e, "health check: redis unavailable");
-            (StatusCode::SERVICE_UNAVAILABLE, "redis unavailable").into_response()
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
         }
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "redis timed out").into_response(),
     }
 }

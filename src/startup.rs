@@ -40,7 +40,7 @@ impl Application {
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub =
             PubSub::start(redis::Client::open(redis_url.as_str()).context("invalid Redis URL")?);
-        let schema = build_schema(store.clone(), hasher, pubsub);
+        let schema = build_schema(store.clone(), hasher, pubsub.clone());
 
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
@@ -53,6 +53,7 @@ impl Application {
             .at("/health", get(routes::health))
             .data(schema)
             .data(store)
+            .data(pubsub)
             .with(cors)
             .with(Tracing)
             .boxed();

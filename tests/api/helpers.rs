@@ -105,12 +105,24 @@ pub struct TestApp {
     pub address: String,
     pub redis: TestRedis,
     pub client: reqwest::Client,
-    server: tokio::task::JoinHandle<()>,
+    _instance: Instance,
 }
 
-impl Drop for TestApp {
-    fn drop(&mut self) {
-        self.server.abort();
+impl TestApp {
+    /// How many subscriptions the server reports on `/health`.
+    pub async fn subscriptions(&self) -> u64 {
+        let body: Value = self
+            .client
+            .get(format!("{}/health", self.address))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["subscriptions"]
+            .as_u64()
+            .expect("subscriptions in /health")
     }
 }
 
@@ -129,21 +141,37 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(redis, test_settings).await
 }
 
-pub async fn spawn_app_with(
-    redis: TestRedis,
-    configure: impl FnOnce(&TestRedis) -> Settings,
-) -> TestApp {
-    let settings = configure(&redis);
+/// Another server instance on `settings`' Redis; it stops when dropped.
+pub struct Instance {
+    pub address: String,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+pub async fn spawn_server(settings: Settings) -> Instance {
     let app = Application::build(settings).await.expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
     let server = tokio::spawn(async move {
         app.run_until(std::future::pending()).await.expect("server");
     });
+    Instance { address, server }
+}
+
+pub async fn spawn_app_with(
+    redis: TestRedis,
+    configure: impl FnOnce(&TestRedis) -> Settings,
+) -> TestApp {
+    let instance = spawn_server(configure(&redis)).await;
     TestApp {
-        address,
+        address: instance.address.clone(),
         redis,
         client: reqwest::Client::new(),
-        server,
+        _instance: instance,
     }
 }
 

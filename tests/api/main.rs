@@ -11,5 +11,7 @@ mod karma;
 mod resilience;
 mod schema;
 mod slugs;
+mod subscriptions;
 mod validation;
 mod voting;
+mod ws;

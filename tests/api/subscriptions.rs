@@ -1,0 +1,368 @@
+//! Live score updates over WebSocket, both protocols, from Redis pub/sub.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use serde_json::{json, Value};
+
+use crate::helpers::{spawn_app, spawn_server, test_settings, TestApp};
+use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
+
+const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
+
+async fn subscribed(app: &TestApp, protocol: &'static str, variables: Value) -> WsClient {
+    let mut client = WsClient::connect(app, protocol).await;
+    client.subscribe("1", SCORE_CHANGED, variables).await;
+    wait_for_subscriptions(app, 1).await;
+    client
+}
+
+/// Subscribing is asynchronous: wait until the server counts `n` at least.
+async fn wait_for_subscriptions(app: &TestApp, n: u64) {
+    for _ in 0..100 {
+        if app.subscriptions().await >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the server never counted {n} subscriptions");
+}
+
+#[tokio::test]
+async fn both_protocols_receive_score_changes() {
+    for protocol in [TRANSPORT_WS, LEGACY_WS] {
+        let app = spawn_app().await;
+        let alice = app.sign_up("alice").await;
+        let bob = app.sign_up("bob").await;
+        let article = app.post(&alice, "live", &[]).await;
+        let mut client = subscribed(&app, protocol, json!({})).await;
+
+        app.vote(&bob, "1").await;
+        let event = client.next_event().await["scoreChanged"].clone();
+        assert_eq!(event["votes"], 2, "{protocol}: {event}");
+        assert_eq!(event["downvotes"], 0);
+        assert_eq!(
+            event["score"].as_f64().unwrap(),
+            article["score"].as_f64().unwrap() + 432.0
+        );
+        assert_eq!(event["article"]["id"], "1");
+        assert_eq!(event["article"]["title"], "live");
+        assert!(event["article"]["myVote"].is_null(), "anonymous subscriber");
+        let at = chrono::DateTime::parse_from_rfc3339(event["at"].as_str().unwrap()).unwrap();
+        assert!((chrono::Utc::now().timestamp() - at.timestamp()).abs() < 60);
+
+        app.gql_ok(
+            "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
+            json!({}),
+            Some(&bob),
+        )
+        .await;
+        let event = client.next_event().await["scoreChanged"].clone();
+        assert_eq!(
+            (event["votes"].as_i64(), event["downvotes"].as_i64()),
+            (Some(1), Some(1))
+        );
+        client.close().await;
+    }
+}
+
+#[tokio::test]
+async fn connection_init_carries_the_login() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    app.post(&alice, "mine", &[]).await;
+    let mut client = WsClient::connect_to(
+        &app.address,
+        TRANSPORT_WS,
+        json!({ "Authorization": format!("Bearer {alice}") }),
+    )
+    .await;
+    client.subscribe("s", SCORE_CHANGED, json!({})).await;
+    wait_for_subscriptions(&app, 1).await;
+    app.vote(&bob, "1").await;
+    let event = client.next_event().await;
+    assert_eq!(
+        event["scoreChanged"]["article"]["myVote"], "UP",
+        "alice's own upvote: {event}"
+    );
+}
+
+#[tokio::test]
+async fn filters_by_article_and_by_group() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    app.post(&alice, "plain", &[]).await; // 1
+    app.post(&alice, "rusty", &["rust"]).await; // 2
+    app.post(&alice, "also rusty", &["rust", "news"]).await; // 3
+    let mut by_article = WsClient::connect(&app, TRANSPORT_WS).await;
+    by_article
+        .subscribe("a", SCORE_CHANGED, json!({ "a": "3" }))
+        .await;
+    let mut by_group = WsClient::connect(&app, LEGACY_WS).await;
+    by_group
+        .subscribe("g", SCORE_CHANGED, json!({ "g": "rust" }))
+        .await;
+    let mut both = WsClient::connect(&app, TRANSPORT_WS).await;
+    both.subscribe("b", SCORE_CHANGED, json!({ "a": "2", "g": "news" }))
+        .await;
+    wait_for_subscriptions(&app, 3).await;
+
+    for id in ["1", "2", "3"] {
+        app.vote(&bob, id).await;
+    }
+    assert_eq!(
+        by_article.next_event().await["scoreChanged"]["article"]["id"],
+        "3"
+    );
+    assert_eq!(
+        by_group.next_event().await["scoreChanged"]["article"]["id"],
+        "2"
+    );
+    assert_eq!(
+        by_group.next_event().await["scoreChanged"]["article"]["id"],
+        "3"
+    );
+    for client in [&mut by_article, &mut by_group, &mut both] {
+        assert!(
+            client.is_quiet(Duration::from_millis(300)).await,
+            "no other event"
+        );
+    }
+
+    let mut bad = WsClient::connect(&app, TRANSPORT_WS).await;
+    bad.subscribe("x", SCORE_CHANGED, json!({ "g": "Not Valid" }))
+        .await;
+    // An execution error travels in a `next` payload, then the subscription completes.
+    let error = bad.next_raw().await;
+    assert_eq!(error["type"], "next", "{error}");
+    assert_eq!(
+        error["payload"]["errors"][0]["extensions"]["code"],
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(
+        error["payload"]["errors"][0]["extensions"]["field"],
+        "group"
+    );
+    assert_eq!(
+        bad.next_raw().await,
+        json!({ "id": "x", "type": "complete" })
+    );
+    bad.subscribe("y", "subscription { scoreChanged { nope } }", json!({}))
+        .await;
+    // async-graphql reports validation errors in a `next` payload too.
+    let invalid = bad.next_raw().await;
+    assert_eq!(invalid["type"], "next", "{invalid}");
+    assert_eq!(
+        invalid["payload"]["errors"][0]["extensions"]["code"],
+        "GRAPHQL_VALIDATION_FAILED"
+    );
+}
+
+#[tokio::test]
+async fn events_follow_the_order_of_concurrent_votes() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "race", &[]).await;
+    let tokens: Vec<String> = futures_util::future::join_all((0..60).map(|i| {
+        let app = &app;
+        async move { app.sign_up(&format!("racer{i}")).await }
+    }))
+    .await;
+    let mut client = subscribed(&app, TRANSPORT_WS, json!({ "a": "1" })).await;
+    futures_util::future::join_all(tokens.iter().map(|t| app.vote(t, "1"))).await;
+
+    let mut seen = Vec::new();
+    for _ in 0..60 {
+        seen.push(
+            client.next_event().await["scoreChanged"]["votes"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        seen,
+        (2..=61).collect::<Vec<_>>(),
+        "one event per write, in write order"
+    );
+}
+
+#[tokio::test]
+async fn a_vote_on_one_instance_reaches_subscribers_of_another() {
+    let app = spawn_app().await;
+    let other = spawn_server(test_settings(&app.redis)).await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    app.post(&alice, "shared", &[]).await;
+
+    let mut client = WsClient::connect_to(&other.address, LEGACY_WS, json!({})).await;
+    client.subscribe("1", SCORE_CHANGED, json!({})).await;
+    // Each instance holds one pub/sub connection, however many subscribers.
+    let mut extra = WsClient::connect_to(&other.address, TRANSPORT_WS, json!({})).await;
+    extra.subscribe("2", SCORE_CHANGED, json!({})).await;
+    let mut redis = app.redis.conn().await;
+    for _ in 0..100 {
+        let subs: (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("votegraph:score-changed")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        if subs.1 == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.vote(&bob, "1").await;
+    assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
+    assert_eq!(extra.next_event().await["scoreChanged"]["votes"], 2);
+    let subs: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("votegraph:score-changed")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(subs.1, 2, "two instances, one pub/sub connection each");
+}
+
+#[tokio::test]
+async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let carol = app.sign_up("carol").await;
+    app.post(&alice, "resilient", &[]).await;
+    let mut client = subscribed(&app, TRANSPORT_WS, json!({})).await;
+    app.vote(&bob, "1").await;
+    assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
+
+    let mut redis = app.redis.conn().await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    let mut back = false;
+    for _ in 0..100 {
+        let subs: (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("votegraph:score-changed")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        if subs.1 == 1 {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(back, "the server re-subscribed");
+    app.vote(&carol, "1").await;
+    assert_eq!(client.next_event().await["scoreChanged"]["votes"], 3);
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_does_not_hold_up_the_others() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    // Big articles make big events, so the stalled client's buffers fill.
+    let long_title = "t".repeat(300);
+    app.gql_ok(
+        "mutation($t: String!, $l: String!) { post(title: $t, link: $l) { id } }",
+        json!({ "t": long_title, "l": format!("https://e.com/{}", "l".repeat(2000)) }),
+        Some(&alice),
+    )
+    .await;
+    let heavy = "subscription { scoreChanged { votes article { title link } } }";
+    let mut stalled = WsClient::connect(&app, TRANSPORT_WS).await;
+    stalled.subscribe("s", heavy, json!({})).await;
+    let mut reader = WsClient::connect(&app, LEGACY_WS).await;
+    reader
+        .subscribe("r", "subscription { scoreChanged { votes } }", json!({}))
+        .await;
+    wait_for_subscriptions(&app, 2).await;
+
+    // Publish as the vote script does, straight into Redis, in batches the
+    // reader keeps up with; `votes` numbers the events.
+    let mut redis = app.redis.conn().await;
+    let (batches, batch) = (15, 1000);
+    for b in 0..batches {
+        let mut pipe = redis::pipe();
+        for i in 0..batch {
+            let n = b * batch + i;
+            let event = json!({ "id": "1", "score": "1", "votes": n, "downvotes": 0, "at": "1.0", "groups": {} });
+            pipe.cmd("PUBLISH")
+                .arg("votegraph:score-changed")
+                .arg(event.to_string())
+                .ignore();
+        }
+        let () = pipe.query_async(&mut redis).await.unwrap();
+        for i in 0..batch {
+            let got = reader.next_event().await["scoreChanged"]["votes"]
+                .as_i64()
+                .unwrap();
+            assert_eq!(
+                got,
+                (b * batch + i) as i64,
+                "the reader gets every event in order"
+            );
+        }
+    }
+    let total = (batches * batch) as i64;
+    // The server still answers, and the stalled client, once it reads, has
+    // skipped what it could not take rather than buffering everything.
+    assert_eq!(
+        app.gql_ok("{ articleCount }", json!({}), None).await["articleCount"],
+        1
+    );
+    let mut received = 0;
+    let mut last = -1;
+    while last != total - 1 {
+        last = stalled.next_event().await["scoreChanged"]["votes"]
+            .as_i64()
+            .unwrap();
+        received += 1;
+    }
+    assert!(
+        received < total,
+        "the stalled client skipped events ({received} of {total})"
+    );
+    let _: i64 = redis
+        .publish("votegraph:score-changed", "not json")
+        .await
+        .unwrap();
+    assert_eq!(
+        app.gql_ok("{ articleCount }", json!({}), None).await["articleCount"],
+        1
+    );
+}
+
+#[tokio::test]
+async fn closing_a_client_frees_its_subscription() {
+    let app = spawn_app().await;
+    let mut clients = Vec::new();
+    for protocol in [TRANSPORT_WS, LEGACY_WS, TRANSPORT_WS] {
+        let mut client = WsClient::connect(&app, protocol).await;
+        client.subscribe("1", SCORE_CHANGED, json!({})).await;
+        clients.push(client);
+    }
+    wait_for_subscriptions(&app, 3).await;
+    assert_eq!(app.subscriptions().await, 3);
+    for client in clients.drain(..2) {
+        client.close().await;
+    }
+    let mut freed = false;
+    for _ in 0..100 {
+        if app.subscriptions().await == 1 {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed, "closed clients' subscriptions were dropped");
+}

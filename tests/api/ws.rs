@@ -1,0 +1,109 @@
+//! A small GraphQL-over-WebSocket client speaking both protocols.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::helpers::TestApp;
+
+pub const TRANSPORT_WS: &str = "graphql-transport-ws";
+pub const LEGACY_WS: &str = "graphql-ws";
+
+pub struct WsClient {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    protocol: &'static str,
+}
+
+impl WsClient {
+    /// Connects to `address` (`http://…`), sends `connection_init` with
+    /// `payload`, and waits for the ack.
+    pub async fn connect_to(address: &str, protocol: &'static str, payload: Value) -> Self {
+        let url = format!("{}/graphql", address.replacen("http", "ws", 1));
+        let mut request = url.into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("sec-websocket-protocol", protocol.parse().unwrap());
+        let (socket, response) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("ws connect");
+        assert_eq!(response.headers()["sec-websocket-protocol"], protocol);
+        let mut client = Self { socket, protocol };
+        client
+            .send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        let ack = client.next_message().await;
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        client
+    }
+
+    pub async fn connect(app: &TestApp, protocol: &'static str) -> Self {
+        Self::connect_to(&app.address, protocol, json!({})).await
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.socket
+            .send(Message::text(message.to_string()))
+            .await
+            .unwrap();
+    }
+
+    pub async fn subscribe(&mut self, id: &str, query: &str, variables: Value) {
+        let kind = if self.protocol == TRANSPORT_WS {
+            "subscribe"
+        } else {
+            "start"
+        };
+        self.send(json!({ "type": kind, "id": id, "payload": { "query": query, "variables": variables } }))
+            .await;
+    }
+
+    /// The next protocol message, keep-alives skipped; fails after 10 s.
+    async fn next_message(&mut self) -> Value {
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
+                .await
+                .expect("no message within 10 s")
+                .expect("socket closed")
+                .expect("socket error");
+            if let Message::Text(text) = frame {
+                let message: Value = serde_json::from_str(&text).unwrap();
+                if message["type"] != "ka" && message["type"] != "ping" {
+                    return message;
+                }
+            }
+        }
+    }
+
+    /// The `data` of the next event; fails on an error message.
+    pub async fn next_event(&mut self) -> Value {
+        let message = self.next_message().await;
+        let kind = message["type"].as_str().unwrap_or_default();
+        assert!(
+            kind == "next" || kind == "data",
+            "expected an event: {message}"
+        );
+        assert!(message["payload"]["errors"].is_null(), "{message}");
+        message["payload"]["data"].clone()
+    }
+
+    /// The next protocol message whatever it is (errors included).
+    pub async fn next_raw(&mut self) -> Value {
+        self.next_message().await
+    }
+
+    /// True when nothing arrives within `wait`.
+    pub async fn is_quiet(&mut self, wait: Duration) -> bool {
+        tokio::time::timeout(wait, self.next_message())
+            .await
+            .is_err()
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.socket.close(None).await;
+    }
+}
