@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod graphiql;
 pub mod graphql;
 pub mod local_redis;
 pub mod pubsub;

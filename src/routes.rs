@@ -2,13 +2,12 @@
 
 use std::time::Duration;
 
-use async_graphql::http::GraphiQLSource;
 use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
 use async_graphql_poem::{GraphQLProtocol, GraphQLRequest, GraphQLResponse};
 use futures_util::{SinkExt, StreamExt};
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::websocket::{Message, WebSocket, WebSocketStream};
-use poem::web::{Data, Html, Json};
+use poem::web::{Data, Json};
 use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Response};
 
 use crate::auth::Session;
@@ -143,17 +142,6 @@ pub async fn graphql(
     request: GraphQLRequest,
 ) -> GraphQLResponse {
     execute(&schema, &store, headers, request).await
-}
-
-/// `GET /`: GraphiQL, talking to `/graphql`.
-#[handler]
-pub async fn graphiql() -> Html<String> {
-    Html(
-        GraphiQLSource::build()
-            .endpoint("/graphql")
-            .title("votegraph")
-            .finish(),
-    )
 }
 
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
-use poem::middleware::{Cors, Tracing};
+use poem::middleware::{Compression, Cors, Tracing};
 use poem::{get, EndpointExt, Route, Server};
 
 use crate::auth::PasswordHasher;
 use crate::config::Settings;
+use crate::graphiql;
 use crate::graphql::build_schema;
 use crate::local_redis::LocalRedis;
 use crate::pubsub::PubSub;
@@ -48,7 +49,11 @@ impl Application {
             Cors::new().allow_origins(settings.cors_origins.iter().filter(|o| !o.is_empty()))
         };
         let route = Route::new()
-            .at("/", get(routes::graphiql))
+            .at("/", get(graphiql::page))
+            .at(
+                "/assets/graphiql/:file",
+                get(graphiql::asset).with(Compression::new()),
+            )
             .at("/graphql", get(routes::graphql_get).post(routes::graphql))
             .at("/health", get(routes::health))
             .data(schema)

@@ -5,6 +5,8 @@ mod articles;
 mod auth;
 mod batching;
 mod book;
+mod browser;
+mod graphiql;
 mod groups;
 mod helpers;
 mod karma;

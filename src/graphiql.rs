@@ -1,0 +1,126 @@
+//! GraphiQL, served entirely by votegraph so it works offline.
+//!
+//! The page and its vendored JavaScript and CSS (see
+//! `assets/graphiql/README.md`) are compiled into the binary. Queries go to
+//! `/graphql` over HTTP and subscriptions over a WebSocket on the same path;
+//! the WebSocket reads the `Authorization` header from GraphiQL's headers
+//! editor when it connects.
+
+use poem::http::{header, StatusCode};
+use poem::web::{Html, Path};
+use poem::{handler, IntoResponse, Response};
+
+/// Bumped with the vendored files, so browsers may cache them for long.
+const ASSET_VERSION: &str = "3.8.3-1";
+
+const ASSETS: &[(&str, &str, &[u8])] = &[
+    (
+        "graphiql.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/graphiql/graphiql.min.js"),
+    ),
+    (
+        "graphiql.min.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../assets/graphiql/graphiql.min.css"),
+    ),
+    (
+        "react.production.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/graphiql/react.production.min.js"),
+    ),
+    (
+        "react-dom.production.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/graphiql/react-dom.production.min.js"),
+    ),
+    (
+        "graphql-ws.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/graphiql/graphql-ws.min.js"),
+    ),
+];
+
+const DEFAULT_QUERY: &str = r#"# Welcome to votegraph. Log in with signUp or logIn, put
+#   {"Authorization": "Bearer <token>"}
+# in the Headers tab, and try a subscription in a second tab.
+{
+  articles(order: SCORE, page: 1, pageSize: 10) {
+    id
+    title
+    link
+    poster { name karma }
+    postedAt
+    votes
+    downvotes
+    score
+    groups
+  }
+}
+"#;
+
+/// `GET /`: the GraphiQL page. `?query=…` preloads a document.
+#[handler]
+pub async fn page() -> Html<String> {
+    let default_query = serde_json::to_string(DEFAULT_QUERY).unwrap_or_default();
+    Html(format!(
+        r#"<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>votegraph · GraphiQL</title>
+  <link rel="icon" href="data:,">
+  <link rel="stylesheet" href="/assets/graphiql/graphiql.min.css?v={v}">
+  <style>html, body, #graphiql {{ height: 100%; margin: 0; }}</style>
+</head>
+<body>
+  <div id="graphiql">Loading GraphiQL…</div>
+  <script src="/assets/graphiql/react.production.min.js?v={v}"></script>
+  <script src="/assets/graphiql/react-dom.production.min.js?v={v}"></script>
+  <script src="/assets/graphiql/graphql-ws.min.js?v={v}"></script>
+  <script src="/assets/graphiql/graphiql.min.js?v={v}"></script>
+  <script>
+    const url = new URL('/graphql', window.location.href).href;
+    // GraphiQL keeps the headers editor in localStorage; the WebSocket sends
+    // them in connection_init, where votegraph reads Authorization.
+    const headers = () => {{
+      try {{ return JSON.parse(localStorage.getItem('graphiql:headers') || '{{}}') || {{}}; }}
+      catch (e) {{ return {{}}; }}
+    }};
+    const fetcher = GraphiQL.createFetcher({{
+      url,
+      wsClient: graphqlWs.createClient({{
+        url: url.replace(/^http/, 'ws'),
+        lazy: true,
+        connectionParams: headers,
+      }}),
+    }});
+    const params = new URLSearchParams(window.location.search);
+    ReactDOM.createRoot(document.getElementById('graphiql')).render(
+      React.createElement(GraphiQL, {{
+        fetcher,
+        defaultQuery: {default_query},
+        query: params.get('query') || undefined,
+        shouldPersistHeaders: true,
+      }}),
+    );
+  </script>
+</body>
+</html>
+"#,
+        v = ASSET_VERSION,
+    ))
+}
+
+/// `GET /assets/graphiql/:file`.
+#[handler]
+pub async fn asset(Path(file): Path<String>) -> Response {
+    match ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, content_type, bytes)) => Response::builder()
+            .header(header::CONTENT_TYPE, *content_type)
+            .header(header::CACHE_CONTROL, "public, max-age=31536000, immutable")
+            .body(*bytes),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
