@@ -52,16 +52,18 @@ impl Chromium {
             .spawn()
             .expect("chromium must be installed for the GraphiQL test (apt-get install chromium)");
         let port_file = profile.path().join("DevToolsActivePort");
+        // Owned at once, so Drop reaps the process even if start-up fails.
+        let mut chromium = Self {
+            child,
+            _profile: profile,
+            ws_url: String::new(),
+        };
         for _ in 0..300 {
             if let Ok(text) = std::fs::read_to_string(&port_file) {
                 let mut lines = text.lines();
                 if let (Some(port), Some(path)) = (lines.next(), lines.next()) {
-                    let ws_url = format!("ws://127.0.0.1:{port}{path}");
-                    return Self {
-                        child,
-                        _profile: profile,
-                        ws_url,
-                    };
+                    chromium.ws_url = format!("ws://127.0.0.1:{port}{path}");
+                    return chromium;
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
