@@ -51,6 +51,11 @@ pub struct Settings {
     )]
     pub cors_origins: Vec<String>,
 
+    /// Load a page's articles one round trip at a time, in sequence (the N+1
+    /// pattern), instead of one pipelined batch. Only for benchmarks.
+    #[arg(long, env = "VOTEGRAPH_NO_BATCHING")]
+    pub no_batching: bool,
+
     /// Argon2 memory cost in KiB (OWASP's recommended minimum by default).
     #[arg(long, env = "VOTEGRAPH_ARGON2_MEMORY_KIB", default_value_t = 19_456)]
     pub argon2_memory_kib: u32,

@@ -11,7 +11,7 @@ use poem::{get, EndpointExt, Route, Server};
 use crate::auth::PasswordHasher;
 use crate::config::Settings;
 use crate::graphiql;
-use crate::graphql::build_schema;
+use crate::graphql::{build_schema, Batching};
 use crate::local_redis::LocalRedis;
 use crate::pubsub::PubSub;
 use crate::routes;
@@ -41,7 +41,8 @@ impl Application {
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub =
             PubSub::start(redis::Client::open(redis_url.as_str()).context("invalid Redis URL")?);
-        let schema = build_schema(store.clone(), hasher, pubsub.clone());
+        let batching = Batching(!settings.no_batching);
+        let schema = build_schema(store.clone(), hasher, pubsub.clone(), batching);
 
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()

@@ -34,12 +34,23 @@ pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 /// query needs 13 levels.
 const MAX_DEPTH: usize = 20;
 
+/// Whether article lists are loaded in one batch (always, but for the
+/// benchmark's N+1 comparison).
+#[derive(Clone, Copy, Debug)]
+pub struct Batching(pub bool);
+
 /// The schema with its process-wide data (store, hasher, event hub).
-pub fn build_schema(store: Store, hasher: PasswordHasher, pubsub: PubSub) -> AppSchema {
+pub fn build_schema(
+    store: Store,
+    hasher: PasswordHasher,
+    pubsub: PubSub,
+    batching: Batching,
+) -> AppSchema {
     Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(store)
         .data(hasher)
         .data(pubsub)
+        .data(batching)
         .limit_depth(MAX_DEPTH)
         .extension(ErrorCodes)
         .finish()

@@ -43,11 +43,11 @@ pub enum VoteDirection {
     None,
 }
 
-/// An instant, as an RFC 3339 string in UTC (`2026-11-22T18:47:58.123Z`).
+/// An instant, as an RFC 3339 string in UTC (`2026-11-22T18:47:58.123456Z`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DateTime(pub f64);
 
-/// An instant as an RFC 3339 string in UTC, e.g. `2026-11-22T18:47:58.123Z`.
+/// An instant as an RFC 3339 string in UTC, e.g. `2026-11-22T18:47:58.123456Z`.
 #[Scalar(
     name = "DateTime",
     specified_by_url = "https://datatracker.ietf.org/doc/html/rfc3339"
@@ -67,7 +67,7 @@ impl ScalarType for DateTime {
         let text = Utc
             .timestamp_micros(micros)
             .single()
-            .map(|d| d.to_rfc3339_opts(SecondsFormat::Millis, true))
+            .map(|d| d.to_rfc3339_opts(SecondsFormat::Micros, true))
             .unwrap_or_default();
         Value::String(text)
     }
@@ -258,7 +258,17 @@ pub(crate) async fn load_ranked(
 /// Loads articles through the request's DataLoader, keeping the ranking's
 /// order and skipping ids whose article vanished.
 pub(crate) async fn load_in_order(ctx: &Context<'_>, ids: Vec<ArticleId>) -> Result<Vec<Article>> {
-    let mut found = loader(ctx).load_many(ids.iter().copied()).await?;
+    let loader = loader(ctx);
+    if !ctx.data_unchecked::<super::Batching>().0 {
+        let mut articles = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(record) = loader.load_one(id).await? {
+                articles.push(Article(record));
+            }
+        }
+        return Ok(articles);
+    }
+    let mut found = loader.load_many(ids.iter().copied()).await?;
     Ok(ids
         .iter()
         .filter_map(|id| found.remove(id))

@@ -81,7 +81,7 @@ impl Store {
             .arg(ranking.key())
             .arg(start)
             .arg(stop)
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(members_to_ids(&members))
     }
@@ -100,7 +100,7 @@ impl Store {
             .arg(ranking.key())
             .arg(start)
             .arg(stop)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(members_to_ids(&members))
     }
@@ -110,7 +110,7 @@ impl Store {
         let mut conn = self.conn().await?;
         Ok(redis::cmd("ZCARD")
             .arg(keys::SCORE)
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?)
     }
 
@@ -119,7 +119,7 @@ impl Store {
         let mut conn = self.conn().await?;
         Ok(redis::cmd("SCARD")
             .arg(keys::group(group))
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?)
     }
 
@@ -148,7 +148,7 @@ impl Store {
         }
         let per_article = COMMANDS_PER_ARTICLE + if viewer.is_some() { VIEWER_COMMANDS } else { 0 };
         let mut conn = self.conn().await?;
-        let replies: Vec<Value> = pipe.query_async(&mut *conn).await?;
+        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
         drop(conn);
         if replies.len() != ids.len() * per_article {
             return Err(AppError::Internal(format!(
@@ -181,7 +181,7 @@ impl Store {
         let id: Option<u64> = redis::cmd("HGET")
             .arg(keys::SLUGS)
             .arg(slug)
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(id.map(ArticleId))
     }
@@ -198,7 +198,7 @@ impl Store {
             .arg(id.0)
             .arg(caller.member())
             .arg(slug.as_str())
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         match status.as_str() {
             "ok" => Ok(()),
@@ -216,7 +216,7 @@ impl Store {
     /// Counts one view of an article.
     pub async fn view_article(&self, id: ArticleId) -> AppResult<i64> {
         let mut conn = self.conn().await?;
-        let views: i64 = scripts::VIEW.arg(id.0).invoke_async(&mut *conn).await?;
+        let views: i64 = scripts::VIEW.arg(id.0).invoke_async(&mut conn).await?;
         if views < 0 {
             return Err(not_found(id));
         }
@@ -236,7 +236,7 @@ impl Store {
             .arg(keys::user_articles(name, ranking))
             .arg(start)
             .arg(stop)
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(members_to_ids(&members))
     }
@@ -259,7 +259,7 @@ impl Store {
         for g in groups {
             invocation.arg(g.as_str());
         }
-        let (id, _slug): (u64, String) = invocation.invoke_async(&mut *conn).await?;
+        let (id, _slug): (u64, String) = invocation.invoke_async(&mut conn).await?;
         Ok(ArticleId(id))
     }
 
@@ -275,7 +275,7 @@ impl Store {
             .arg(id.0)
             .arg(voter.member())
             .arg(direction.as_arg())
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         let status = reply.first().and_then(value_str).unwrap_or("");
         let previous = reply
@@ -314,7 +314,7 @@ impl Store {
         for g in add.iter().chain(remove) {
             invocation.arg(g.as_str());
         }
-        let status: String = invocation.invoke_async(&mut *conn).await?;
+        let status: String = invocation.invoke_async(&mut conn).await?;
         match status.as_str() {
             "ok" => Ok(()),
             "missing" => Err(not_found(id)),

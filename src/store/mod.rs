@@ -9,6 +9,8 @@ pub mod keys;
 mod scripts;
 mod users;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bb8_redis::RedisConnectionManager;
@@ -25,17 +27,19 @@ use crate::error::{AppError, AppResult};
 /// bb8-redis never reports a multiplexed connection as broken, so a pool
 /// would keep handing out a dead socket after Redis restarts. Marking the
 /// connection on I/O errors lets bb8 drop it and dial a new one, which is how
-/// the server recovers by itself without a PING on every checkout.
+/// the server recovers by itself without a PING on every checkout. The flag
+/// is shared by clones, because requests run on clones (see [`Store::conn`]).
+#[derive(Clone)]
 pub struct Conn {
     inner: MultiplexedConnection,
-    broken: bool,
+    broken: Arc<AtomicBool>,
 }
 
 impl Conn {
-    fn note<T>(&mut self, result: &redis::RedisResult<T>) {
+    fn note<T>(&self, result: &redis::RedisResult<T>) {
         if let Err(e) = result {
             if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                self.broken = true;
+                self.broken.store(true, Ordering::Relaxed);
             }
         }
     }
@@ -81,7 +85,7 @@ impl bb8::ManageConnection for Manager {
     async fn connect(&self) -> Result<Conn, redis::RedisError> {
         Ok(Conn {
             inner: self.0.connect().await?,
-            broken: false,
+            broken: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -90,7 +94,7 @@ impl bb8::ManageConnection for Manager {
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken
+        conn.broken.load(Ordering::Relaxed)
     }
 }
 
@@ -118,14 +122,17 @@ impl Store {
         Ok(Self { pool })
     }
 
-    pub(crate) async fn conn(&self) -> AppResult<bb8::PooledConnection<'_, Manager>> {
-        Ok(self.pool.get().await?)
+    /// A connection for one request. It is a clone of a pooled multiplexed
+    /// connection, and the pool slot is given back at once: requests share
+    /// the few pooled sockets concurrently instead of queueing for them.
+    pub(crate) async fn conn(&self) -> AppResult<Conn> {
+        Ok(self.pool.get().await?.clone())
     }
 
     /// Answers whether Redis replies to PING.
     pub async fn ping(&self) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let _: String = redis::cmd("PING").query_async(&mut *conn).await?;
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
         Ok(())
     }
 }

@@ -28,7 +28,7 @@ impl Store {
             .arg(password_hash)
             .arg(created)
             .arg(keys::SESSION_TTL_SECS)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(created_ok == 1)
     }
@@ -39,7 +39,7 @@ impl Store {
         Ok(redis::cmd("HGET")
             .arg(keys::user(name.as_str()))
             .arg("password")
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?)
     }
 
@@ -50,7 +50,7 @@ impl Store {
             .arg(name.as_str())
             .arg("EX")
             .arg(keys::SESSION_TTL_SECS)
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(())
     }
@@ -60,7 +60,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let name: Option<String> = redis::cmd("GET")
             .arg(keys::session(token_hash))
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(name.map(UserName::from_stored))
     }
@@ -70,7 +70,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let n: i64 = redis::cmd("DEL")
             .arg(keys::session(token_hash))
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(n == 1)
     }
@@ -99,7 +99,7 @@ impl Store {
             .arg(0)
             .arg(limit as isize - 1)
             .arg("WITHSCORES")
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(reply
             .chunks_exact(2)
@@ -120,7 +120,7 @@ impl Store {
             pipe.cmd("ZREVRANK").arg(keys::KARMA).arg(&member);
         }
         let mut conn = self.conn().await?;
-        let replies: Vec<Value> = pipe.query_async(&mut *conn).await?;
+        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
         Ok(names
             .iter()
             .zip(replies.chunks_exact(2))

@@ -1,0 +1,405 @@
+//! votegraph-bench: one command that measures votegraph under load.
+//!
+//! It starts its own `redis-server` (TCP, no persistence) and votegraph
+//! processes (the release binary next to this one), seeds a data set through
+//! pipelines, and drives each scenario for a fixed time with N concurrent
+//! keep-alive clients, printing a Markdown table and writing JSON. Floors are
+//! measured in the same run: the same Redis work issued directly (no HTTP, no
+//! GraphQL), and votegraph with batching off (N+1), also behind a simulated
+//! network hop to Redis.
+
+mod load;
+mod proxy;
+mod seed;
+mod subscribers;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use serde_json::json;
+
+use load::{article_query, group_query, page_query, raw_front_page, vote_query, Gql, Stats};
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmark votegraph against the floor Redis sets")]
+struct Args {
+    /// Articles to seed.
+    #[arg(long, default_value_t = 100_000)]
+    articles: u64,
+    /// Concurrent keep-alive clients.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Seconds each scenario is measured.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Seconds of warm-up before each measurement.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// WebSocket subscribers for the subscription scenario (0 skips it).
+    #[arg(long, default_value_t = 5_000)]
+    subscribers: usize,
+    /// Votes per second while the subscribers listen.
+    #[arg(long, default_value_t = 20.0)]
+    vote_rate: f64,
+    /// Where the JSON results go.
+    #[arg(long, default_value = "bench-results.json")]
+    json: PathBuf,
+    /// Use this Redis (`host:port`) instead of starting one; it is flushed and seeded.
+    #[arg(long)]
+    redis_addr: Option<String>,
+    /// The votegraph binary (default: next to this one).
+    #[arg(long)]
+    votegraph: Option<PathBuf>,
+    /// The redis-server program.
+    #[arg(long, default_value = "redis-server")]
+    redis_server: String,
+    /// Skip the simulated-hop and N+1 runs.
+    #[arg(long)]
+    quick: bool,
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn start_redis(program: &str, dir: &std::path::Path) -> anyhow::Result<(Proc, String)> {
+    let port = free_port()?;
+    let child = Command::new(program)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {program}"))?;
+    let proc = Proc(child);
+    let addr = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if let Ok(client) = redis::Client::open(format!("redis://{addr}")) {
+            if let Ok(mut c) = client.get_multiplexed_async_connection().await {
+                if redis::cmd("PING")
+                    .query_async::<String>(&mut c)
+                    .await
+                    .is_ok()
+                {
+                    return Ok((proc, addr));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("redis-server did not start")
+}
+
+/// Starts votegraph on `redis_addr` and returns it with its start-up time
+/// (spawn to first healthy answer).
+async fn start_votegraph(
+    bin: &PathBuf,
+    redis_addr: &str,
+    no_batching: bool,
+) -> anyhow::Result<(Proc, String, f64)> {
+    let port = free_port()?;
+    let started = Instant::now();
+    let mut command = Command::new(bin);
+    command
+        .args([
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--redis-url",
+            &format!("redis://{redis_addr}"),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null());
+    if no_batching {
+        command.arg("--no-batching");
+    }
+    let proc = Proc(
+        command
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?,
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    for _ in 0..1000 {
+        if let Ok(r) = client.get(format!("{base}/health")).send().await {
+            if r.status().is_success() {
+                return Ok((proc, base, started.elapsed().as_secs_f64() * 1000.0));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    bail!("votegraph did not become healthy")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bin = match &args.votegraph {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("votegraph"),
+    };
+    let (warmup, duration) = (
+        Duration::from_secs_f64(args.warmup),
+        Duration::from_secs_f64(args.duration),
+    );
+    let n = args.connections;
+    let dir = tempfile::tempdir()?;
+    let (_redis, redis_addr) = match &args.redis_addr {
+        Some(addr) => (None, addr.clone()),
+        None => {
+            let (p, a) = start_redis(&args.redis_server, dir.path()).await?;
+            (Some(p), a)
+        }
+    };
+    let client = redis::Client::open(format!("redis://{redis_addr}"))?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let seeded = seed::seed(&mut conn, args.articles).await?;
+    if seeded.open.is_empty() {
+        bail!("no article is open to voting; seed more articles");
+    }
+    // Users 0..300k vote in the load scenarios, 300k.. while subscribers
+    // listen: a repeated vote is a no-op and would publish nothing.
+    seed::sessions(&mut conn, 400_000).await?;
+
+    let (server, base, startup_ms) = start_votegraph(&bin, &redis_addr, false).await?;
+    let pid = server.0.id();
+    eprintln!(
+        "votegraph started in {startup_ms:.0} ms; {n} connections, {:.0} s per scenario",
+        args.duration
+    );
+    let gql = Gql::new(&base, n);
+    let mut results: Vec<Stats> = Vec::new();
+
+    let g = gql.clone();
+    results.push(
+        load::run("front page", n, warmup, duration, move |_, _| {
+            let g = g.clone();
+            async move { g.post(page_query(1), None).await }
+        })
+        .await,
+    );
+    let g = gql.clone();
+    results.push(
+        load::run("deep page (400)", n, warmup, duration, move |_, _| {
+            let g = g.clone();
+            async move { g.post(page_query(400), None).await }
+        })
+        .await,
+    );
+    let g = gql.clone();
+    results.push(
+        load::run("group page, warm", n, warmup, duration, move |_, _| {
+            let g = g.clone();
+            async move { g.post(group_query("g00"), None).await }
+        })
+        .await,
+    );
+    let (g, c) = (gql.clone(), conn.clone());
+    results.push(
+        load::run("group page, cold", n, warmup, duration, move |w, i| {
+            let (g, mut c) = (g.clone(), c.clone());
+            // Drop the cached ranking first (outside the timing would need a
+            // second clock; the DEL is one fast round trip and is included).
+            let group = seed::group_name(((w as u64 + i) % 5) as usize);
+            async move {
+                let _: redis::RedisResult<()> = redis::cmd("DEL")
+                    .arg(format!("score:{group}"))
+                    .query_async(&mut c)
+                    .await;
+                g.post(group_query(&group), None).await
+            }
+        })
+        .await,
+    );
+    let (g, open) = (gql.clone(), std::sync::Arc::new(seeded.open.clone()));
+    let ids = open.clone();
+    results.push(
+        load::run("article by id", n, warmup, duration, move |w, i| {
+            let g = g.clone();
+            let id = ids[((w as u64 * 7919 + i * 104_729) % ids.len() as u64) as usize];
+            async move { g.post(article_query(id), None).await }
+        })
+        .await,
+    );
+    let next_user = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
+    results.push(
+        load::run("vote (distinct users)", n, warmup, duration, move |w, i| {
+            let g = g.clone();
+            let user = users.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 300_000;
+            let id = ids[((w as u64 * 31 + i * 7_727 + user as u64) % ids.len() as u64) as usize];
+            async move { g.post(vote_query(id), Some(&seed::token(user))).await }
+        })
+        .await,
+    );
+    let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
+    results.push(
+        load::run(
+            "mix 90% read / 10% vote",
+            n,
+            warmup,
+            duration,
+            move |w, i| {
+                let g = g.clone();
+                let vote = (w as u64 + i) % 10 == 0;
+                let user = if vote {
+                    users.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 300_000
+                } else {
+                    0
+                };
+                let id = ids[((w as u64 * 31 + i * 7_727) % ids.len() as u64) as usize];
+                async move {
+                    if vote {
+                        g.post(vote_query(id), Some(&seed::token(user))).await
+                    } else {
+                        g.post(page_query(1), None).await
+                    }
+                }
+            },
+        )
+        .await,
+    );
+    let rss_after_load = subscribers::rss_kib(pid);
+
+    // The floor: the same Redis work as a front page, straight from here.
+    let raw_conns: Vec<_> = {
+        let mut v = Vec::new();
+        for _ in 0..8 {
+            v.push(client.get_multiplexed_async_connection().await?);
+        }
+        v
+    };
+    let raw = std::sync::Arc::new(raw_conns);
+    let r = raw.clone();
+    results.push(
+        load::run("raw Redis front page", n, warmup, duration, move |w, _| {
+            let mut c = r[w % r.len()].clone();
+            async move { raw_front_page(&mut c).await }
+        })
+        .await,
+    );
+
+    if !args.quick {
+        let (nplus1, nbase, _) = start_votegraph(&bin, &redis_addr, true).await?;
+        let g = Gql::new(&nbase, n);
+        results.push(
+            load::run("front page, N+1", n, warmup, duration, move |_, _| {
+                let g = g.clone();
+                async move { g.post(page_query(1), None).await }
+            })
+            .await,
+        );
+        drop(nplus1);
+
+        let hop = proxy::start(redis_addr.clone(), Duration::from_millis(1)).await?;
+        let hop_addr = format!("127.0.0.1:{hop}");
+        for (no_batching, name) in [
+            (false, "front page, 1 ms hop"),
+            (true, "front page, 1 ms hop, N+1"),
+        ] {
+            let (p, hbase, _) = start_votegraph(&bin, &hop_addr, no_batching).await?;
+            let g = Gql::new(&hbase, n);
+            results.push(
+                load::run(name, n, warmup, duration, move |_, _| {
+                    let g = g.clone();
+                    async move { g.post(page_query(1), None).await }
+                })
+                .await,
+            );
+            drop(p);
+        }
+    }
+
+    let sub_stats = if args.subscribers > 0 {
+        let (sproc, sbase, _) = start_votegraph(&bin, &redis_addr, false).await?;
+        let stats = subscribers::run(
+            &sbase,
+            sproc.0.id(),
+            args.subscribers,
+            args.vote_rate,
+            duration,
+            &seeded.open,
+            300_000,
+        )
+        .await?;
+        drop(sproc);
+        Some(stats)
+    } else {
+        None
+    };
+
+    let rps = |name: &str| results.iter().find(|s| s.scenario == name).map(|s| s.rps);
+    let ratio = |a: &str, b: &str| match (rps(a), rps(b)) {
+        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+        _ => None,
+    };
+    let ratios = json!({
+        "front_page_vs_raw_redis": ratio("front page", "raw Redis front page"),
+        "batched_vs_n_plus_1": ratio("front page", "front page, N+1"),
+        "batched_vs_n_plus_1_with_1ms_hop": ratio("front page, 1 ms hop", "front page, 1 ms hop, N+1"),
+        "group_cold_latency_vs_warm_p50": results.iter().find(|s| s.scenario == "group page, cold").zip(results.iter().find(|s| s.scenario == "group page, warm")).map(|(c, w)| c.p50_ms / w.p50_ms.max(0.001)),
+    });
+
+    println!(
+        "\nvotegraph-bench: {} articles, {} connections, {:.0} s per scenario, {} CPUs\n",
+        args.articles,
+        n,
+        args.duration,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!("| scenario | req/s | p50 ms | p90 ms | p99 ms | max ms | errors |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for s in &results {
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            s.scenario, s.rps, s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms, s.errors
+        );
+    }
+    println!(
+        "\nstart-up {startup_ms:.0} ms; resident memory after the load {} MiB",
+        rss_after_load / 1024
+    );
+    println!("ratios: {}", serde_json::to_string(&ratios)?);
+    if let Some(s) = &sub_stats {
+        println!(
+            "\nsubscribers: {} connected, {} votes at {:.0}/s → {} of {} events delivered, {:.0} deliveries/s, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms, {:.1} KiB per subscriber ({} → {} KiB)",
+            s.subscribers, s.votes, args.vote_rate, s.delivered, s.expected_deliveries, s.deliveries_per_sec, s.p50_ms, s.p99_ms, s.max_ms, s.kib_per_subscriber, s.rss_idle_kib, s.rss_subscribed_kib
+        );
+    }
+    let out = json!({
+        "articles": args.articles,
+        "connections": n,
+        "duration_s": args.duration,
+        "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "startup_ms": startup_ms,
+        "rss_after_load_kib": rss_after_load,
+        "scenarios": results,
+        "ratios": ratios,
+        "subscribers": sub_stats,
+    });
+    std::fs::write(&args.json, serde_json::to_string_pretty(&out)?)?;
+    eprintln!("wrote {}", args.json.display());
+    Ok(())
+}

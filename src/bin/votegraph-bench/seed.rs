@@ -1,0 +1,166 @@
+//! Writes a realistic data set straight into Redis with pipelines, in the
+//! same keyspace votegraph writes.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use redis::aio::MultiplexedConnection;
+use sha2::{Digest, Sha256};
+
+pub const GROUPS: usize = 20;
+const WEEK: f64 = 7.0 * 86_400.0;
+
+/// Small deterministic generator (xorshift64*), so runs are comparable.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+pub fn group_name(g: usize) -> String {
+    format!("g{g:02}")
+}
+
+/// What the scenarios need to know about the seeded data.
+pub struct Seeded {
+    /// Ids of articles still open to voting (posted less than a week ago).
+    pub open: Vec<u64>,
+}
+
+/// Seeds `articles` articles posted over the last two weeks, with skewed
+/// votes (most have one, a few thousands) and 20 groups of falling size
+/// (group g holds about 30 % / (g + 1) of the articles).
+pub async fn seed(conn: &mut MultiplexedConnection, articles: u64) -> anyhow::Result<Seeded> {
+    let started = Instant::now();
+    let _: () = redis::cmd("FLUSHALL").query_async(conn).await?;
+    let mut rng = Rng::new(42);
+    let now = now();
+    let mut open = Vec::new();
+    let batch = 2_000u64;
+    let mut id = 1u64;
+    while id <= articles {
+        let mut pipe = redis::pipe();
+        for i in id..(id + batch).min(articles + 1) {
+            let time = now - rng.unit() * 2.0 * WEEK;
+            let votes = 1 + (5_000.0 * rng.unit().powi(12)) as i64;
+            let poster = format!("user:seed{}", i % 1_000);
+            let article = format!("article:{i}");
+            let slug = format!("seeded-article-{i}");
+            pipe.cmd("HSET")
+                .arg(&article)
+                .arg("title")
+                .arg(format!(
+                    "Seeded article {i}: notes on ranking things with sorted sets"
+                ))
+                .arg("link")
+                .arg(format!("https://example.com/articles/{i}"))
+                .arg("poster")
+                .arg(&poster)
+                .arg("time")
+                .arg(format!("{time:.6}"))
+                .arg("votes")
+                .arg(votes)
+                .arg("downvotes")
+                .arg(0)
+                .arg("slug")
+                .arg(&slug)
+                .ignore();
+            let score = format!("{:.6}", time + 432.0 * votes as f64);
+            pipe.cmd("ZADD")
+                .arg("score:")
+                .arg(&score)
+                .arg(&article)
+                .ignore();
+            pipe.cmd("ZADD")
+                .arg("time:")
+                .arg(format!("{time:.6}"))
+                .arg(&article)
+                .ignore();
+            pipe.cmd("HSET")
+                .arg("slug.to.id")
+                .arg(&slug)
+                .arg(i)
+                .ignore();
+            for g in 0..GROUPS {
+                if rng.unit() < 0.3 / (g + 1) as f64 {
+                    let name = group_name(g);
+                    pipe.cmd("SADD")
+                        .arg(format!("group:{name}"))
+                        .arg(&article)
+                        .ignore();
+                    pipe.cmd("SADD")
+                        .arg(format!("{article}:groups"))
+                        .arg(&name)
+                        .ignore();
+                }
+            }
+            if now - time < WEEK {
+                open.push(i);
+                pipe.cmd("SADD")
+                    .arg(format!("voted:{i}"))
+                    .arg(&poster)
+                    .ignore();
+                pipe.cmd("EXPIREAT")
+                    .arg(format!("voted:{i}"))
+                    .arg((time + WEEK) as u64 + 1)
+                    .ignore();
+            }
+        }
+        let () = pipe.query_async(conn).await?;
+        id += batch;
+    }
+    let _: () = redis::cmd("SET")
+        .arg("article:")
+        .arg(articles)
+        .query_async(conn)
+        .await?;
+    eprintln!(
+        "seeded {articles} articles ({} open to voting) in {:.1} s",
+        open.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Seeded { open })
+}
+
+/// The login token of bench user `n`; its session is written by [`sessions`].
+pub fn token(n: usize) -> String {
+    format!("votegraph-bench-token-{n:08}")
+}
+
+/// Creates `count` logged-in users directly (no password hashing needed).
+pub async fn sessions(conn: &mut MultiplexedConnection, count: usize) -> anyhow::Result<()> {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(5_000) {
+        let mut pipe = redis::pipe();
+        for &n in chunk {
+            let hash = hex::encode(Sha256::digest(token(n).as_bytes()));
+            pipe.cmd("SET")
+                .arg(format!("session:{hash}"))
+                .arg(format!("bench{n}"))
+                .arg("EX")
+                .arg(86_400)
+                .ignore();
+        }
+        let () = pipe.query_async(conn).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! Many WebSocket subscribers on one server while votes stream in:
+//! deliveries per second, vote-to-delivery latency, memory per subscriber.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde::Serialize;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::load::{vote_query, Gql};
+use crate::seed::{now, token, Rng};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SubStats {
+    pub subscribers: usize,
+    pub votes: u64,
+    pub expected_deliveries: u64,
+    pub delivered: u64,
+    pub deliveries_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub rss_idle_kib: u64,
+    pub rss_subscribed_kib: u64,
+    pub kib_per_subscriber: f64,
+}
+
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+const SUBSCRIPTION: &str = r#"{"id":"1","type":"subscribe","payload":{"query":"subscription { scoreChanged { votes at } }"}}"#;
+
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    base: &str,
+    pid: u32,
+    subscribers: usize,
+    vote_rate: f64,
+    duration: Duration,
+    open: &[u64],
+    first_user: usize,
+) -> anyhow::Result<SubStats> {
+    let rss_idle = rss_kib(pid);
+    let ws_url = format!("{}/graphql", base.replacen("http", "ws", 1));
+    let connected = Arc::new(AtomicU64::new(0));
+    let delivered = Arc::new(AtomicU64::new(0));
+    let stop_at = Arc::new(tokio::sync::OnceCell::<Instant>::new());
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(subscribers.max(1));
+    let mut clients = Vec::with_capacity(subscribers);
+    for _ in 0..subscribers {
+        let (ws_url, connected, delivered, stop_at, ready) = (
+            ws_url.clone(),
+            connected.clone(),
+            delivered.clone(),
+            stop_at.clone(),
+            ready_tx.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let Ok(mut request) = ws_url.into_client_request() else {
+                return latencies;
+            };
+            request.headers_mut().insert(
+                "sec-websocket-protocol",
+                "graphql-transport-ws".parse().expect("header"),
+            );
+            let Ok((mut socket, _)) = tokio_tungstenite::connect_async(request).await else {
+                let _ = ready.send(()).await;
+                return latencies;
+            };
+            let init = socket
+                .send(Message::text(r#"{"type":"connection_init"}"#))
+                .await;
+            let _ack = socket.next().await;
+            let sub = socket.send(Message::text(SUBSCRIPTION)).await;
+            if init.is_ok() && sub.is_ok() {
+                connected.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = ready.send(()).await;
+            drop(ready);
+            loop {
+                let deadline = match stop_at.get() {
+                    Some(t) => tokio::time::Instant::from_std(*t),
+                    None => tokio::time::Instant::now() + Duration::from_secs(3600),
+                };
+                let next = tokio::time::timeout_at(deadline, socket.next()).await;
+                match next {
+                    Ok(Some(Ok(Message::Text(text)))) => {
+                        if let Some(at) = event_time(&text) {
+                            latencies.push(((now() - at) * 1e6).max(0.0) as u32);
+                            delivered.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(Some(Ok(_))) => {}
+                    Err(_) if stop_at.get().is_none() => {}
+                    _ => break,
+                }
+            }
+            latencies
+        }));
+        // Connect in waves, so the accept queue is not flooded.
+        if clients.len() % 250 == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    drop(ready_tx);
+    for _ in 0..subscribers {
+        ready_rx.recv().await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_subscribed = rss_kib(pid);
+    let live = connected.load(Ordering::Relaxed) as usize;
+    eprintln!("  {live} subscribers connected; server RSS {rss_idle} KiB idle, {rss_subscribed} KiB subscribed");
+
+    // Votes at a steady rate, each by a distinct user.
+    let gql = Gql::new(base, 16);
+    let votes_ok = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / vote_rate));
+    let mut rng = Rng::new(7);
+    let mut sent = Vec::new();
+    let mut n = 0;
+    while started.elapsed() < duration {
+        tick.tick().await;
+        let (gql, votes_ok) = (gql.clone(), votes_ok.clone());
+        let id = open[(rng.next_u64() % open.len() as u64) as usize];
+        let user = first_user + n;
+        n += 1;
+        sent.push(tokio::spawn(async move {
+            if gql.post(vote_query(id), Some(&token(user))).await {
+                votes_ok.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for s in sent {
+        let _ = s.await;
+    }
+    // Give the last events time to arrive, then stop the clients.
+    let _ = stop_at.set(Instant::now() + Duration::from_secs(3));
+    let mut all = Vec::new();
+    for c in clients {
+        if let Ok(l) = c.await {
+            all.extend(l);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64() - 3.0;
+    all.sort_unstable();
+    let pct = |p: f64| {
+        if all.is_empty() {
+            0.0
+        } else {
+            all[((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1] as f64 / 1000.0
+        }
+    };
+    let votes = votes_ok.load(Ordering::Relaxed);
+    Ok(SubStats {
+        subscribers: live,
+        votes,
+        expected_deliveries: votes * live as u64,
+        delivered: delivered.load(Ordering::Relaxed),
+        deliveries_per_sec: delivered.load(Ordering::Relaxed) as f64 / elapsed.max(0.001),
+        p50_ms: pct(0.5),
+        p99_ms: pct(0.99),
+        max_ms: all.last().map_or(0.0, |m| *m as f64 / 1000.0),
+        rss_idle_kib: rss_idle,
+        rss_subscribed_kib: rss_subscribed,
+        kib_per_subscriber: rss_subscribed.saturating_sub(rss_idle) as f64 / live.max(1) as f64,
+    })
+}
+
+/// The `at` of a `next` message, in Unix seconds.
+fn event_time(text: &str) -> Option<f64> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let at = value["payload"]["data"]["scoreChanged"]["at"].as_str()?;
+    let parsed = chrono::DateTime::parse_from_rfc3339(at).ok()?;
+    Some(parsed.timestamp_micros() as f64 / 1e6)
+}
