@@ -263,7 +263,7 @@ async fn main() -> anyhow::Result<()> {
             duration,
             move |w, i| {
                 let g = g.clone();
-                let vote = (w as u64 + i) % 10 == 0;
+                let vote = (w as u64 + i).is_multiple_of(10);
                 let user = if vote {
                     users.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 300_000
                 } else {

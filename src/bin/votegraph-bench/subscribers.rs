@@ -110,7 +110,7 @@ pub async fn run(
             latencies
         }));
         // Connect in waves, so the accept queue is not flooded.
-        if clients.len() % 250 == 0 {
+        if clients.len().is_multiple_of(250) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
