@@ -56,6 +56,11 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_NO_BATCHING")]
     pub no_batching: bool,
 
+    /// Do not cache anonymous query responses (see `cache.rs`); for
+    /// measurements.
+    #[arg(long, env = "VOTEGRAPH_NO_RESPONSE_CACHE")]
+    pub no_response_cache: bool,
+
     /// Argon2 memory cost in KiB (OWASP's recommended minimum by default).
     #[arg(long, env = "VOTEGRAPH_ARGON2_MEMORY_KIB", default_value_t = 19_456)]
     pub argon2_memory_kib: u32,

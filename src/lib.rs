@@ -7,6 +7,7 @@
 //! and tools can start real servers.
 
 pub mod auth;
+pub mod cache;
 pub mod config;
 pub mod domain;
 pub mod error;

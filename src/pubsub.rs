@@ -74,6 +74,9 @@ fn groups_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
 #[derive(Clone)]
 pub struct PubSub {
     tx: broadcast::Sender<Arc<ScoreEvent>>,
+    /// Receivers held by the server itself (the response cache), which are
+    /// not client subscriptions.
+    internal: Arc<std::sync::atomic::AtomicUsize>,
     _task: Arc<AbortOnDrop>,
 }
 
@@ -94,6 +97,7 @@ impl PubSub {
         let task = tokio::spawn(listen(client, tx.clone()));
         Self {
             tx,
+            internal: Arc::default(),
             _task: Arc::new(AbortOnDrop(task.abort_handle())),
         }
     }
@@ -103,9 +107,19 @@ impl PubSub {
         self.tx.subscribe()
     }
 
-    /// How many subscriptions are live in this process.
+    /// A receiver for the server's own use, kept for the life of the process
+    /// and not counted by [`PubSub::subscribers`].
+    pub fn subscribe_internal(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
+        self.internal
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.tx.subscribe()
+    }
+
+    /// How many client subscriptions are live in this process.
     pub fn subscribers(&self) -> usize {
-        self.tx.receiver_count()
+        self.tx
+            .receiver_count()
+            .saturating_sub(self.internal.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 

@@ -1,16 +1,18 @@
 //! HTTP endpoints: GraphQL over HTTP, GraphiQL and the health check.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
 use async_graphql_poem::{GraphQLProtocol, GraphQLRequest, GraphQLResponse};
 use futures_util::{SinkExt, StreamExt};
 use poem::http::{header, HeaderMap, StatusCode};
-use poem::web::websocket::{Message, WebSocket, WebSocketStream};
+use poem::web::websocket::{Message, WebSocket, WebSocketConfig, WebSocketStream};
 use poem::web::{Data, Json};
 use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Response};
 
 use crate::auth::Session;
+use crate::cache::{is_query, ResponseCache};
 use crate::graphql::{request_data, AppSchema};
 use crate::pubsub::PubSub;
 use crate::store::Store;
@@ -26,6 +28,7 @@ pub async fn graphql_get(
     body: Body,
     schema: Data<&AppSchema>,
     store: Data<&Store>,
+    cache: Data<&Cache>,
 ) -> poem::Result<Response> {
     let upgrade = req
         .headers()
@@ -35,9 +38,7 @@ pub async fn graphql_get(
     let mut body = RequestBody::new(body);
     if !upgrade {
         let request = GraphQLRequest::from_request(req, &mut body).await?;
-        return Ok(execute(&schema, &store, req.headers(), request)
-            .await
-            .into_response());
+        return Ok(execute(&schema, &store, &cache, req.headers(), request).await);
     }
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
@@ -46,9 +47,21 @@ pub async fn graphql_get(
     // the `connection_init` payload.
     let header_auth = authorization(req.headers()).map(str::to_owned);
     Ok(websocket
+        .config(websocket_config())
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| serve_websocket(socket, schema, store, protocol, header_auth))
         .into_response())
+}
+
+/// Small buffers: a subscription connection reads a few small messages and
+/// writes small events, and tungstenite's defaults (128 KiB each way) would
+/// cost ~250 KiB per subscriber. Writing stops past 1 MiB pending, which
+/// bounds what a stalled client can hold.
+fn websocket_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(4 * 1024)
+        .max_write_buffer_size(1024 * 1024)
 }
 
 /// Runs one GraphQL WebSocket connection (`graphql-transport-ws` or the
@@ -122,15 +135,51 @@ fn authorization(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
+/// The cache, when enabled.
+pub type Cache = Option<Arc<ResponseCache>>;
+
 async fn execute(
     schema: &AppSchema,
     store: &Store,
+    cache: &Cache,
     headers: &HeaderMap,
     request: GraphQLRequest,
-) -> GraphQLResponse {
-    let session = Session::from_authorization(authorization(headers));
-    let request = request_data(store, session).attach(request.0);
-    schema.execute(request).await.into()
+) -> Response {
+    let auth = authorization(headers);
+    let request = request.0;
+    if let (None, Some(cache)) = (auth, cache) {
+        let key = cache_key(&request);
+        if let Some(body) = cache.get(&key) {
+            return json(body);
+        }
+        if is_query(&request.query, request.operation_name.as_deref()) {
+            let generation = cache.generation();
+            let data = request_data(store, Session::from_authorization(None));
+            let response = schema.execute(data.attach(request)).await;
+            let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
+            if response.is_ok() {
+                cache.put(key, generation, body.clone());
+            }
+            return json(body);
+        }
+    }
+    let request = request_data(store, Session::from_authorization(auth)).attach(request);
+    GraphQLResponse::from(schema.execute(request).await).into_response()
+}
+
+fn cache_key(request: &async_graphql::Request) -> String {
+    format!(
+        "{}\u{0}{}\u{0}{}",
+        request.query,
+        request.operation_name.as_deref().unwrap_or(""),
+        serde_json::to_string(&request.variables).unwrap_or_default()
+    )
+}
+
+fn json(body: bytes::Bytes) -> Response {
+    Response::builder()
+        .content_type("application/json")
+        .body(body)
 }
 
 /// `POST /graphql`.
@@ -138,16 +187,17 @@ async fn execute(
 pub async fn graphql(
     schema: Data<&AppSchema>,
     store: Data<&Store>,
+    cache: Data<&Cache>,
     headers: &HeaderMap,
     request: GraphQLRequest,
-) -> GraphQLResponse {
-    execute(&schema, &store, headers, request).await
+) -> Response {
+    execute(&schema, &store, &cache, headers, request).await
 }
 
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
 /// also tells how many subscriptions this process is serving.
 #[handler]
-pub async fn health(store: Data<&Store>, pubsub: Data<&PubSub>) -> Response {
+pub async fn health(store: Data<&Store>, pubsub: Data<&PubSub>, cache: Data<&Cache>) -> Response {
     let redis = match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
@@ -156,6 +206,7 @@ pub async fn health(store: Data<&Store>, pubsub: Data<&PubSub>) -> Response {
     let body = serde_json::json!({
         "status": if redis.is_ok() { "ok" } else { "unavailable" },
         "subscriptions": pubsub.subscribers(),
+        "responseCache": cache.as_ref().map(|c| c.stats()),
     });
     match redis {
         Ok(()) => Json(body).into_response(),

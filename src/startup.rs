@@ -9,6 +9,7 @@ use poem::middleware::{Compression, Cors, Tracing};
 use poem::{get, EndpointExt, Route, Server};
 
 use crate::auth::PasswordHasher;
+use crate::cache::ResponseCache;
 use crate::config::Settings;
 use crate::graphiql;
 use crate::graphql::{build_schema, Batching};
@@ -42,7 +43,15 @@ impl Application {
         let pubsub =
             PubSub::start(redis::Client::open(redis_url.as_str()).context("invalid Redis URL")?);
         let batching = Batching(!settings.no_batching);
-        let schema = build_schema(store.clone(), hasher, pubsub.clone(), batching);
+        let cache: routes::Cache =
+            (!settings.no_response_cache).then(|| ResponseCache::new(&pubsub));
+        let schema = build_schema(
+            store.clone(),
+            hasher,
+            pubsub.clone(),
+            batching,
+            cache.clone(),
+        );
 
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
@@ -60,6 +69,7 @@ impl Application {
             .data(schema)
             .data(store)
             .data(pubsub)
+            .data(cache)
             .with(cors)
             .with(Tracing)
             .boxed();

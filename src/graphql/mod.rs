@@ -25,6 +25,7 @@ pub use subscription::{ScoreChange, SubscriptionRoot};
 pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDirection};
 
 use crate::auth::{PasswordHasher, Session};
+use crate::cache::ResponseCache;
 use crate::pubsub::PubSub;
 use crate::store::Store;
 
@@ -39,18 +40,21 @@ const MAX_DEPTH: usize = 20;
 #[derive(Clone, Copy, Debug)]
 pub struct Batching(pub bool);
 
-/// The schema with its process-wide data (store, hasher, event hub).
+/// The schema with its process-wide data (store, hasher, event hub, the
+/// response cache its mutations invalidate).
 pub fn build_schema(
     store: Store,
     hasher: PasswordHasher,
     pubsub: PubSub,
     batching: Batching,
+    cache: Option<Arc<ResponseCache>>,
 ) -> AppSchema {
     Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(store)
         .data(hasher)
         .data(pubsub)
         .data(batching)
+        .data(cache)
         .limit_depth(MAX_DEPTH)
         .extension(ErrorCodes)
         .finish()
@@ -99,6 +103,13 @@ impl RequestData {
         data.insert(self.articles);
         data.insert(self.standings);
         data
+    }
+}
+
+/// Drops cached anonymous responses after a write through this instance.
+pub(crate) fn invalidate_cache(ctx: &Context<'_>) {
+    if let Some(Some(cache)) = ctx.data_opt::<Option<Arc<ResponseCache>>>() {
+        cache.invalidate();
     }
 }
 

@@ -4,7 +4,7 @@
 use async_graphql::{Context, Object, Result, ID};
 
 use super::types::{Article, AuthPayload, VoteDirection};
-use super::{loader, session, store};
+use super::{invalidate_cache, loader, session, store};
 use crate::auth::{new_token, token_hash, PasswordHasher};
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, UserName};
 use crate::error::AppError;
@@ -105,6 +105,7 @@ impl MutationRoot {
         let link = Link::parse(&link)?;
         let groups = GroupName::parse_many(&groups, "groups")?;
         let id = store.post_article(&user, &title, &link, &groups).await?;
+        invalidate_cache(ctx);
         reload(ctx, id).await
     }
 
@@ -120,7 +121,9 @@ impl MutationRoot {
         let store = store(ctx);
         let user = session(ctx).require_user(store).await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
-        store.vote(id, &user, direction.into()).await?;
+        if store.vote(id, &user, direction.into()).await?.changed {
+            invalidate_cache(ctx);
+        }
         reload(ctx, id).await
     }
 
@@ -137,10 +140,13 @@ impl MutationRoot {
         let id = ArticleId::parse(&article_id, "articleId")?;
         let slug = Slug::parse(&slug)?;
         store.rename_slug(id, &user, &slug).await?;
+        invalidate_cache(ctx);
         reload(ctx, id).await
     }
 
-    /// Counts one view of an article (no login needed).
+    /// Counts one view of an article (no login needed). Views do not
+    /// invalidate cached pages: counts seen by anonymous readers may lag
+    /// up to a second.
     async fn view_article(&self, ctx: &Context<'_>, id: ID) -> Result<Article> {
         let id = ArticleId::parse(&id, "id")?;
         store(ctx).view_article(id).await?;
@@ -168,6 +174,7 @@ impl MutationRoot {
             .into());
         }
         store.set_groups(id, &user, &add, &remove).await?;
+        invalidate_cache(ctx);
         reload(ctx, id).await
     }
 }

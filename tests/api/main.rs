@@ -6,6 +6,7 @@ mod auth;
 mod batching;
 mod book;
 mod browser;
+mod cache;
 mod graphiql;
 mod groups;
 mod helpers;
