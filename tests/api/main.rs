@@ -4,6 +4,7 @@
 mod articles;
 mod auth;
 mod batching;
+mod bench;
 mod book;
 mod browser;
 mod cache;

@@ -15,6 +15,8 @@ mod subscribers;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -56,9 +58,54 @@ struct Args {
     /// The redis-server program.
     #[arg(long, default_value = "redis-server")]
     redis_server: String,
+    /// Logged-in users to create (three quarters vote in the load
+    /// scenarios, the rest while subscribers listen).
+    #[arg(long, default_value_t = 400_000)]
+    users: usize,
     /// Skip the simulated-hop and N+1 runs.
     #[arg(long)]
     quick: bool,
+}
+
+/// How a votegraph under test is configured.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// As shipped: batching and the anonymous response cache.
+    Default,
+    /// No response cache: every request does its Redis work.
+    Uncached,
+    /// No cache and no batching: one round trip per article.
+    NPlusOne,
+}
+
+/// Runs a scenario that sends one fixed anonymous document.
+async fn fixed(
+    gql: &Gql,
+    name: &str,
+    body: String,
+    n: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Stats {
+    let (g, body) = (gql.clone(), Arc::new(body));
+    load::run(name, n, warmup, duration, move |_, _| {
+        let (g, body) = (g.clone(), body.clone());
+        async move { g.post(body.as_str().to_owned(), None).await }
+    })
+    .await
+}
+
+/// (hits, misses) of a server's response cache, from `/health`.
+async fn cache_stats(base: &str) -> (u64, u64) {
+    let body: serde_json::Value = match reqwest::get(format!("{base}/health")).await {
+        Ok(r) => r.json().await.unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    };
+    let c = &body["responseCache"];
+    (
+        c["hits"].as_u64().unwrap_or(0),
+        c["misses"].as_u64().unwrap_or(0),
+    )
 }
 
 struct Proc(Child);
@@ -118,7 +165,7 @@ async fn start_redis(program: &str, dir: &std::path::Path) -> anyhow::Result<(Pr
 async fn start_votegraph(
     bin: &PathBuf,
     redis_addr: &str,
-    no_batching: bool,
+    mode: Mode,
 ) -> anyhow::Result<(Proc, String, f64)> {
     let port = free_port()?;
     let started = Instant::now();
@@ -132,7 +179,10 @@ async fn start_votegraph(
         ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null());
-    if no_batching {
+    if mode != Mode::Default {
+        command.arg("--no-response-cache");
+    }
+    if mode == Mode::NPlusOne {
         command.arg("--no-batching");
     }
     let proc = Proc(
@@ -179,62 +229,47 @@ async fn main() -> anyhow::Result<()> {
     if seeded.open.is_empty() {
         bail!("no article is open to voting; seed more articles");
     }
-    // Users 0..300k vote in the load scenarios, 300k.. while subscribers
+    // Users 0..3/4 vote in the load scenarios, the rest while subscribers
     // listen: a repeated vote is a no-op and would publish nothing.
-    seed::sessions(&mut conn, 400_000).await?;
+    seed::sessions(&mut conn, args.users).await?;
+    let load_users = (args.users * 3 / 4).max(1);
 
-    let (server, base, startup_ms) = start_votegraph(&bin, &redis_addr, false).await?;
+    let (server, base, startup_ms) = start_votegraph(&bin, &redis_addr, Mode::Default).await?;
     let pid = server.0.id();
     eprintln!(
         "votegraph started in {startup_ms:.0} ms; {n} connections, {:.0} s per scenario",
         args.duration
     );
     let gql = Gql::new(&base, n);
+    let open = Arc::new(seeded.open.clone());
+    let next_user = Arc::new(AtomicUsize::new(0));
     let mut results: Vec<Stats> = Vec::new();
 
-    let g = gql.clone();
+    // As shipped: batching and the anonymous response cache.
+    results.push(fixed(&gql, "front page", page_query(1), n, warmup, duration).await);
     results.push(
-        load::run("front page", n, warmup, duration, move |_, _| {
-            let g = g.clone();
-            async move { g.post(page_query(1), None).await }
-        })
+        fixed(
+            &gql,
+            "deep page (400)",
+            page_query(400),
+            n,
+            warmup,
+            duration,
+        )
         .await,
     );
-    let g = gql.clone();
     results.push(
-        load::run("deep page (400)", n, warmup, duration, move |_, _| {
-            let g = g.clone();
-            async move { g.post(page_query(400), None).await }
-        })
+        fixed(
+            &gql,
+            "group page, warm",
+            group_query("g00"),
+            n,
+            warmup,
+            duration,
+        )
         .await,
     );
-    let g = gql.clone();
-    results.push(
-        load::run("group page, warm", n, warmup, duration, move |_, _| {
-            let g = g.clone();
-            async move { g.post(group_query("g00"), None).await }
-        })
-        .await,
-    );
-    let (g, c) = (gql.clone(), conn.clone());
-    results.push(
-        load::run("group page, cold", n, warmup, duration, move |w, i| {
-            let (g, mut c) = (g.clone(), c.clone());
-            // Drop the cached ranking first (outside the timing would need a
-            // second clock; the DEL is one fast round trip and is included).
-            let group = seed::group_name(((w as u64 + i) % 5) as usize);
-            async move {
-                let _: redis::RedisResult<()> = redis::cmd("DEL")
-                    .arg(format!("score:{group}"))
-                    .query_async(&mut c)
-                    .await;
-                g.post(group_query(&group), None).await
-            }
-        })
-        .await,
-    );
-    let (g, open) = (gql.clone(), std::sync::Arc::new(seeded.open.clone()));
-    let ids = open.clone();
+    let (g, ids) = (gql.clone(), open.clone());
     results.push(
         load::run("article by id", n, warmup, duration, move |w, i| {
             let g = g.clone();
@@ -243,17 +278,17 @@ async fn main() -> anyhow::Result<()> {
         })
         .await,
     );
-    let next_user = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
     results.push(
         load::run("vote (distinct users)", n, warmup, duration, move |w, i| {
             let g = g.clone();
-            let user = users.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 300_000;
+            let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
             let id = ids[((w as u64 * 31 + i * 7_727 + user as u64) % ids.len() as u64) as usize];
             async move { g.post(vote_query(id), Some(&seed::token(user))).await }
         })
         .await,
     );
+    let cache_before = cache_stats(&base).await;
     let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
     results.push(
         load::run(
@@ -264,11 +299,7 @@ async fn main() -> anyhow::Result<()> {
             move |w, i| {
                 let g = g.clone();
                 let vote = (w as u64 + i).is_multiple_of(10);
-                let user = if vote {
-                    users.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 300_000
-                } else {
-                    0
-                };
+                let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
                 let id = ids[((w as u64 * 31 + i * 7_727) % ids.len() as u64) as usize];
                 async move {
                     if vote {
@@ -281,51 +312,110 @@ async fn main() -> anyhow::Result<()> {
         )
         .await,
     );
+    let cache_after = cache_stats(&base).await;
+    let (hits, misses) = (
+        cache_after.0 - cache_before.0,
+        cache_after.1 - cache_before.1,
+    );
+    let hit_rate = hits as f64 / (hits + misses).max(1) as f64;
+    eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
     let rss_after_load = subscribers::rss_kib(pid);
+    drop(server);
+
+    // Without the response cache: every request does its Redis work.
+    let (uncached, ubase, _) = start_votegraph(&bin, &redis_addr, Mode::Uncached).await?;
+    let ugql = Gql::new(&ubase, n);
+    results.push(
+        fixed(
+            &ugql,
+            "front page, uncached",
+            page_query(1),
+            n,
+            warmup,
+            duration,
+        )
+        .await,
+    );
+    results.push(
+        fixed(
+            &ugql,
+            "group page, warm, uncached",
+            group_query("g00"),
+            n,
+            warmup,
+            duration,
+        )
+        .await,
+    );
+    let (g, c) = (ugql.clone(), conn.clone());
+    results.push(
+        load::run(
+            "group page, cold, uncached",
+            n,
+            warmup,
+            duration,
+            move |w, i| {
+                let (g, mut c) = (g.clone(), c.clone());
+                // Drop the cached ranking of one of the five biggest groups
+                // first; that DEL is included in the time.
+                let group = seed::group_name(((w as u64 + i) % 5) as usize);
+                async move {
+                    let _: redis::RedisResult<()> = redis::cmd("DEL")
+                        .arg(format!("score:{group}"))
+                        .query_async(&mut c)
+                        .await;
+                    g.post(group_query(&group), None).await
+                }
+            },
+        )
+        .await,
+    );
+    drop(uncached);
 
     // The floor: the same Redis work as a front page, straight from here.
-    let raw_conns: Vec<_> = {
-        let mut v = Vec::new();
-        for _ in 0..8 {
-            v.push(client.get_multiplexed_async_connection().await?);
-        }
-        v
-    };
-    let raw = std::sync::Arc::new(raw_conns);
-    let r = raw.clone();
+    let mut raw_conns = Vec::new();
+    for _ in 0..8 {
+        raw_conns.push(client.get_multiplexed_async_connection().await?);
+    }
+    let raw = Arc::new(raw_conns);
     results.push(
         load::run("raw Redis front page", n, warmup, duration, move |w, _| {
-            let mut c = r[w % r.len()].clone();
+            let mut c = raw[w % raw.len()].clone();
             async move { raw_front_page(&mut c).await }
         })
         .await,
     );
 
     if !args.quick {
-        let (nplus1, nbase, _) = start_votegraph(&bin, &redis_addr, true).await?;
-        let g = Gql::new(&nbase, n);
+        let (nplus1, nbase, _) = start_votegraph(&bin, &redis_addr, Mode::NPlusOne).await?;
         results.push(
-            load::run("front page, N+1", n, warmup, duration, move |_, _| {
-                let g = g.clone();
-                async move { g.post(page_query(1), None).await }
-            })
+            fixed(
+                &Gql::new(&nbase, n),
+                "front page, N+1",
+                page_query(1),
+                n,
+                warmup,
+                duration,
+            )
             .await,
         );
         drop(nplus1);
-
         let hop = proxy::start(redis_addr.clone(), Duration::from_millis(1)).await?;
         let hop_addr = format!("127.0.0.1:{hop}");
-        for (no_batching, name) in [
-            (false, "front page, 1 ms hop"),
-            (true, "front page, 1 ms hop, N+1"),
+        for (mode, name) in [
+            (Mode::Uncached, "front page, 1 ms hop, uncached"),
+            (Mode::NPlusOne, "front page, 1 ms hop, N+1"),
         ] {
-            let (p, hbase, _) = start_votegraph(&bin, &hop_addr, no_batching).await?;
-            let g = Gql::new(&hbase, n);
+            let (p, hbase, _) = start_votegraph(&bin, &hop_addr, mode).await?;
             results.push(
-                load::run(name, n, warmup, duration, move |_, _| {
-                    let g = g.clone();
-                    async move { g.post(page_query(1), None).await }
-                })
+                fixed(
+                    &Gql::new(&hbase, n),
+                    name,
+                    page_query(1),
+                    n,
+                    warmup,
+                    duration,
+                )
                 .await,
             );
             drop(p);
@@ -333,7 +423,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let sub_stats = if args.subscribers > 0 {
-        let (sproc, sbase, _) = start_votegraph(&bin, &redis_addr, false).await?;
+        let (sproc, sbase, _) = start_votegraph(&bin, &redis_addr, Mode::Default).await?;
         let stats = subscribers::run(
             &sbase,
             sproc.0.id(),
@@ -341,7 +431,7 @@ async fn main() -> anyhow::Result<()> {
             args.vote_rate,
             duration,
             &seeded.open,
-            300_000,
+            load_users,
         )
         .await?;
         drop(sproc);
@@ -351,15 +441,23 @@ async fn main() -> anyhow::Result<()> {
     };
 
     let rps = |name: &str| results.iter().find(|s| s.scenario == name).map(|s| s.rps);
-    let ratio = |a: &str, b: &str| match (rps(a), rps(b)) {
+    let p50 = |name: &str| {
+        results
+            .iter()
+            .find(|s| s.scenario == name)
+            .map(|s| s.p50_ms)
+    };
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
         _ => None,
     };
     let ratios = json!({
-        "front_page_vs_raw_redis": ratio("front page", "raw Redis front page"),
-        "batched_vs_n_plus_1": ratio("front page", "front page, N+1"),
-        "batched_vs_n_plus_1_with_1ms_hop": ratio("front page, 1 ms hop", "front page, 1 ms hop, N+1"),
-        "group_cold_latency_vs_warm_p50": results.iter().find(|s| s.scenario == "group page, cold").zip(results.iter().find(|s| s.scenario == "group page, warm")).map(|(c, w)| c.p50_ms / w.p50_ms.max(0.001)),
+        "front_page_vs_raw_redis": ratio(rps("front page"), rps("raw Redis front page")),
+        "front_page_uncached_vs_raw_redis": ratio(rps("front page, uncached"), rps("raw Redis front page")),
+        "batched_vs_n_plus_1": ratio(rps("front page, uncached"), rps("front page, N+1")),
+        "batched_vs_n_plus_1_with_1ms_hop": ratio(rps("front page, 1 ms hop, uncached"), rps("front page, 1 ms hop, N+1")),
+        "group_cold_vs_warm_p50": ratio(p50("group page, cold, uncached"), p50("group page, warm, uncached")),
+        "mix_response_cache_hit_rate": hit_rate,
     });
 
     println!(

@@ -1,0 +1,46 @@
+//! The benchmark runs for a moment on a tiny data set so it cannot rot; its
+//! numbers are not asserted, only that every scenario ran without errors.
+
+#[test]
+fn the_benchmark_runs_every_scenario() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("bench.json");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
+        .args([
+            "--articles",
+            "300",
+            "--users",
+            "4000",
+            "--connections",
+            "4",
+            "--duration",
+            "0.3",
+        ])
+        .args([
+            "--warmup",
+            "0.1",
+            "--subscribers",
+            "10",
+            "--vote-rate",
+            "20",
+        ])
+        .arg("--votegraph")
+        .arg(env!("CARGO_BIN_EXE_votegraph"))
+        .arg("--json")
+        .arg(&json)
+        .status()
+        .expect("run votegraph-bench");
+    assert!(status.success());
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let scenarios = results["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 13, "{results}");
+    for s in scenarios {
+        assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
+        assert_eq!(s["errors"], 0, "{s}");
+    }
+    let subs = &results["subscribers"];
+    assert_eq!(subs["subscribers"], 10);
+    assert!(subs["votes"].as_u64().unwrap() > 0);
+    assert_eq!(subs["delivered"], subs["expected_deliveries"], "{subs}");
+}
