@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::pubsub::PubSub;
@@ -123,13 +124,44 @@ impl ResponseCache {
     }
 }
 
+/// Parsed documents by query text. Clients send the same few documents
+/// over and over; parsing one costs more than cloning its syntax tree.
+#[derive(Default)]
+pub struct DocumentCache {
+    documents: Mutex<HashMap<String, Arc<ExecutableDocument>>>,
+}
+
+/// Documents larger than this are parsed every time (and not kept).
+const MAX_CACHED_DOCUMENT: usize = 16 * 1024;
+const MAX_DOCUMENTS: usize = 1024;
+
+impl DocumentCache {
+    /// The parsed document, or None when it does not parse (async-graphql
+    /// then reports the syntax error itself).
+    pub fn get(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
+        if let Some(doc) = self
+            .documents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(query)
+        {
+            return Some(doc.clone());
+        }
+        let doc = Arc::new(async_graphql::parser::parse_query(query).ok()?);
+        if query.len() <= MAX_CACHED_DOCUMENT {
+            let mut documents = self.documents.lock().unwrap_or_else(|p| p.into_inner());
+            if documents.len() >= MAX_DOCUMENTS {
+                documents.clear();
+            }
+            documents.insert(query.to_owned(), doc.clone());
+        }
+        Some(doc)
+    }
+}
+
 /// Whether the operation a request selects is a query (not a mutation or a
-/// subscription); false for documents that do not parse.
-pub fn is_query(query: &str, operation_name: Option<&str>) -> bool {
-    use async_graphql::parser::types::{DocumentOperations, OperationType};
-    let Ok(document) = async_graphql::parser::parse_query(query) else {
-        return false;
-    };
+/// subscription).
+pub fn is_query(document: &ExecutableDocument, operation_name: Option<&str>) -> bool {
     match (&document.operations, operation_name) {
         (DocumentOperations::Single(op), _) => op.node.ty == OperationType::Query,
         (DocumentOperations::Multiple(ops), Some(name)) => ops
@@ -145,19 +177,24 @@ mod tests {
 
     #[test]
     fn only_queries_are_cacheable() {
-        assert!(is_query("{ articles { id } }", None));
-        assert!(is_query("query Front { articles { id } }", Some("Front")));
-        assert!(!is_query("mutation { logOut }", None));
-        assert!(!is_query("subscription { scoreChanged { score } }", None));
-        assert!(!is_query(
+        let documents = DocumentCache::default();
+        let query = |text: &str, name: Option<&str>| is_query(&documents.get(text).unwrap(), name);
+        assert!(query("{ articles { id } }", None));
+        assert!(query("query Front { articles { id } }", Some("Front")));
+        assert!(!query("mutation { logOut }", None));
+        assert!(!query("subscription { scoreChanged { score } }", None));
+        assert!(!query(
             "query A { me { name } } mutation B { logOut }",
             Some("B")
         ));
-        assert!(!is_query(
+        assert!(!query(
             "query A { me { name } } query B { me { name } }",
             None
         ));
-        assert!(!is_query("{ articles { id ", None));
+        assert!(documents.get("{ articles { id ").is_none());
+        // A second lookup is the same parsed document.
+        let a = documents.get("{ articleCount }").unwrap();
+        assert!(Arc::ptr_eq(&a, &documents.get("{ articleCount }").unwrap()));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use poem::web::{Data, Json};
 use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Response};
 
 use crate::auth::Session;
-use crate::cache::{is_query, ResponseCache};
+use crate::cache::{is_query, DocumentCache, ResponseCache};
 use crate::graphql::{request_data, AppSchema};
 use crate::pubsub::PubSub;
 use crate::store::Store;
@@ -28,7 +28,7 @@ pub async fn graphql_get(
     body: Body,
     schema: Data<&AppSchema>,
     store: Data<&Store>,
-    cache: Data<&Cache>,
+    caches: Data<&Arc<Caches>>,
 ) -> poem::Result<Response> {
     let upgrade = req
         .headers()
@@ -38,7 +38,7 @@ pub async fn graphql_get(
     let mut body = RequestBody::new(body);
     if !upgrade {
         let request = GraphQLRequest::from_request(req, &mut body).await?;
-        return Ok(execute(&schema, &store, &cache, req.headers(), request).await);
+        return Ok(execute(&schema, &store, &caches, req.headers(), request).await);
     }
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
@@ -135,25 +135,31 @@ fn authorization(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-/// The cache, when enabled.
-pub type Cache = Option<Arc<ResponseCache>>;
+/// The per-process caches of the HTTP path.
+pub struct Caches {
+    /// Whole anonymous responses, when enabled.
+    pub responses: Option<Arc<ResponseCache>>,
+    pub documents: DocumentCache,
+}
 
 async fn execute(
     schema: &AppSchema,
     store: &Store,
-    cache: &Cache,
+    caches: &Caches,
     headers: &HeaderMap,
     request: GraphQLRequest,
 ) -> Response {
     let auth = authorization(headers);
-    let request = request.0;
-    if let (None, Some(cache)) = (auth, cache) {
-        let key = cache_key(&request);
-        if let Some(body) = cache.get(&key) {
-            return json(body);
-        }
-        if is_query(&request.query, request.operation_name.as_deref()) {
+    let mut request = request.0;
+    let document = caches.documents.get(&request.query);
+    if let (None, Some(cache), Some(doc)) = (auth, &caches.responses, &document) {
+        if is_query(doc, request.operation_name.as_deref()) {
+            let key = cache_key(&request);
+            if let Some(body) = cache.get(&key) {
+                return json(body);
+            }
             let generation = cache.generation();
+            request.set_parsed_query(doc.as_ref().clone());
             let data = request_data(store, Session::from_authorization(None));
             let response = schema.execute(data.attach(request)).await;
             let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
@@ -162,6 +168,9 @@ async fn execute(
             }
             return json(body);
         }
+    }
+    if let Some(doc) = document {
+        request.set_parsed_query(doc.as_ref().clone());
     }
     let request = request_data(store, Session::from_authorization(auth)).attach(request);
     GraphQLResponse::from(schema.execute(request).await).into_response()
@@ -187,17 +196,21 @@ fn json(body: bytes::Bytes) -> Response {
 pub async fn graphql(
     schema: Data<&AppSchema>,
     store: Data<&Store>,
-    cache: Data<&Cache>,
+    caches: Data<&Arc<Caches>>,
     headers: &HeaderMap,
     request: GraphQLRequest,
 ) -> Response {
-    execute(&schema, &store, &cache, headers, request).await
+    execute(&schema, &store, &caches, headers, request).await
 }
 
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
 /// also tells how many subscriptions this process is serving.
 #[handler]
-pub async fn health(store: Data<&Store>, pubsub: Data<&PubSub>, cache: Data<&Cache>) -> Response {
+pub async fn health(
+    store: Data<&Store>,
+    pubsub: Data<&PubSub>,
+    caches: Data<&Arc<Caches>>,
+) -> Response {
     let redis = match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
@@ -206,7 +219,7 @@ pub async fn health(store: Data<&Store>, pubsub: Data<&PubSub>, cache: Data<&Cac
     let body = serde_json::json!({
         "status": if redis.is_ok() { "ok" } else { "unavailable" },
         "subscriptions": pubsub.subscribers(),
-        "responseCache": cache.as_ref().map(|c| c.stats()),
+        "responseCache": caches.responses.as_ref().map(|c| c.stats()),
     });
     match redis {
         Ok(()) => Json(body).into_response(),

@@ -1,6 +1,7 @@
 //! Wires configuration, Redis, the schema and the HTTP server together.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -43,15 +44,18 @@ impl Application {
         let pubsub =
             PubSub::start(redis::Client::open(redis_url.as_str()).context("invalid Redis URL")?);
         let batching = Batching(!settings.no_batching);
-        let cache: routes::Cache =
-            (!settings.no_response_cache).then(|| ResponseCache::new(&pubsub));
+        let responses = (!settings.no_response_cache).then(|| ResponseCache::new(&pubsub));
         let schema = build_schema(
             store.clone(),
             hasher,
             pubsub.clone(),
             batching,
-            cache.clone(),
+            responses.clone(),
         );
+        let caches = Arc::new(routes::Caches {
+            responses,
+            documents: Default::default(),
+        });
 
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
@@ -69,7 +73,7 @@ impl Application {
             .data(schema)
             .data(store)
             .data(pubsub)
-            .data(cache)
+            .data(caches)
             .with(cors)
             .with(Tracing)
             .boxed();
