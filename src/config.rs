@@ -56,6 +56,12 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_NO_BATCHING")]
     pub no_batching: bool,
 
+    /// Membership checks a group page may spend walking the global ranking
+    /// when the group's own ranking is not cached; beyond it the ranking is
+    /// built with ZINTERSTORE (0: always build it, as the book does).
+    #[arg(long, env = "VOTEGRAPH_GROUP_SCAN_BUDGET", default_value_t = 5_000)]
+    pub group_scan_budget: u32,
+
     /// Do not cache anonymous query responses (see `cache.rs`); for
     /// measurements.
     #[arg(long, env = "VOTEGRAPH_NO_RESPONSE_CACHE")]

@@ -39,7 +39,8 @@ impl Application {
             }
         };
         let store = Store::new(&redis_url, settings.pool_size, settings.pool_timeout())
-            .context("invalid Redis URL")?;
+            .context("invalid Redis URL")?
+            .with_group_scan_budget(settings.group_scan_budget);
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub =
             PubSub::start(redis::Client::open(redis_url.as_str()).context("invalid Redis URL")?);

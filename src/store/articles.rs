@@ -100,6 +100,7 @@ impl Store {
             .arg(ranking.key())
             .arg(start)
             .arg(stop)
+            .arg(self.group_scan_budget)
             .invoke_async(&mut conn)
             .await?;
         Ok(members_to_ids(&members))

@@ -100,10 +100,15 @@ impl bb8::ManageConnection for Manager {
 
 pub type Pool = bb8::Pool<Manager>;
 
+pub const DEFAULT_GROUP_SCAN_BUDGET: u32 = 5_000;
+
 /// Handle to the Redis database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    /// Membership checks a cold group page may spend before the group's
+    /// ranking is built with ZINTERSTORE instead (see the group-page script).
+    group_scan_budget: u32,
 }
 
 impl Store {
@@ -119,7 +124,16 @@ impl Store {
             .test_on_check_out(false)
             .retry_connection(false)
             .build_unchecked(Manager(manager));
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
+        })
+    }
+
+    /// Sets the cold group page's scan budget (0: always build the ranking).
+    pub fn with_group_scan_budget(mut self, budget: u32) -> Self {
+        self.group_scan_budget = budget;
+        self
     }
 
     /// A connection for one request. It is a clone of a pooled multiplexed
