@@ -112,7 +112,6 @@ async fn an_unknown_group_is_empty_and_a_bad_name_is_refused() {
 #[tokio::test]
 async fn the_poster_adds_and_removes_groups_and_rankings_follow_at_once() {
     for (_, app) in both_group_paths().await {
-        let app = spawn_app().await;
         let alice = app.sign_up("alice").await;
         let bob = app.sign_up("bob").await;
         let first = app.post(&alice, "first", &["news"]).await["id"]
