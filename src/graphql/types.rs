@@ -162,10 +162,8 @@ impl Group {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = store(ctx)
-            .group_page(&self.group, order.into(), page)
-            .await?;
-        load_in_order(ctx, ids).await
+        let ids = store(ctx).group_page(&self.group, order.into(), page);
+        load_ranked(ctx, ids).await
     }
 
     /// Number of articles in the group.

@@ -75,10 +75,15 @@ impl Store {
         ranking: Ranking,
         page: PageRequest,
     ) -> AppResult<Vec<ArticleId>> {
+        self.sorted_set_page(ranking.key(), page).await
+    }
+
+    /// One page of a sorted set of `article:<id>` members, highest first.
+    async fn sorted_set_page(&self, key: &str, page: PageRequest) -> AppResult<Vec<ArticleId>> {
         let (start, stop) = page.range();
         let mut conn = self.conn().await?;
         let members: Vec<String> = redis::cmd("ZREVRANGE")
-            .arg(ranking.key())
+            .arg(key)
             .arg(start)
             .arg(stop)
             .query_async(&mut conn)
@@ -231,15 +236,8 @@ impl Store {
         ranking: Ranking,
         page: PageRequest,
     ) -> AppResult<Vec<ArticleId>> {
-        let (start, stop) = page.range();
-        let mut conn = self.conn().await?;
-        let members: Vec<String> = redis::cmd("ZREVRANGE")
-            .arg(keys::user_articles(name, ranking))
-            .arg(start)
-            .arg(stop)
-            .query_async(&mut conn)
-            .await?;
-        Ok(members_to_ids(&members))
+        self.sorted_set_page(&keys::user_articles(name, ranking), page)
+            .await
     }
 
     /// Posts an article atomically and returns its id.

@@ -203,13 +203,8 @@ async fn a_vote_on_one_instance_reaches_subscribers_of_another() {
     extra.subscribe("2", SCORE_CHANGED, json!({})).await;
     let mut redis = app.redis.conn().await;
     for _ in 0..100 {
-        let subs: (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("votegraph:score-changed")
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        if subs.1 == 2 {
+        let subs = numsub(&mut redis).await;
+        if subs == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -218,13 +213,8 @@ async fn a_vote_on_one_instance_reaches_subscribers_of_another() {
     app.vote(&bob, "1").await;
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
     assert_eq!(extra.next_event().await["scoreChanged"]["votes"], 2);
-    let subs: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg("votegraph:score-changed")
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    assert_eq!(subs.1, 2, "two instances, one pub/sub connection each");
+    let subs = numsub(&mut redis).await;
+    assert_eq!(subs, 2, "two instances, one pub/sub connection each");
 }
 
 #[tokio::test]
@@ -249,13 +239,8 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
     assert_eq!(killed, 1);
     let mut back = false;
     for _ in 0..100 {
-        let subs: (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("votegraph:score-changed")
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        if subs.1 == 1 {
+        let subs = numsub(&mut redis).await;
+        if subs == 1 {
             back = true;
             break;
         }
@@ -365,4 +350,16 @@ async fn closing_a_client_frees_its_subscription() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(freed, "closed clients' subscriptions were dropped");
+}
+
+/// Redis' count of subscribers to the score channel (server processes,
+/// not WebSocket clients).
+async fn numsub(redis: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("votegraph:score-changed")
+        .query_async(redis)
+        .await
+        .unwrap();
+    n
 }
