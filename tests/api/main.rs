@@ -14,6 +14,7 @@ mod helpers;
 mod karma;
 mod resilience;
 mod schema;
+mod server;
 mod slugs;
 mod subscriptions;
 mod validation;
