@@ -4,21 +4,26 @@
 //! Semantics, in order of strength:
 //! - a cached response is never older than [`MAX_AGE`] (1 s): posts, group
 //!   and slug changes made through other instances show within a second;
-//! - every score change invalidates the whole cache when its pub/sub event
-//!   arrives, so a vote anywhere is never hidden longer than the delivery of
-//!   its event (the same moment subscribers see it);
-//! - every write through this instance (except a page view) invalidates the
-//!   cache at once, so a client reads its own writes;
+//! - every score change drops the responses it can change when its pub/sub
+//!   event arrives, so a vote anywhere is never hidden longer than the
+//!   delivery of its event (the same moment subscribers see it); a vote
+//!   through this instance does so before its mutation answers. Each response
+//!   records what it shows ([`Deps`]): the articles, the score window of each
+//!   score-ordered page, and whether it shows karma or ranks. A vote moves
+//!   one article's score by at most 864, so a page it leaves wholly above or
+//!   wholly below stays valid;
+//! - every other write through this instance (except a page view) drops the
+//!   whole cache at once, so a client reads its own writes;
 //! - only anonymous requests whose operation is a query are cached, and only
 //!   responses without errors; `myVote` and `me` need a login, so they are
 //!   never cached.
 //!
-//! Invalidation is a generation counter: entries written under an older
-//! generation are dead. A response computed while an invalidation happened
-//! is stored under the generation read *before* executing, so it is never
-//! served after that invalidation.
+//! Whole-cache invalidation is a generation counter: entries written under
+//! an older generation are dead. A response is stored only if no
+//! invalidation, and no vote that affects it, happened while it was computed
+//! (the last 1,024 votes are remembered for that check).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,30 +31,127 @@ use std::time::{Duration, Instant};
 use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::pubsub::PubSub;
+use crate::pubsub::{PubSub, ScoreEvent};
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this many entries the cache is emptied (distinct anonymous queries
 /// are few in practice: pages of a few lists).
 const MAX_ENTRIES: usize = 4096;
 
+/// What a cached response shows that a vote can change, recorded while the
+/// response is computed.
+#[derive(Debug, Default, Clone)]
+pub struct Deps {
+    /// Ids of the articles shown.
+    ids: HashSet<String>,
+    /// Score windows of the score-ordered pages shown.
+    windows: Vec<Window>,
+    /// Shows something any vote may change (karma, ranks).
+    any_vote: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Window {
+    /// Only votes on articles of this group can move it; None: any article.
+    group: Option<String>,
+    /// Lowest score on the page; -∞ when the page is not full (an article
+    /// rising from anywhere below may join it).
+    min: f64,
+    max: f64,
+}
+
+/// A vote moves a score by at most two votes' worth (a switch, 2 × 432).
+const MAX_SCORE_STEP: f64 = 864.0;
+
+impl Deps {
+    pub fn article(&mut self, id: &str) {
+        if !self.ids.contains(id) {
+            self.ids.insert(id.to_owned());
+        }
+    }
+
+    /// A page of a score ranking (of `group`, or of the whole site).
+    pub fn score_window(&mut self, group: Option<&str>, scores: &[f64], full: bool) {
+        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let min = if full {
+            scores.iter().copied().fold(f64::INFINITY, f64::min)
+        } else {
+            f64::NEG_INFINITY
+        };
+        self.windows.push(Window {
+            group: group.map(str::to_owned),
+            min,
+            max,
+        });
+    }
+
+    pub fn any_vote(&mut self) {
+        self.any_vote = true;
+    }
+
+    /// Whether the vote behind `event` can change the response. A vote on
+    /// an article that stays wholly above a page's window, or wholly below
+    /// it, changes neither the page's members nor their order.
+    fn affected_by(&self, event: &ScoreEvent) -> bool {
+        self.any_vote
+            || self.ids.contains(&event.id)
+            || self.windows.iter().any(|w| {
+                let in_scope = w
+                    .group
+                    .as_ref()
+                    .is_none_or(|g| event.groups.iter().any(|e| e == g));
+                let below = event.score + MAX_SCORE_STEP < w.min;
+                let above = event.score - MAX_SCORE_STEP > w.max;
+                in_scope && !below && !above
+            })
+    }
+}
+
+/// The collector a request carries while it may be cached.
+pub type DepsCollector = Arc<Mutex<Deps>>;
+
 struct Entry {
     generation: u64,
     stored: Instant,
     body: bytes::Bytes,
+    deps: Deps,
+}
+
+/// Where the cache stood when a response started to be computed.
+#[derive(Debug, Clone, Copy)]
+pub struct Position {
+    generation: u64,
+    votes_seen: u64,
+}
+
+/// Votes remembered to check responses computed while they happened.
+const RECENT_VOTES: usize = 1024;
+
+#[derive(Default)]
+struct Votes {
+    /// Votes seen so far, and the last [`RECENT_VOTES`] of them.
+    count: u64,
+    recent: VecDeque<Arc<ScoreEvent>>,
 }
 
 #[derive(Default)]
 pub struct ResponseCache {
+    /// Lock order: `votes`, then `entries`.
+    votes: Mutex<Votes>,
     entries: Mutex<HashMap<String, Entry>>,
     generation: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     invalidations: AtomicU64,
+    evictions: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ResponseCache {
-    /// A cache invalidated by `pubsub`'s score events (for as long as the
+    /// A cache kept current by `pubsub`'s score events (for as long as the
     /// returned cache lives).
     pub fn new(pubsub: &PubSub) -> Arc<Self> {
         let cache = Arc::new(Self::default());
@@ -60,7 +162,9 @@ impl ResponseCache {
                 let event = events.recv().await;
                 let Some(cache) = weak.upgrade() else { break };
                 match event {
-                    Ok(_) | Err(RecvError::Lagged(_)) => cache.invalidate(),
+                    Ok(event) => cache.vote(event),
+                    // Missed events could have touched anything.
+                    Err(RecvError::Lagged(_)) => cache.invalidate(),
                     Err(RecvError::Closed) => break,
                 }
             }
@@ -68,24 +172,42 @@ impl ResponseCache {
         cache
     }
 
-    /// The current generation; read it before executing a query.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+    /// Read it before computing a response to cache.
+    pub fn position(&self) -> Position {
+        let votes = lock(&self.votes);
+        Position {
+            generation: self.generation.load(Ordering::Acquire),
+            votes_seen: votes.count,
+        }
     }
 
+    /// Drops everything (any write but a vote).
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.invalidations.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Drops the responses a vote can change.
+    pub fn vote(&self, event: Arc<ScoreEvent>) {
+        let mut votes = lock(&self.votes);
+        let mut entries = lock(&self.entries);
+        let before = entries.len();
+        entries.retain(|_, e| !e.deps.affected_by(&event));
+        self.evictions
+            .fetch_add((before - entries.len()) as u64, Ordering::Relaxed);
+        votes.count += 1;
+        votes.recent.push_back(event);
+        if votes.recent.len() > RECENT_VOTES {
+            votes.recent.pop_front();
+        }
+    }
+
     pub fn get(&self, key: &str) -> Option<bytes::Bytes> {
-        let generation = self.generation();
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let hit = entries
+        let generation = self.generation.load(Ordering::Acquire);
+        let hit = lock(&self.entries)
             .get(key)
             .filter(|e| e.generation == generation && e.stored.elapsed() < MAX_AGE)
             .map(|e| e.body.clone());
-        drop(entries);
         let counter = if hit.is_some() {
             &self.hits
         } else {
@@ -95,31 +217,43 @@ impl ResponseCache {
         hit
     }
 
-    /// Stores a response computed under `generation`.
-    pub fn put(&self, key: String, generation: u64, body: bytes::Bytes) {
-        if generation != self.generation() {
+    /// Stores a response computed from `start` on, unless something it
+    /// depends on changed meanwhile.
+    pub fn put(&self, key: String, start: Position, deps: Deps, body: bytes::Bytes) {
+        let votes = lock(&self.votes);
+        if start.generation != self.generation.load(Ordering::Acquire) {
             return;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let missed = (votes.count - start.votes_seen) as usize;
+        if missed > votes.recent.len() {
+            return;
+        }
+        let skip = votes.recent.len() - missed;
+        if votes.recent.iter().skip(skip).any(|e| deps.affected_by(e)) {
+            return;
+        }
+        let mut entries = lock(&self.entries);
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
         }
         entries.insert(
             key,
             Entry {
-                generation,
+                generation: start.generation,
                 stored: Instant::now(),
                 body,
+                deps,
             },
         );
     }
 
-    /// `{hits, misses, invalidations}` so far, for `/health` and the benchmark.
+    /// Counters so far, for `/health` and the benchmark.
     pub fn stats(&self) -> serde_json::Value {
         serde_json::json!({
             "hits": self.hits.load(Ordering::Relaxed),
             "misses": self.misses.load(Ordering::Relaxed),
             "invalidations": self.invalidations.load(Ordering::Relaxed),
+            "evictedByVotes": self.evictions.load(Ordering::Relaxed),
         })
     }
 }
@@ -197,16 +331,92 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &documents.get("{ articleCount }").unwrap()));
     }
 
+    fn body(text: &'static str) -> bytes::Bytes {
+        bytes::Bytes::from_static(text.as_bytes())
+    }
+
+    fn vote(id: &str, score: f64, groups: &[&str]) -> Arc<ScoreEvent> {
+        Arc::new(ScoreEvent {
+            id: id.into(),
+            score,
+            votes: 1,
+            downvotes: 0,
+            at: 0.0,
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        })
+    }
+
     #[test]
     fn entries_die_with_their_generation() {
         let cache = ResponseCache::default();
-        let generation = cache.generation();
-        cache.put("k".into(), generation, bytes::Bytes::from_static(b"1"));
+        let start = cache.position();
+        cache.put("k".into(), start, Deps::default(), body("1"));
         assert_eq!(cache.get("k").as_deref(), Some(&b"1"[..]));
         cache.invalidate();
         assert!(cache.get("k").is_none());
         // A response computed before an invalidation is not stored.
-        cache.put("k".into(), generation, bytes::Bytes::from_static(b"2"));
+        cache.put("k".into(), start, Deps::default(), body("2"));
         assert!(cache.get("k").is_none());
+    }
+
+    #[test]
+    fn a_vote_drops_only_what_it_can_change() {
+        let cache = ResponseCache::default();
+        let start = cache.position();
+        // A full front page with scores 10,000..20,000 showing articles 1 and 2.
+        let mut front = Deps::default();
+        front.article("1");
+        front.article("2");
+        front.score_window(None, &[20_000.0, 10_000.0], true);
+        cache.put("front".into(), start, front, body("f"));
+        // A group page, not full.
+        let mut group = Deps::default();
+        group.article("3");
+        group.score_window(Some("rust"), &[5_000.0], false);
+        cache.put("group".into(), start, group, body("g"));
+        let mut karma = Deps::default();
+        karma.any_vote();
+        cache.put("karma".into(), start, karma, body("k"));
+
+        // Far below the front page, outside the group: only karma changes.
+        cache.vote(vote("9", 1_000.0, &[]));
+        assert!(cache.get("front").is_some());
+        assert!(cache.get("group").is_some());
+        assert!(cache.get("karma").is_none());
+        // Below the front page, in the group (its window is open below).
+        cache.vote(vote("9", 1_000.0, &["rust"]));
+        assert!(cache.get("group").is_none());
+        assert!(cache.get("front").is_some());
+        // Close under the front page's lowest score: it may rise into it.
+        cache.vote(vote("9", 9_500.0, &[]));
+        assert!(cache.get("front").is_none());
+
+        // An article on the page, even with an unchanged rank.
+        let mut front = Deps::default();
+        front.article("1");
+        front.score_window(None, &[20_000.0, 10_000.0], true);
+        cache.put("front".into(), cache.position(), front.clone(), body("f"));
+        cache.vote(vote("1", 50_000.0, &[]));
+        assert!(cache.get("front").is_none());
+        // Wholly above the page before and after: no change.
+        cache.put("front".into(), cache.position(), front.clone(), body("f"));
+        cache.vote(vote("7", 30_000.0, &[]));
+        assert!(cache.get("front").is_some());
+    }
+
+    #[test]
+    fn a_vote_during_computation_keeps_the_response_out() {
+        let cache = ResponseCache::default();
+        let start = cache.position();
+        let mut deps = Deps::default();
+        deps.article("1");
+        cache.vote(vote("1", 0.0, &[]));
+        cache.put("k".into(), start, deps.clone(), body("stale"));
+        assert!(cache.get("k").is_none());
+        // An unrelated vote meanwhile does not.
+        let start = cache.position();
+        cache.vote(vote("2", 0.0, &[]));
+        cache.put("k".into(), start, deps, body("fresh"));
+        assert!(cache.get("k").is_some());
     }
 }

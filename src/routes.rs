@@ -13,7 +13,7 @@ use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Respo
 
 use crate::auth::Session;
 use crate::cache::{is_query, DocumentCache, ResponseCache};
-use crate::graphql::{request_data, AppSchema};
+use crate::graphql::{recorded_request_data, request_data, AppSchema};
 use crate::pubsub::PubSub;
 use crate::store::Store;
 
@@ -158,13 +158,15 @@ async fn execute(
             if let Some(body) = cache.get(&key) {
                 return json(body);
             }
-            let generation = cache.generation();
+            let start = cache.position();
             request.set_parsed_query(doc.as_ref().clone());
-            let data = request_data(store, Session::from_authorization(None));
+            let data = recorded_request_data(store, Session::from_authorization(None));
+            let deps = data.deps.clone().unwrap_or_default();
             let response = schema.execute(data.attach(request)).await;
             let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
             if response.is_ok() {
-                cache.put(key, generation, body.clone());
+                let deps = std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner()));
+                cache.put(key, start, deps, body.clone());
             }
             return json(body);
         }

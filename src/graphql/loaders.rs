@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_graphql::dataloader::Loader;
 
 use crate::auth::Session;
+use crate::cache::DepsCollector;
 use crate::domain::ArticleId;
 use crate::store::{ArticleRecord, Standing, Store};
 
@@ -14,11 +15,17 @@ use crate::store::{ArticleRecord, Standing, Store};
 pub struct ArticleLoader {
     store: Store,
     session: Arc<Session>,
+    /// Records every article the response shows, when it may be cached.
+    deps: Option<DepsCollector>,
 }
 
 impl ArticleLoader {
-    pub fn new(store: Store, session: Arc<Session>) -> Self {
-        Self { store, session }
+    pub fn new(store: Store, session: Arc<Session>, deps: Option<DepsCollector>) -> Self {
+        Self {
+            store,
+            session,
+            deps,
+        }
     }
 }
 
@@ -30,6 +37,10 @@ impl Loader<ArticleId> for ArticleLoader {
         &self,
         keys: &[ArticleId],
     ) -> Result<HashMap<ArticleId, ArticleRecord>, Self::Error> {
+        if let Some(deps) = &self.deps {
+            let mut deps = deps.lock().unwrap_or_else(|p| p.into_inner());
+            keys.iter().for_each(|id| deps.article(&id.to_string()));
+        }
         let viewer = self.session.user(&self.store).await?;
         Ok(self.store.load_articles(keys, viewer.as_ref()).await?)
     }

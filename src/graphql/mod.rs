@@ -25,7 +25,7 @@ pub use subscription::{ScoreChange, SubscriptionRoot};
 pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDirection};
 
 use crate::auth::{PasswordHasher, Session};
-use crate::cache::ResponseCache;
+use crate::cache::{DepsCollector, ResponseCache};
 use crate::pubsub::PubSub;
 use crate::store::Store;
 
@@ -70,19 +70,33 @@ pub fn sdl() -> String {
 /// Data one request carries: its caller and its own loaders, so batching
 /// never mixes requests and nothing is cached between them.
 pub fn request_data(store: &Store, session: Session) -> RequestData {
+    data_with_deps(store, session, None)
+}
+
+/// Request data that records what the response shows (see
+/// [`Deps`](crate::cache::Deps)), for responses that may be cached. Only
+/// for one request: a connection's record would grow without end.
+pub fn recorded_request_data(store: &Store, session: Session) -> RequestData {
+    data_with_deps(store, session, Some(DepsCollector::default()))
+}
+
+fn data_with_deps(store: &Store, session: Session, deps: Option<DepsCollector>) -> RequestData {
     let session = Arc::new(session);
     RequestData {
         articles: DataLoader::new(
-            ArticleLoader::new(store.clone(), session.clone()),
+            ArticleLoader::new(store.clone(), session.clone(), deps.clone()),
             tokio::spawn,
         ),
         standings: DataLoader::new(StandingLoader::new(store.clone()), tokio::spawn),
         session,
+        deps,
     }
 }
 
 pub struct RequestData {
     pub session: Arc<Session>,
+    /// What the response shows that votes can change (for the response cache).
+    pub deps: Option<DepsCollector>,
     pub articles: DataLoader<ArticleLoader>,
     pub standings: DataLoader<StandingLoader>,
 }
@@ -94,6 +108,7 @@ impl RequestData {
             .data(self.session)
             .data(self.articles)
             .data(self.standings)
+            .data(self.deps)
     }
 
     /// The same data for a WebSocket connection.
@@ -110,6 +125,28 @@ impl RequestData {
 pub(crate) fn invalidate_cache(ctx: &Context<'_>) {
     if let Some(Some(cache)) = ctx.data_opt::<Option<Arc<ResponseCache>>>() {
         cache.invalidate();
+    }
+}
+
+/// Records what the response shows, for the response cache.
+pub(crate) fn record_deps(ctx: &Context<'_>, f: impl FnOnce(&mut crate::cache::Deps)) {
+    if let Some(Some(deps)) = ctx.data_opt::<Option<DepsCollector>>() {
+        f(&mut deps.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+/// Drops the cached responses a vote through this instance can change,
+/// before the mutation answers.
+pub(crate) fn invalidate_for_vote(ctx: &Context<'_>, article: &crate::store::ArticleRecord) {
+    if let Some(Some(cache)) = ctx.data_opt::<Option<Arc<ResponseCache>>>() {
+        cache.vote(Arc::new(crate::pubsub::ScoreEvent {
+            id: article.id.to_string(),
+            score: article.score,
+            votes: article.votes,
+            downvotes: article.downvotes,
+            at: 0.0,
+            groups: article.groups.clone(),
+        }));
     }
 }
 

@@ -4,7 +4,7 @@
 use async_graphql::{Context, Object, Result, ID};
 
 use super::types::{Article, AuthPayload, VoteDirection};
-use super::{invalidate_cache, loader, session, store};
+use super::{invalidate_cache, invalidate_for_vote, loader, session, store};
 use crate::auth::{new_token, token_hash, PasswordHasher};
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, UserName};
 use crate::error::AppError;
@@ -121,10 +121,12 @@ impl MutationRoot {
         let store = store(ctx);
         let user = session(ctx).require_user(store).await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
-        if store.vote(id, &user, direction.into()).await?.changed {
-            invalidate_cache(ctx);
+        let outcome = store.vote(id, &user, direction.into()).await?;
+        let article = reload(ctx, id).await?;
+        if outcome.changed {
+            invalidate_for_vote(ctx, &article.0);
         }
-        reload(ctx, id).await
+        Ok(article)
     }
 
     /// Gives an article a new slug (poster only); `SLUG_TAKEN` when another

@@ -2,8 +2,8 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::types::{load_ranked, Article, ArticleOrder, Group, RankedUser, User};
-use super::{loader, session, store};
+use super::types::{load_ranked, Article, ArticleOrder, Group, RankedUser, Scope, User};
+use super::{loader, record_deps, session, store};
 use crate::domain::{parse_limit, ArticleId, GroupName, PageRequest};
 
 pub struct QueryRoot;
@@ -20,7 +20,7 @@ impl QueryRoot {
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
         let ids = store(ctx).ranking_page(order.into(), page);
-        load_ranked(ctx, ids).await
+        load_ranked(ctx, ids, Scope::Site, order, page).await
     }
 
     /// Number of articles on the site.
@@ -58,6 +58,7 @@ impl QueryRoot {
         #[graphql(default = 10)] limit: i32,
     ) -> Result<Vec<RankedUser>> {
         let limit = parse_limit(limit)?;
+        record_deps(ctx, |deps| deps.any_vote());
         let top = store(ctx).top_posters(limit).await?;
         Ok(top
             .into_iter()

@@ -10,7 +10,7 @@ use crate::domain::{ArticleId, GroupName, PageRequest, UserName};
 use crate::store::keys::Ranking;
 use crate::store::ArticleRecord;
 
-use super::{loader, session, standings, store};
+use super::{loader, record_deps, session, standings, store};
 
 /// How a list of articles is ordered.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
@@ -163,7 +163,7 @@ impl Group {
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
         let ids = store(ctx).group_page(&self.group, order.into(), page);
-        load_ranked(ctx, ids).await
+        load_ranked(ctx, ids, Scope::Group(&self.group), order, page).await
     }
 
     /// Number of articles in the group.
@@ -194,6 +194,7 @@ impl User {
     /// Upvotes minus downvotes received on all of the user's articles
     /// (their own automatic upvote included).
     async fn karma(&self, ctx: &Context<'_>) -> Result<i64> {
+        record_deps(ctx, |deps| deps.any_vote());
         Ok(standings(ctx)
             .load_one(self.name.clone())
             .await?
@@ -203,6 +204,7 @@ impl User {
     /// Place on the karma leaderboard (1 is first); null before the user
     /// ever received a vote.
     async fn rank(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
+        record_deps(ctx, |deps| deps.any_vote());
         Ok(standings(ctx)
             .load_one(self.name.clone())
             .await?
@@ -220,7 +222,7 @@ impl User {
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
         let ids = store(ctx).user_articles_page(&self.name, order.into(), page);
-        load_ranked(ctx, ids).await
+        load_ranked(ctx, ids, Scope::User, order, page).await
     }
 }
 
@@ -241,16 +243,39 @@ pub struct AuthPayload {
     pub user: User,
 }
 
+/// Which ranking a page comes from, for the response cache's record.
+pub(crate) enum Scope<'a> {
+    Site,
+    Group(&'a GroupName),
+    /// A user's own articles: any vote on them may reorder the page.
+    User,
+}
+
 /// Reads a ranking page and loads its articles. The caller's session is
 /// looked up while the range is read, so a logged-in page (with `myVote`)
 /// still waits for two round trips in a row, not three.
 pub(crate) async fn load_ranked(
     ctx: &Context<'_>,
     ids: impl std::future::Future<Output = crate::error::AppResult<Vec<ArticleId>>>,
+    scope: Scope<'_>,
+    order: ArticleOrder,
+    page: PageRequest,
 ) -> Result<Vec<Article>> {
     let (ids, viewer) = futures_util::join!(ids, session(ctx).user(store(ctx)));
     viewer?;
-    load_in_order(ctx, ids?).await
+    let articles = load_in_order(ctx, ids?).await?;
+    if order == ArticleOrder::Score {
+        record_deps(ctx, |deps| {
+            let scores: Vec<f64> = articles.iter().map(|a| a.0.score).collect();
+            let full = articles.len() == page.page_size as usize;
+            match scope {
+                Scope::Site => deps.score_window(None, &scores, full),
+                Scope::Group(g) => deps.score_window(Some(g.as_str()), &scores, full),
+                Scope::User => deps.any_vote(),
+            }
+        });
+    }
+    Ok(articles)
 }
 
 /// Loads articles through the request's DataLoader, keeping the ranking's

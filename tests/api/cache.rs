@@ -113,3 +113,47 @@ async fn nothing_is_served_older_than_a_second() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn a_vote_far_below_a_cached_page_leaves_it_cached() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    for i in 0..3 {
+        app.post(&alice, &format!("recent {i}"), &[]).await;
+    }
+    // An article posted three days ago: open to votes, far below the page.
+    let old = app.post(&alice, "three days old", &[]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let then = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - 3.0 * 86_400.0;
+    let mut redis = app.redis.conn().await;
+    let member = format!("article:{old}");
+    let _: () = redis.hset(&member, "time", then).await.unwrap();
+    let _: () = redis.zadd("time:", &member, then).await.unwrap();
+    let _: () = redis.zadd("score:", &member, then + 432.0).await.unwrap();
+
+    let page = "{ articles(pageSize: 3) { id votes } }";
+    let before = app.gql_ok(page, json!({}), None).await;
+    assert_eq!(before["articles"].as_array().unwrap().len(), 3);
+    app.vote(&bob, &old).await;
+
+    let r0 = reads_processed(&mut redis).await;
+    let r1 = reads_processed(&mut redis).await;
+    let after = app.gql_ok(page, json!({}), None).await;
+    let r2 = reads_processed(&mut redis).await;
+    assert_eq!(after, before, "the vote could not change this page");
+    assert_eq!(r2 - r1, r1 - r0, "and it is still served from memory");
+
+    // A vote on an article of the page shows at once.
+    let top = before["articles"][0]["id"].as_str().unwrap().to_owned();
+    app.vote(&bob, &top).await;
+    let fresh = app.gql_ok(page, json!({}), None).await;
+    assert_eq!(fresh["articles"][0]["id"], top);
+    assert_eq!(fresh["articles"][0]["votes"], 2);
+}
