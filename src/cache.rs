@@ -134,11 +134,71 @@ struct Votes {
     recent: VecDeque<Arc<ScoreEvent>>,
 }
 
+/// The entries, indexed so that a vote finds what it affects without
+/// looking at every entry.
+#[derive(Default)]
+struct Entries {
+    map: HashMap<String, Entry>,
+    /// Article id → keys of entries showing it (may name removed entries).
+    by_article: HashMap<String, HashSet<String>>,
+    /// Keys of entries with score windows or karma, checked on every vote
+    /// (may name removed entries).
+    scanned: HashSet<String>,
+    /// Keys recorded in the two indexes, to bound their stale names.
+    indexed: usize,
+}
+
+impl Entries {
+    fn clear(&mut self) {
+        *self = Entries::default();
+    }
+
+    fn insert(&mut self, key: String, entry: Entry) {
+        if self.map.len() >= MAX_ENTRIES || self.indexed >= 8 * MAX_ENTRIES {
+            self.clear();
+        }
+        for id in &entry.deps.ids {
+            self.by_article
+                .entry(id.clone())
+                .or_default()
+                .insert(key.clone());
+            self.indexed += 1;
+        }
+        if entry.deps.any_vote || !entry.deps.windows.is_empty() {
+            self.scanned.insert(key.clone());
+            self.indexed += 1;
+        }
+        self.map.insert(key, entry);
+    }
+
+    /// Removes the entries `event` affects; returns how many.
+    fn remove_affected(&mut self, event: &ScoreEvent) -> usize {
+        let mut doomed: Vec<String> = self
+            .by_article
+            .remove(&event.id)
+            .map(|keys| keys.into_iter().collect())
+            .unwrap_or_default();
+        let map = &self.map;
+        self.scanned.retain(|key| match map.get(key) {
+            Some(entry) if entry.deps.affected_by(event) => {
+                doomed.push(key.clone());
+                false
+            }
+            Some(_) => true,
+            None => false,
+        });
+        doomed
+            .iter()
+            .filter(|key| self.map.remove(key.as_str()).is_some())
+            .count()
+    }
+}
+
 #[derive(Default)]
 pub struct ResponseCache {
     /// Lock order: `votes`, then `entries`.
     votes: Mutex<Votes>,
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<Entries>,
     generation: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -190,11 +250,8 @@ impl ResponseCache {
     /// Drops the responses a vote can change.
     pub fn vote(&self, event: Arc<ScoreEvent>) {
         let mut votes = lock(&self.votes);
-        let mut entries = lock(&self.entries);
-        let before = entries.len();
-        entries.retain(|_, e| !e.deps.affected_by(&event));
-        self.evictions
-            .fetch_add((before - entries.len()) as u64, Ordering::Relaxed);
+        let removed = lock(&self.entries).remove_affected(&event);
+        self.evictions.fetch_add(removed as u64, Ordering::Relaxed);
         votes.count += 1;
         votes.recent.push_back(event);
         if votes.recent.len() > RECENT_VOTES {
@@ -205,6 +262,7 @@ impl ResponseCache {
     pub fn get(&self, key: &str) -> Option<bytes::Bytes> {
         let generation = self.generation.load(Ordering::Acquire);
         let hit = lock(&self.entries)
+            .map
             .get(key)
             .filter(|e| e.generation == generation && e.stored.elapsed() < MAX_AGE)
             .map(|e| e.body.clone());
@@ -232,11 +290,7 @@ impl ResponseCache {
         if votes.recent.iter().skip(skip).any(|e| deps.affected_by(e)) {
             return;
         }
-        let mut entries = lock(&self.entries);
-        if entries.len() >= MAX_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(
+        lock(&self.entries).insert(
             key,
             Entry {
                 generation: start.generation,

@@ -56,6 +56,10 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_NO_BATCHING")]
     pub no_batching: bool,
 
+    /// Seconds between keep-alives on idle subscription WebSockets.
+    #[arg(long, env = "VOTEGRAPH_WS_KEEPALIVE_SECS", default_value_t = 15)]
+    pub ws_keepalive_secs: u64,
+
     /// Membership checks a group page may spend walking the global ranking
     /// when the group's own ranking is not cached; beyond it the ranking is
     /// built with ZINTERSTORE (0: always build it, as the book does).

@@ -18,7 +18,8 @@ use crate::pubsub::PubSub;
 use crate::store::Store;
 
 /// How often an idle WebSocket gets a keep-alive.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+#[derive(Clone, Copy, Debug)]
+pub struct KeepAlive(pub Duration);
 
 /// `GET /graphql`: a WebSocket upgrade for subscriptions, or a query in the
 /// URL (`?query=…`) like `POST`.
@@ -29,6 +30,7 @@ pub async fn graphql_get(
     schema: Data<&AppSchema>,
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
+    keep_alive: Data<&KeepAlive>,
 ) -> poem::Result<Response> {
     let upgrade = req
         .headers()
@@ -42,14 +44,16 @@ pub async fn graphql_get(
     }
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
-    let (schema, store) = (schema.clone(), store.clone());
+    let (schema, store, keep_alive) = (schema.clone(), store.clone(), *keep_alive.0);
     // Non-browser clients may authenticate the upgrade itself; browsers use
     // the `connection_init` payload.
     let header_auth = authorization(req.headers()).map(str::to_owned);
     Ok(websocket
         .config(websocket_config())
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |socket| serve_websocket(socket, schema, store, protocol, header_auth))
+        .on_upgrade(move |socket| {
+            serve_websocket(socket, schema, store, protocol, header_auth, keep_alive)
+        })
         .into_response())
 }
 
@@ -77,6 +81,7 @@ async fn serve_websocket(
     store: Store,
     protocol: GraphQLProtocol,
     header_auth: Option<String>,
+    keep_alive: KeepAlive,
 ) {
     let (mut sink, stream) = socket.split();
     let incoming = stream
@@ -101,7 +106,7 @@ async fn serve_websocket(
         });
     futures_util::pin_mut!(outgoing);
     let mut keep_alive =
-        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        tokio::time::interval_at(tokio::time::Instant::now() + keep_alive.0, keep_alive.0);
     loop {
         let message = tokio::select! {
             next = outgoing.next() => match next {

@@ -75,6 +75,9 @@ impl Application {
             .data(store)
             .data(pubsub)
             .data(caches)
+            .data(routes::KeepAlive(Duration::from_secs(
+                settings.ws_keepalive_secs.max(1),
+            )))
             .with(cors)
             .with(Tracing)
             .boxed();

@@ -363,3 +363,36 @@ async fn numsub(redis: &mut redis::aio::MultiplexedConnection) -> i64 {
         .unwrap();
     n
 }
+
+#[tokio::test]
+async fn idle_sockets_get_keep_alives_in_each_protocol() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
+        let mut settings = test_settings(redis);
+        settings.ws_keepalive_secs = 1;
+        settings
+    })
+    .await;
+    for (protocol, expect_ka_text) in [(LEGACY_WS, true), (TRANSPORT_WS, false)] {
+        let url = format!("{}/graphql", app.address.replacen("http", "ws", 1));
+        let mut request = url.into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("sec-websocket-protocol", protocol.parse().unwrap());
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        // Nothing is sent by the client, so the first frame is a keep-alive.
+        let frame = tokio::time::timeout(Duration::from_secs(5), socket.next())
+            .await
+            .unwrap_or_else(|_| panic!("{protocol}: no keep-alive within 5 s"))
+            .expect("open socket")
+            .expect("frame");
+        match frame {
+            Message::Text(text) if expect_ka_text => assert_eq!(text.as_str(), r#"{"type":"ka"}"#),
+            Message::Ping(_) if !expect_ka_text => {}
+            other => panic!("{protocol}: unexpected {other:?}"),
+        }
+    }
+}
