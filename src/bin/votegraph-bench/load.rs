@@ -185,7 +185,16 @@ pub async fn raw_front_page(conn: &mut redis::aio::MultiplexedConnection) -> boo
     let Ok(ids) = ids else { return false };
     let mut pipe = redis::pipe();
     for member in &ids {
-        pipe.cmd("HGETALL").arg(member);
+        pipe.cmd("HMGET").arg(member).arg(&[
+            "title",
+            "link",
+            "poster",
+            "time",
+            "votes",
+            "downvotes",
+            "slug",
+            "views",
+        ]);
         pipe.cmd("ZSCORE").arg("score:").arg(member);
         pipe.cmd("SMEMBERS").arg(format!("{member}:groups"));
     }
