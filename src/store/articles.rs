@@ -345,7 +345,7 @@ fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
 /// The hash fields the API shows, in the order `HMGET` returns them.
 /// Asking for them by name halves the reply next to HGETALL (no field
 /// names), which the profile of a front page showed as reply parsing.
-const ARTICLE_FIELDS: [&str; 8] = [
+pub const ARTICLE_FIELDS: [&str; 8] = [
     "title",
     "link",
     "poster",

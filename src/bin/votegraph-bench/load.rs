@@ -185,16 +185,10 @@ pub async fn raw_front_page(conn: &mut redis::aio::MultiplexedConnection) -> boo
     let Ok(ids) = ids else { return false };
     let mut pipe = redis::pipe();
     for member in &ids {
-        pipe.cmd("HMGET").arg(member).arg(&[
-            "title",
-            "link",
-            "poster",
-            "time",
-            "votes",
-            "downvotes",
-            "slug",
-            "views",
-        ]);
+        // The server's own field list, so the floor is the same work.
+        pipe.cmd("HMGET")
+            .arg(member)
+            .arg(&votegraph::store::ARTICLE_FIELDS[..]);
         pipe.cmd("ZSCORE").arg("score:").arg(member);
         pipe.cmd("SMEMBERS").arg(format!("{member}:groups"));
     }
