@@ -1,13 +1,15 @@
 //! Every Redis key and channel votegraph touches, in one place.
 //!
+//! The numbers and the channel below are written into the Lua scripts when
+//! they are loaded (`scripts.rs`); key names there are the book's, literally
+//! (`article:` is the INCR counter handing out article ids).
+//!
 //! The article keys are the ones of *Redis in Action* chapter 1, so the book's
 //! code and votegraph can share one Redis; keys votegraph adds follow the
 //! `type:id:attr` convention. The README's keyspace table mirrors this file.
 
 use crate::domain::{ArticleId, GroupName};
 
-/// INCR counter handing out article ids (book).
-pub const ARTICLE_COUNTER: &str = "article:";
 /// Sorted set `article:<id>` → post time + 432 × net votes (book).
 pub const SCORE: &str = "score:";
 /// Sorted set `article:<id>` → post time (book).

@@ -10,6 +10,8 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use super::keys;
+
 /// Lua shared by the scripts that change karma.
 ///
 /// `karma:` scores fold a tie-break into the karma (seed 004): the integer part
@@ -39,8 +41,21 @@ local function as_member(poster)
 end
 "#;
 
+/// Builds a script, writing the book's numbers and the event channel from
+/// [`keys`] into it, so they are defined once: `$WEEK` (the voting window in
+/// seconds), `$VOTE_SCORE`, `$GROUP_CACHE_SECS` and `$SCORE_CHANNEL`.
+fn script(body: &str) -> Script {
+    Script::new(
+        &body
+            .replace("$WEEK", &keys::VOTING_WINDOW_SECS.to_string())
+            .replace("$VOTE_SCORE", &keys::VOTE_SCORE.to_string())
+            .replace("$GROUP_CACHE_SECS", &keys::GROUP_CACHE_SECS.to_string())
+            .replace("$SCORE_CHANNEL", keys::SCORE_CHANNEL),
+    )
+}
+
 fn with_karma(body: &str) -> Script {
-    Script::new(&format!("{KARMA_LUA}{body}"))
+    script(&format!("{KARMA_LUA}{body}"))
 }
 
 /// ARGV: poster member, title, link, slug stem, group names…
@@ -58,14 +73,14 @@ local id = redis.call('INCR', 'article:')
 local article = 'article:' .. id
 local voted = 'voted:' .. id
 redis.call('SADD', voted, poster)
-redis.call('EXPIRE', voted, 604800)
+redis.call('EXPIRE', voted, $WEEK)
 local slug, n = ARGV[4], 1
 while redis.call('HSETNX', 'slug.to.id', slug, id) == 0 do
   n = n + 1
   slug = ARGV[4] .. '-' .. n
 end
 local ts = string.format('%.6f', now)
-local score = string.format('%.6f', now + 432)
+local score = string.format('%.6f', now + $VOTE_SCORE)
 redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', poster,
   'time', ts, 'votes', 1, 'downvotes', 0, 'slug', slug)
 redis.call('ZADD', 'score:', score, article)
@@ -96,7 +111,7 @@ pub static VOTE: LazyLock<Script> = LazyLock::new(|| {
     with_karma(
         r#"
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
-local week = 604800
+local week = $WEEK
 local article = 'article:' .. id
 local posted = redis.call('ZSCORE', 'time:', article)
 if not posted then
@@ -134,7 +149,7 @@ if target and redis.call('TTL', target) == -1 then
 end
 if dup ~= 0 then redis.call('HINCRBY', article, 'votes', dup) end
 if ddown ~= 0 then redis.call('HINCRBY', article, 'downvotes', ddown) end
-local score = redis.call('ZINCRBY', 'score:', 432 * (dup - ddown), article)
+local score = redis.call('ZINCRBY', 'score:', $VOTE_SCORE * (dup - ddown), article)
 local poster = redis.call('HGET', article, 'poster')
 if poster then
   poster = as_member(poster)
@@ -147,7 +162,7 @@ for _, g in ipairs(groups) do
 end
 local counts = redis.call('HMGET', article, 'votes', 'downvotes')
 -- cjson prints numbers with 14 digits; score and time go as exact strings.
-redis.call('PUBLISH', 'votegraph:score-changed', cjson.encode({
+redis.call('PUBLISH', '$SCORE_CHANNEL', cjson.encode({
   id = id, score = score, votes = tonumber(counts[1]) or 0,
   downvotes = tonumber(counts[2]) or 0, at = string.format('%.6f', now), groups = groups }))
 return {'changed', was, score}
@@ -161,7 +176,7 @@ return {'changed', was, score}
 /// Cached group rankings (`score:<group>`, `time:<group>`) that exist are
 /// updated in the same step, so a group page shows the change at once.
 pub static SET_GROUPS: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
 local id, caller, nadd = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local article = 'article:' .. id
@@ -200,7 +215,7 @@ return 'ok'
 /// is the ranking built with the book's `ZINTERSTORE … AGGREGATE MAX` and
 /// cached 60 s, as in the book. Either way the order is the cached one's.
 pub static GROUP_PAGE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
 local group, ranking = 'group:' .. ARGV[1], ARGV[2]
 local key = ranking .. ARGV[1]
@@ -233,7 +248,7 @@ if need * total / size <= budget then
   end
 end
 redis.call('ZINTERSTORE', key, 2, group, ranking, 'AGGREGATE', 'MAX')
-redis.call('EXPIRE', key, 60)
+redis.call('EXPIRE', key, $GROUP_CACHE_SECS)
 return redis.call('ZREVRANGE', key, start, stop)
 "#,
     )
@@ -243,7 +258,7 @@ return redis.call('ZREVRANGE', key, start, stop)
 /// Creates the account and its first session together; returns 0 when the
 /// name is taken.
 pub static SIGN_UP: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
@@ -256,7 +271,7 @@ return 1
 /// ARGV: article id, caller member, new slug. Returns `missing`,
 /// `forbidden`, `taken` or `ok`; the old slug is freed in the same step.
 pub static RENAME_SLUG: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
 local id, caller, new = ARGV[1], ARGV[2], ARGV[3]
 local article = 'article:' .. id
@@ -278,7 +293,7 @@ return 'ok'
 /// ARGV: article id. Counts one view (HINCRBY on the article's `views`
 /// field) and returns the new count, or -1 when there is no such article.
 pub static VIEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         r#"
 local article = 'article:' .. ARGV[1]
 if redis.call('EXISTS', article) == 0 then return -1 end
