@@ -121,9 +121,9 @@ impl MutationRoot {
         let store = store(ctx);
         let user = session(ctx).require_user(store).await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
-        let outcome = store.vote(id, &user, direction.into()).await?;
+        let changed = store.vote(id, &user, direction.into()).await?;
         let article = reload(ctx, id).await?;
-        if outcome.changed {
+        if changed {
             invalidate_for_vote(ctx, &article.0);
         }
         Ok(article)

@@ -47,21 +47,6 @@ impl VoteDirection {
             VoteDirection::None => "none",
         }
     }
-
-    fn from_arg(s: &str) -> Self {
-        match s {
-            "up" => VoteDirection::Up,
-            "down" => VoteDirection::Down,
-            _ => VoteDirection::None,
-        }
-    }
-}
-
-/// What a vote did.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct VoteOutcome {
-    pub previous: VoteDirection,
-    pub changed: bool,
 }
 
 /// Commands issued per article in a batched load, without and with a viewer.
@@ -263,12 +248,13 @@ impl Store {
     }
 
     /// Sets `voter`'s vote on an article; the script checks the window.
+    /// True when the vote changed something (false: it was already so).
     pub async fn vote(
         &self,
         id: ArticleId,
         voter: &UserName,
         direction: VoteDirection,
-    ) -> AppResult<VoteOutcome> {
+    ) -> AppResult<bool> {
         let mut conn = self.conn().await?;
         let reply: Vec<Value> = scripts::VOTE
             .arg(id.0)
@@ -277,22 +263,11 @@ impl Store {
             .invoke_async(&mut conn)
             .await?;
         let status = reply.first().and_then(value_str).unwrap_or("");
-        let previous = reply
-            .get(1)
-            .and_then(value_str)
-            .map(VoteDirection::from_arg)
-            .unwrap_or(VoteDirection::None);
         match status {
             "missing" => Err(not_found(id)),
             "closed" => Err(AppError::VotingClosed),
-            "same" => Ok(VoteOutcome {
-                previous,
-                changed: false,
-            }),
-            "changed" => Ok(VoteOutcome {
-                previous,
-                changed: true,
-            }),
+            "same" => Ok(false),
+            "changed" => Ok(true),
             other => Err(AppError::Internal(format!(
                 "vote script answered {other:?}"
             ))),

@@ -17,7 +17,7 @@ use bb8_redis::RedisConnectionManager;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-pub use articles::{not_found, ArticleRecord, VoteDirection, VoteOutcome, ARTICLE_FIELDS};
+pub use articles::{not_found, ArticleRecord, VoteDirection, ARTICLE_FIELDS};
 pub use users::Standing;
 
 use crate::error::{AppError, AppResult};
