@@ -151,16 +151,25 @@ impl Cdp {
         result["result"]["value"].clone()
     }
 
-    /// Polls `expression` until it is truthy; fails after 30 s.
-    async fn wait_for(&self, expression: &str, what: &str) -> Value {
-        for _ in 0..300 {
+    /// Polls `expression` until it is truthy, for at most `within`.
+    async fn poll(&self, expression: &str, within: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
             let value = self.eval(expression).await;
             if !(value.is_null() || value == json!(false) || value == json!("")) {
-                return value;
+                return Some(value);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("timed out waiting for {what}");
+        None
+    }
+
+    /// Polls `expression` until it is truthy; fails after 30 s.
+    async fn wait_for(&self, expression: &str, what: &str) -> Value {
+        match self.poll(expression, Duration::from_secs(30)).await {
+            Some(value) => value,
+            None => panic!("timed out waiting for {what}"),
+        }
     }
 
     fn events(&self, method: &str) -> Vec<Value> {
@@ -222,13 +231,19 @@ async fn graphiql_works_offline_in_chromium() {
         "GraphiQL to render",
     )
     .await;
-    cdp.wait_for(EXECUTE, "the execute button").await;
-    let text = cdp
-        .wait_for(
-            &format!("{RESULT_TEXT}.includes('Shown in GraphiQL') && {RESULT_TEXT}"),
-            "the query result",
-        )
-        .await;
+    // The button can exist before GraphiQL is ready to run, and a click then
+    // is lost: click again until the result shows (re-running a query is
+    // harmless).
+    let wanted = format!("{RESULT_TEXT}.includes('Shown in GraphiQL') && {RESULT_TEXT}");
+    let mut text = Value::Null;
+    for _ in 0..30 {
+        cdp.eval(EXECUTE).await;
+        if let Some(shown) = cdp.poll(&wanted, Duration::from_secs(1)).await {
+            text = shown;
+            break;
+        }
+    }
+    assert!(text.is_string(), "the query result never showed");
     assert!(text.as_str().unwrap().contains("\"votes\": 1"), "{text}");
 
     // 2. A subscription, then a vote from outside the browser.
@@ -243,14 +258,18 @@ async fn graphiql_works_offline_in_chromium() {
         "GraphiQL to render again",
     )
     .await;
-    cdp.wait_for(EXECUTE, "the execute button").await;
+    // As above; a click only while nothing is subscribed, as a second click
+    // on a running subscription would stop it.
     let mut subscribed = false;
-    for _ in 0..100 {
-        if app.subscriptions().await >= 1 {
-            subscribed = true;
-            break;
+    'clicks: for _ in 0..30 {
+        cdp.eval(EXECUTE).await;
+        for _ in 0..10 {
+            if app.subscriptions().await >= 1 {
+                subscribed = true;
+                break 'clicks;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
         subscribed,
