@@ -17,7 +17,7 @@ use crate::graphql::{build_schema, Batching};
 use crate::local_redis::LocalRedis;
 use crate::pubsub::PubSub;
 use crate::routes;
-use crate::store::Store;
+use crate::store::{connection_info, Store};
 
 /// A bound, ready-to-run server.
 pub struct Application {
@@ -42,8 +42,9 @@ impl Application {
             .context("invalid Redis URL")?
             .with_group_scan_budget(settings.group_scan_budget);
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
-        let pubsub =
-            PubSub::start(redis::Client::open(redis_url.as_str()).context("invalid Redis URL")?);
+        let pubsub = PubSub::start(
+            redis::Client::open(connection_info(&redis_url)?).context("invalid Redis URL")?,
+        );
         let batching = Batching(!settings.no_batching);
         let responses = (!settings.no_response_cache).then(|| ResponseCache::new(&pubsub));
         let schema = build_schema(

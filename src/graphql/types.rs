@@ -1,5 +1,6 @@
 //! GraphQL output types and scalars.
 
+use async_graphql::dataloader::Loader;
 use async_graphql::{
     ComplexObject, Context, Enum, InputValueError, InputValueResult, Object, Result, Scalar,
     ScalarType, SimpleObject, Value, ID,
@@ -278,20 +279,23 @@ pub(crate) async fn load_ranked(
     Ok(articles)
 }
 
-/// Loads articles through the request's DataLoader, keeping the ranking's
-/// order and skipping ids whose article vanished.
+/// Loads a ranking's articles, keeping its order and skipping ids whose
+/// article vanished. The page already knows every id it needs, so it calls
+/// the loader at once: going through the DataLoader would only add its
+/// batching delay (1 ms) to every page. With batching off (the benchmark's
+/// N+1 baseline) it makes one round trip per article, one after another.
 pub(crate) async fn load_in_order(ctx: &Context<'_>, ids: Vec<ArticleId>) -> Result<Vec<Article>> {
-    let loader = loader(ctx);
+    let loader = loader(ctx).loader();
     if !ctx.data_unchecked::<super::Batching>().0 {
         let mut articles = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(record) = loader.load_one(id).await? {
+            if let Some(record) = loader.load(&[id]).await?.remove(&id) {
                 articles.push(Article(record));
             }
         }
         return Ok(articles);
     }
-    let mut found = loader.load_many(ids.iter().copied()).await?;
+    let mut found = loader.load(&ids).await?;
     Ok(ids
         .iter()
         .filter_map(|id| found.remove(id))

@@ -65,7 +65,21 @@ struct Args {
     /// Skip the simulated-hop and N+1 runs.
     #[arg(long)]
     quick: bool,
+    /// Run only the scenarios whose names contain one of these (repeatable),
+    /// e.g. `--only uncached --only "raw Redis"` to compare one change
+    /// (`subscribers` names the subscription run).
+    #[arg(long)]
+    only: Vec<String>,
 }
+
+impl Args {
+    fn wants(&self, scenario: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| scenario.contains(o.as_str()))
+    }
+}
+
+const HOP_1_BATCHED: &str = "front page, 1 ms hop, 1 client, uncached";
+const HOP_1_N_PLUS_1: &str = "front page, 1 ms hop, 1 client, N+1";
 
 /// How a votegraph under test is configured.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -223,7 +237,9 @@ async fn main() -> anyhow::Result<()> {
             (Some(p), a)
         }
     };
-    let client = redis::Client::open(format!("redis://{redis_addr}"))?;
+    let client = redis::Client::open(votegraph::store::connection_info(&format!(
+        "redis://{redis_addr}"
+    ))?)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let seeded = seed::seed(&mut conn, args.articles).await?;
     if seeded.open.is_empty() {
@@ -246,57 +262,46 @@ async fn main() -> anyhow::Result<()> {
     let mut results: Vec<Stats> = Vec::new();
 
     // As shipped: batching and the anonymous response cache.
-    results.push(fixed(&gql, "front page", page_query(1), n, warmup, duration).await);
-    results.push(
-        fixed(
-            &gql,
-            "deep page (400)",
-            page_query(400),
-            n,
-            warmup,
-            duration,
-        )
-        .await,
-    );
-    results.push(
-        fixed(
-            &gql,
-            "group page, warm",
-            group_query("g00"),
-            n,
-            warmup,
-            duration,
-        )
-        .await,
-    );
-    let (g, ids) = (gql.clone(), open.clone());
-    results.push(
-        load::run("article by id", n, warmup, duration, move |w, i| {
-            let g = g.clone();
-            let id = ids[((w as u64 * 7919 + i * 104_729) % ids.len() as u64) as usize];
-            async move { g.post(article_query(id), None).await }
-        })
-        .await,
-    );
-    let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
-    results.push(
-        load::run("vote (distinct users)", n, warmup, duration, move |w, i| {
-            let g = g.clone();
-            let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
-            let id = ids[((w as u64 * 31 + i * 7_727 + user as u64) % ids.len() as u64) as usize];
-            async move { g.post(vote_query(id), Some(&seed::token(user))).await }
-        })
-        .await,
-    );
-    let cache_before = cache_stats(&base).await;
-    let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
-    results.push(
-        load::run(
-            "mix 90% read / 10% vote",
-            n,
-            warmup,
-            duration,
-            move |w, i| {
+    for (name, body) in [
+        ("front page", page_query(1)),
+        ("deep page (400)", page_query(400)),
+        ("group page, warm", group_query("g00")),
+    ] {
+        if args.wants(name) {
+            results.push(fixed(&gql, name, body, n, warmup, duration).await);
+        }
+    }
+    if args.wants("article by id") {
+        let (g, ids) = (gql.clone(), open.clone());
+        results.push(
+            load::run("article by id", n, warmup, duration, move |w, i| {
+                let g = g.clone();
+                let id = ids[((w as u64 * 7919 + i * 104_729) % ids.len() as u64) as usize];
+                async move { g.post(article_query(id), None).await }
+            })
+            .await,
+        );
+    }
+    if args.wants("vote (distinct users)") {
+        let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
+        results.push(
+            load::run("vote (distinct users)", n, warmup, duration, move |w, i| {
+                let g = g.clone();
+                let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
+                let id =
+                    ids[((w as u64 * 31 + i * 7_727 + user as u64) % ids.len() as u64) as usize];
+                async move { g.post(vote_query(id), Some(&seed::token(user))).await }
+            })
+            .await,
+        );
+    }
+    let mut hit_rate = None;
+    const MIX: &str = "mix 90% read / 10% vote";
+    if args.wants(MIX) {
+        let cache_before = cache_stats(&base).await;
+        let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
+        results.push(
+            load::run(MIX, n, warmup, duration, move |w, i| {
                 let g = g.clone();
                 let vote = (w as u64 + i).is_multiple_of(10);
                 let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
@@ -308,111 +313,100 @@ async fn main() -> anyhow::Result<()> {
                         g.post(page_query(1), None).await
                     }
                 }
-            },
-        )
-        .await,
-    );
-    let cache_after = cache_stats(&base).await;
-    let (hits, misses) = (
-        cache_after.0 - cache_before.0,
-        cache_after.1 - cache_before.1,
-    );
-    let hit_rate = hits as f64 / (hits + misses).max(1) as f64;
-    eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
+            })
+            .await,
+        );
+        let cache_after = cache_stats(&base).await;
+        let (hits, misses) = (
+            cache_after.0 - cache_before.0,
+            cache_after.1 - cache_before.1,
+        );
+        hit_rate = Some(hits as f64 / (hits + misses).max(1) as f64);
+        eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
+    }
     let rss_after_load = subscribers::rss_kib(pid);
     drop(server);
 
     // Without the response cache: every request does its Redis work.
-    let (uncached, ubase, _) = start_votegraph(&bin, &redis_addr, Mode::Uncached).await?;
-    let ugql = Gql::new(&ubase, n);
-    results.push(
-        fixed(
-            &ugql,
-            "front page, uncached",
-            page_query(1),
-            n,
-            warmup,
-            duration,
-        )
-        .await,
-    );
-    results.push(
-        fixed(
-            &ugql,
-            "group page, warm, uncached",
-            group_query("g00"),
-            n,
-            warmup,
-            duration,
-        )
-        .await,
-    );
-    let (g, c) = (ugql.clone(), conn.clone());
-    results.push(
-        load::run(
-            "group page, cold, uncached",
-            n,
-            warmup,
-            duration,
-            move |w, i| {
-                let (g, mut c) = (g.clone(), c.clone());
-                // Drop the cached ranking of one of the five biggest groups
-                // first; that DEL is included in the time.
-                let group = seed::group_name(((w as u64 + i) % 5) as usize);
-                async move {
-                    let _: redis::RedisResult<()> = redis::cmd("DEL")
-                        .arg(format!("score:{group}"))
-                        .query_async(&mut c)
-                        .await;
-                    g.post(group_query(&group), None).await
-                }
-            },
-        )
-        .await,
-    );
-    drop(uncached);
+    const COLD: &str = "group page, cold, uncached";
+    let uncached_names = ["front page, uncached", "group page, warm, uncached", COLD];
+    if uncached_names.iter().any(|name| args.wants(name)) {
+        let (uncached, ubase, _) = start_votegraph(&bin, &redis_addr, Mode::Uncached).await?;
+        let ugql = Gql::new(&ubase, n);
+        for (name, body) in [
+            (uncached_names[0], page_query(1)),
+            (uncached_names[1], group_query("g00")),
+        ] {
+            if args.wants(name) {
+                results.push(fixed(&ugql, name, body, n, warmup, duration).await);
+            }
+        }
+        if args.wants(COLD) {
+            let (g, c) = (ugql.clone(), conn.clone());
+            results.push(
+                load::run(COLD, n, warmup, duration, move |w, i| {
+                    let (g, mut c) = (g.clone(), c.clone());
+                    // Drop the cached ranking of one of the five biggest
+                    // groups first; that DEL is included in the time.
+                    let group = seed::group_name(((w as u64 + i) % 5) as usize);
+                    async move {
+                        let _: redis::RedisResult<()> = redis::cmd("DEL")
+                            .arg(format!("score:{group}"))
+                            .query_async(&mut c)
+                            .await;
+                        g.post(group_query(&group), None).await
+                    }
+                })
+                .await,
+            );
+        }
+        drop(uncached);
+    }
 
     // The floor: the same Redis work as a front page, straight from here.
-    let mut raw_conns = Vec::new();
-    for _ in 0..8 {
-        raw_conns.push(client.get_multiplexed_async_connection().await?);
-    }
-    let raw = Arc::new(raw_conns);
-    results.push(
-        load::run("raw Redis front page", n, warmup, duration, move |w, _| {
-            let mut c = raw[w % raw.len()].clone();
-            async move { raw_front_page(&mut c).await }
-        })
-        .await,
-    );
-
-    if !args.quick {
-        let (nplus1, nbase, _) = start_votegraph(&bin, &redis_addr, Mode::NPlusOne).await?;
+    const RAW: &str = "raw Redis front page";
+    if args.wants(RAW) {
+        let mut raw_conns = Vec::new();
+        for _ in 0..8 {
+            raw_conns.push(client.get_multiplexed_async_connection().await?);
+        }
+        let raw = Arc::new(raw_conns);
         results.push(
-            fixed(
-                &Gql::new(&nbase, n),
-                "front page, N+1",
-                page_query(1),
-                n,
-                warmup,
-                duration,
-            )
+            load::run(RAW, n, warmup, duration, move |w, _| {
+                let mut c = raw[w % raw.len()].clone();
+                async move { raw_front_page(&mut c).await }
+            })
             .await,
         );
-        drop(nplus1);
-        let hop = proxy::start(redis_addr.clone(), Duration::from_millis(1)).await?;
+    }
+
+    if !args.quick {
+        let hop = proxy::start(redis_addr.clone(), Duration::from_millis(1))?;
         let hop_addr = format!("127.0.0.1:{hop}");
-        for (mode, name) in [
-            (Mode::Uncached, "front page, 1 ms hop, uncached"),
-            (Mode::NPlusOne, "front page, 1 ms hop, N+1"),
+        // The hop again with one client: there latency, not CPU, sets the
+        // pace, and the round trips batching saves show in full.
+        for (redis, mode, name, clients) in [
+            (&redis_addr, Mode::NPlusOne, "front page, N+1", n),
+            (
+                &hop_addr,
+                Mode::Uncached,
+                "front page, 1 ms hop, uncached",
+                n,
+            ),
+            (&hop_addr, Mode::NPlusOne, "front page, 1 ms hop, N+1", n),
+            (&hop_addr, Mode::Uncached, HOP_1_BATCHED, 1),
+            (&hop_addr, Mode::NPlusOne, HOP_1_N_PLUS_1, 1),
         ] {
-            let (p, hbase, _) = start_votegraph(&bin, &hop_addr, mode).await?;
+            if !args.wants(name) {
+                continue;
+            }
+            let (p, pbase, _) = start_votegraph(&bin, redis, mode).await?;
             results.push(
                 fixed(
-                    &Gql::new(&hbase, n),
+                    &Gql::new(&pbase, clients),
                     name,
                     page_query(1),
-                    n,
+                    clients,
                     warmup,
                     duration,
                 )
@@ -422,7 +416,7 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    let sub_stats = if args.subscribers > 0 {
+    let sub_stats = if args.subscribers > 0 && args.wants("subscribers") {
         let (sproc, sbase, _) = start_votegraph(&bin, &redis_addr, Mode::Default).await?;
         let stats = subscribers::run(
             &sbase,
@@ -456,6 +450,7 @@ async fn main() -> anyhow::Result<()> {
         "front_page_uncached_vs_raw_redis": ratio(rps("front page, uncached"), rps("raw Redis front page")),
         "batched_vs_n_plus_1": ratio(rps("front page, uncached"), rps("front page, N+1")),
         "batched_vs_n_plus_1_with_1ms_hop": ratio(rps("front page, 1 ms hop, uncached"), rps("front page, 1 ms hop, N+1")),
+        "batched_vs_n_plus_1_with_1ms_hop_1_client": ratio(rps(HOP_1_BATCHED), rps(HOP_1_N_PLUS_1)),
         "group_cold_vs_warm_p50": ratio(p50("group page, cold, uncached"), p50("group page, warm, uncached")),
         "mix_response_cache_hit_rate": hit_rate,
     });
