@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
+use async_graphql::Executor;
 use async_graphql_poem::{GraphQLProtocol, GraphQLRequest, GraphQLResponse};
 use futures_util::{SinkExt, StreamExt};
 use poem::http::{header, HeaderMap, StatusCode};
@@ -13,7 +14,7 @@ use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Respo
 
 use crate::auth::Session;
 use crate::cache::{is_query, DocumentCache, ResponseCache};
-use crate::graphql::{recorded_request_data, request_data, AppSchema};
+use crate::graphql::{recorded_request_data, request_data, Api};
 use crate::pubsub::PubSub;
 use crate::store::Store;
 
@@ -27,7 +28,7 @@ pub struct KeepAlive(pub Duration);
 pub async fn graphql_get(
     req: &Request,
     body: Body,
-    schema: Data<&AppSchema>,
+    schema: Data<&Api>,
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
     keep_alive: Data<&KeepAlive>,
@@ -77,7 +78,7 @@ fn websocket_config() -> WebSocketConfig {
 /// stops only its own subscriptions, which then skip what they miss.
 async fn serve_websocket(
     socket: WebSocketStream,
-    schema: AppSchema,
+    schema: Api,
     store: Store,
     protocol: GraphQLProtocol,
     header_auth: Option<String>,
@@ -148,7 +149,7 @@ pub struct Caches {
 }
 
 async fn execute(
-    schema: &AppSchema,
+    schema: &Api,
     store: &Store,
     caches: &Caches,
     headers: &HeaderMap,
@@ -201,7 +202,7 @@ fn json(body: bytes::Bytes) -> Response {
 /// `POST /graphql`.
 #[handler]
 pub async fn graphql(
-    schema: Data<&AppSchema>,
+    schema: Data<&Api>,
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
     headers: &HeaderMap,

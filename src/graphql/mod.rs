@@ -12,9 +12,7 @@ mod types;
 use async_graphql::dataloader::DataLoader;
 use std::sync::Arc;
 
-use async_graphql::extensions::NextSubscribe;
-use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextRequest};
-use async_graphql::{Context, Response, Schema};
+use async_graphql::{Context, Executor, Response, Schema};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
@@ -48,16 +46,16 @@ pub fn build_schema(
     pubsub: PubSub,
     batching: Batching,
     cache: Option<Arc<ResponseCache>>,
-) -> AppSchema {
-    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
+) -> Api {
+    let schema = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(store)
         .data(hasher)
         .data(pubsub)
         .data(batching)
         .data(cache)
         .limit_depth(MAX_DEPTH)
-        .extension(ErrorCodes)
-        .finish()
+        .finish();
+    Api(schema)
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.
@@ -166,41 +164,37 @@ pub(crate) fn loader<'a>(ctx: &Context<'a>) -> &'a DataLoader<ArticleLoader> {
     ctx.data_unchecked::<DataLoader<ArticleLoader>>()
 }
 
-/// Runs [`assign_code`](crate::error::assign_code) on every error of every
-/// response, whatever the transport.
-struct ErrorCodes;
+/// The schema as the transports run it: every error of every response,
+/// over HTTP or WebSocket, gets its `extensions.code` here.
+///
+/// This is an [`Executor`] wrapper rather than an async-graphql extension
+/// because registering any extension sends every field through the
+/// executor's slow path (a registry lookup and an extension chain per
+/// field): the uncached front page ran 10 % faster without it.
+#[derive(Clone)]
+pub struct Api(pub AppSchema);
 
-impl ExtensionFactory for ErrorCodes {
-    fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(ErrorCodes)
+impl Executor for Api {
+    async fn execute(&self, request: async_graphql::Request) -> Response {
+        with_codes(self.0.execute(request).await)
+    }
+
+    fn execute_stream(
+        &self,
+        request: async_graphql::Request,
+        session_data: Option<Arc<async_graphql::Data>>,
+    ) -> BoxStream<'static, Response> {
+        self.0
+            .execute_stream_with_session_data(request, session_data.unwrap_or_default())
+            .map(with_codes)
+            .boxed()
     }
 }
 
-#[async_trait::async_trait]
-impl Extension for ErrorCodes {
-    async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
-        let mut response = next.run(ctx).await;
-        response
-            .errors
-            .iter_mut()
-            .for_each(crate::error::assign_code);
-        response
-    }
-
-    fn subscribe<'s>(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        stream: BoxStream<'s, Response>,
-        next: NextSubscribe<'_>,
-    ) -> BoxStream<'s, Response> {
-        next.run(ctx, stream)
-            .map(|mut response| {
-                response
-                    .errors
-                    .iter_mut()
-                    .for_each(crate::error::assign_code);
-                response
-            })
-            .boxed()
-    }
+fn with_codes(mut response: Response) -> Response {
+    response
+        .errors
+        .iter_mut()
+        .for_each(crate::error::assign_code);
+    response
 }

@@ -34,7 +34,7 @@ fn the_benchmark_runs_every_scenario() {
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let scenarios = results["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 13, "{results}");
+    assert_eq!(scenarios.len(), 15, "{results}");
     for s in scenarios {
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert_eq!(s["errors"], 0, "{s}");
@@ -43,4 +43,31 @@ fn the_benchmark_runs_every_scenario() {
     assert_eq!(subs["subscribers"], 10);
     assert!(subs["votes"].as_u64().unwrap() > 0);
     assert_eq!(subs["delivered"], subs["expected_deliveries"], "{subs}");
+}
+
+#[test]
+fn only_runs_the_named_scenarios() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("bench.json");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
+        .args(["--articles", "300", "--users", "100", "--connections", "2"])
+        .args(["--duration", "0.2", "--warmup", "0.1"])
+        .args(["--only", "raw Redis", "--only", "article by id"])
+        .arg("--votegraph")
+        .arg(env!("CARGO_BIN_EXE_votegraph"))
+        .arg("--json")
+        .arg(&json)
+        .status()
+        .expect("run votegraph-bench");
+    assert!(status.success());
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let names: Vec<&str> = results["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["article by id", "raw Redis front page"]);
+    assert!(results["subscribers"].is_null(), "{results}");
 }
