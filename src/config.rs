@@ -71,6 +71,15 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_NO_RESPONSE_CACHE")]
     pub no_response_cache: bool,
 
+    /// logIn attempts one user name gets per window (successful ones reset
+    /// the count); further attempts fail with RATE_LIMITED.
+    #[arg(long, env = "VOTEGRAPH_LOGIN_ATTEMPTS", default_value_t = 10)]
+    pub login_attempts: u32,
+
+    /// Length of the logIn attempt window, in seconds.
+    #[arg(long, env = "VOTEGRAPH_LOGIN_WINDOW_SECS", default_value_t = 900)]
+    pub login_window_secs: u64,
+
     /// Argon2 memory cost in KiB (OWASP's recommended minimum by default).
     #[arg(long, env = "VOTEGRAPH_ARGON2_MEMORY_KIB", default_value_t = 19_456)]
     pub argon2_memory_kib: u32,
@@ -87,6 +96,13 @@ impl Settings {
         s.redis_url = Some(redis_url.to_owned());
         s.bind = "127.0.0.1:0".to_owned();
         s
+    }
+
+    pub fn login_limit(&self) -> crate::store::LoginLimit {
+        crate::store::LoginLimit {
+            attempts: self.login_attempts.max(1),
+            window_secs: self.login_window_secs.max(1),
+        }
     }
 
     pub fn pool_timeout(&self) -> Duration {

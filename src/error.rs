@@ -26,7 +26,7 @@ pub enum AppError {
     VotingClosed,
     #[error("the slug {0:?} is already used by another article")]
     SlugTaken(String),
-    #[error("too many attempts; try again in {retry_after_secs} seconds")]
+    #[error("too many login attempts for this name; try again in {retry_after_secs} seconds")]
     RateLimited { retry_after_secs: u64 },
     /// Redis could not be reached or answered with an error.
     #[error("storage unavailable")]

@@ -53,6 +53,7 @@ impl Application {
             pubsub.clone(),
             batching,
             responses.clone(),
+            settings.login_limit(),
         );
         let caches = Arc::new(routes::Caches {
             responses,

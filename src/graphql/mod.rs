@@ -25,7 +25,7 @@ pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDi
 use crate::auth::{PasswordHasher, Session};
 use crate::cache::{DepsCollector, ResponseCache};
 use crate::pubsub::PubSub;
-use crate::store::Store;
+use crate::store::{LoginLimit, Store};
 
 pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 
@@ -46,6 +46,7 @@ pub fn build_schema(
     pubsub: PubSub,
     batching: Batching,
     cache: Option<Arc<ResponseCache>>,
+    login_limit: LoginLimit,
 ) -> Api {
     let schema = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(store)
@@ -53,6 +54,7 @@ pub fn build_schema(
         .data(pubsub)
         .data(batching)
         .data(cache)
+        .data(login_limit)
         .limit_depth(MAX_DEPTH)
         .finish();
     Api(schema)

@@ -8,6 +8,7 @@ use super::{invalidate_cache, invalidate_for_vote, loader, session, store};
 use crate::auth::{new_token, token_hash, PasswordHasher};
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, UserName};
 use crate::error::AppError;
+use crate::store::LoginLimit;
 
 pub struct MutationRoot;
 
@@ -66,6 +67,10 @@ impl MutationRoot {
             return Err(invalid().into());
         };
         let store = store(ctx);
+        let limit = *ctx.data_unchecked::<LoginLimit>();
+        if let Some(retry_after_secs) = store.login_attempt(&name, limit).await? {
+            return Err(AppError::RateLimited { retry_after_secs }.into());
+        }
         let stored = store.password_hash(&name).await?;
         if !ctx
             .data_unchecked::<PasswordHasher>()

@@ -70,6 +70,12 @@ pub fn user_articles(name: &str, ranking: Ranking) -> String {
     }
 }
 
+/// `user:<name>:login-attempts`: logIn attempts counted since the first one
+/// of the current window, expiring with the window; deleted on success.
+pub fn login_attempts(name: &str) -> String {
+    format!("user:{name}:login-attempts")
+}
+
 /// `session:<sha256 of token>`: string holding the user name, with a TTL.
 pub fn session(token_hash: &str) -> String {
     format!("session:{token_hash}")

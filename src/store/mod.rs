@@ -19,7 +19,7 @@ use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 pub use articles::{not_found, ArticleRecord, VoteDirection, ARTICLE_FIELDS};
-pub use users::Standing;
+pub use users::{LoginLimit, Standing};
 
 use crate::error::{AppError, AppResult};
 

@@ -268,6 +268,28 @@ return 1
     )
 });
 
+/// KEYS: the name's attempt counter. ARGV: attempts allowed, window seconds.
+/// Counts one logIn attempt before its password is checked, so concurrent
+/// guesses cannot slip past the limit while the hash is verified. Returns 0
+/// when the attempt may go ahead, else the seconds until the window ends.
+pub static LOGIN_ATTEMPT: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local n = redis.call('INCR', KEYS[1])
+local window = tonumber(ARGV[2])
+if n == 1 then redis.call('EXPIRE', KEYS[1], window) end
+if n <= tonumber(ARGV[1]) then return 0 end
+local ttl = redis.call('TTL', KEYS[1])
+if ttl < 0 then
+  redis.call('EXPIRE', KEYS[1], window)
+  ttl = window
+end
+if ttl < 1 then ttl = 1 end
+return ttl
+"#,
+    )
+});
+
 /// ARGV: article id, caller member, new slug. Returns `missing`,
 /// `forbidden`, `taken` or `ok`; the old slug is freed in the same step.
 pub static RENAME_SLUG: LazyLock<Script> = LazyLock::new(|| {

@@ -10,6 +10,16 @@ use super::{value_f64, value_str, Store};
 use crate::domain::UserName;
 use crate::error::AppResult;
 
+/// How many logIn attempts one user name gets per window. Counting by name
+/// stops password guessing against an account however many addresses the
+/// guesses come from; the price is that someone who knows a name can keep
+/// its owner from logging in for a window, which existing sessions survive.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginLimit {
+    pub attempts: u32,
+    pub window_secs: u64,
+}
+
 impl Store {
     /// Creates an account together with its first session. Returns false,
     /// writing nothing, when the name is taken.
@@ -43,13 +53,38 @@ impl Store {
             .await?)
     }
 
+    /// Counts a logIn attempt for `name`; `Some(seconds)` when the name has
+    /// used up its `limit` attempts and must wait that long.
+    pub async fn login_attempt(
+        &self,
+        name: &UserName,
+        limit: LoginLimit,
+    ) -> AppResult<Option<u64>> {
+        let mut conn = self.conn().await?;
+        let wait: u64 = scripts::LOGIN_ATTEMPT
+            .key(keys::login_attempts(name.as_str()))
+            .arg(limit.attempts)
+            .arg(limit.window_secs)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok((wait > 0).then_some(wait))
+    }
+
+    /// Starts a session after a successful logIn, forgetting the name's
+    /// counted attempts in the same step.
     pub async fn create_session(&self, token_hash: &str, name: &UserName) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let () = redis::cmd("SET")
+        let () = redis::pipe()
+            .atomic()
+            .cmd("SET")
             .arg(keys::session(token_hash))
             .arg(name.as_str())
             .arg("EX")
             .arg(keys::SESSION_TTL_SECS)
+            .ignore()
+            .cmd("DEL")
+            .arg(keys::login_attempts(name.as_str()))
+            .ignore()
             .query_async(&mut conn)
             .await?;
         Ok(())

@@ -1,7 +1,7 @@
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{error_code, spawn_app};
+use crate::helpers::{error_code, spawn_app, spawn_app_with, test_settings, TestRedis};
 
 const ME: &str = "{ me { name } }";
 
@@ -194,4 +194,109 @@ async fn mutations_need_a_login_and_write_nothing_without_one() {
     assert_eq!(before, after, "no key was created");
     let votes: i64 = redis.hget(format!("article:{id}"), "votes").await.unwrap();
     assert_eq!(votes, 1);
+}
+
+const LOG_IN: &str =
+    "mutation($n: String!, $p: String!) { logIn(name: $n, password: $p) { token } }";
+
+/// A server allowing 3 logIn attempts per name per minute.
+async fn app_with_login_limit() -> crate::helpers::TestApp {
+    spawn_app_with(TestRedis::start().await, |redis| {
+        let mut settings = test_settings(redis);
+        settings.login_attempts = 3;
+        settings.login_window_secs = 60;
+        settings
+    })
+    .await
+}
+
+#[tokio::test]
+async fn repeated_failed_logins_are_rate_limited_per_name() {
+    let app = app_with_login_limit().await;
+    app.sign_up("alice").await;
+    app.sign_up("bob").await;
+    let wrong = json!({ "n": "alice", "p": "wrong password" });
+    for _ in 0..3 {
+        let body = app.gql(LOG_IN, wrong.clone(), None).await;
+        assert_eq!(error_code(&body), "UNAUTHENTICATED", "{body}");
+    }
+
+    // Now even the right password is refused, saying when to come back.
+    let body = app
+        .gql(
+            LOG_IN,
+            json!({ "n": "alice", "p": "password-of-alice" }),
+            None,
+        )
+        .await;
+    assert_eq!(error_code(&body), "RATE_LIMITED", "{body}");
+    let retry = body["errors"][0]["extensions"]["retryAfter"]
+        .as_u64()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{body}");
+    let message = body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("{retry} seconds")), "{message}");
+    assert!(body["data"].is_null(), "{body}");
+
+    // Other names are not affected.
+    app.gql_ok(LOG_IN, json!({ "n": "bob", "p": "password-of-bob" }), None)
+        .await;
+
+    // The window is a Redis TTL: when it ends, alice may log in again.
+    let mut conn = app.redis.conn().await;
+    let ttl: i64 = conn.ttl("user:alice:login-attempts").await.unwrap();
+    assert!((1..=60).contains(&ttl), "ttl {ttl}");
+    let _: () = conn.del("user:alice:login-attempts").await.unwrap();
+    app.gql_ok(
+        LOG_IN,
+        json!({ "n": "alice", "p": "password-of-alice" }),
+        None,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_successful_login_resets_the_count() {
+    let app = app_with_login_limit().await;
+    app.sign_up("alice").await;
+    let wrong = json!({ "n": "alice", "p": "wrong password" });
+    let right = json!({ "n": "alice", "p": "password-of-alice" });
+    for _ in 0..2 {
+        app.gql(LOG_IN, wrong.clone(), None).await;
+    }
+    app.gql_ok(LOG_IN, right.clone(), None).await;
+    let mut conn = app.redis.conn().await;
+    let exists: bool = conn.exists("user:alice:login-attempts").await.unwrap();
+    assert!(!exists, "the count is gone after a success");
+    for _ in 0..2 {
+        app.gql(LOG_IN, wrong.clone(), None).await;
+    }
+    app.gql_ok(LOG_IN, right, None).await;
+}
+
+#[tokio::test]
+async fn concurrent_guesses_cannot_exceed_the_limit() {
+    let app = app_with_login_limit().await;
+    app.sign_up("alice").await;
+    let guesses = (0..20).map(|i| {
+        let app = &app;
+        async move {
+            app.gql(
+                LOG_IN,
+                json!({ "n": "alice", "p": format!("guess number {i}") }),
+                None,
+            )
+            .await
+        }
+    });
+    let bodies = futures_util::future::join_all(guesses).await;
+    let checked = bodies
+        .iter()
+        .filter(|b| error_code(b) == "UNAUTHENTICATED")
+        .count();
+    let limited = bodies
+        .iter()
+        .filter(|b| error_code(b) == "RATE_LIMITED")
+        .count();
+    assert_eq!((checked, limited), (3, 17));
 }
