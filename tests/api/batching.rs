@@ -76,3 +76,17 @@ async fn several_lists_in_one_query_cost_one_batch_each() {
         "three lists and an article took {trips} round trips"
     );
 }
+
+#[tokio::test]
+async fn articles_asked_for_by_id_share_one_batch() {
+    let app = seeded_app().await;
+    let query = format!(
+        "{{ a: article(id: \"1\") {{ {ARTICLE_FIELDS} }} \
+           b: article(id: \"2\") {{ {ARTICLE_FIELDS} }} \
+           c: article(id: \"3\") {{ {ARTICLE_FIELDS} }} \
+           d: article(id: \"4\") {{ {ARTICLE_FIELDS} }} }}"
+    );
+    let (trips, article_reads) = cost_of(&app, &query).await;
+    assert_eq!(article_reads, 4);
+    assert_eq!(trips, 1, "four articles by id took {trips} round trips");
+}
