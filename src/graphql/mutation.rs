@@ -21,6 +21,8 @@ async fn reload(ctx: &Context<'_>, id: ArticleId) -> Result<Article> {
     }
 }
 
+/// Writes: accounts, posts, votes, groups, slugs and views. A mutation that
+/// fails writes nothing.
 #[Object(name = "Mutation")]
 impl MutationRoot {
     /// Creates an account and logs it in.

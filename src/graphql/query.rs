@@ -8,6 +8,7 @@ use crate::domain::{parse_limit, ArticleId, GroupName, PageRequest};
 
 pub struct QueryRoot;
 
+/// Reads: rankings, articles, groups, users.
 #[Object(name = "Query")]
 impl QueryRoot {
     /// The site's ranked list of articles.

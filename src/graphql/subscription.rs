@@ -13,6 +13,7 @@ use crate::pubsub::{PubSub, ScoreEvent};
 
 pub struct SubscriptionRoot;
 
+/// Live updates over WebSocket (`graphql-transport-ws` or `graphql-ws`).
 #[Subscription(name = "Subscription")]
 impl SubscriptionRoot {
     /// Every score change from now on: all of them, one article's, or those
@@ -63,6 +64,7 @@ impl SubscriptionRoot {
 /// One change of an article's score.
 pub struct ScoreChange(Arc<ScoreEvent>);
 
+/// One change of an article's score.
 #[Object]
 impl ScoreChange {
     /// The article as it is when the event is delivered (read only when

@@ -191,6 +191,7 @@ impl From<UserName> for User {
     }
 }
 
+/// A member of the site.
 #[Object]
 impl User {
     async fn name(&self) -> &str {

@@ -477,8 +477,8 @@ async fn main() -> anyhow::Result<()> {
     println!("ratios: {}", serde_json::to_string(&ratios)?);
     if let Some(s) = &sub_stats {
         println!(
-            "\nsubscribers: {} connected, {} votes at {:.0}/s → {} of {} events delivered, {:.0} deliveries/s, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms, {:.1} KiB per subscriber ({} → {} KiB)",
-            s.subscribers, s.votes, args.vote_rate, s.delivered, s.expected_deliveries, s.deliveries_per_sec, s.p50_ms, s.p99_ms, s.max_ms, s.kib_per_subscriber, s.rss_idle_kib, s.rss_subscribed_kib
+            "\nsubscribers: {} connected, {} votes at {:.0}/s → {} of {} events delivered, {:.0} deliveries/s, server CPU {:.1} µs per delivery, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms, {:.1} KiB per subscriber ({} → {} KiB)",
+            s.subscribers, s.votes, args.vote_rate, s.delivered, s.expected_deliveries, s.deliveries_per_sec, s.server_cpu_us_per_delivery, s.p50_ms, s.p99_ms, s.max_ms, s.kib_per_subscriber, s.rss_idle_kib, s.rss_subscribed_kib
         );
     }
     let out = json!({

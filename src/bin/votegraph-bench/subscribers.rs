@@ -19,13 +19,31 @@ pub struct SubStats {
     pub votes: u64,
     pub expected_deliveries: u64,
     pub delivered: u64,
+    /// Deliveries over the time from the first vote to the last delivery.
     pub deliveries_per_sec: f64,
+    /// votegraph's CPU time (user + system) over that time, per delivery.
+    pub server_cpu_us_per_delivery: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
     pub rss_idle_kib: u64,
     pub rss_subscribed_kib: u64,
     pub kib_per_subscriber: f64,
+}
+
+/// CPU time a process has used (user + system), in seconds.
+fn cpu_secs(pid: u32) -> f64 {
+    // Fields 14 and 15 of /proc/<pid>/stat, after the parenthesised name.
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1.to_owned();
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    // USER_HZ is 100 on every Linux this runs on.
+    ticks as f64 / 100.0
 }
 
 pub fn rss_kib(pid: u32) -> u64 {
@@ -55,15 +73,19 @@ pub async fn run(
     let ws_url = format!("{}/graphql", base.replacen("http", "ws", 1));
     let connected = Arc::new(AtomicU64::new(0));
     let delivered = Arc::new(AtomicU64::new(0));
-    let stop_at = Arc::new(tokio::sync::OnceCell::<Instant>::new());
+    // Microseconds after `origin` of the latest delivery.
+    let origin = Instant::now();
+    let last_delivery = Arc::new(AtomicU64::new(0));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(subscribers.max(1));
     let mut clients = Vec::with_capacity(subscribers);
     for _ in 0..subscribers {
-        let (ws_url, connected, delivered, stop_at, ready) = (
+        let (ws_url, connected, delivered, last_delivery, mut stop, ready) = (
             ws_url.clone(),
             connected.clone(),
             delivered.clone(),
-            stop_at.clone(),
+            last_delivery.clone(),
+            stop_rx.clone(),
             ready_tx.clone(),
         );
         clients.push(tokio::spawn(async move {
@@ -90,20 +112,20 @@ pub async fn run(
             let _ = ready.send(()).await;
             drop(ready);
             loop {
-                let deadline = match stop_at.get() {
-                    Some(t) => tokio::time::Instant::from_std(*t),
-                    None => tokio::time::Instant::now() + Duration::from_secs(3600),
+                let next = tokio::select! {
+                    next = socket.next() => next,
+                    _ = stop.wait_for(|stop| *stop) => break,
                 };
-                let next = tokio::time::timeout_at(deadline, socket.next()).await;
                 match next {
-                    Ok(Some(Ok(Message::Text(text)))) => {
+                    Some(Ok(Message::Text(text))) => {
                         if let Some(at) = event_time(&text) {
                             latencies.push(((now() - at) * 1e6).max(0.0) as u32);
                             delivered.fetch_add(1, Ordering::Relaxed);
+                            last_delivery
+                                .fetch_max(origin.elapsed().as_micros() as u64, Ordering::Relaxed);
                         }
                     }
-                    Ok(Some(Ok(_))) => {}
-                    Err(_) if stop_at.get().is_none() => {}
+                    Some(Ok(_)) => {}
                     _ => break,
                 }
             }
@@ -126,6 +148,7 @@ pub async fn run(
     // Votes at a steady rate, each by a distinct user.
     let gql = Gql::new(base, 16);
     let votes_ok = Arc::new(AtomicU64::new(0));
+    let cpu_before = cpu_secs(pid);
     let started = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / vote_rate));
     let mut rng = Rng::new(7);
@@ -147,14 +170,28 @@ pub async fn run(
         let _ = s.await;
     }
     // Give the last events time to arrive, then stop the clients.
-    let _ = stop_at.set(Instant::now() + Duration::from_secs(3));
+    // Wait for every delivery, or for 3 s without any.
+    let expected = votes_ok.load(Ordering::Relaxed) * live as u64;
+    let mut seen = delivered.load(Ordering::Relaxed);
+    let mut quiet_since = Instant::now();
+    while seen < expected && quiet_since.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let now_seen = delivered.load(Ordering::Relaxed);
+        if now_seen > seen {
+            (seen, quiet_since) = (now_seen, Instant::now());
+        }
+    }
+    let cpu = cpu_secs(pid) - cpu_before;
+    let _ = stop_tx.send(true);
     let mut all = Vec::new();
     for c in clients {
         if let Ok(l) = c.await {
             all.extend(l);
         }
     }
-    let elapsed = started.elapsed().as_secs_f64() - 3.0;
+    let elapsed = Duration::from_micros(last_delivery.load(Ordering::Relaxed))
+        .saturating_sub(started - origin)
+        .as_secs_f64();
     all.sort_unstable();
     let pct = |p: f64| {
         if all.is_empty() {
@@ -170,6 +207,7 @@ pub async fn run(
         expected_deliveries: votes * live as u64,
         delivered: delivered.load(Ordering::Relaxed),
         deliveries_per_sec: delivered.load(Ordering::Relaxed) as f64 / elapsed.max(0.001),
+        server_cpu_us_per_delivery: cpu * 1e6 / delivered.load(Ordering::Relaxed).max(1) as f64,
         p50_ms: pct(0.5),
         p99_ms: pct(0.99),
         max_ms: all.last().map_or(0.0, |m| *m as f64 / 1000.0),
