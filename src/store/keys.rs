@@ -16,6 +16,8 @@ pub const SCORE: &str = "score:";
 pub const TIME: &str = "time:";
 /// Hash slug → article id (seed 003).
 pub const SLUGS: &str = "slug.to.id";
+/// Hash: slug stem → the highest numeric suffix handed out for it.
+pub const SLUG_SUFFIXES: &str = "slug:last-suffix";
 /// Sorted set `user:<name>` → karma with the time tie-break folded in.
 pub const KARMA: &str = "karma:";
 /// Pub/sub channel a vote script publishes score changes on.

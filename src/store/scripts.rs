@@ -43,14 +43,16 @@ end
 
 /// Builds a script, writing the book's numbers and the event channel from
 /// [`keys`] into it, so they are defined once: `$WEEK` (the voting window in
-/// seconds), `$VOTE_SCORE`, `$GROUP_CACHE_SECS` and `$SCORE_CHANNEL`.
+/// seconds), `$VOTE_SCORE`, `$GROUP_CACHE_SECS`, `$SCORE_CHANNEL` and
+/// `$SLUG_SUFFIXES`.
 fn script(body: &str) -> Script {
     Script::new(
         &body
             .replace("$WEEK", &keys::VOTING_WINDOW_SECS.to_string())
             .replace("$VOTE_SCORE", &keys::VOTE_SCORE.to_string())
             .replace("$GROUP_CACHE_SECS", &keys::GROUP_CACHE_SECS.to_string())
-            .replace("$SCORE_CHANNEL", keys::SCORE_CHANNEL),
+            .replace("$SCORE_CHANNEL", keys::SCORE_CHANNEL)
+            .replace("$SLUG_SUFFIXES", keys::SLUG_SUFFIXES),
     )
 }
 
@@ -62,7 +64,9 @@ fn with_karma(body: &str) -> Script {
 /// Returns `{id, slug}`.
 ///
 /// The slug is the stem, or `stem-2`, `stem-3`… reserved with HSETNX on
-/// `slug.to.id` (seed 003), so concurrent posts never share one.
+/// `slug.to.id` (seed 003), so concurrent posts never share one. The highest
+/// suffix handed out per stem is kept in `slug:last-suffix`, so the
+/// thousandth post of one title tries one slug, not a thousand.
 pub static POST: LazyLock<Script> = LazyLock::new(|| {
     with_karma(
         r#"
@@ -74,10 +78,15 @@ local article = 'article:' .. id
 local voted = 'voted:' .. id
 redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, $WEEK)
-local slug, n = ARGV[4], 1
-while redis.call('HSETNX', 'slug.to.id', slug, id) == 0 do
-  n = n + 1
-  slug = ARGV[4] .. '-' .. n
+local stem = ARGV[4]
+local slug = stem
+if redis.call('HSETNX', 'slug.to.id', slug, id) == 0 then
+  local n = tonumber(redis.call('HGET', '$SLUG_SUFFIXES', stem)) or 1
+  repeat
+    n = n + 1
+    slug = stem .. '-' .. n
+  until redis.call('HSETNX', 'slug.to.id', slug, id) == 1
+  redis.call('HSET', '$SLUG_SUFFIXES', stem, n)
 end
 local ts = string.format('%.6f', now)
 local score = string.format('%.6f', now + $VOTE_SCORE)

@@ -3,7 +3,7 @@
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{error_code, spawn_app};
+use crate::helpers::{command_calls, error_code, spawn_app};
 
 const BY_SLUG: &str = "query($s: String!) { articleBySlug(slug: $s) { id slug title } }";
 const RENAME: &str =
@@ -153,4 +153,27 @@ async fn views_are_counted_atomically() {
         !redis.exists::<_, bool>("article:2").await.unwrap(),
         "no hash created for a missing article"
     );
+}
+
+#[tokio::test]
+async fn a_common_title_costs_the_same_to_post_however_often_it_was_used() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let mut redis = app.redis.conn().await;
+    // Slugs taken before votegraph kept a suffix counter (or by renames).
+    for (slug, id) in [("news", 901), ("news-2", 902), ("news-3", 903)] {
+        let _: () = redis.hset("slug.to.id", slug, id).await.unwrap();
+    }
+    let q = "mutation { post(title: \"News\", link: \"https://e.com\") { slug } }";
+    let post = || async { app.gql_ok(q, json!({}), Some(&alice)).await["post"]["slug"].clone() };
+    assert_eq!(post().await, "news-4");
+    for n in 5..=40 {
+        assert_eq!(post().await, format!("news-{n}"));
+    }
+    let before = command_calls(&mut redis, "hsetnx").await;
+    assert_eq!(post().await, "news-41");
+    let tries = command_calls(&mut redis, "hsetnx").await - before;
+    assert_eq!(tries, 2, "the stem, then the next free suffix");
+    let last: u64 = redis.hget("slug:last-suffix", "news").await.unwrap();
+    assert_eq!(last, 41);
 }
