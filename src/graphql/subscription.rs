@@ -61,7 +61,6 @@ impl SubscriptionRoot {
     }
 }
 
-/// One change of an article's score.
 pub struct ScoreChange(Arc<ScoreEvent>);
 
 /// One change of an article's score.

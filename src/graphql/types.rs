@@ -74,7 +74,6 @@ impl ScalarType for DateTime {
     }
 }
 
-/// A link posted to the site.
 pub struct Article(pub ArticleRecord);
 
 // Serial: every field is already in memory (only `poster`'s own fields may
@@ -178,7 +177,6 @@ impl Group {
     }
 }
 
-/// A member of the site.
 pub struct User {
     pub name: String,
 }

@@ -1,29 +1,13 @@
 //! The benchmark runs for a moment on a tiny data set so it cannot rot; its
 //! numbers are not asserted, only that every scenario ran without errors.
 
-#[test]
-fn the_benchmark_runs_every_scenario() {
+/// Runs the benchmark with `args` on 300 articles and returns its JSON.
+fn run_bench(args: &[&str]) -> serde_json::Value {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("bench.json");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
-        .args([
-            "--articles",
-            "300",
-            "--users",
-            "4000",
-            "--connections",
-            "4",
-            "--duration",
-            "0.3",
-        ])
-        .args([
-            "--warmup",
-            "0.1",
-            "--subscribers",
-            "10",
-            "--vote-rate",
-            "20",
-        ])
+        .args(["--articles", "300"])
+        .args(args)
         .arg("--votegraph")
         .arg(env!("CARGO_BIN_EXE_votegraph"))
         .arg("--json")
@@ -31,8 +15,25 @@ fn the_benchmark_runs_every_scenario() {
         .status()
         .expect("run votegraph-bench");
     assert!(status.success());
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn the_benchmark_runs_every_scenario() {
+    let results = run_bench(&[
+        "--users",
+        "4000",
+        "--connections",
+        "4",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--subscribers",
+        "10",
+        "--vote-rate",
+        "20",
+    ]);
     let scenarios = results["scenarios"].as_array().unwrap();
     assert_eq!(scenarios.len(), 15, "{results}");
     for s in scenarios {
@@ -43,25 +44,26 @@ fn the_benchmark_runs_every_scenario() {
     assert_eq!(subs["subscribers"], 10);
     assert!(subs["votes"].as_u64().unwrap() > 0);
     assert_eq!(subs["delivered"], subs["expected_deliveries"], "{subs}");
+    assert!(subs["deliveries_per_sec"].as_f64().unwrap() > 0.0, "{subs}");
+    assert!(subs["server_cpu_us_per_delivery"].is_f64(), "{subs}");
 }
 
 #[test]
 fn only_runs_the_named_scenarios() {
-    let out = tempfile::tempdir().unwrap();
-    let json = out.path().join("bench.json");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
-        .args(["--articles", "300", "--users", "100", "--connections", "2"])
-        .args(["--duration", "0.2", "--warmup", "0.1"])
-        .args(["--only", "raw Redis", "--only", "article by id"])
-        .arg("--votegraph")
-        .arg(env!("CARGO_BIN_EXE_votegraph"))
-        .arg("--json")
-        .arg(&json)
-        .status()
-        .expect("run votegraph-bench");
-    assert!(status.success());
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = run_bench(&[
+        "--users",
+        "100",
+        "--connections",
+        "2",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0.1",
+        "--only",
+        "raw Redis",
+        "--only",
+        "article by id",
+    ]);
     let names: Vec<&str> = results["scenarios"]
         .as_array()
         .unwrap()
