@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
+use async_graphql::parser::types::ExecutableDocument;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::pubsub::{PubSub, ScoreEvent};
@@ -37,6 +37,9 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this many entries the cache is emptied (distinct anonymous queries
 /// are few in practice: pages of a few lists).
 const MAX_ENTRIES: usize = 4096;
+/// Default for the bytes the cache may hold (bodies, keys, and the keys'
+/// copies in the indexes); past it the cache is emptied.
+pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What a cached response shows that a vote can change, recorded while the
 /// response is computed.
@@ -146,6 +149,9 @@ struct Entries {
     scanned: HashSet<String>,
     /// Keys recorded in the two indexes, to bound their stale names.
     indexed: usize,
+    /// Bytes held: bodies, keys and every copy of a key in the indexes
+    /// (stale index names included, until the next clear).
+    bytes: usize,
 }
 
 impl Entries {
@@ -153,8 +159,22 @@ impl Entries {
         *self = Entries::default();
     }
 
-    fn insert(&mut self, key: String, entry: Entry) {
-        if self.map.len() >= MAX_ENTRIES || self.indexed >= 8 * MAX_ENTRIES {
+    /// What storing `entry` under `key` costs in bytes, indexes included.
+    fn footprint(key: &str, entry: &Entry) -> usize {
+        let copies = 1 + entry.deps.ids.len() + 1;
+        entry.body.len() + key.len() * copies + entry.deps.ids.len() * 16 + 128
+    }
+
+    fn insert(&mut self, key: String, entry: Entry, max_bytes: usize) {
+        let size = Self::footprint(&key, &entry);
+        if size > max_bytes / 16 {
+            // One response may not take a large share of the cache.
+            return;
+        }
+        if self.map.len() >= MAX_ENTRIES
+            || self.indexed >= 8 * MAX_ENTRIES
+            || self.bytes + size > max_bytes
+        {
             self.clear();
         }
         for id in &entry.deps.ids {
@@ -168,7 +188,10 @@ impl Entries {
             self.scanned.insert(key.clone());
             self.indexed += 1;
         }
-        self.map.insert(key, entry);
+        self.bytes += size;
+        if let Some(old) = self.map.insert(key, entry) {
+            self.bytes = self.bytes.saturating_sub(old.body.len());
+        }
     }
 
     /// Removes the entries `event` affects; returns how many.
@@ -198,6 +221,8 @@ impl Entries {
 pub struct ResponseCache {
     /// Lock order: `votes`, then `entries`.
     votes: Mutex<Votes>,
+    /// Bytes the entries may hold (see [`Entries::footprint`]).
+    max_bytes: usize,
     entries: Mutex<Entries>,
     generation: AtomicU64,
     hits: AtomicU64,
@@ -213,8 +238,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl ResponseCache {
     /// A cache kept current by `pubsub`'s score events (for as long as the
     /// returned cache lives).
-    pub fn new(pubsub: &PubSub) -> Arc<Self> {
-        let cache = Arc::new(Self::default());
+    pub fn new(pubsub: &PubSub, max_bytes: usize) -> Arc<Self> {
+        let cache = Arc::new(Self::with_max_bytes(max_bytes));
         let weak = Arc::downgrade(&cache);
         let mut events = pubsub.subscribe_internal();
         tokio::spawn(async move {
@@ -230,6 +255,14 @@ impl ResponseCache {
             }
         });
         cache
+    }
+
+    /// A cache not fed by events (tests, and [`ResponseCache::new`]).
+    pub fn with_max_bytes(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            ..Self::default()
+        }
     }
 
     /// Read it before computing a response to cache.
@@ -298,12 +331,20 @@ impl ResponseCache {
                 body,
                 deps,
             },
+            self.max_bytes,
         );
     }
 
     /// Counters so far, for `/health` and the benchmark.
     pub fn stats(&self) -> serde_json::Value {
+        let (entries, bytes) = {
+            let e = lock(&self.entries);
+            (e.map.len(), e.bytes)
+        };
         serde_json::json!({
+            "entries": entries,
+            "bytes": bytes,
+            "maxBytes": self.max_bytes,
             "hits": self.hits.load(Ordering::Relaxed),
             "misses": self.misses.load(Ordering::Relaxed),
             "invalidations": self.invalidations.load(Ordering::Relaxed),
@@ -314,48 +355,54 @@ impl ResponseCache {
 
 /// Parsed documents by query text. Clients send the same few documents
 /// over and over; parsing one costs more than cloning its syntax tree.
+///
+/// Bounded in bytes: the texts kept add up to at most
+/// [`MAX_DOCUMENT_TEXT_BYTES`] (a syntax tree is a small multiple of its
+/// text), and past it the cache starts over, so 20,000 distinct documents
+/// cost re-parsing, never memory.
 #[derive(Default)]
 pub struct DocumentCache {
-    documents: Mutex<HashMap<String, Arc<ExecutableDocument>>>,
+    documents: Mutex<Documents>,
+}
+
+#[derive(Default)]
+struct Documents {
+    map: HashMap<String, Arc<ExecutableDocument>>,
+    text_bytes: usize,
 }
 
 /// Documents larger than this are parsed every time (and not kept).
 const MAX_CACHED_DOCUMENT: usize = 16 * 1024;
 const MAX_DOCUMENTS: usize = 1024;
+pub const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
 
 impl DocumentCache {
-    /// The parsed document, or None when it does not parse (async-graphql
-    /// then reports the syntax error itself).
+    /// The cached parse of `query`, if any.
     pub fn get(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
-        if let Some(doc) = self
-            .documents
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(query)
-        {
-            return Some(doc.clone());
-        }
+        lock(&self.documents).map.get(query).cloned()
+    }
+
+    /// Parses `query` and keeps it; None when it does not parse
+    /// (async-graphql then reports the syntax error itself).
+    pub fn parse(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
         let doc = Arc::new(async_graphql::parser::parse_query(query).ok()?);
         if query.len() <= MAX_CACHED_DOCUMENT {
-            let mut documents = self.documents.lock().unwrap_or_else(|p| p.into_inner());
-            if documents.len() >= MAX_DOCUMENTS {
-                documents.clear();
+            let mut documents = lock(&self.documents);
+            if documents.map.len() >= MAX_DOCUMENTS
+                || documents.text_bytes + query.len() > MAX_DOCUMENT_TEXT_BYTES
+            {
+                *documents = Documents::default();
             }
-            documents.insert(query.to_owned(), doc.clone());
+            documents.text_bytes += query.len();
+            documents.map.insert(query.to_owned(), doc.clone());
         }
         Some(doc)
     }
-}
 
-/// Whether the operation a request selects is a query (not a mutation or a
-/// subscription).
-pub fn is_query(document: &ExecutableDocument, operation_name: Option<&str>) -> bool {
-    match (&document.operations, operation_name) {
-        (DocumentOperations::Single(op), _) => op.node.ty == OperationType::Query,
-        (DocumentOperations::Multiple(ops), Some(name)) => ops
-            .get(name)
-            .is_some_and(|op| op.node.ty == OperationType::Query),
-        (DocumentOperations::Multiple(_), None) => false,
+    /// Documents and text bytes kept, for `/health`.
+    pub fn stats(&self) -> serde_json::Value {
+        let documents = lock(&self.documents);
+        serde_json::json!({ "entries": documents.map.len(), "textBytes": documents.text_bytes })
     }
 }
 
@@ -364,25 +411,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_queries_are_cacheable() {
+    fn documents_are_parsed_once_and_bounded_in_bytes() {
         let documents = DocumentCache::default();
-        let query = |text: &str, name: Option<&str>| is_query(&documents.get(text).unwrap(), name);
-        assert!(query("{ articles { id } }", None));
-        assert!(query("query Front { articles { id } }", Some("Front")));
-        assert!(!query("mutation { logOut }", None));
-        assert!(!query("subscription { scoreChanged { score } }", None));
-        assert!(!query(
-            "query A { me { name } } mutation B { logOut }",
-            Some("B")
-        ));
-        assert!(!query(
-            "query A { me { name } } query B { me { name } }",
-            None
-        ));
-        assert!(documents.get("{ articles { id ").is_none());
+        assert!(documents.parse("{ articles { id ").is_none());
+        assert!(documents.get("{ articleCount }").is_none());
+        let a = documents.parse("{ articleCount }").unwrap();
         // A second lookup is the same parsed document.
-        let a = documents.get("{ articleCount }").unwrap();
         assert!(Arc::ptr_eq(&a, &documents.get("{ articleCount }").unwrap()));
+        // Distinct documents never hold more than the text budget.
+        let padding = "#".repeat(15_000);
+        for i in 0..400 {
+            documents.parse(&format!("{{ articleCount }} {padding} {i}"));
+            assert!(lock(&documents.documents).text_bytes <= MAX_DOCUMENT_TEXT_BYTES);
+        }
+    }
+
+    #[test]
+    fn the_response_cache_is_bounded_in_bytes() {
+        let cache = ResponseCache::with_max_bytes(1024 * 1024);
+        let body = bytes::Bytes::from(vec![b'x'; 30_000]);
+        for i in 0..200 {
+            cache.put(
+                format!("k{i}"),
+                cache.position(),
+                Deps::default(),
+                body.clone(),
+            );
+            assert!(lock(&cache.entries).bytes <= 1024 * 1024);
+        }
+        assert!(cache.get("k199").is_some(), "recent entries are kept");
+        // An entry larger than a sixteenth of the budget is not kept at all.
+        let huge = bytes::Bytes::from(vec![b'x'; 100_000]);
+        cache.put("huge".into(), cache.position(), Deps::default(), huge);
+        assert!(cache.get("huge").is_none());
     }
 
     fn body(text: &'static str) -> bytes::Bytes {
@@ -402,7 +463,7 @@ mod tests {
 
     #[test]
     fn entries_die_with_their_generation() {
-        let cache = ResponseCache::default();
+        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
         let start = cache.position();
         cache.put("k".into(), start, Deps::default(), body("1"));
         assert_eq!(cache.get("k").as_deref(), Some(&b"1"[..]));
@@ -415,7 +476,7 @@ mod tests {
 
     #[test]
     fn a_vote_drops_only_what_it_can_change() {
-        let cache = ResponseCache::default();
+        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
         let start = cache.position();
         // A full front page with scores 10,000..20,000 showing articles 1 and 2.
         let mut front = Deps::default();
@@ -460,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_vote_during_computation_keeps_the_response_out() {
-        let cache = ResponseCache::default();
+        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
         let start = cache.position();
         let mut deps = Deps::default();
         deps.article("1");

@@ -87,6 +87,76 @@ pub struct Settings {
     /// Argon2 iterations.
     #[arg(long, env = "VOTEGRAPH_ARGON2_ITERATIONS", default_value_t = 2)]
     pub argon2_iterations: u32,
+
+    // --- Document limits (see `graphql/limits.rs`) ---
+    /// Most objects a query may return: each object counts 1, each list its
+    /// pageSize or limit, times its parent's count. A page of 100 articles
+    /// with every field costs 200, topPosters(limit:100) with each user's
+    /// first page 5,200, GraphiQL's introspection query about 2,000.
+    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_COST", default_value_t = 10_000)]
+    pub max_query_cost: u64,
+
+    /// Longest GraphQL document, in bytes.
+    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_BYTES", default_value_t = 32 * 1024)]
+    pub max_query_bytes: usize,
+
+    /// Most tokens in a document (GraphiQL's introspection query has ~330).
+    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_TOKENS", default_value_t = 5_000)]
+    pub max_query_tokens: usize,
+
+    /// Most aliases in a document.
+    #[arg(long, env = "VOTEGRAPH_MAX_ALIASES", default_value_t = 50)]
+    pub max_aliases: usize,
+
+    /// Most root fields in an operation (fragments expanded).
+    #[arg(long, env = "VOTEGRAPH_MAX_ROOT_FIELDS", default_value_t = 30)]
+    pub max_root_fields: usize,
+
+    /// Most fragment definitions in a document.
+    #[arg(long, env = "VOTEGRAPH_MAX_FRAGMENTS", default_value_t = 50)]
+    pub max_fragments: usize,
+
+    /// Most fragment spreads in a document, as written.
+    #[arg(long, env = "VOTEGRAPH_MAX_FRAGMENT_SPREADS", default_value_t = 500)]
+    pub max_fragment_spreads: usize,
+
+    /// Most operations in a document.
+    #[arg(long, env = "VOTEGRAPH_MAX_OPERATIONS", default_value_t = 10)]
+    pub max_operations: usize,
+
+    /// Execution deadline of one query or mutation, in milliseconds; past it
+    /// the request answers TIMEOUT and its work is dropped.
+    #[arg(long, env = "VOTEGRAPH_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
+    pub request_timeout_ms: u64,
+
+    // --- HTTP limits (see `server.rs` and `routes.rs`) ---
+    /// Largest request body, in bytes.
+    #[arg(long, env = "VOTEGRAPH_MAX_BODY_BYTES", default_value_t = 128 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Time a client has to send a request body, in milliseconds.
+    #[arg(long, env = "VOTEGRAPH_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
+
+    /// Time a client has to send a request's headers, in milliseconds; an
+    /// idle keep-alive connection is closed after the same time.
+    #[arg(long, env = "VOTEGRAPH_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+
+    /// Most open connections (WebSockets included); past it new connections
+    /// get a 503 and are closed.
+    #[arg(long, env = "VOTEGRAPH_MAX_CONNECTIONS", default_value_t = 2_048)]
+    pub max_connections: usize,
+
+    /// Bytes the anonymous response cache may hold.
+    #[arg(long, env = "VOTEGRAPH_RESPONSE_CACHE_BYTES", default_value_t = crate::cache::DEFAULT_MAX_BYTES)]
+    pub response_cache_bytes: usize,
+
+    // --- Redis faults ---
+    /// How long one Redis command may wait for its reply, in milliseconds;
+    /// past it the request fails with INTERNAL "storage unavailable".
+    #[arg(long, env = "VOTEGRAPH_REDIS_TIMEOUT_MS", default_value_t = 1_000)]
+    pub redis_timeout_ms: u64,
 }
 
 impl Settings {
@@ -107,5 +177,18 @@ impl Settings {
 
     pub fn pool_timeout(&self) -> Duration {
         Duration::from_millis(self.pool_timeout_ms)
+    }
+
+    pub fn document_limits(&self) -> crate::graphql::limits::DocumentLimits {
+        crate::graphql::limits::DocumentLimits {
+            max_bytes: self.max_query_bytes,
+            max_tokens: self.max_query_tokens,
+            max_cost: self.max_query_cost,
+            max_aliases: self.max_aliases,
+            max_root_fields: self.max_root_fields,
+            max_fragments: self.max_fragments,
+            max_spreads: self.max_fragment_spreads,
+            max_operations: self.max_operations,
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! client only as a generic message, so no internal detail leaks.
 
 use async_graphql::ServerError;
+use poem::http::StatusCode;
 
 /// Everything that can go wrong while serving a request.
 #[derive(Debug, thiserror::Error)]
@@ -31,12 +32,37 @@ pub enum AppError {
     /// Redis could not be reached or answered with an error.
     #[error("storage unavailable")]
     Storage(#[source] redis::RedisError),
-    /// The pool could not hand out a connection in time.
+    /// The pool could not hand out a connection in time; `cause` is why
+    /// the last dial to `address` failed, for the log.
     #[error("storage unavailable")]
-    StorageTimeout,
+    StorageTimeout { address: String, cause: String },
     /// A bug or broken invariant; the detail goes to the log only.
     #[error("internal error")]
     Internal(String),
+    /// The document is over one of the limits of `graphql::limits`; the
+    /// message states what was counted and the limit.
+    #[error("{0}")]
+    QueryTooComplex(String),
+    /// The request ran past its execution deadline and was stopped.
+    #[error("the request took longer than {ms} ms and was stopped")]
+    Timeout { ms: u64 },
+    /// The HTTP request itself is unusable (malformed JSON, no query…).
+    #[error("{0}")]
+    BadRequest(String),
+    /// A variable the operation does not declare.
+    #[error("{0}")]
+    UndeclaredVariable(String),
+    #[error("the request body is larger than {max_bytes} bytes")]
+    PayloadTooLarge { max_bytes: usize },
+    #[error("send the request as JSON: content-type application/json or application/graphql-response+json")]
+    UnsupportedMediaType,
+    #[error("only queries can be sent with GET; send mutations with POST")]
+    MethodNotAllowed,
+    #[error("the request body was not received in time")]
+    RequestTimeout,
+    /// The server is at its connection or capacity limit.
+    #[error("the server is busy; try again shortly")]
+    Overloaded,
 }
 
 impl AppError {
@@ -57,8 +83,43 @@ impl AppError {
             AppError::VotingClosed => "VOTING_CLOSED",
             AppError::SlugTaken(_) => "SLUG_TAKEN",
             AppError::RateLimited { .. } => "RATE_LIMITED",
-            AppError::Storage(_) | AppError::StorageTimeout | AppError::Internal(_) => "INTERNAL",
+            AppError::Storage(_) | AppError::StorageTimeout { .. } | AppError::Internal(_) => {
+                "INTERNAL"
+            }
+            AppError::QueryTooComplex(_) => "QUERY_TOO_COMPLEX",
+            AppError::Timeout { .. } => "TIMEOUT",
+            AppError::BadRequest(_) => "BAD_REQUEST",
+            AppError::UndeclaredVariable(_) => "GRAPHQL_VALIDATION_FAILED",
+            AppError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            AppError::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            AppError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            AppError::RequestTimeout => "REQUEST_TIMEOUT",
+            AppError::Overloaded => "SERVICE_UNAVAILABLE",
         }
+    }
+
+    /// The HTTP status of a response that fails with this error before any
+    /// GraphQL execution (errors during execution answer 200).
+    pub fn http_status(&self) -> StatusCode {
+        match self {
+            AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            AppError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            _ => StatusCode::OK,
+        }
+    }
+
+    /// This error as a GraphQL error with its code, for failures outside
+    /// any resolver (document limits, deadlines, HTTP-level problems).
+    pub fn to_server_error(self) -> ServerError {
+        let mut error = ServerError::new(self.to_string(), None);
+        error.source = Some(std::sync::Arc::new(self));
+        assign_code(&mut error);
+        error
     }
 }
 
@@ -72,7 +133,10 @@ impl From<bb8::RunError<redis::RedisError>> for AppError {
     fn from(err: bb8::RunError<redis::RedisError>) -> Self {
         match err {
             bb8::RunError::User(e) => AppError::Storage(e),
-            bb8::RunError::TimedOut => AppError::StorageTimeout,
+            bb8::RunError::TimedOut => AppError::StorageTimeout {
+                address: "redis".to_owned(),
+                cause: "no pooled connection became free in time".to_owned(),
+            },
         }
     }
 }
@@ -85,11 +149,14 @@ impl From<bb8::RunError<redis::RedisError>> for AppError {
 /// an [`AppError`] come from async-graphql itself (syntax, validation, or
 /// argument coercion) and are the client's doing.
 pub fn assign_code(error: &mut ServerError) {
+    truncate_message(&mut error.message);
     let mut ext = error.extensions.take().unwrap_or_default();
     if let Some(app) = error.source::<AppError>() {
         match app {
             AppError::Storage(cause) => tracing::error!(error = %cause, "redis request failed"),
-            AppError::StorageTimeout => tracing::error!("timed out waiting for a redis connection"),
+            AppError::StorageTimeout { address, cause } => {
+                tracing::error!(redis = %address, error = %cause, "no redis connection")
+            }
             AppError::Internal(cause) => tracing::error!(error = %cause, "internal error"),
             _ => {}
         }
@@ -110,6 +177,22 @@ pub fn assign_code(error: &mut ServerError) {
         ext.set("code", code);
     }
     error.extensions = Some(ext);
+}
+
+/// Longest error message sent to a client. Messages from the parser and
+/// the validator quote the document (an unknown field's name, a bad
+/// string); a huge input must not come back as a huge error.
+pub const MAX_MESSAGE_BYTES: usize = 512;
+
+fn truncate_message(message: &mut String) {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str("… (truncated)");
+    }
 }
 
 pub type AppResult<T> = Result<T, AppError>;

@@ -16,5 +16,6 @@ pub mod graphql;
 pub mod local_redis;
 pub mod pubsub;
 pub mod routes;
+pub mod server;
 pub mod startup;
 pub mod store;

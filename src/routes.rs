@@ -4,16 +4,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
-use async_graphql::Executor;
-use async_graphql_poem::{GraphQLProtocol, GraphQLRequest, GraphQLResponse};
+use async_graphql::parser::types::OperationType;
+use async_graphql_poem::GraphQLProtocol;
 use futures_util::{SinkExt, StreamExt};
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::websocket::{Message, WebSocket, WebSocketConfig, WebSocketStream};
 use poem::web::{Data, Json};
-use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Response};
+use poem::{handler, Body, Endpoint, FromRequest, IntoResponse, Request, RequestBody, Response};
+use tracing::Instrument;
 
 use crate::auth::Session;
-use crate::cache::{is_query, DocumentCache, ResponseCache};
+use crate::cache::ResponseCache;
+use crate::error::AppError;
 use crate::graphql::{recorded_request_data, request_data, Api};
 use crate::pubsub::PubSub;
 use crate::store::Store;
@@ -40,8 +42,19 @@ pub async fn graphql_get(
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     let mut body = RequestBody::new(body);
     if !upgrade {
-        let request = GraphQLRequest::from_request(req, &mut body).await?;
-        return Ok(execute(&schema, &store, &caches, req.headers(), request).await);
+        let request = match request_from_url(req.uri().query().unwrap_or("")) {
+            Ok(request) => request,
+            Err(e) => return Ok(error_response(e)),
+        };
+        return Ok(execute(
+            &schema,
+            &store,
+            &caches,
+            req.headers(),
+            Method::Get,
+            request,
+        )
+        .await);
     }
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
@@ -145,43 +158,194 @@ fn authorization(headers: &HeaderMap) -> Option<&str> {
 pub struct Caches {
     /// Whole anonymous responses, when enabled.
     pub responses: Option<Arc<ResponseCache>>,
-    pub documents: DocumentCache,
 }
+
+/// How much of a request body the server reads, and for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Get,
+    Post,
+}
+
+/// Asks for `extensions.cost` in the response (any value).
+pub const COST_HEADER: &str = "x-query-cost";
 
 async fn execute(
     schema: &Api,
     store: &Store,
     caches: &Caches,
     headers: &HeaderMap,
-    request: GraphQLRequest,
+    method: Method,
+    mut request: async_graphql::Request,
 ) -> Response {
+    let checked = match schema.guard().check(&request) {
+        Ok(checked) => checked,
+        Err(e) => return error_response(e),
+    };
+    let (operation, cost) = match &checked {
+        Some(c) => (Some(c.operation), Some(c.cost)),
+        None => (None, None),
+    };
+    if method == Method::Get && operation.is_some_and(|op| op != OperationType::Query) {
+        // A GET must be safe: a link prefetcher must not vote.
+        return error_response(AppError::MethodNotAllowed);
+    }
+    if let Some(checked) = checked {
+        request.set_parsed_query(checked.document.as_ref().clone());
+    }
+    let want_cost = headers.contains_key(COST_HEADER);
     let auth = authorization(headers);
-    let mut request = request.0;
-    let document = caches.documents.get(&request.query);
-    if let (None, Some(cache), Some(doc)) = (auth, &caches.responses, &document) {
-        if is_query(doc, request.operation_name.as_deref()) {
-            let key = cache_key(&request);
-            if let Some(body) = cache.get(&key) {
-                return json(body);
-            }
-            let start = cache.position();
-            request.set_parsed_query(doc.as_ref().clone());
-            let data = recorded_request_data(store, Session::from_authorization(None));
-            let deps = data.deps.clone().unwrap_or_default();
-            let response = schema.execute(data.attach(request)).await;
-            let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
-            if response.is_ok() {
-                let deps = std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner()));
-                cache.put(key, start, deps, body.clone());
-            }
+    if let (None, Some(cache), Some(OperationType::Query), false) =
+        (auth, &caches.responses, operation, want_cost)
+    {
+        let key = cache_key(&request);
+        if let Some(body) = cache.get(&key) {
             return json(body);
         }
-    }
-    if let Some(doc) = document {
-        request.set_parsed_query(doc.as_ref().clone());
+        let start = cache.position();
+        let data = recorded_request_data(store, Session::from_authorization(None));
+        let deps = data.deps.clone().unwrap_or_default();
+        let response = schema.execute_checked(data.attach(request)).await;
+        let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
+        if response.is_ok() {
+            let deps = std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner()));
+            cache.put(key, start, deps, body.clone());
+        }
+        return json(body);
     }
     let request = request_data(store, Session::from_authorization(auth)).attach(request);
-    GraphQLResponse::from(schema.execute(request).await).into_response()
+    let mut response = schema.execute_checked(request).await;
+    if let (true, Some(cost)) = (want_cost, cost) {
+        response.extensions.insert(
+            "cost".to_owned(),
+            async_graphql::Value::from_json(serde_json::json!({
+                "requested": cost,
+                "limit": schema.guard().limits().max_cost,
+            }))
+            .unwrap_or_default(),
+        );
+    }
+    json(bytes::Bytes::from(
+        serde_json::to_vec(&response).unwrap_or_default(),
+    ))
+}
+
+/// A request that fails before execution: a JSON GraphQL error (no `data`
+/// key: nothing ran) with its code and HTTP status.
+pub fn error_response(error: AppError) -> Response {
+    let status = error.http_status();
+    let allow = matches!(error, AppError::MethodNotAllowed);
+    let body = serde_json::json!({ "errors": [error.to_server_error()] });
+    let mut response = Response::builder()
+        .status(status)
+        .content_type("application/json")
+        .body(body.to_string());
+    if allow {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+    }
+    response
+}
+
+/// A GraphQL request from a GET URL's query string.
+fn request_from_url(query: &str) -> Result<async_graphql::Request, AppError> {
+    let mut request = async_graphql::Request::new(String::new());
+    let mut has_query = false;
+    for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        match key.as_ref() {
+            "query" => {
+                request.query = value.into_owned();
+                has_query = true;
+            }
+            "operationName" if !value.is_empty() => {
+                request.operation_name = Some(value.into_owned())
+            }
+            "variables" if !value.is_empty() => {
+                request.variables = serde_json::from_str(&value).map_err(|_| {
+                    AppError::BadRequest("variables must be a JSON object".to_owned())
+                })?;
+            }
+            "extensions" if !value.is_empty() => {
+                request.extensions = serde_json::from_str(&value).map_err(|_| {
+                    AppError::BadRequest("extensions must be a JSON object".to_owned())
+                })?;
+            }
+            _ => {}
+        }
+    }
+    if !has_query {
+        return Err(AppError::BadRequest(
+            "the query parameter is missing".to_owned(),
+        ));
+    }
+    Ok(request)
+}
+
+/// Reads a POST body: JSON only, bounded in size and time.
+async fn request_from_body(
+    headers: &HeaderMap,
+    body: Body,
+    limits: BodyLimits,
+) -> Result<async_graphql::Request, AppError> {
+    let media_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase());
+    if !matches!(
+        media_type.as_deref(),
+        Some("application/json" | "application/graphql-response+json")
+    ) {
+        return Err(AppError::UnsupportedMediaType);
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limits.max_bytes as u64) {
+        return Err(AppError::PayloadTooLarge {
+            max_bytes: limits.max_bytes,
+        });
+    }
+    let bytes =
+        match tokio::time::timeout(limits.timeout, body.into_bytes_limit(limits.max_bytes)).await {
+            Err(_) => return Err(AppError::RequestTimeout),
+            Ok(Err(poem::error::ReadBodyError::PayloadTooLarge)) => {
+                return Err(AppError::PayloadTooLarge {
+                    max_bytes: limits.max_bytes,
+                })
+            }
+            Ok(Err(_)) => {
+                return Err(AppError::BadRequest(
+                    "the request body could not be read".to_owned(),
+                ))
+            }
+            Ok(Ok(bytes)) => bytes,
+        };
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|_| AppError::BadRequest("the request body is not valid JSON".to_owned()))?;
+    if value.is_array() {
+        return Err(AppError::BadRequest(
+            "batched requests are not supported: send one operation per request".to_owned(),
+        ));
+    }
+    if !value.get("query").is_some_and(serde_json::Value::is_string) {
+        return Err(AppError::BadRequest(
+            "the request needs a query string".to_owned(),
+        ));
+    }
+    serde_json::from_value(value).map_err(|_| {
+        AppError::BadRequest(
+            "the request must be {\"query\", \"operationName\", \"variables\", \"extensions\"} with variables an object".to_owned(),
+        )
+    })
 }
 
 fn cache_key(request: &async_graphql::Request) -> String {
@@ -205,10 +369,14 @@ pub async fn graphql(
     schema: Data<&Api>,
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
+    limits: Data<&BodyLimits>,
     headers: &HeaderMap,
-    request: GraphQLRequest,
+    body: Body,
 ) -> Response {
-    execute(&schema, &store, &caches, headers, request).await
+    match request_from_body(headers, body, *limits.0).await {
+        Ok(request) => execute(&schema, &store, &caches, headers, Method::Post, request).await,
+        Err(e) => error_response(e),
+    }
 }
 
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
@@ -234,6 +402,41 @@ pub async fn health(
         Err(e) => {
             tracing::warn!(error = %e, "health check: redis unavailable");
             (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
+}
+
+/// One log line per request: method, path, status and time, in a span
+/// that every log line of the request carries. The query string is left
+/// out on purpose (a GET may carry a logIn's password in it), and so are
+/// bodies: no secret reaches the log at any level.
+pub async fn access_log<E: Endpoint>(endpoint: Arc<E>, req: Request) -> poem::Result<Response> {
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        peer = %req.remote_addr(),
+    );
+    let started = std::time::Instant::now();
+    let result = endpoint.call(req).instrument(span.clone()).await;
+    let _entered = span.enter();
+    match result {
+        Ok(response) => {
+            let response = response.into_response();
+            tracing::info!(
+                status = response.status().as_u16(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "served"
+            );
+            Ok(response)
+        }
+        Err(e) => {
+            tracing::info!(
+                status = e.status().as_u16(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "served"
+            );
+            Err(e)
         }
     }
 }

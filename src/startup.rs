@@ -5,25 +5,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
-use poem::middleware::{Compression, Cors, Tracing};
-use poem::{get, EndpointExt, Route, Server};
+use poem::middleware::{Compression, Cors};
+use poem::{get, EndpointExt, Route};
+use tokio::net::TcpListener;
 
 use crate::auth::PasswordHasher;
 use crate::cache::ResponseCache;
 use crate::config::Settings;
 use crate::graphiql;
-use crate::graphql::{build_schema, Batching};
+use crate::graphql::limits::Guard;
+use crate::graphql::{build_schema, Admission, Batching};
 use crate::local_redis::LocalRedis;
 use crate::pubsub::PubSub;
 use crate::routes;
+use crate::server::{self, ServerLimits};
 use crate::store::{connection_info, Store};
 
 /// A bound, ready-to-run server.
 pub struct Application {
-    acceptor: TcpAcceptor,
+    listener: TcpListener,
     port: u16,
     route: poem::endpoint::BoxEndpoint<'static>,
+    limits: ServerLimits,
     local_redis: Option<LocalRedis>,
 }
 
@@ -38,15 +41,22 @@ impl Application {
                 (local.url().to_owned(), Some(local))
             }
         };
-        let store = Store::new(&redis_url, settings.pool_size, settings.pool_timeout())
-            .context("invalid Redis URL")?
-            .with_group_scan_budget(settings.group_scan_budget);
+        let store = Store::new(
+            &redis_url,
+            settings.pool_size,
+            settings.pool_timeout(),
+            Duration::from_millis(settings.redis_timeout_ms.max(1)),
+        )
+        .context("invalid Redis URL")?
+        .with_group_scan_budget(settings.group_scan_budget);
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub = PubSub::start(
             redis::Client::open(connection_info(&redis_url)?).context("invalid Redis URL")?,
         );
         let batching = Batching(!settings.no_batching);
-        let responses = (!settings.no_response_cache).then(|| ResponseCache::new(&pubsub));
+        let responses = (!settings.no_response_cache)
+            .then(|| ResponseCache::new(&pubsub, settings.response_cache_bytes));
+        let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
         let schema = build_schema(
             store.clone(),
             hasher,
@@ -54,11 +64,12 @@ impl Application {
             batching,
             responses.clone(),
             settings.login_limit(),
+            Admission {
+                guard,
+                deadline: Duration::from_millis(settings.request_timeout_ms.max(1)),
+            },
         );
-        let caches = Arc::new(routes::Caches {
-            responses,
-            documents: Default::default(),
-        });
+        let caches = Arc::new(routes::Caches { responses });
 
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
@@ -80,23 +91,29 @@ impl Application {
             .data(routes::KeepAlive(Duration::from_secs(
                 settings.ws_keepalive_secs.max(1),
             )))
+            .data(routes::BodyLimits {
+                max_bytes: settings.max_body_bytes,
+                timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
+            })
             .with(cors)
-            .with(Tracing)
+            .around(routes::access_log)
             .boxed();
 
-        let acceptor = TcpListener::bind(settings.bind.clone())
-            .into_acceptor()
+        let listener = TcpListener::bind(settings.bind.as_str())
             .await
             .with_context(|| format!("binding {}", settings.bind))?;
-        let port = acceptor
+        let port = listener
             .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-            .context("listener has no address")?;
+            .context("listener has no address")?
+            .port();
         Ok(Self {
-            acceptor,
+            listener,
             port,
             route,
+            limits: ServerLimits {
+                max_connections: settings.max_connections,
+                header_timeout: Duration::from_millis(settings.header_timeout_ms.max(1)),
+            },
             local_redis,
         })
     }
@@ -114,9 +131,14 @@ impl Application {
     /// (up to 10 s) and stops the local Redis, if any.
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         tracing::info!(port = self.port, "votegraph listening");
-        let served = Server::new_with_acceptor(self.acceptor)
-            .run_with_graceful_shutdown(self.route, signal, Some(Duration::from_secs(10)))
-            .await;
+        let served = server::serve(
+            self.listener,
+            self.route,
+            self.limits,
+            signal,
+            Duration::from_secs(10),
+        )
+        .await;
         if let Some(redis) = self.local_redis {
             redis.stop().await;
         }

@@ -10,12 +10,13 @@ mod scripts;
 mod users;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bb8_redis::RedisConnectionManager;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
+use redis::AsyncConnectionConfig;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 pub use articles::{not_found, ArticleRecord, VoteDirection, ARTICLE_FIELDS};
@@ -76,22 +77,41 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// bb8 manager around bb8-redis' own, adding broken-connection detection.
-pub struct Manager(RedisConnectionManager);
+/// bb8 manager around bb8-redis' own, adding broken-connection detection,
+/// votegraph's timeouts, and a memory of why the last dial failed.
+pub struct Manager {
+    inner: RedisConnectionManager,
+    client: redis::Client,
+    config: AsyncConnectionConfig,
+    /// bb8 dials in the background and a waiting request only learns that
+    /// no connection came in time; the dial's own error is kept here so the
+    /// log can say "connection refused" rather than "timed out".
+    last_error: Arc<Mutex<Option<String>>>,
+}
 
 impl bb8::ManageConnection for Manager {
     type Connection = Conn;
     type Error = redis::RedisError;
 
     async fn connect(&self) -> Result<Conn, redis::RedisError> {
-        Ok(Conn {
-            inner: self.0.connect().await?,
-            broken: Arc::new(AtomicBool::new(false)),
-        })
+        match self
+            .client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
+        {
+            Ok(inner) => Ok(Conn {
+                inner,
+                broken: Arc::new(AtomicBool::new(false)),
+            }),
+            Err(e) => {
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                Err(e)
+            }
+        }
     }
 
     async fn is_valid(&self, conn: &mut Conn) -> Result<(), redis::RedisError> {
-        self.0.is_valid(&mut conn.inner).await
+        self.inner.is_valid(&mut conn.inner).await
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -107,6 +127,10 @@ pub const DEFAULT_GROUP_SCAN_BUDGET: u32 = 5_000;
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    /// Where Redis is (host:port or socket path; never the password), for
+    /// the log.
+    address: Arc<str>,
+    last_error: Arc<Mutex<Option<String>>>,
     /// Membership checks a cold group page may spend before the group's
     /// ranking is built with ZINTERSTORE instead (see the group-page script).
     group_scan_budget: u32,
@@ -115,9 +139,28 @@ pub struct Store {
 impl Store {
     /// Builds the pool without dialling: the server starts even when Redis is
     /// down and serves as soon as it comes up.
-    pub fn new(redis_url: &str, max_size: u32, timeout: Duration) -> AppResult<Self> {
-        let manager =
-            RedisConnectionManager::new(connection_info(redis_url)?).map_err(AppError::Storage)?;
+    ///
+    /// `command_timeout` bounds every command's wait for its reply (and a
+    /// dial), so a paused or overloaded Redis fails requests in bounded time
+    /// instead of holding them.
+    pub fn new(
+        redis_url: &str,
+        max_size: u32,
+        timeout: Duration,
+        command_timeout: Duration,
+    ) -> AppResult<Self> {
+        let info = connection_info(redis_url)?;
+        let address: Arc<str> = info.addr().to_string().into();
+        let client = redis::Client::open(info.clone()).map_err(AppError::Storage)?;
+        let last_error = Arc::new(Mutex::new(None));
+        let manager = Manager {
+            inner: RedisConnectionManager::new(info).map_err(AppError::Storage)?,
+            client,
+            config: AsyncConnectionConfig::new()
+                .set_response_timeout(Some(command_timeout))
+                .set_connection_timeout(Some(command_timeout.min(timeout))),
+            last_error: last_error.clone(),
+        };
         let pool = bb8::Pool::builder()
             .max_size(max_size.max(1))
             .connection_timeout(timeout)
@@ -125,9 +168,11 @@ impl Store {
             // request; broken connections are caught by `has_broken` instead.
             .test_on_check_out(false)
             .retry_connection(false)
-            .build_unchecked(Manager(manager));
+            .build_unchecked(manager);
         Ok(Self {
             pool,
+            address,
+            last_error,
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
         })
     }
@@ -142,7 +187,24 @@ impl Store {
     /// connection, and the pool slot is given back at once: requests share
     /// the few pooled sockets concurrently instead of queueing for them.
     pub(crate) async fn conn(&self) -> AppResult<Conn> {
-        Ok(self.pool.get().await?.clone())
+        match self.pool.get().await {
+            Ok(conn) => Ok(conn.clone()),
+            Err(bb8::RunError::User(e)) => Err(AppError::Storage(e)),
+            Err(bb8::RunError::TimedOut) => Err(AppError::StorageTimeout {
+                address: self.address.to_string(),
+                cause: self
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+                    .unwrap_or_else(|| "no pooled connection became free in time".to_owned()),
+            }),
+        }
+    }
+
+    /// Where Redis is, for logs and `/health` (no credentials).
+    pub fn address(&self) -> &str {
+        &self.address
     }
 
     /// Answers whether Redis replies to PING.

@@ -1,0 +1,207 @@
+//! The HTTP server loop: accepts connections and serves them with hyper,
+//! with the bounds poem's own `Server` does not offer.
+//!
+//! - **At most `max_connections` open connections** (WebSockets included,
+//!   since the permit travels with the socket into the upgrade). Past it a
+//!   new connection gets a short `503` JSON error and is closed, so 20,000
+//!   half-open connections cost 20,000 accepts, not 20,000 buffers.
+//! - **Headers within `header_timeout`**: a client that sends half a header
+//!   and waits is dropped; the same timer closes idle keep-alive
+//!   connections (hyper arms it whenever it waits for a request head).
+//! - **Headers of at most 64 KiB.**
+//! - HTTP/1.1 only: behind a load balancer that is what arrives, and h2c
+//!   would need its own set of bounds.
+//!
+//! Body size and body read time are bounded where bodies are read
+//! (`routes.rs`). On shutdown the listener closes, connections finish the
+//! request in flight (up to a grace period) and the loop returns.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use poem::endpoint::BoxEndpoint;
+use poem::web::{LocalAddr, RemoteAddr};
+use poem::{Addr, Endpoint};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+/// The bounds of the HTTP server.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerLimits {
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+}
+
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// The body of the answer to a connection past the cap.
+const BUSY: &str = r#"{"errors":[{"message":"the server is at its connection limit; try again shortly","extensions":{"code":"SERVICE_UNAVAILABLE"}}]}"#;
+
+/// A connection's socket, holding its place under the connection cap for
+/// as long as it lives (an upgraded WebSocket keeps it too).
+struct Counted {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// Serves `endpoint` on `listener` until `stop` completes, then lets the
+/// connections finish their requests for up to `grace`.
+pub async fn serve(
+    listener: TcpListener,
+    endpoint: BoxEndpoint<'static>,
+    limits: ServerLimits,
+    stop: impl std::future::Future<Output = ()> + Send,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let endpoint = Arc::new(endpoint);
+    let local = listener.local_addr()?;
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let (stopping, stopped) = watch::channel(false);
+    tokio::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, do not spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(stream));
+            continue;
+        };
+        let io = Counted {
+            stream,
+            _permit: permit,
+        };
+        tokio::spawn(serve_connection(
+            io,
+            local,
+            peer,
+            endpoint.clone(),
+            limits,
+            stopped.clone(),
+        ));
+    }
+    drop(listener);
+    let _ = stopping.send(true);
+    // Every connection holds a permit until it is done.
+    let all = limits.max_connections.max(1) as u32;
+    if tokio::time::timeout(grace, permits.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after the shutdown grace period");
+    }
+    Ok(())
+}
+
+async fn refuse(mut stream: TcpStream) {
+    tracing::debug!("connection refused: at the connection limit");
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BUSY}",
+        BUSY.len()
+    );
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        stream.write_all(response.as_bytes()),
+    )
+    .await;
+}
+
+async fn serve_connection(
+    io: Counted,
+    local: SocketAddr,
+    peer: SocketAddr,
+    endpoint: Arc<BoxEndpoint<'static>>,
+    limits: ServerLimits,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let endpoint = endpoint.clone();
+        async move {
+            let request = poem::Request::from((
+                req,
+                LocalAddr(Addr::SocketAddr(local)),
+                RemoteAddr(Addr::SocketAddr(peer)),
+                poem::http::uri::Scheme::HTTP,
+            ));
+            let response: hyper::Response<
+                http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>,
+            > = endpoint.get_response(request).await.into();
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEADER_BYTES);
+    let connection = builder
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        result = &mut connection => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+            return;
+        }
+        _ = stopping.wait_for(|s| *s) => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
+}
