@@ -3,32 +3,61 @@
 //! A value of one of these types has passed the API's rules, so code past the
 //! GraphQL edge never re-checks input and invalid data cannot reach Redis.
 
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
+
 use crate::error::{AppError, AppResult};
 
-/// An article title: 1–300 characters once trimmed.
+/// An article title: 1–300 characters, stored in Unicode NFC and trimmed.
+///
+/// Refused: no visible character (zero-width spaces only, say); control or
+/// bidirectional-control characters (a right-to-left override makes a
+/// title read differently from what it says); a run of more than
+/// [`ArticleTitle::MAX_COMBINING_RUN`] combining marks ("Zalgo" text that
+/// spills over neighbouring lines). Real scripts stack at most three marks
+/// on a letter once composed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArticleTitle(String);
 
 impl ArticleTitle {
     pub const MAX_CHARS: usize = 300;
+    pub const MAX_COMBINING_RUN: usize = 3;
 
     pub fn parse(raw: &str) -> AppResult<Self> {
-        let trimmed = raw.trim();
-        let chars = trimmed.chars().count();
-        if chars == 0 {
-            return Err(AppError::bad_input("title", "title must not be empty"));
+        let bad = |message: &str| Err(AppError::bad_input("title", message));
+        // Cheap bound before normalising: NFC never shrinks below a quarter.
+        if raw.len() > Self::MAX_CHARS * 4 * 4 {
+            return bad("title must be at most 300 characters");
         }
-        if chars > Self::MAX_CHARS {
+        let normalized: String = raw.nfc().collect();
+        let trimmed = normalized.trim();
+        if trimmed.is_empty() {
+            return bad("title must not be empty");
+        }
+        if trimmed.chars().count() > Self::MAX_CHARS {
             return Err(AppError::bad_input(
                 "title",
                 format!("title must be at most {} characters", Self::MAX_CHARS),
             ));
         }
         if trimmed.chars().any(char::is_control) {
-            return Err(AppError::bad_input(
-                "title",
-                "title must not contain control characters",
-            ));
+            return bad("title must not contain control characters");
+        }
+        if trimmed.chars().any(is_bidi_control) {
+            return bad("title must not contain bidirectional control characters");
+        }
+        if !trimmed
+            .chars()
+            .any(|c| !c.is_whitespace() && !is_invisible(c) && !is_combining_mark(c))
+        {
+            return bad("title must contain visible characters");
+        }
+        let mut run = 0;
+        for c in trimmed.chars() {
+            run = if is_combining_mark(c) { run + 1 } else { 0 };
+            if run > Self::MAX_COMBINING_RUN {
+                return bad("title must not stack more than 3 combining marks on a character");
+            }
         }
         Ok(Self(trimmed.to_owned()))
     }
@@ -38,7 +67,30 @@ impl ArticleTitle {
     }
 }
 
-/// An absolute `http`/`https` URL of at most 2,048 bytes.
+/// Characters that change the direction of the text around them.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Characters that print nothing: zero-width spaces and joiners, fillers,
+/// format characters, variation selectors, tags, the blank braille cell.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}'
+        | '\u{2800}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+        | '\u{E0000}'..='\u{E0FFF}')
+}
+
+/// An absolute `http`/`https` URL of at most 2,048 bytes, stored in the
+/// normalised form the URL standard gives it (lower-case scheme and host,
+/// punycode, percent-encoding, `/` for an empty path), so two spellings of
+/// one link are one link.
+///
+/// The text must start with `http://` or `https://` (a browser would read
+/// `https:evil.example` as a link, and the URL parser too, silently), and
+/// may not carry control characters or spaces (the parser drops a raw
+/// newline instead of refusing it), nor credentials (`https://bank@evil`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link(String);
 
@@ -47,24 +99,37 @@ impl Link {
 
     pub fn parse(raw: &str) -> AppResult<Self> {
         let raw = raw.trim();
+        let bad = |message: &str| Err(AppError::bad_input("link", message));
         if raw.len() > Self::MAX_BYTES {
             return Err(AppError::bad_input(
                 "link",
                 format!("link must be at most {} bytes", Self::MAX_BYTES),
             ));
         }
-        let url = url::Url::parse(raw).map_err(|_| {
-            AppError::bad_input("link", "link must be an absolute http or https URL")
-        })?;
+        if raw.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return bad("link must not contain spaces or control characters");
+        }
+        let lower = raw.get(..8).unwrap_or(raw).to_ascii_lowercase();
+        if !lower.starts_with("http://") && !lower.starts_with("https://") {
+            return bad("link must be an absolute http or https URL (http://host/…)");
+        }
+        let Ok(url) = url::Url::parse(raw) else {
+            return bad("link must be an absolute http or https URL (http://host/…)");
+        };
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+            return bad("link must be an absolute http or https URL (http://host/…)");
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return bad("link must not contain a user name or password");
+        }
+        let normalized = url.as_str();
+        if normalized.len() > Self::MAX_BYTES {
             return Err(AppError::bad_input(
                 "link",
-                "link must be an absolute http or https URL",
+                format!("link must be at most {} bytes", Self::MAX_BYTES),
             ));
         }
-        // Stored as the client sent it (trimmed): clients compare what they
-        // posted with what they read back.
-        Ok(Self(raw.to_owned()))
+        Ok(Self(normalized.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -106,12 +171,25 @@ impl GroupName {
         }
     }
 
-    /// Parses a list, dropping duplicates while keeping the first order.
+    /// Most groups one list argument may name (and one article may be in).
+    pub const MAX_PER_ARTICLE: usize = 10;
+
+    /// Parses a list of at most [`GroupName::MAX_PER_ARTICLE`] names,
+    /// dropping duplicates while keeping the first order. The length is
+    /// checked before anything else, so a list of 200,000 names costs
+    /// nothing.
     pub fn parse_many(raw: &[String], field: &'static str) -> AppResult<Vec<Self>> {
+        if raw.len() > Self::MAX_PER_ARTICLE {
+            return Err(AppError::bad_input(
+                field,
+                format!("{field} may name at most {} groups", Self::MAX_PER_ARTICLE),
+            ));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(raw.len());
         let mut out: Vec<Self> = Vec::with_capacity(raw.len());
         for r in raw {
             let g = Self::parse_field(r, field)?;
-            if !out.contains(&g) {
+            if seen.insert(g.clone()) {
                 out.push(g);
             }
         }
@@ -333,6 +411,37 @@ mod tests {
     }
 
     #[test]
+    fn titles_are_normalised_and_must_be_visible_and_plain() {
+        // NFC: "e" + combining acute becomes one "é".
+        assert_eq!(ArticleTitle::parse("Cafe\u{301}").unwrap().as_str(), "Café");
+        for bad in [
+            "\u{200B}\u{200B}\u{200B}",
+            "\u{FEFF} \u{2060}",
+            "\u{3164}",
+            "abc\u{202E}gnp.exe",
+            "\u{2067}hidden\u{2069}",
+            "line\nbreak",
+        ] {
+            assert!(ArticleTitle::parse(bad).is_err(), "{bad:?}");
+        }
+        let zalgo = format!("a{}", "\u{0301}\u{0302}\u{0303}\u{0304}".repeat(75));
+        assert!(ArticleTitle::parse(&zalgo).is_err());
+        // NFC folds the first mark into "á"; four more stay: refused.
+        assert!(ArticleTitle::parse("a\u{0301}\u{0302}\u{0303}\u{0304}\u{0305}").is_err());
+        assert!(ArticleTitle::parse("a\u{0301}\u{0302}\u{0303}\u{0304}").is_ok());
+        // Real text with marks and joiners passes.
+        for good in [
+            "Tiếng Việt có dấu",
+            "हिन्दी",
+            "👩‍💻 at work",
+            "ǹ̂ ok",
+            "日本語のタイトル",
+        ] {
+            assert!(ArticleTitle::parse(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
     fn links_must_be_absolute_http() {
         assert!(Link::parse("https://example.com/a?b=c").is_ok());
         assert!(Link::parse("http://example.com").is_ok());
@@ -342,11 +451,43 @@ mod tests {
             "example.com",
             "javascript:alert(1)",
             "http://",
+            "https:evil.example",
+            "https:/evil.example",
+            "https://evil.example/a\nb",
+            "https://evil.example/a b",
+            "https://bank.example@evil.example/",
         ] {
             assert!(Link::parse(bad).is_err(), "{bad}");
         }
+        // Stored normalised.
+        assert_eq!(
+            Link::parse("HTTPS://Example.COM").unwrap().as_str(),
+            "https://example.com/"
+        );
+        assert_eq!(
+            Link::parse("https://bücher.example/ä?q=1")
+                .unwrap()
+                .as_str(),
+            "https://xn--bcher-kva.example/%C3%A4?q=1"
+        );
         let long = format!("https://example.com/{}", "a".repeat(2048));
         assert!(Link::parse(&long).is_err());
+    }
+
+    #[test]
+    fn group_lists_are_capped_and_deduplicated() {
+        let names = |n: usize| (0..n).map(|i| format!("g{i}")).collect::<Vec<_>>();
+        assert_eq!(
+            GroupName::parse_many(&names(10), "groups").unwrap().len(),
+            10
+        );
+        assert!(GroupName::parse_many(&names(11), "groups").is_err());
+        let dup = vec!["a".to_owned(), "b".to_owned(), "a".to_owned()];
+        let parsed = GroupName::parse_many(&dup, "groups").unwrap();
+        assert_eq!(
+            parsed.iter().map(GroupName::as_str).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
     }
 
     #[test]
