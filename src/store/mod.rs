@@ -35,13 +35,21 @@ use crate::error::{AppError, AppResult};
 pub struct Conn {
     inner: MultiplexedConnection,
     broken: Arc<AtomicBool>,
+    /// Where the connection goes, for the log.
+    address: Arc<str>,
 }
 
 impl Conn {
     fn note<T>(&self, result: &redis::RedisResult<T>) {
         if let Err(e) = result {
             if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                self.broken.store(true, Ordering::Relaxed);
+                if !self.broken.swap(true, Ordering::Relaxed) {
+                    // Once per connection: a storm of failing requests on
+                    // one broken socket must not flood the log.
+                    tracing::warn!(redis = %self.address, error = %e, "redis connection broken");
+                }
+            } else if e.is_timeout() {
+                tracing::warn!(redis = %self.address, error = %e, "redis command timed out");
             }
         }
     }
@@ -87,6 +95,7 @@ pub struct Manager {
     /// no connection came in time; the dial's own error is kept here so the
     /// log can say "connection refused" rather than "timed out".
     last_error: Arc<Mutex<Option<String>>>,
+    address: Arc<str>,
 }
 
 impl bb8::ManageConnection for Manager {
@@ -102,8 +111,10 @@ impl bb8::ManageConnection for Manager {
             Ok(inner) => Ok(Conn {
                 inner,
                 broken: Arc::new(AtomicBool::new(false)),
+                address: self.address.clone(),
             }),
             Err(e) => {
+                tracing::warn!(redis = %self.address, error = %e, "cannot connect to redis");
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
                 Err(e)
             }
@@ -160,6 +171,7 @@ impl Store {
                 .set_response_timeout(Some(command_timeout))
                 .set_connection_timeout(Some(command_timeout.min(timeout))),
             last_error: last_error.clone(),
+            address: address.clone(),
         };
         let pool = bb8::Pool::builder()
             .max_size(max_size.max(1))

@@ -1,6 +1,7 @@
 //! Integration tests: a real redis-server per test, the real server on port
 //! 0, spoken to over HTTP.
 
+mod abuse;
 mod articles;
 mod auth;
 mod batching;

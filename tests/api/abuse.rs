@@ -1,0 +1,562 @@
+//! The attacks of issue 10, each run against the real server: every one
+//! gets a clear error, writes and runs nothing, and leaves the server's
+//! memory bounded.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::helpers::{
+    error_code, spawn_app, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
+};
+
+/// Commands Redis has run so far (the INFO asking counts itself).
+async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_commands_processed")
+}
+
+fn nested(levels: usize) -> String {
+    let mut q = "name".to_owned();
+    for _ in 0..levels {
+        q = format!("articles(pageSize: 100) {{ id title poster {{ {q} }} }}");
+    }
+    format!("{{ {q} }}")
+}
+
+fn fragment_bomb(levels: usize) -> String {
+    let mut bomb = "{ articles(pageSize: 1) { ...B0 } }".to_owned();
+    for i in 0..levels {
+        bomb.push_str(&format!(
+            " fragment B{i} on Article {{ poster {{ name }} ...B{} ...B{} }}",
+            i + 1,
+            i + 1
+        ));
+    }
+    bomb.push_str(&format!(" fragment B{levels} on Article {{ id title }}"));
+    bomb
+}
+
+async fn seeded() -> (TestApp, String) {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    for i in 0..5 {
+        app.post(&token, &format!("article {i}"), &["rust"]).await;
+    }
+    (app, token)
+}
+
+#[tokio::test]
+async fn expensive_documents_are_refused_before_any_redis_command() {
+    let (app, _) = seeded().await;
+    let mut redis = app.redis.conn().await;
+    let aliases = |n: usize| {
+        let fields: String = (0..n)
+            .map(|i| format!("a{i}: articles(pageSize: 100) {{ id title }} "))
+            .collect();
+        format!("{{ {fields} }}")
+    };
+    let spreads = format!(
+        "{{ articles {{ {} }} }} fragment F on Article {{ id }}",
+        "...F ".repeat(20_000)
+    );
+    let introspection_bomb =
+        "{ __schema { types { fields { type { fields { type { fields { type { fields { name } } } } } } } } } }";
+    let attacks = [
+        ("3 nested lists", nested(3), "costs"),
+        ("4 nested lists", nested(4), "costs"),
+        ("500 aliases", aliases(500), "tokens"),
+        ("300 aliases", aliases(300), "aliases"),
+        ("fragment bomb", fragment_bomb(20), "costs"),
+        ("20,000 spreads", spreads, "bytes"),
+        ("introspection bomb", introspection_bomb.to_owned(), "costs"),
+    ];
+    for (name, query, says) in attacks {
+        let before = commands_processed(&mut redis).await;
+        let body = app.gql(&query, json!({}), None).await;
+        let after = commands_processed(&mut redis).await;
+        assert_eq!(error_code(&body), "QUERY_TOO_COMPLEX", "{name}: {body}");
+        let message = body["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{name}: {message}");
+        assert!(body.get("data").is_none(), "{name}: nothing ran: {body}");
+        assert_eq!(after, before + 1, "{name}: no Redis command but INFO");
+    }
+    // The cost message states the cost and the limit.
+    let body = app.gql(&nested(3), json!({}), None).await;
+    let message = body["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("2020200") && message.contains("10000"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_heaviest_legitimate_documents_pass_and_report_their_cost() {
+    let (app, token) = seeded().await;
+    let all = "id title link poster { name karma rank } postedAt votes score groups downvotes myVote slug views";
+    let page = format!("{{ articles(pageSize: 100) {{ {all} }} }}");
+    let top = format!(
+        "{{ topPosters(limit: 100) {{ rank karma user {{ name karma rank articles {{ {all} }} }} }} }}"
+    );
+    let introspection = include_str!("introspection.graphql");
+    for query in [page.as_str(), top.as_str(), introspection] {
+        let data = app.gql_ok(query, json!({}), Some(&token)).await;
+        assert!(data.is_object());
+    }
+    let response: Value = app
+        .client
+        .post(format!("{}/graphql", app.address))
+        .header("x-query-cost", "1")
+        .json(&json!({ "query": page }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        response["extensions"]["cost"]["requested"], 200,
+        "{response}"
+    );
+    assert_eq!(response["extensions"]["cost"]["limit"], 10_000);
+    assert_eq!(response["data"]["articles"].as_array().unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn undeclared_variables_are_refused_and_never_cached() {
+    let (app, _) = seeded().await;
+    let health = || async {
+        let body: Value = app
+            .client
+            .get(format!("{}/health", app.address))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["responseCache"]["entries"].as_u64().unwrap()
+    };
+    let entries = health().await;
+    for i in 0..20 {
+        let body = app
+            .gql(
+                "{ articles { id } }",
+                json!({ format!("junk{i}"): "x".repeat(10_000) }),
+                None,
+            )
+            .await;
+        assert_eq!(error_code(&body), "GRAPHQL_VALIDATION_FAILED", "{body}");
+        assert!(body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("$junk{i}")));
+    }
+    assert_eq!(health().await, entries, "nothing was cached");
+}
+
+#[tokio::test]
+async fn huge_group_lists_are_refused_and_write_nothing() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.max_body_bytes = 8 * 1024 * 1024;
+        s
+    })
+    .await;
+    let token = app.sign_up("alice").await;
+    let article = app.post(&token, "mine", &[]).await;
+    let mut redis = app.redis.conn().await;
+    let groups: Vec<String> = (0..150_000).map(|i| format!("g{i}")).collect();
+    let before = commands_processed(&mut redis).await;
+    let body = app
+        .gql(
+            "mutation($g: [String!]!) { post(title: \"t\", link: \"https://e.com\", groups: $g) { id } }",
+            json!({ "g": groups }),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert_eq!(body["errors"][0]["extensions"]["field"], "groups");
+    let body = app
+        .gql(
+            "mutation($id: ID!, $g: [String!]!) { setGroups(articleId: $id, add: $g) { id } }",
+            json!({ "id": article["id"], "g": groups }),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    // Only the session lookups reached Redis: nothing was written.
+    let after = commands_processed(&mut redis).await;
+    assert!(after - before <= 3, "{} commands", after - before);
+    let ids: Option<String> = redis::cmd("GET")
+        .arg("article:")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(ids.as_deref(), Some("1"), "no second article");
+    let eleven: Vec<String> = (0..11).map(|i| format!("g{i}")).collect();
+    let body = app
+        .gql(
+            "mutation($g: [String!]!) { post(title: \"t\", link: \"https://e.com\", groups: $g) { id } }",
+            json!({ "g": eleven }),
+            Some(&token),
+        )
+        .await;
+    assert!(body["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("at most 10 groups"));
+}
+
+/// Sends raw bytes and reads what comes back until the server closes or
+/// `wait` passes.
+async fn raw_exchange(address: &str, request: &[u8], wait: Duration) -> String {
+    let mut stream = TcpStream::connect(address.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(wait, stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn bodies_are_bounded_in_size_and_time() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.body_timeout_ms = 300;
+        s
+    })
+    .await;
+    // A 500 MB body is refused from its header, without being read.
+    let reply = raw_exchange(
+        &app.address,
+        b"POST /graphql HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 524288000\r\n\r\n{\"query\":",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    assert!(reply.contains("\"PAYLOAD_TOO_LARGE\""), "{reply}");
+    // A chunked body (no length announced) is cut at the limit.
+    let mut request =
+        b"POST /graphql HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+    let chunk = "x".repeat(16 * 1024);
+    for _ in 0..12 {
+        request.extend_from_slice(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes());
+    }
+    let reply = raw_exchange(&app.address, &request, Duration::from_secs(5)).await;
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply:.300}");
+    assert!(reply.contains("\"PAYLOAD_TOO_LARGE\""), "{reply:.300}");
+    // A body that trickles in is cut at the body timeout.
+    let reply = raw_exchange(
+        &app.address,
+        b"POST /graphql HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"query\":",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("\"REQUEST_TIMEOUT\""), "{reply}");
+}
+
+#[tokio::test]
+async fn half_sent_headers_and_idle_connections_are_dropped_and_capped() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.header_timeout_ms = 300;
+        s.max_connections = 20;
+        s
+    })
+    .await;
+    let target = app.address.trim_start_matches("http://").to_owned();
+    // Twenty clients that never finish their headers hold every slot…
+    let mut holders = Vec::new();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(&target).await.unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        holders.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // …so the next one is told the server is busy, in JSON.
+    let reply = raw_exchange(
+        &app.address,
+        b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n",
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    assert!(reply.contains("SERVICE_UNAVAILABLE"), "{reply}");
+    // The header timeout closes them all, and the server serves again.
+    for mut s in holders {
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "a half-open connection was dropped");
+    }
+    let mut served = false;
+    for _ in 0..50 {
+        if let Ok(r) = app
+            .client
+            .get(format!("{}/health", app.address))
+            .send()
+            .await
+        {
+            if r.status() == 200 {
+                served = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(served);
+}
+
+#[tokio::test]
+async fn errors_never_echo_a_huge_input() {
+    let app = spawn_app().await;
+    let field = "f".repeat(30_000);
+    let body = app.gql(&format!("{{ {field} }}"), json!({}), None).await;
+    assert_eq!(
+        error_code(&body),
+        "GRAPHQL_VALIDATION_FAILED",
+        "{body:.300}"
+    );
+    let message = body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.len() < 1024, "{} bytes", message.len());
+    assert!(body.to_string().len() < 2048);
+}
+
+#[tokio::test]
+async fn get_never_mutates_and_post_needs_json() {
+    let (app, token) = seeded().await;
+    let url = format!("{}/graphql", app.address);
+    let response = app
+        .client
+        .get(&url)
+        .query(&[(
+            "query",
+            "mutation { vote(articleId: \"1\", direction: DOWN) { votes } }",
+        )])
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    assert_eq!(response.headers()["allow"], "POST");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(error_code(&body), "METHOD_NOT_ALLOWED");
+    let data = app
+        .gql_ok(
+            "{ article(id: \"1\") { votes downvotes } }",
+            json!({}),
+            None,
+        )
+        .await;
+    assert_eq!(data["article"]["downvotes"], 0, "the GET voted nothing");
+
+    // A form post (a cross-site "simple" request) is refused.
+    let response = app
+        .client
+        .post(&url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("query=mutation%20%7B%20logOut%20%7D")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 415);
+    assert_eq!(
+        error_code(&response.json::<Value>().await.unwrap()),
+        "UNSUPPORTED_MEDIA_TYPE"
+    );
+    for (body, says) in [
+        ("{not json", "not valid JSON"),
+        ("[{\"query\":\"{ articleCount }\"}]", "batched"),
+        ("{\"variables\":{}}", "query"),
+    ] {
+        let response = app
+            .client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let reply: Value = response.json().await.unwrap();
+        assert_eq!(error_code(&reply), "BAD_REQUEST");
+        assert!(reply["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(says));
+    }
+}
+
+#[tokio::test]
+async fn a_slow_or_paused_redis_fails_requests_in_bounded_time() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.redis_timeout_ms = 300;
+        s
+    })
+    .await;
+    app.gql_ok("{ articleCount }", json!({}), None).await;
+    let mut admin = app.redis.conn().await;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(2_000)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let body: Value = client
+        .post(format!("{}/graphql", app.address))
+        .json(&json!({ "query": "{ articles { id } }" }))
+        .send()
+        .await
+        .expect("answers while Redis is paused")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(error_code(&body), "INTERNAL", "{body}");
+    assert_eq!(body["errors"][0]["message"], "storage unavailable");
+    let health = client
+        .get(format!("{}/health", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 503);
+    // The pause ends and the server serves again by itself.
+    let mut recovered = false;
+    for _ in 0..60 {
+        let body = app.gql("{ articleCount }", json!({}), None).await;
+        if body["data"]["articleCount"] == 0 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered);
+}
+
+#[tokio::test]
+async fn the_execution_deadline_answers_timeout() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.redis_timeout_ms = 5_000;
+        s.request_timeout_ms = 200;
+        s
+    })
+    .await;
+    let mut admin = app.redis.conn().await;
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_500)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let body = app.gql("{ articles { id } }", json!({}), None).await;
+    assert_eq!(error_code(&body), "TIMEOUT", "{body}");
+    assert!(body["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("200 ms"));
+}
+
+#[tokio::test]
+async fn logs_carry_no_secrets_and_name_the_redis_cause() {
+    let mut redis = TestRedis::start().await;
+    let server = Binary::start(&redis.url(), &[]).await;
+    let client = reqwest::Client::new();
+    let secret = "hunter2-very-secret";
+    let url = format!("{}/graphql", server.address);
+    let sign_up =
+        format!("mutation {{ signUp(name: \"alice\", password: \"{secret}\") {{ token }} }}");
+    client
+        .get(&url)
+        .query(&[("query", &sign_up)])
+        .send()
+        .await
+        .unwrap();
+    client
+        .post(&url)
+        .json(&json!({ "query": "mutation($p: String!) { logIn(name: \"alice\", password: $p) { token } }", "variables": { "p": secret } }))
+        .send()
+        .await
+        .unwrap();
+    // Redis goes away: the log says why, and where, without the password.
+    redis.stop();
+    let body: Value = client
+        .post(&url)
+        .json(&json!({ "query": "{ articles { id } }" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(error_code(&body), "INTERNAL");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = server.log_text();
+    assert!(log.contains("served"), "requests are logged: {log}");
+    assert!(log.contains("/graphql"), "{log}");
+    assert!(!log.contains(secret), "a password reached the log: {log}");
+    assert!(!log.contains("hunter2"), "{log}");
+    assert!(
+        log.contains("No such file or directory") || log.contains("refused"),
+        "the cause is named: {log}"
+    );
+    assert!(log.contains("redis.sock"), "the address is named: {log}");
+}
+
+#[tokio::test]
+async fn distinct_queries_do_not_grow_the_server_without_bound() {
+    let redis = TestRedis::start().await;
+    let server = Binary::start(
+        &redis.url(),
+        &[("VOTEGRAPH_RESPONSE_CACHE_BYTES", "4194304")],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/graphql", server.address);
+    let warm = server.rss_kib();
+    // 8,000 distinct anonymous queries of 8 KB each: 64 MB of query text
+    // that an unbounded document cache would keep, and three times that in
+    // an unbounded response cache (its key, and the key in two indexes).
+    // (A debug build serves them at a few hundred per second, so the test
+    // sends 8,000 rather than the 20,000 the release build takes in seconds.)
+    let padding = "x".repeat(8_000);
+    let mut pending = futures_util::stream::FuturesUnordered::new();
+    use futures_util::StreamExt;
+    for i in 0..8_000 {
+        let query = format!("{{ articles(pageSize: 1) {{ id }} }} # {i} {padding}");
+        pending.push(client.post(&url).json(&json!({ "query": query })).send());
+        if pending.len() >= 32 {
+            let response = pending.next().await.unwrap().unwrap();
+            assert_eq!(response.status(), 200);
+        }
+    }
+    while let Some(response) = pending.next().await {
+        assert_eq!(response.unwrap().status(), 200);
+    }
+    let grown = server.rss_kib().saturating_sub(warm);
+    assert!(
+        grown < 64 * 1024,
+        "RSS grew by {grown} KiB after 8,000 distinct queries"
+    );
+}
