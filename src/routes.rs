@@ -14,6 +14,7 @@ use poem::{handler, Body, FromRequest, IntoResponse, Request, RequestBody, Respo
 
 use crate::auth::Session;
 use crate::cache::{is_query, DocumentCache, ResponseCache};
+use crate::client::{ClientAddr, TrustedProxies};
 use crate::graphql::{recorded_request_data, request_data, Api};
 use crate::pubsub::PubSub;
 use crate::store::Store;
@@ -32,7 +33,9 @@ pub async fn graphql_get(
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
     keep_alive: Data<&KeepAlive>,
+    trusted: Data<&TrustedProxies>,
 ) -> poem::Result<Response> {
+    let client = client_addr(req, &trusted);
     let upgrade = req
         .headers()
         .get(header::UPGRADE)
@@ -41,7 +44,7 @@ pub async fn graphql_get(
     let mut body = RequestBody::new(body);
     if !upgrade {
         let request = GraphQLRequest::from_request(req, &mut body).await?;
-        return Ok(execute(&schema, &store, &caches, req.headers(), request).await);
+        return Ok(execute(&schema, &store, &caches, req.headers(), client, request).await);
     }
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
@@ -53,7 +56,15 @@ pub async fn graphql_get(
         .config(websocket_config())
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| {
-            serve_websocket(socket, schema, store, protocol, header_auth, keep_alive)
+            serve_websocket(
+                socket,
+                schema,
+                store,
+                protocol,
+                header_auth,
+                client,
+                keep_alive,
+            )
         })
         .into_response())
 }
@@ -82,6 +93,7 @@ async fn serve_websocket(
     store: Store,
     protocol: GraphQLProtocol,
     header_auth: Option<String>,
+    client: ClientAddr,
     keep_alive: KeepAlive,
 ) {
     let (mut sink, stream) = socket.split();
@@ -97,7 +109,7 @@ async fn serve_websocket(
         .on_connection_init(move |payload| async move {
             let auth = payload_authorization(&payload).or(header_auth);
             Ok(
-                request_data(&store, Session::from_authorization(auth.as_deref()))
+                request_data(&store, Session::from_authorization(auth.as_deref()), client)
                     .into_connection_data(),
             )
         })
@@ -135,6 +147,13 @@ fn payload_authorization(payload: &serde_json::Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The request's client address: its socket peer, or what a trusted proxy
+/// says (see [`crate::client`]).
+fn client_addr(req: &Request, trusted: &TrustedProxies) -> ClientAddr {
+    let peer = req.remote_addr().as_socket_addr().map(|addr| addr.ip());
+    ClientAddr::resolve(peer, req.headers(), trusted)
+}
+
 fn authorization(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
@@ -153,6 +172,7 @@ async fn execute(
     store: &Store,
     caches: &Caches,
     headers: &HeaderMap,
+    client: ClientAddr,
     request: GraphQLRequest,
 ) -> Response {
     let auth = authorization(headers);
@@ -166,7 +186,7 @@ async fn execute(
             }
             let start = cache.position();
             request.set_parsed_query(doc.as_ref().clone());
-            let data = recorded_request_data(store, Session::from_authorization(None));
+            let data = recorded_request_data(store, Session::from_authorization(None), client);
             let deps = data.deps.clone().unwrap_or_default();
             let response = schema.execute(data.attach(request)).await;
             let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
@@ -180,7 +200,7 @@ async fn execute(
     if let Some(doc) = document {
         request.set_parsed_query(doc.as_ref().clone());
     }
-    let request = request_data(store, Session::from_authorization(auth)).attach(request);
+    let request = request_data(store, Session::from_authorization(auth), client).attach(request);
     GraphQLResponse::from(schema.execute(request).await).into_response()
 }
 
@@ -205,10 +225,12 @@ pub async fn graphql(
     schema: Data<&Api>,
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
-    headers: &HeaderMap,
+    trusted: Data<&TrustedProxies>,
+    req: &Request,
     request: GraphQLRequest,
 ) -> Response {
-    execute(&schema, &store, &caches, headers, request).await
+    let client = client_addr(req, &trusted);
+    execute(&schema, &store, &caches, req.headers(), client, request).await
 }
 
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body

@@ -54,6 +54,7 @@ impl Application {
             batching,
             responses.clone(),
             settings.login_limit(),
+            settings.rate_limits(),
         );
         let caches = Arc::new(routes::Caches {
             responses,
@@ -77,6 +78,7 @@ impl Application {
             .data(store)
             .data(pubsub)
             .data(caches)
+            .data(settings.trusted_proxies.clone())
             .data(routes::KeepAlive(Duration::from_secs(
                 settings.ws_keepalive_secs.max(1),
             )))
