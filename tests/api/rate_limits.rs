@@ -10,6 +10,7 @@ use votegraph::config::Settings;
 use crate::helpers::{
     error_code, gql_at, spawn_app_with, spawn_server, test_settings, TestApp, TestRedis,
 };
+use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// A server with `test_settings` changed by `configure`.
 async fn app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
@@ -484,4 +485,29 @@ async fn counted_views_are_limited_per_address_or_per_user() {
         2
     );
     assert_limited(&view("2", Some(&alice)).await, "too many views", 60);
+}
+
+#[tokio::test]
+async fn writes_over_a_websocket_count_against_the_upgrade_address() {
+    let app = app_with(|s| s.rate_view = "2/60".parse().unwrap()).await;
+    let alice = app.sign_up("alice").await;
+    for title in ["one", "two", "three"] {
+        app.post(&alice, title, &[]).await;
+    }
+    let mut ws = WsClient::connect(&app, TRANSPORT_WS).await;
+    ws.subscribe("1", VIEW, json!({ "id": "1" })).await;
+    assert_eq!(ws.next_event().await["viewArticle"]["views"], 1);
+    // Shared with plain HTTP from the same address.
+    let body = app.gql(VIEW, json!({ "id": "2" }), None).await;
+    assert_eq!(body["data"]["viewArticle"]["views"], 1, "{body}");
+    ws.subscribe("2", VIEW, json!({ "id": "3" })).await;
+    let mut refused = ws.next_raw().await;
+    while refused["id"] != "2" || refused["type"] == "complete" {
+        refused = ws.next_raw().await;
+    }
+    assert_limited(&refused["payload"], "too many views from this address", 60);
+    ws.close().await;
+    let mut redis = app.redis.conn().await;
+    let counted: u64 = redis.get("client:127.0.0.1:rate:view").await.unwrap();
+    assert_eq!(counted, 3);
 }
