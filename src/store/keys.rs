@@ -2,7 +2,9 @@
 //!
 //! The numbers and the channel below are written into the Lua scripts when
 //! they are loaded (`scripts.rs`); key names there are the book's, literally
-//! (`article:` is the INCR counter handing out article ids).
+//! (`article:` is the INCR counter handing out article ids). Keys votegraph
+//! added later (rate-limit counters, `article:<id>:viewers`) reach the
+//! scripts as KEYS, built here, and are never spelled in Lua.
 //!
 //! The article keys are the ones of *Redis in Action* chapter 1, so the book's
 //! code and votegraph can share one Redis; keys votegraph adds follow the
