@@ -3,10 +3,14 @@
 //! Every setting has a default that gives a working server on a developer's
 //! machine, so `cargo run` needs no flags at all.
 
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
+
+use crate::client::TrustedProxies;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -80,6 +84,60 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_LOGIN_WINDOW_SECS", default_value_t = 900)]
     pub login_window_secs: u64,
 
+    /// Proxies whose `X-Forwarded-For` / `Forwarded` headers name the client
+    /// (comma-separated IPs or CIDR networks, e.g. `10.0.0.0/8,::1`). Empty:
+    /// the socket's peer is the client and those headers are ignored.
+    #[arg(long, env = "VOTEGRAPH_TRUSTED_PROXIES", default_value = "")]
+    pub trusted_proxies: TrustedProxies,
+
+    /// signUps per client address (COUNT/SECONDS). A household or office
+    /// behind one address rarely opens more than a few accounts an hour,
+    /// while a script that could mint accounts freely would multiply every
+    /// per-user limit below.
+    #[arg(long, env = "VOTEGRAPH_RATE_SIGN_UP", default_value = "5/3600")]
+    pub rate_sign_up: RateLimit,
+
+    /// logIn attempts per client address, on top of `--login-attempts` per
+    /// name. Three names' worth of attempts per window, so a few people
+    /// behind one NAT mistyping passwords get through, while one address
+    /// guessing across many names is held to 120 attempts an hour.
+    #[arg(long, env = "VOTEGRAPH_RATE_LOG_IN", default_value = "30/900")]
+    pub rate_log_in: RateLimit,
+
+    /// Counted `viewArticle`s per user, or per client address when not
+    /// logged in. Two new articles a second is more than anyone reads; the
+    /// limit keeps a script from inflating view counts. Repeated views of
+    /// one article within `--view-window-secs` are not counted, so they do
+    /// not use this budget either.
+    #[arg(long, env = "VOTEGRAPH_RATE_VIEW", default_value = "120/60")]
+    pub rate_view: RateLimit,
+
+    /// Posts per user. More than ten links an hour is a spammer's pace, not a
+    /// reader sharing finds.
+    #[arg(long, env = "VOTEGRAPH_RATE_POST", default_value = "10/3600")]
+    pub rate_post: RateLimit,
+
+    /// Votes per user (every direction, no-ops included). Two a second
+    /// lets someone vote down a front page as fast as they can click.
+    #[arg(long, env = "VOTEGRAPH_RATE_VOTE", default_value = "120/60")]
+    pub rate_vote: RateLimit,
+
+    /// setGroups calls per user: room for tidying one's articles in a
+    /// burst, not for churning group rankings in a loop.
+    #[arg(long, env = "VOTEGRAPH_RATE_SET_GROUPS", default_value = "30/60")]
+    pub rate_set_groups: RateLimit,
+
+    /// renameSlug calls per user. A slug is a URL people link to, so renaming
+    /// is rare; each rename also frees and takes entries in `slug.to.id`.
+    #[arg(long, env = "VOTEGRAPH_RATE_RENAME_SLUG", default_value = "10/3600")]
+    pub rate_rename_slug: RateLimit,
+
+    /// Seconds during which further views of an article by the same viewer
+    /// (user, or client address when anonymous) are not counted. The window
+    /// starts at the article's first view after the previous window ended.
+    #[arg(long, env = "VOTEGRAPH_VIEW_WINDOW_SECS", default_value_t = 3600)]
+    pub view_window_secs: u64,
+
     /// Argon2 memory cost in KiB (OWASP's recommended minimum by default).
     #[arg(long, env = "VOTEGRAPH_ARGON2_MEMORY_KIB", default_value_t = 19_456)]
     pub argon2_memory_kib: u32,
@@ -109,7 +167,7 @@ pub struct Settings {
     pub max_aliases: usize,
 
     /// Most root fields in an operation (fragments expanded).
-    #[arg(long, env = "VOTEGRAPH_MAX_ROOT_FIELDS", default_value_t = 30)]
+    #[arg(long, env = "VOTEGRAPH_MAX_ROOT_FIELDS", default_value_t = 50)]
     pub max_root_fields: usize,
 
     /// Most fragment definitions in a document.
@@ -175,6 +233,20 @@ impl Settings {
         }
     }
 
+    /// The per-address and per-user write limits, as the schema uses them.
+    pub fn rate_limits(&self) -> RateLimits {
+        RateLimits {
+            sign_up: self.rate_sign_up,
+            log_in: self.rate_log_in,
+            view: self.rate_view,
+            post: self.rate_post,
+            vote: self.rate_vote,
+            set_groups: self.rate_set_groups,
+            rename_slug: self.rate_rename_slug,
+            view_window_secs: self.view_window_secs.max(1),
+        }
+    }
+
     pub fn pool_timeout(&self) -> Duration {
         Duration::from_millis(self.pool_timeout_ms)
     }
@@ -190,5 +262,129 @@ impl Settings {
             max_spreads: self.max_fragment_spreads,
             max_operations: self.max_operations,
         }
+    }
+}
+
+/// A fixed-window rate limit, `COUNT/SECONDS`: at most `count` calls per
+/// window of `window_secs` seconds, the window starting at the first call.
+///
+/// Both numbers are at least 1: a zero count would make an action
+/// impossible and a zero window would never expire, and either is more
+/// likely a typo than a wish, so they are refused at startup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    count: u32,
+    window_secs: u32,
+}
+
+impl RateLimit {
+    pub fn new(count: u32, window_secs: u32) -> Result<Self, String> {
+        if count == 0 || window_secs == 0 {
+            return Err(format!(
+                "rate limit {count}/{window_secs}: both the count and the window must be at least 1"
+            ));
+        }
+        Ok(Self { count, window_secs })
+    }
+
+    pub fn count(self) -> u32 {
+        self.count
+    }
+
+    pub fn window_secs(self) -> u32 {
+        self.window_secs
+    }
+}
+
+impl FromStr for RateLimit {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, String> {
+        let malformed = || format!("{raw:?} is not COUNT/SECONDS (e.g. 10/3600)");
+        let (count, window) = raw.trim().split_once('/').ok_or_else(malformed)?;
+        let count = count.trim().parse().map_err(|_| malformed())?;
+        let window = window.trim().parse().map_err(|_| malformed())?;
+        Self::new(count, window)
+    }
+}
+
+impl fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.count, self.window_secs)
+    }
+}
+
+/// Every write limit, handed to the resolvers as schema data.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimits {
+    /// Per client address.
+    pub sign_up: RateLimit,
+    /// Per client address (the per-name limit is [`Settings::login_limit`]).
+    pub log_in: RateLimit,
+    /// Per user, or per client address when anonymous.
+    pub view: RateLimit,
+    /// Per user.
+    pub post: RateLimit,
+    pub vote: RateLimit,
+    pub set_groups: RateLimit,
+    pub rename_slug: RateLimit,
+    /// How long a viewer's repeated views of one article are not counted.
+    pub view_window_secs: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limits_parse_count_per_seconds() {
+        let limit: RateLimit = " 10 / 3600 ".parse().unwrap();
+        assert_eq!((limit.count(), limit.window_secs()), (10, 3600));
+        assert_eq!(limit.to_string(), "10/3600");
+        for bad in [
+            "10",
+            "10/",
+            "/60",
+            "ten/60",
+            "-1/60",
+            "10/60/2",
+            "0/60",
+            "5/0",
+            "10/99999999999",
+        ] {
+            let err = bad.parse::<RateLimit>().unwrap_err();
+            assert!(
+                err.contains("10/3600") || err.contains("at least 1"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_parse_and_malformed_flags_stop_the_start() {
+        let s = Settings::parse_from(["votegraph"]);
+        assert_eq!(s.rate_sign_up.to_string(), "5/3600");
+        assert_eq!(s.rate_log_in.to_string(), "30/900");
+        assert_eq!(s.rate_view.to_string(), "120/60");
+        assert_eq!(s.rate_post.to_string(), "10/3600");
+        assert_eq!(s.rate_vote.to_string(), "120/60");
+        assert_eq!(s.rate_set_groups.to_string(), "30/60");
+        assert_eq!(s.rate_rename_slug.to_string(), "10/3600");
+        assert_eq!(s.view_window_secs, 3600);
+        assert!(s.trusted_proxies.is_empty());
+
+        let err = Settings::try_parse_from(["votegraph", "--rate-vote", "lots"]).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("--rate-vote") && message.contains("COUNT/SECONDS"),
+            "{message}"
+        );
+        let err = Settings::try_parse_from(["votegraph", "--trusted-proxies", "10.0.0.0/8,proxy"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--trusted-proxies") && err.contains("proxy"),
+            "{err}"
+        );
     }
 }

@@ -8,6 +8,8 @@
 use async_graphql::ServerError;
 use poem::http::StatusCode;
 
+use crate::store::keys::RateAction;
+
 /// Everything that can go wrong while serving a request.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -27,8 +29,18 @@ pub enum AppError {
     VotingClosed,
     #[error("the slug {0:?} is already used by another article")]
     SlugTaken(String),
-    #[error("too many login attempts for this name; try again in {retry_after_secs} seconds")]
-    RateLimited { retry_after_secs: u64 },
+    /// A rate limit refused the call; nothing was written. The message names
+    /// what was counted ("too many votes; try again in 12 seconds").
+    #[error(
+        "too many {}{}; try again in {retry_after_secs} seconds",
+        .action.counted(),
+        .scope.suffix()
+    )]
+    RateLimited {
+        action: RateAction,
+        scope: RateScope,
+        retry_after_secs: u64,
+    },
     /// Redis could not be reached or answered with an error.
     #[error("storage unavailable")]
     Storage(#[source] redis::RedisError),
@@ -70,6 +82,16 @@ impl AppError {
         AppError::BadInput {
             field,
             message: message.into(),
+        }
+    }
+
+    /// A rate limit's refusal; the wait is at least one second, so a client
+    /// told to wait never retries at once.
+    pub fn rate_limited(action: RateAction, scope: RateScope, retry_after_secs: u64) -> Self {
+        AppError::RateLimited {
+            action,
+            scope,
+            retry_after_secs: retry_after_secs.max(1),
         }
     }
 
@@ -123,6 +145,27 @@ impl AppError {
     }
 }
 
+/// Whose budget a rate limit counted, as the error message says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateScope {
+    /// A user name (logIn's per-name limit, whoever sends the attempts).
+    Name,
+    /// The client address.
+    Address,
+    /// The logged-in user.
+    User,
+}
+
+impl RateScope {
+    fn suffix(self) -> &'static str {
+        match self {
+            RateScope::Name => " for this name",
+            RateScope::Address => " from this address",
+            RateScope::User => "",
+        }
+    }
+}
+
 impl From<redis::RedisError> for AppError {
     fn from(err: redis::RedisError) -> Self {
         AppError::Storage(err)
@@ -163,7 +206,9 @@ pub fn assign_code(error: &mut ServerError) {
         ext.set("code", app.code());
         match app {
             AppError::BadInput { field, .. } => ext.set("field", *field),
-            AppError::RateLimited { retry_after_secs } => ext.set("retryAfter", *retry_after_secs),
+            AppError::RateLimited {
+                retry_after_secs, ..
+            } => ext.set("retryAfter", *retry_after_secs),
             _ => {}
         }
     } else if ext.get("code").is_none() {

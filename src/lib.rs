@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod cache;
+pub mod client;
 pub mod config;
 pub mod domain;
 pub mod error;

@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use crate::auth::Session;
 use crate::cache::ResponseCache;
+use crate::client::{ClientAddr, TrustedProxies};
 use crate::error::AppError;
 use crate::graphql::{recorded_request_data, request_data, Api};
 use crate::pubsub::PubSub;
@@ -34,7 +35,9 @@ pub async fn graphql_get(
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
     keep_alive: Data<&KeepAlive>,
+    trusted: Data<&TrustedProxies>,
 ) -> poem::Result<Response> {
+    let client = client_addr(req, &trusted);
     let upgrade = req
         .headers()
         .get(header::UPGRADE)
@@ -51,6 +54,7 @@ pub async fn graphql_get(
             &store,
             &caches,
             req.headers(),
+            client,
             Method::Get,
             request,
         )
@@ -66,7 +70,15 @@ pub async fn graphql_get(
         .config(websocket_config())
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| {
-            serve_websocket(socket, schema, store, protocol, header_auth, keep_alive)
+            serve_websocket(
+                socket,
+                schema,
+                store,
+                protocol,
+                header_auth,
+                client,
+                keep_alive,
+            )
         })
         .into_response())
 }
@@ -95,6 +107,7 @@ async fn serve_websocket(
     store: Store,
     protocol: GraphQLProtocol,
     header_auth: Option<String>,
+    client: ClientAddr,
     keep_alive: KeepAlive,
 ) {
     let (mut sink, stream) = socket.split();
@@ -110,7 +123,7 @@ async fn serve_websocket(
         .on_connection_init(move |payload| async move {
             let auth = payload_authorization(&payload).or(header_auth);
             Ok(
-                request_data(&store, Session::from_authorization(auth.as_deref()))
+                request_data(&store, Session::from_authorization(auth.as_deref()), client)
                     .into_connection_data(),
             )
         })
@@ -148,6 +161,13 @@ fn payload_authorization(payload: &serde_json::Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The request's client address: its socket peer, or what a trusted proxy
+/// says (see [`crate::client`]).
+fn client_addr(req: &Request, trusted: &TrustedProxies) -> ClientAddr {
+    let peer = req.remote_addr().as_socket_addr().map(|addr| addr.ip());
+    ClientAddr::resolve(peer, req.headers(), trusted)
+}
+
 fn authorization(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
@@ -181,6 +201,7 @@ async fn execute(
     store: &Store,
     caches: &Caches,
     headers: &HeaderMap,
+    client: ClientAddr,
     method: Method,
     mut request: async_graphql::Request,
 ) -> Response {
@@ -209,7 +230,7 @@ async fn execute(
             return json(body);
         }
         let start = cache.position();
-        let data = recorded_request_data(store, Session::from_authorization(None));
+        let data = recorded_request_data(store, Session::from_authorization(None), client);
         let deps = data.deps.clone().unwrap_or_default();
         let response = schema.execute_checked(data.attach(request)).await;
         let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
@@ -219,7 +240,7 @@ async fn execute(
         }
         return json(body);
     }
-    let request = request_data(store, Session::from_authorization(auth)).attach(request);
+    let request = request_data(store, Session::from_authorization(auth), client).attach(request);
     let mut response = schema.execute_checked(request).await;
     if let (true, Some(cost)) = (want_cost, cost) {
         response.extensions.insert(
@@ -370,11 +391,25 @@ pub async fn graphql(
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
     limits: Data<&BodyLimits>,
-    headers: &HeaderMap,
+    trusted: Data<&TrustedProxies>,
+    req: &Request,
     body: Body,
 ) -> Response {
+    let headers = req.headers();
+    let client = client_addr(req, &trusted);
     match request_from_body(headers, body, *limits.0).await {
-        Ok(request) => execute(&schema, &store, &caches, headers, Method::Post, request).await,
+        Ok(request) => {
+            execute(
+                &schema,
+                &store,
+                &caches,
+                headers,
+                client,
+                Method::Post,
+                request,
+            )
+            .await
+        }
         Err(e) => error_response(e),
     }
 }

@@ -14,7 +14,7 @@ use crate::cache::ResponseCache;
 use crate::config::Settings;
 use crate::graphiql;
 use crate::graphql::limits::Guard;
-use crate::graphql::{build_schema, Admission, Batching};
+use crate::graphql::{build_schema, Batching, Limits};
 use crate::local_redis::LocalRedis;
 use crate::pubsub::PubSub;
 use crate::routes;
@@ -63,10 +63,11 @@ impl Application {
             pubsub.clone(),
             batching,
             responses.clone(),
-            settings.login_limit(),
-            Admission {
+            Limits {
                 guard,
                 deadline: Duration::from_millis(settings.request_timeout_ms.max(1)),
+                login: settings.login_limit(),
+                rates: settings.rate_limits(),
             },
         );
         let caches = Arc::new(routes::Caches { responses });
@@ -88,6 +89,7 @@ impl Application {
             .data(store)
             .data(pubsub)
             .data(caches)
+            .data(settings.trusted_proxies.clone())
             .data(routes::KeepAlive(Duration::from_secs(
                 settings.ws_keepalive_secs.max(1),
             )))

@@ -58,7 +58,7 @@ impl Default for DocumentLimits {
             max_tokens: 5_000,
             max_cost: 10_000,
             max_aliases: 50,
-            max_root_fields: 30,
+            max_root_fields: 50,
             max_fragments: 50,
             max_spreads: 500,
             max_operations: 10,
@@ -842,8 +842,8 @@ mod tests {
         let g = Guard::new(limits, &crate::graphql::sdl()).unwrap();
         let err = g.check(&async_graphql::Request::new(many_tokens)).err();
         assert!(matches!(err, Some(AppError::QueryTooComplex(m)) if m.contains("tokens")));
-        let roots = format!("{{ {} }}", "articleCount ".repeat(31));
-        assert!(rejected(&roots).contains("31 root fields"));
+        let roots = format!("{{ {} }}", "articleCount ".repeat(51));
+        assert!(rejected(&roots).contains("51 root fields"));
         let ops: String = (0..11)
             .map(|i| format!("query Q{i} {{ articleCount }} "))
             .collect();

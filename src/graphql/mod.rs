@@ -26,6 +26,8 @@ pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDi
 
 use crate::auth::{PasswordHasher, Session};
 use crate::cache::{DepsCollector, ResponseCache};
+use crate::client::ClientAddr;
+use crate::config::RateLimits;
 use crate::error::AppError;
 use crate::pubsub::PubSub;
 use crate::store::{LoginLimit, Store};
@@ -42,15 +44,14 @@ const MAX_DEPTH: usize = 20;
 pub struct Batching(pub bool);
 
 /// The schema with its process-wide data (store, hasher, event hub, the
-/// response cache its mutations invalidate).
+/// response cache its mutations invalidate, the write limits).
 pub fn build_schema(
     store: Store,
     hasher: PasswordHasher,
     pubsub: PubSub,
     batching: Batching,
     cache: Option<Arc<ResponseCache>>,
-    login_limit: LoginLimit,
-    admission: Admission,
+    limits: Limits,
 ) -> Api {
     let schema = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(store)
@@ -58,20 +59,24 @@ pub fn build_schema(
         .data(pubsub)
         .data(batching)
         .data(cache)
-        .data(login_limit)
+        .data(limits.login)
+        .data(limits.rates)
         .limit_depth(MAX_DEPTH)
         .finish();
     Api {
         schema,
-        guard: Arc::new(admission.guard),
-        deadline: admission.deadline,
+        guard: Arc::new(limits.guard),
+        deadline: limits.deadline,
     }
 }
 
-/// What a request must pass to run, and for how long it may run.
-pub struct Admission {
+/// What a request must pass to run (the document limits), how long it may
+/// run, and how often a client may write.
+pub struct Limits {
     pub guard: limits::Guard,
     pub deadline: Duration,
+    pub login: LoginLimit,
+    pub rates: RateLimits,
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.
@@ -81,20 +86,26 @@ pub fn sdl() -> String {
         .sdl()
 }
 
-/// Data one request carries: its caller and its own loaders, so batching
-/// never mixes requests and nothing is cached between them.
-pub fn request_data(store: &Store, session: Session) -> RequestData {
-    data_with_deps(store, session, None)
+/// Data one request carries: its caller (session and address) and its own
+/// loaders, so batching never mixes requests and nothing is cached between
+/// them.
+pub fn request_data(store: &Store, session: Session, client: ClientAddr) -> RequestData {
+    data_with_deps(store, session, client, None)
 }
 
 /// Request data that records what the response shows (see
 /// [`Deps`](crate::cache::Deps)), for responses that may be cached. Only
 /// for one request: a connection's record would grow without end.
-pub fn recorded_request_data(store: &Store, session: Session) -> RequestData {
-    data_with_deps(store, session, Some(DepsCollector::default()))
+pub fn recorded_request_data(store: &Store, session: Session, client: ClientAddr) -> RequestData {
+    data_with_deps(store, session, client, Some(DepsCollector::default()))
 }
 
-fn data_with_deps(store: &Store, session: Session, deps: Option<DepsCollector>) -> RequestData {
+fn data_with_deps(
+    store: &Store,
+    session: Session,
+    client: ClientAddr,
+    deps: Option<DepsCollector>,
+) -> RequestData {
     let session = Arc::new(session);
     RequestData {
         articles: DataLoader::new(
@@ -103,12 +114,16 @@ fn data_with_deps(store: &Store, session: Session, deps: Option<DepsCollector>) 
         ),
         standings: DataLoader::new(StandingLoader::new(store.clone()), tokio::spawn),
         session,
+        client,
         deps,
     }
 }
 
 pub struct RequestData {
     pub session: Arc<Session>,
+    /// Where the request came from, for per-address rate limits (see
+    /// [`crate::client`]); for a WebSocket, the upgrade request's address.
+    pub client: ClientAddr,
     /// What the response shows that votes can change (for the response cache).
     pub deps: Option<DepsCollector>,
     pub articles: DataLoader<ArticleLoader>,
@@ -120,6 +135,7 @@ impl RequestData {
     pub fn attach(self, request: async_graphql::Request) -> async_graphql::Request {
         request
             .data(self.session)
+            .data(self.client)
             .data(self.articles)
             .data(self.standings)
             .data(self.deps)
@@ -129,6 +145,7 @@ impl RequestData {
     pub fn into_connection_data(self) -> async_graphql::Data {
         let mut data = async_graphql::Data::default();
         data.insert(self.session);
+        data.insert(self.client);
         data.insert(self.articles);
         data.insert(self.standings);
         data
@@ -170,6 +187,14 @@ pub(crate) fn store<'a>(ctx: &Context<'a>) -> &'a Store {
 
 pub(crate) fn session<'a>(ctx: &Context<'a>) -> &'a Session {
     ctx.data_unchecked::<Arc<Session>>()
+}
+
+pub(crate) fn client_addr(ctx: &Context<'_>) -> ClientAddr {
+    *ctx.data_unchecked::<ClientAddr>()
+}
+
+pub(crate) fn rate_limits<'a>(ctx: &Context<'a>) -> &'a RateLimits {
+    ctx.data_unchecked::<RateLimits>()
 }
 
 pub(crate) fn standings<'a>(ctx: &Context<'a>) -> &'a DataLoader<StandingLoader> {

@@ -1,14 +1,22 @@
 //! Entry points that change data. Each one is a single atomic write in the
 //! store (a Lua script), so a failed mutation leaves nothing half done.
+//!
+//! Every write is rate limited (per user, or per client address for
+//! signUp, logIn and anonymous views); the counting happens inside the same
+//! script as the write, so the limits hold across server instances and a
+//! refused write changes nothing but its counter. Each resolver counts, so
+//! a document with many aliased mutations counts every one of them.
 
 use async_graphql::{Context, Object, Result, ID};
 
 use super::types::{Article, AuthPayload, VoteDirection};
-use super::{invalidate_cache, invalidate_for_vote, loader, session, store};
+use super::{
+    client_addr, invalidate_cache, invalidate_for_vote, loader, rate_limits, session, store,
+};
 use crate::auth::{new_token, token_hash, PasswordHasher};
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, UserName};
 use crate::error::AppError;
-use crate::store::LoginLimit;
+use crate::store::{LoginLimit, Viewer};
 
 pub struct MutationRoot;
 
@@ -25,7 +33,7 @@ async fn reload(ctx: &Context<'_>, id: ArticleId) -> Result<Article> {
 /// fails writes nothing.
 #[Object(name = "Mutation")]
 impl MutationRoot {
-    /// Creates an account and logs it in.
+    /// Creates an account and logs it in. Limited per client address.
     async fn sign_up(
         &self,
         ctx: &Context<'_>,
@@ -34,13 +42,15 @@ impl MutationRoot {
     ) -> Result<AuthPayload> {
         let name = UserName::parse(&name)?;
         let password = Password::parse(&password)?;
+        let (client, limit) = (client_addr(ctx), rate_limits(ctx).sign_up);
+        store(ctx).sign_up_budget(client, limit).await?;
         let hash = ctx
             .data_unchecked::<PasswordHasher>()
             .hash(&password)
             .await?;
         let token = new_token();
         if !store(ctx)
-            .create_user(&name, &hash, &token_hash(&token))
+            .create_user(&name, &hash, &token_hash(&token), client, limit)
             .await?
         {
             return Err(AppError::bad_input(
@@ -55,7 +65,8 @@ impl MutationRoot {
         })
     }
 
-    /// Logs in with a name and password, returning a new token.
+    /// Logs in with a name and password, returning a new token. Attempts
+    /// are limited per name and per client address.
     async fn log_in(
         &self,
         ctx: &Context<'_>,
@@ -69,10 +80,10 @@ impl MutationRoot {
             return Err(invalid().into());
         };
         let store = store(ctx);
-        let limit = *ctx.data_unchecked::<LoginLimit>();
-        if let Some(retry_after_secs) = store.login_attempt(&name, limit).await? {
-            return Err(AppError::RateLimited { retry_after_secs }.into());
-        }
+        let name_limit = *ctx.data_unchecked::<LoginLimit>();
+        store
+            .login_attempt(&name, client_addr(ctx), name_limit, rate_limits(ctx).log_in)
+            .await?;
         let stored = store.password_hash(&name).await?;
         if !ctx
             .data_unchecked::<PasswordHasher>()
@@ -111,7 +122,9 @@ impl MutationRoot {
         let title = ArticleTitle::parse(&title)?;
         let link = Link::parse(&link)?;
         let groups = GroupName::parse_many(&groups, "groups")?;
-        let id = store.post_article(&user, &title, &link, &groups).await?;
+        let id = store
+            .post_article(&user, &title, &link, &groups, rate_limits(ctx).post)
+            .await?;
         invalidate_cache(ctx);
         reload(ctx, id).await
     }
@@ -128,7 +141,9 @@ impl MutationRoot {
         let store = store(ctx);
         let user = session(ctx).require_user(store).await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
-        let changed = store.vote(id, &user, direction.into()).await?;
+        let changed = store
+            .vote(id, &user, direction.into(), rate_limits(ctx).vote)
+            .await?;
         let article = reload(ctx, id).await?;
         if changed {
             invalidate_for_vote(ctx, &article.0);
@@ -148,17 +163,29 @@ impl MutationRoot {
         let user = session(ctx).require_user(store).await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         let slug = Slug::parse(&slug)?;
-        store.rename_slug(id, &user, &slug).await?;
+        store
+            .rename_slug(id, &user, &slug, rate_limits(ctx).rename_slug)
+            .await?;
         invalidate_cache(ctx);
         reload(ctx, id).await
     }
 
-    /// Counts one view of an article (no login needed). Views do not
+    /// Counts a view of an article (no login needed), once per viewer (the
+    /// user, or the client address when not logged in) per view window; a
+    /// repeated view returns the article without counting. Views do not
     /// invalidate cached pages: counts seen by anonymous readers may lag
     /// up to a second.
     async fn view_article(&self, ctx: &Context<'_>, id: ID) -> Result<Article> {
         let id = ArticleId::parse(&id, "id")?;
-        store(ctx).view_article(id).await?;
+        let store = store(ctx);
+        let viewer = match session(ctx).user(store).await? {
+            Some(user) => Viewer::User(user),
+            None => Viewer::Client(client_addr(ctx)),
+        };
+        let limits = rate_limits(ctx);
+        store
+            .view_article(id, &viewer, limits.view, limits.view_window_secs)
+            .await?;
         reload(ctx, id).await
     }
 
@@ -182,7 +209,9 @@ impl MutationRoot {
             )
             .into());
         }
-        store.set_groups(id, &user, &add, &remove).await?;
+        store
+            .set_groups(id, &user, &add, &remove, rate_limits(ctx).set_groups)
+            .await?;
         invalidate_cache(ctx);
         reload(ctx, id).await
     }

@@ -4,11 +4,13 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::keys::{self, Ranking};
-use super::scripts;
+use super::keys::{self, Ranking, RateAction};
+use super::scripts::{self, Reply};
 use super::{value_f64, value_str, Store};
+use crate::client::ClientAddr;
+use crate::config::RateLimit;
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName};
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, RateScope};
 
 /// An article as stored, with what a page needs to show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +49,52 @@ impl VoteDirection {
             VoteDirection::None => "none",
         }
     }
+}
+
+/// Who views an article: each viewer counts once per view window, and
+/// their counted views are rate limited per user, or per address when
+/// anonymous.
+#[derive(Debug, Clone)]
+pub enum Viewer {
+    User(UserName),
+    Client(ClientAddr),
+}
+
+impl Viewer {
+    /// The member in `article:<id>:viewers`.
+    fn member(&self) -> String {
+        match self {
+            Viewer::User(name) => name.member(),
+            Viewer::Client(addr) => keys::client(*addr),
+        }
+    }
+
+    fn rate_key(&self) -> String {
+        match self {
+            Viewer::User(name) => keys::user_rate(name.as_str(), RateAction::View),
+            Viewer::Client(addr) => keys::client_rate(*addr, RateAction::View),
+        }
+    }
+
+    fn scope(&self) -> RateScope {
+        match self {
+            Viewer::User(_) => RateScope::User,
+            Viewer::Client(_) => RateScope::Address,
+        }
+    }
+}
+
+/// Whether `viewArticle` counted the view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewOutcome {
+    Counted,
+    /// The viewer was already counted in this view window.
+    Repeated,
+}
+
+/// The error for a per-user limit.
+fn user_limited(action: RateAction, retry_after_secs: u64) -> AppError {
+    AppError::rate_limited(action, RateScope::User, retry_after_secs)
 }
 
 /// Commands issued per article in a batched load, without and with a viewer.
@@ -177,20 +225,31 @@ impl Store {
         Ok(id.map(ArticleId))
     }
 
-    /// Gives an article a new slug; only its poster may.
+    /// Gives an article a new slug; only its poster may, `limit` times per
+    /// window.
     pub async fn rename_slug(
         &self,
         id: ArticleId,
         caller: &UserName,
         slug: &Slug,
+        limit: RateLimit,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let status: String = scripts::RENAME_SLUG
+        let reply: Value = scripts::RENAME_SLUG
+            .key(keys::user_rate(caller.as_str(), RateAction::RenameSlug))
             .arg(id.0)
             .arg(caller.member())
             .arg(slug.as_str())
+            .arg(limit.count())
+            .arg(limit.window_secs())
             .invoke_async(&mut conn)
             .await?;
+        let status = match Reply::parse(reply, "rename-slug")? {
+            Reply::Limited { retry_after_secs } => {
+                return Err(user_limited(RateAction::RenameSlug, retry_after_secs))
+            }
+            Reply::Status(status, _) => status,
+        };
         match status.as_str() {
             "ok" => Ok(()),
             "missing" => Err(not_found(id)),
@@ -204,14 +263,41 @@ impl Store {
         }
     }
 
-    /// Counts one view of an article.
-    pub async fn view_article(&self, id: ArticleId) -> AppResult<i64> {
+    /// Counts a view of an article, once per viewer per `view_window_secs`;
+    /// counted views are limited to `limit` per window per viewer.
+    pub async fn view_article(
+        &self,
+        id: ArticleId,
+        viewer: &Viewer,
+        limit: RateLimit,
+        view_window_secs: u64,
+    ) -> AppResult<ViewOutcome> {
         let mut conn = self.conn().await?;
-        let views: i64 = scripts::VIEW.arg(id.0).invoke_async(&mut conn).await?;
-        if views < 0 {
-            return Err(not_found(id));
+        let reply: Value = scripts::VIEW
+            .key(viewer.rate_key())
+            .key(keys::article_viewers(id))
+            .arg(id.0)
+            .arg(viewer.member())
+            .arg(limit.count())
+            .arg(limit.window_secs())
+            .arg(view_window_secs)
+            .invoke_async(&mut conn)
+            .await?;
+        match Reply::parse(reply, "view")? {
+            Reply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+                RateAction::View,
+                viewer.scope(),
+                retry_after_secs,
+            )),
+            Reply::Status(status, _) => match status.as_str() {
+                "counted" => Ok(ViewOutcome::Counted),
+                "repeat" => Ok(ViewOutcome::Repeated),
+                "missing" => Err(not_found(id)),
+                other => Err(AppError::Internal(format!(
+                    "view script answered {other:?}"
+                ))),
+            },
         }
-        Ok(views)
     }
 
     /// One page of a user's own articles.
@@ -225,45 +311,75 @@ impl Store {
             .await
     }
 
-    /// Posts an article atomically and returns its id.
+    /// Posts an article atomically and returns its id; the poster may post
+    /// `limit` times per window.
     pub async fn post_article(
         &self,
         poster: &UserName,
         title: &ArticleTitle,
         link: &Link,
         groups: &[GroupName],
+        limit: RateLimit,
     ) -> AppResult<ArticleId> {
         let mut conn = self.conn().await?;
         let mut invocation = scripts::POST.prepare_invoke();
         invocation
+            .key(keys::user_rate(poster.as_str(), RateAction::Post))
             .arg(poster.member())
             .arg(title.as_str())
             .arg(link.as_str())
-            .arg(Slug::from_title(title).as_str());
+            .arg(Slug::from_title(title).as_str())
+            .arg(limit.count())
+            .arg(limit.window_secs());
         for g in groups {
             invocation.arg(g.as_str());
         }
-        let (id, _slug): (u64, String) = invocation.invoke_async(&mut conn).await?;
-        Ok(ArticleId(id))
+        let reply: Value = invocation.invoke_async(&mut conn).await?;
+        match Reply::parse(reply, "post")? {
+            Reply::Limited { retry_after_secs } => {
+                Err(user_limited(RateAction::Post, retry_after_secs))
+            }
+            Reply::Status(status, values) if status == "posted" => {
+                match values.first().and_then(value_f64) {
+                    Some(id) if id >= 1.0 => Ok(ArticleId(id as u64)),
+                    _ => Err(AppError::Internal(format!(
+                        "post script answered an id of {values:?}"
+                    ))),
+                }
+            }
+            Reply::Status(other, _) => Err(AppError::Internal(format!(
+                "post script answered {other:?}"
+            ))),
+        }
     }
 
-    /// Sets `voter`'s vote on an article; the script checks the window.
-    /// True when the vote changed something (false: it was already so).
+    /// Sets `voter`'s vote on an article; the script checks the voting
+    /// window and the voter's `limit`. True when the vote changed something
+    /// (false: it was already so).
     pub async fn vote(
         &self,
         id: ArticleId,
         voter: &UserName,
         direction: VoteDirection,
+        limit: RateLimit,
     ) -> AppResult<bool> {
         let mut conn = self.conn().await?;
-        let reply: Vec<Value> = scripts::VOTE
+        let reply: Value = scripts::VOTE
+            .key(keys::user_rate(voter.as_str(), RateAction::Vote))
             .arg(id.0)
             .arg(voter.member())
             .arg(direction.as_arg())
+            .arg(limit.count())
+            .arg(limit.window_secs())
             .invoke_async(&mut conn)
             .await?;
-        let status = reply.first().and_then(value_str).unwrap_or("");
-        match status {
+        let status = match Reply::parse(reply, "vote")? {
+            Reply::Limited { retry_after_secs } => {
+                return Err(user_limited(RateAction::Vote, retry_after_secs))
+            }
+            Reply::Status(status, _) => status,
+        };
+        match status.as_str() {
             "missing" => Err(not_found(id)),
             "closed" => Err(AppError::VotingClosed),
             "same" => Ok(false),
@@ -274,21 +390,35 @@ impl Store {
         }
     }
 
-    /// Adds and removes groups of an article; only its poster may.
+    /// Adds and removes groups of an article; only its poster may, `limit`
+    /// times per window.
     pub async fn set_groups(
         &self,
         id: ArticleId,
         caller: &UserName,
         add: &[GroupName],
         remove: &[GroupName],
+        limit: RateLimit,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
         let mut invocation = scripts::SET_GROUPS.prepare_invoke();
-        invocation.arg(id.0).arg(caller.member()).arg(add.len());
+        invocation
+            .key(keys::user_rate(caller.as_str(), RateAction::SetGroups))
+            .arg(id.0)
+            .arg(caller.member())
+            .arg(add.len())
+            .arg(limit.count())
+            .arg(limit.window_secs());
         for g in add.iter().chain(remove) {
             invocation.arg(g.as_str());
         }
-        let status: String = invocation.invoke_async(&mut conn).await?;
+        let reply: Value = invocation.invoke_async(&mut conn).await?;
+        let status = match Reply::parse(reply, "set-groups")? {
+            Reply::Limited { retry_after_secs } => {
+                return Err(user_limited(RateAction::SetGroups, retry_after_secs))
+            }
+            Reply::Status(status, _) => status,
+        };
         match status.as_str() {
             "ok" => Ok(()),
             "missing" => Err(not_found(id)),

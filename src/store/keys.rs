@@ -2,12 +2,15 @@
 //!
 //! The numbers and the channel below are written into the Lua scripts when
 //! they are loaded (`scripts.rs`); key names there are the book's, literally
-//! (`article:` is the INCR counter handing out article ids).
+//! (`article:` is the INCR counter handing out article ids). Keys votegraph
+//! added later (rate-limit counters, `article:<id>:viewers`) reach the
+//! scripts as KEYS, built here, and are never spelled in Lua.
 //!
 //! The article keys are the ones of *Redis in Action* chapter 1, so the book's
 //! code and votegraph can share one Redis; keys votegraph adds follow the
 //! `type:id:attr` convention. The README's keyspace table mirrors this file.
 
+use crate::client::ClientAddr;
 use crate::domain::{ArticleId, GroupName};
 
 /// Sorted set `article:<id>` → post time + 432 × net votes (book).
@@ -76,6 +79,71 @@ pub fn user_articles(name: &str, ranking: Ranking) -> String {
 /// of the current window, expiring with the window; deleted on success.
 pub fn login_attempts(name: &str) -> String {
     format!("user:{name}:login-attempts")
+}
+
+/// `article:<id>:viewers`: set of the viewers (`user:<name>` or
+/// `client:<ip>`) whose view of the article was counted in the current view
+/// window; it expires with the window, created by the first view after it.
+pub fn article_viewers(id: ArticleId) -> String {
+    format!("article:{id}:viewers")
+}
+
+/// `client:<ip>`: an anonymous viewer, as a member of `article:<id>:viewers`
+/// and the prefix of its rate-limit counters.
+pub fn client(addr: ClientAddr) -> String {
+    format!("client:{addr}")
+}
+
+/// `user:<name>:rate:<action>`: the user's calls of `action` in the current
+/// fixed window (a counter expiring with the window).
+pub fn user_rate(name: &str, action: RateAction) -> String {
+    format!("user:{name}:rate:{}", action.as_str())
+}
+
+/// `client:<ip>:rate:<action>`: the client address' calls of `action` in the
+/// current fixed window (a counter expiring with the window).
+pub fn client_rate(addr: ClientAddr, action: RateAction) -> String {
+    format!("client:{addr}:rate:{}", action.as_str())
+}
+
+/// A write that is rate limited; its name is the last part of its counter's
+/// key (`user:<name>:rate:vote`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateAction {
+    SignUp,
+    LogIn,
+    View,
+    Post,
+    Vote,
+    SetGroups,
+    RenameSlug,
+}
+
+impl RateAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateAction::SignUp => "sign-up",
+            RateAction::LogIn => "log-in",
+            RateAction::View => "view",
+            RateAction::Post => "post",
+            RateAction::Vote => "vote",
+            RateAction::SetGroups => "set-groups",
+            RateAction::RenameSlug => "rename-slug",
+        }
+    }
+
+    /// What was counted, for "too many …" in the error message.
+    pub fn counted(self) -> &'static str {
+        match self {
+            RateAction::SignUp => "sign-ups",
+            RateAction::LogIn => "login attempts",
+            RateAction::View => "views",
+            RateAction::Post => "posts",
+            RateAction::Vote => "votes",
+            RateAction::SetGroups => "group changes",
+            RateAction::RenameSlug => "slug renames",
+        }
+    }
 }
 
 /// `session:<sha256 of token>`: string holding the user name, with a TTL.

@@ -8,9 +8,10 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Script, Value};
 
-use super::keys;
+use super::{keys, value_str};
+use crate::error::{AppError, AppResult};
 
 /// Lua shared by the scripts that change karma.
 ///
@@ -56,12 +57,88 @@ fn script(body: &str) -> Script {
     )
 }
 
+/// Lua shared by the rate-limited scripts: one fixed-window counter.
+///
+/// `rate_limit(key, limit, window)` counts a call (INCR), starts the window
+/// on the first one (EXPIRE), and returns 0 when the call is within
+/// `limit`, else the seconds left in the window (at least 1). A counter
+/// found without a TTL (left by a crash between the two commands of an
+/// older version, or written by hand) gets the window again rather than
+/// blocking forever. Calls over the limit are counted too; that changes
+/// nothing, as the window ends at the same time.
+///
+/// Every rate-limited script calls it before writing anything else and
+/// returns `{'limited', seconds}` when refused, so a refused write changes
+/// nothing but the counter and costs the one round trip of the script.
+/// The counter's key comes in KEYS, built by `keys.rs`.
+const RATE_LUA: &str = r#"
+local function rate_limit(key, limit, window)
+  local n = redis.call('INCR', key)
+  if n == 1 then redis.call('EXPIRE', key, window) end
+  if n <= tonumber(limit) then return 0 end
+  local ttl = redis.call('TTL', key)
+  if ttl < 0 then
+    redis.call('EXPIRE', key, window)
+    ttl = tonumber(window)
+  end
+  if ttl < 1 then ttl = 1 end
+  return ttl
+end
+"#;
+
 fn with_karma(body: &str) -> Script {
-    script(&format!("{KARMA_LUA}{body}"))
+    script(&format!("{KARMA_LUA}{RATE_LUA}{body}"))
 }
 
-/// ARGV: poster member, title, link, slug stem, group names…
-/// Returns `{id, slug}`.
+fn with_rate_limit(body: &str) -> Script {
+    script(&format!("{RATE_LUA}{body}"))
+}
+
+/// What a rate-limited script answered: refused by its limit, or its own
+/// status word with the values after it.
+#[derive(Debug)]
+pub enum Reply {
+    Limited { retry_after_secs: u64 },
+    Status(String, Vec<Value>),
+}
+
+impl Reply {
+    /// Reads `{'limited', seconds}` or `{status, values…}`.
+    pub fn parse(reply: Value, script: &str) -> AppResult<Self> {
+        let bad = |reply: &dyn std::fmt::Debug| {
+            AppError::Internal(format!("{script} script answered {reply:?}"))
+        };
+        let Value::Array(mut items) = reply else {
+            return Err(bad(&reply));
+        };
+        if items.is_empty() {
+            return Err(bad(&items));
+        }
+        let rest = items.split_off(1);
+        let Some(status) = value_str(&items[0]).map(str::to_owned) else {
+            return Err(bad(&items));
+        };
+        if status != "limited" {
+            return Ok(Reply::Status(status, rest));
+        }
+        match seconds(&rest) {
+            Some(retry_after_secs) => Ok(Reply::Limited { retry_after_secs }),
+            None => Err(bad(&rest)),
+        }
+    }
+}
+
+/// The positive number of seconds a rate-limited reply carries first.
+pub fn seconds(values: &[Value]) -> Option<u64> {
+    match values.first() {
+        Some(Value::Int(secs)) if *secs > 0 => Some(*secs as u64),
+        _ => None,
+    }
+}
+
+/// KEYS: the poster's post counter. ARGV: poster member, title, link, slug
+/// stem, posts allowed, window seconds, group names…
+/// Returns `{'posted', id, slug}` or `{'limited', seconds}`.
 ///
 /// The slug is the stem, or `stem-2`, `stem-3`… reserved with HSETNX on
 /// `slug.to.id` (seed 003), so concurrent posts never share one. The highest
@@ -71,6 +148,8 @@ pub static POST: LazyLock<Script> = LazyLock::new(|| {
     with_karma(
         r#"
 local poster = ARGV[1]
+local wait = rate_limit(KEYS[1], ARGV[5], ARGV[6])
+if wait > 0 then return {'limited', wait} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local id = redis.call('INCR', 'article:')
@@ -97,21 +176,23 @@ redis.call('ZADD', 'time:', ts, article)
 redis.call('ZADD', poster .. ':articles:time', ts, article)
 redis.call('ZADD', poster .. ':articles:score', score, article)
 add_karma(poster, 1, now)
-for i = 5, #ARGV do
+for i = 7, #ARGV do
   local g = ARGV[i]
   redis.call('SADD', 'group:' .. g, article)
   redis.call('SADD', article .. ':groups', g)
   if redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
   if redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, ts, article) end
 end
-return {id, slug}
+return {'posted', id, slug}
 "#,
     )
 });
 
-/// ARGV: article id, voter member, direction (`up`, `down` or `none`).
-/// Returns `{status, previous direction, new score}` where status is
-/// `missing`, `closed`, `same` or `changed`.
+/// KEYS: the voter's vote counter. ARGV: article id, voter member,
+/// direction (`up`, `down` or `none`), votes allowed, window seconds.
+/// Returns `{'limited', seconds}` or `{status, previous direction, new
+/// score}` where status is `missing`, `closed`, `same` or `changed`. Every
+/// vote counts against the limit, whatever its outcome.
 ///
 /// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
 /// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
@@ -120,6 +201,8 @@ pub static VOTE: LazyLock<Script> = LazyLock::new(|| {
     with_karma(
         r#"
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
+local wait = rate_limit(KEYS[1], ARGV[4], ARGV[5])
+if wait > 0 then return {'limited', wait} end
 local week = $WEEK
 local article = 'article:' .. id
 local posted = redis.call('ZSCORE', 'time:', article)
@@ -179,24 +262,28 @@ return {'changed', was, score}
     )
 });
 
-/// ARGV: article id, caller member, number of groups to add, the groups to
-/// add, then the groups to remove. Returns `missing`, `forbidden` or `ok`.
+/// KEYS: the caller's set-groups counter. ARGV: article id, caller member,
+/// number of groups to add, calls allowed, window seconds, the groups to
+/// add, then the groups to remove. Returns `{'limited', seconds}`,
+/// `{'missing'}`, `{'forbidden'}` or `{'ok'}`.
 ///
 /// Cached group rankings (`score:<group>`, `time:<group>`) that exist are
 /// updated in the same step, so a group page shows the change at once.
 pub static SET_GROUPS: LazyLock<Script> = LazyLock::new(|| {
-    script(
+    with_rate_limit(
         r#"
 local id, caller, nadd = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local wait = rate_limit(KEYS[1], ARGV[4], ARGV[5])
+if wait > 0 then return {'limited', wait} end
 local article = 'article:' .. id
-if redis.call('EXISTS', article) == 0 then return 'missing' end
+if redis.call('EXISTS', article) == 0 then return {'missing'} end
 local poster = redis.call('HGET', article, 'poster')
-if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return 'forbidden' end
+if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return {'forbidden'} end
 local score = redis.call('ZSCORE', 'score:', article)
 local time = redis.call('ZSCORE', 'time:', article)
-for i = 4, #ARGV do
+for i = 6, #ARGV do
   local g = ARGV[i]
-  if i < 4 + nadd then
+  if i < 6 + nadd then
     redis.call('SADD', 'group:' .. g, article)
     redis.call('SADD', article .. ':groups', g)
     if score and redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
@@ -208,7 +295,7 @@ for i = 4, #ARGV do
     redis.call('ZREM', 'time:' .. g, article)
   end
 end
-return 'ok'
+return {'ok'}
 "#,
     )
 });
@@ -263,72 +350,96 @@ return redis.call('ZREVRANGE', key, start, stop)
     )
 });
 
-/// KEYS: user hash, session key. ARGV: name, password hash, created, session TTL.
-/// Creates the account and its first session together; returns 0 when the
-/// name is taken.
+/// KEYS: user hash, session key, the client address' sign-up counter.
+/// ARGV: name, password hash, created, session TTL, sign-ups allowed,
+/// window seconds. Creates the account and its first session together.
+/// Returns `{'limited', seconds}`, `{'taken'}` or `{'created'}`; a taken
+/// name counts against the limit too, which slows down probing for names.
 pub static SIGN_UP: LazyLock<Script> = LazyLock::new(|| {
-    script(
+    with_rate_limit(
         r#"
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local wait = rate_limit(KEYS[3], ARGV[5], ARGV[6])
+if wait > 0 then return {'limited', wait} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'taken'} end
 redis.call('HSET', KEYS[1], 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[4])
-return 1
+return {'created'}
 "#,
     )
 });
 
-/// KEYS: the name's attempt counter. ARGV: attempts allowed, window seconds.
-/// Counts one logIn attempt before its password is checked, so concurrent
-/// guesses cannot slip past the limit while the hash is verified. Returns 0
-/// when the attempt may go ahead, else the seconds until the window ends.
+/// KEYS: the name's attempt counter, the client address' attempt counter.
+/// ARGV: attempts allowed per name, its window, attempts allowed per
+/// address, its window. Counts one logIn attempt before its password is
+/// checked, so concurrent guesses cannot slip past the limits while the
+/// hash is verified. Returns `{'ok'}` when the attempt may go ahead, else
+/// `{'address', seconds}` or `{'name', seconds}`: which limit refused it
+/// and how long until its window ends. An
+/// attempt refused by its address is not counted against the name: it
+/// never reached a password check.
 pub static LOGIN_ATTEMPT: LazyLock<Script> = LazyLock::new(|| {
-    script(
+    with_rate_limit(
         r#"
-local n = redis.call('INCR', KEYS[1])
-local window = tonumber(ARGV[2])
-if n == 1 then redis.call('EXPIRE', KEYS[1], window) end
-if n <= tonumber(ARGV[1]) then return 0 end
-local ttl = redis.call('TTL', KEYS[1])
-if ttl < 0 then
-  redis.call('EXPIRE', KEYS[1], window)
-  ttl = window
-end
-if ttl < 1 then ttl = 1 end
-return ttl
+local wait = rate_limit(KEYS[2], ARGV[3], ARGV[4])
+if wait > 0 then return {'address', wait} end
+wait = rate_limit(KEYS[1], ARGV[1], ARGV[2])
+if wait > 0 then return {'name', wait} end
+return {'ok'}
 "#,
     )
 });
 
-/// ARGV: article id, caller member, new slug. Returns `missing`,
-/// `forbidden`, `taken` or `ok`; the old slug is freed in the same step.
+/// KEYS: the caller's rename counter. ARGV: article id, caller member, new
+/// slug, renames allowed, window seconds. Returns `{'limited', seconds}`,
+/// `{'missing'}`, `{'forbidden'}`, `{'taken'}` or `{'ok'}`; the old slug is
+/// freed in the same step.
 pub static RENAME_SLUG: LazyLock<Script> = LazyLock::new(|| {
-    script(
+    with_rate_limit(
         r#"
 local id, caller, new = ARGV[1], ARGV[2], ARGV[3]
+local wait = rate_limit(KEYS[1], ARGV[4], ARGV[5])
+if wait > 0 then return {'limited', wait} end
 local article = 'article:' .. id
-if redis.call('EXISTS', article) == 0 then return 'missing' end
+if redis.call('EXISTS', article) == 0 then return {'missing'} end
 local poster = redis.call('HGET', article, 'poster')
-if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return 'forbidden' end
+if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return {'forbidden'} end
 local old = redis.call('HGET', article, 'slug')
-if old == new then return 'ok' end
+if old == new then return {'ok'} end
 local owner = redis.call('HGET', 'slug.to.id', new)
-if owner and owner ~= id then return 'taken' end
+if owner and owner ~= id then return {'taken'} end
 redis.call('HSET', 'slug.to.id', new, id)
 redis.call('HSET', article, 'slug', new)
 if old then redis.call('HDEL', 'slug.to.id', old) end
-return 'ok'
+return {'ok'}
 "#,
     )
 });
 
-/// ARGV: article id. Counts one view (HINCRBY on the article's `views`
-/// field) and returns the new count, or -1 when there is no such article.
+/// KEYS: the viewer's view counter, the article's viewer set. ARGV:
+/// article id, viewer member (`user:<name>` or `client:<ip>`), views
+/// allowed, window seconds, view window seconds.
+///
+/// Counts a view (HINCRBY on the article's `views` field) once per viewer
+/// per view window: the viewer set remembers who was counted and expires
+/// with the window, which the first counted view after it starts. Returns
+/// `{'missing'}`, `{'repeat'}` when the viewer was already counted,
+/// `{'limited', seconds}`, or `{'counted'}`.
+///
+/// Only a view that would be counted uses the rate limit: a repeat writes
+/// nothing (reading an article is not limited either), and checking the
+/// set first means a reader who reopens the same article is never refused.
 pub static VIEW: LazyLock<Script> = LazyLock::new(|| {
-    script(
+    with_rate_limit(
         r#"
 local article = 'article:' .. ARGV[1]
-if redis.call('EXISTS', article) == 0 then return -1 end
-return redis.call('HINCRBY', article, 'views', 1)
+if redis.call('EXISTS', article) == 0 then return {'missing'} end
+if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {'repeat'} end
+local wait = rate_limit(KEYS[1], ARGV[3], ARGV[4])
+if wait > 0 then return {'limited', wait} end
+redis.call('SADD', KEYS[2], ARGV[2])
+if redis.call('TTL', KEYS[2]) < 0 then redis.call('EXPIRE', KEYS[2], ARGV[5]) end
+redis.call('HINCRBY', article, 'views', 1)
+return {'counted'}
 "#,
     )
 });

@@ -4,11 +4,13 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::keys;
-use super::scripts;
+use super::keys::{self, RateAction};
+use super::scripts::{self, Reply};
 use super::{value_f64, value_str, Store};
+use crate::client::ClientAddr;
+use crate::config::RateLimit;
 use crate::domain::UserName;
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult, RateScope};
 
 /// How many logIn attempts one user name gets per window. Counting by name
 /// stops password guessing against an account however many addresses the
@@ -21,26 +23,73 @@ pub struct LoginLimit {
 }
 
 impl Store {
-    /// Creates an account together with its first session. Returns false,
-    /// writing nothing, when the name is taken.
+    /// Refuses a signUp from `client` when its budget is already spent,
+    /// without counting it.
+    ///
+    /// The count itself happens in [`Store::create_user`], atomically with
+    /// the write; this read only spares the password hash (tens of
+    /// milliseconds of a CPU, queued behind one permit per core) for
+    /// sign-ups that would be refused anyway, so a flood of them cannot
+    /// delay everyone else's logins.
+    pub async fn sign_up_budget(&self, client: ClientAddr, limit: RateLimit) -> AppResult<()> {
+        let key = keys::client_rate(client, RateAction::SignUp);
+        let mut conn = self.conn().await?;
+        let (count, ttl): (Option<u64>, i64) = redis::pipe()
+            .cmd("GET")
+            .arg(&key)
+            .cmd("TTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await?;
+        match count {
+            Some(n) if n >= u64::from(limit.count()) && ttl > 0 => Err(AppError::rate_limited(
+                RateAction::SignUp,
+                RateScope::Address,
+                ttl as u64,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Creates an account together with its first session, counting the
+    /// sign-up against `client`'s `limit`. Returns false, writing nothing,
+    /// when the name is taken.
     pub async fn create_user(
         &self,
         name: &UserName,
         password_hash: &str,
         token_hash: &str,
+        client: ClientAddr,
+        limit: RateLimit,
     ) -> AppResult<bool> {
         let created = chrono::Utc::now().timestamp();
         let mut conn = self.conn().await?;
-        let created_ok: i64 = scripts::SIGN_UP
+        let reply: Value = scripts::SIGN_UP
             .key(keys::user(name.as_str()))
             .key(keys::session(token_hash))
+            .key(keys::client_rate(client, RateAction::SignUp))
             .arg(name.as_str())
             .arg(password_hash)
             .arg(created)
             .arg(keys::SESSION_TTL_SECS)
+            .arg(limit.count())
+            .arg(limit.window_secs())
             .invoke_async(&mut conn)
             .await?;
-        Ok(created_ok == 1)
+        match Reply::parse(reply, "sign-up")? {
+            Reply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+                RateAction::SignUp,
+                RateScope::Address,
+                retry_after_secs,
+            )),
+            Reply::Status(status, _) => match status.as_str() {
+                "created" => Ok(true),
+                "taken" => Ok(false),
+                other => Err(AppError::Internal(format!(
+                    "sign-up script answered {other:?}"
+                ))),
+            },
+        }
     }
 
     /// The stored argon2 hash of a user's password, if the user exists.
@@ -53,21 +102,47 @@ impl Store {
             .await?)
     }
 
-    /// Counts a logIn attempt for `name`; `Some(seconds)` when the name has
-    /// used up its `limit` attempts and must wait that long.
+    /// Counts a logIn attempt for `name` from `client`, in one script call;
+    /// RATE_LIMITED when the address has used up its `client_limit` or the
+    /// name its `name_limit`.
     pub async fn login_attempt(
         &self,
         name: &UserName,
-        limit: LoginLimit,
-    ) -> AppResult<Option<u64>> {
+        client: ClientAddr,
+        name_limit: LoginLimit,
+        client_limit: RateLimit,
+    ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let wait: u64 = scripts::LOGIN_ATTEMPT
+        let reply: Value = scripts::LOGIN_ATTEMPT
             .key(keys::login_attempts(name.as_str()))
-            .arg(limit.attempts)
-            .arg(limit.window_secs)
+            .key(keys::client_rate(client, RateAction::LogIn))
+            .arg(name_limit.attempts)
+            .arg(name_limit.window_secs)
+            .arg(client_limit.count())
+            .arg(client_limit.window_secs())
             .invoke_async(&mut conn)
             .await?;
-        Ok((wait > 0).then_some(wait))
+        let Reply::Status(status, values) = Reply::parse(reply, "login-attempt")? else {
+            return Err(AppError::Internal(
+                "login-attempt script answered 'limited'".to_owned(),
+            ));
+        };
+        let scope = match status.as_str() {
+            "ok" => return Ok(()),
+            "address" => RateScope::Address,
+            "name" => RateScope::Name,
+            other => {
+                return Err(AppError::Internal(format!(
+                    "login-attempt script answered {other:?}"
+                )))
+            }
+        };
+        match scripts::seconds(&values) {
+            Some(secs) => Err(AppError::rate_limited(RateAction::LogIn, scope, secs)),
+            None => Err(AppError::Internal(format!(
+                "login-attempt script answered {values:?}"
+            ))),
+        }
     }
 
     /// Starts a session after a successful logIn, forgetting the name's

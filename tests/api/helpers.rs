@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use serde_json::{json, Value};
 use tempfile::TempDir;
-use votegraph::config::Settings;
+use votegraph::config::{RateLimit, Settings};
 use votegraph::startup::Application;
 
 /// A private `redis-server` on a unix socket in a temporary directory.
@@ -128,11 +128,24 @@ impl TestApp {
 
 /// Settings for a test server on `redis`: port 0, cheap password hashing
 /// (the same code path with a smaller cost, so hundreds of sign-ups are fast).
+///
+/// Every test client is 127.0.0.1 and many tests sign up dozens of users or
+/// post dozens of articles as one, so the write limits are raised far out
+/// of the way (the limits still run, counting in Redis); `rate_limits.rs`
+/// sets small ones explicitly.
 pub fn test_settings(redis: &TestRedis) -> Settings {
     let mut settings = Settings::for_redis(&redis.url());
     settings.argon2_memory_kib = 1024;
     settings.argon2_iterations = 1;
     settings.pool_timeout_ms = 500;
+    let generous: RateLimit = "1000000/60".parse().expect("a rate limit");
+    settings.rate_sign_up = generous;
+    settings.rate_log_in = generous;
+    settings.rate_view = generous;
+    settings.rate_post = generous;
+    settings.rate_vote = generous;
+    settings.rate_set_groups = generous;
+    settings.rate_rename_slug = generous;
     settings
 }
 
@@ -178,16 +191,27 @@ pub async fn spawn_app_with(
 impl TestApp {
     /// POSTs a GraphQL request and returns the JSON body.
     pub async fn gql(&self, query: &str, variables: Value, token: Option<&str>) -> Value {
-        let mut request = self
-            .client
-            .post(format!("{}/graphql", self.address))
-            .json(&json!({ "query": query, "variables": variables }));
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.expect("request");
-        assert!(response.status().is_success(), "HTTP {}", response.status());
-        response.json().await.expect("json body")
+        gql_at(&self.client, &self.address, query, variables, token, None).await
+    }
+
+    /// Like [`TestApp::gql`], sent with an `X-Forwarded-For` header (which
+    /// names the client only when the server trusts 127.0.0.1 as a proxy).
+    pub async fn gql_forwarded(
+        &self,
+        forwarded_for: &str,
+        query: &str,
+        variables: Value,
+        token: Option<&str>,
+    ) -> Value {
+        gql_at(
+            &self.client,
+            &self.address,
+            query,
+            variables,
+            token,
+            Some(forwarded_for),
+        )
+        .await
     }
 
     /// Like [`TestApp::gql`], but fails the test on any GraphQL error.
@@ -242,6 +266,30 @@ impl TestApp {
             .await;
         ids(&data["articles"])
     }
+}
+
+/// POSTs a GraphQL request to the server at `address` (any instance) and
+/// returns the JSON body.
+pub async fn gql_at(
+    client: &reqwest::Client,
+    address: &str,
+    query: &str,
+    variables: Value,
+    token: Option<&str>,
+    forwarded_for: Option<&str>,
+) -> Value {
+    let mut request = client
+        .post(format!("{address}/graphql"))
+        .json(&json!({ "query": query, "variables": variables }));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(forwarded_for) = forwarded_for {
+        request = request.header("x-forwarded-for", forwarded_for);
+    }
+    let response = request.send().await.expect("request");
+    assert!(response.status().is_success(), "HTTP {}", response.status());
+    response.json().await.expect("json body")
 }
 
 pub const ARTICLE_FIELDS: &str = "id title link poster { name } postedAt votes score groups";

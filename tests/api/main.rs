@@ -13,6 +13,7 @@ mod graphiql;
 mod groups;
 mod helpers;
 mod karma;
+mod rate_limits;
 mod resilience;
 mod schema;
 mod server;

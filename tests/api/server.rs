@@ -84,6 +84,23 @@ async fn without_redis_url_the_server_runs_its_own_persistent_redis() {
     assert_eq!(redis_processes_in(data.path()), 1);
 
     // SIGTERM: a graceful stop that also saves and stops the local Redis.
+    stop_gracefully(&mut server, data.path()).await;
+
+    // Started again on the same data directory, the data is still there.
+    let (mut server, address) = start_binary(data.path()).await;
+    let data_back = gql(&address, "{ articles { title } }", None).await;
+    assert_eq!(
+        data_back["data"]["articles"][0]["title"], "kept",
+        "{data_back}"
+    );
+    // Stopped the same way, so its redis-server does not outlive the test
+    // (SIGKILL would leave it running).
+    stop_gracefully(&mut server, data.path()).await;
+}
+
+/// Stops a votegraph binary with SIGTERM and checks that its own
+/// redis-server stopped with it.
+async fn stop_gracefully(server: &mut std::process::Child, data: &std::path::Path) {
     let killed = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()
@@ -97,22 +114,16 @@ async fn without_redis_url_the_server_runs_its_own_persistent_redis() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    if !stopped {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
     assert!(stopped, "votegraph stopped on SIGTERM");
     assert_eq!(
-        redis_processes_in(data.path()),
+        redis_processes_in(data),
         0,
         "its redis-server stopped with it"
     );
-
-    // Started again on the same data directory, the data is still there.
-    let (mut server, address) = start_binary(data.path()).await;
-    let data_back = gql(&address, "{ articles { title } }", None).await;
-    assert_eq!(
-        data_back["data"]["articles"][0]["title"], "kept",
-        "{data_back}"
-    );
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 #[test]

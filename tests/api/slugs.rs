@@ -3,7 +3,9 @@
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{command_calls, error_code, spawn_app};
+use crate::helpers::{
+    command_calls, error_code, spawn_app, spawn_app_with, test_settings, TestRedis,
+};
 
 const BY_SLUG: &str = "query($s: String!) { articleBySlug(slug: $s) { id slug title } }";
 const RENAME: &str =
@@ -127,7 +129,14 @@ async fn renaming_frees_the_old_slug_and_refuses_taken_ones() {
 
 #[tokio::test]
 async fn views_are_counted_atomically() {
-    let app = spawn_app().await;
+    // 127.0.0.1 is a trusted proxy, so the 50 forwarded addresses are 50
+    // viewers (one viewer's repeated views count once).
+    let app = spawn_app_with(TestRedis::start().await, |redis| {
+        let mut settings = test_settings(redis);
+        settings.trusted_proxies = "127.0.0.1".parse().unwrap();
+        settings
+    })
+    .await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "viewed", &[]).await;
     let view = "mutation { viewArticle(id: \"1\") { views } }";
@@ -135,7 +144,18 @@ async fn views_are_counted_atomically() {
         app.gql_ok(view, json!({}), None).await["viewArticle"]["views"],
         1
     );
-    futures_util::future::join_all((0..50).map(|_| app.gql_ok(view, json!({}), None))).await;
+    let bodies = futures_util::future::join_all((0..50).map(|i| {
+        let app = &app;
+        async move {
+            let addr = format!("198.51.100.{i}");
+            app.gql_forwarded(&addr, view, json!({}), None).await
+        }
+    }))
+    .await;
+    assert!(
+        bodies.iter().all(|b| b.get("errors").is_none()),
+        "{bodies:?}"
+    );
     let data = app
         .gql_ok("{ article(id: \"1\") { views } }", json!({}), None)
         .await;
