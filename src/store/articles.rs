@@ -421,6 +421,13 @@ impl Store {
         };
         match status.as_str() {
             "ok" => Ok(()),
+            "too-many-groups" => Err(AppError::bad_input(
+                "add",
+                format!(
+                    "an article may be in at most {} groups",
+                    GroupName::MAX_PER_ARTICLE
+                ),
+            )),
             "missing" => Err(not_found(id)),
             "forbidden" => Err(AppError::Forbidden(
                 "only the poster of an article can change its groups",

@@ -53,7 +53,11 @@ fn script(body: &str) -> Script {
             .replace("$VOTE_SCORE", &keys::VOTE_SCORE.to_string())
             .replace("$GROUP_CACHE_SECS", &keys::GROUP_CACHE_SECS.to_string())
             .replace("$SCORE_CHANNEL", keys::SCORE_CHANNEL)
-            .replace("$SLUG_SUFFIXES", keys::SLUG_SUFFIXES),
+            .replace("$SLUG_SUFFIXES", keys::SLUG_SUFFIXES)
+            .replace(
+                "$MAX_GROUPS",
+                &crate::domain::GroupName::MAX_PER_ARTICLE.to_string(),
+            ),
     )
 }
 
@@ -265,7 +269,9 @@ return {'changed', was, score}
 /// KEYS: the caller's set-groups counter. ARGV: article id, caller member,
 /// number of groups to add, calls allowed, window seconds, the groups to
 /// add, then the groups to remove. Returns `{'limited', seconds}`,
-/// `{'missing'}`, `{'forbidden'}` or `{'ok'}`.
+/// `{'missing'}`, `{'forbidden'}`, `{'too-many-groups'}` (the article would
+/// be in more than `GroupName::MAX_PER_ARTICLE` groups; nothing is written)
+/// or `{'ok'}`.
 ///
 /// Cached group rankings (`score:<group>`, `time:<group>`) that exist are
 /// updated in the same step, so a group page shows the change at once.
@@ -279,6 +285,13 @@ local article = 'article:' .. id
 if redis.call('EXISTS', article) == 0 then return {'missing'} end
 local poster = redis.call('HGET', article, 'poster')
 if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return {'forbidden'} end
+local count = redis.call('SCARD', article .. ':groups')
+for i = 6, #ARGV do
+  local member = redis.call('SISMEMBER', article .. ':groups', ARGV[i]) == 1
+  if i < 6 + nadd and not member then count = count + 1 end
+  if i >= 6 + nadd and member then count = count - 1 end
+end
+if count > $MAX_GROUPS then return {'too-many-groups'} end
 local score = redis.call('ZSCORE', 'score:', article)
 local time = redis.call('ZSCORE', 'time:', article)
 for i = 6, #ARGV do

@@ -560,3 +560,47 @@ async fn distinct_queries_do_not_grow_the_server_without_bound() {
         "RSS grew by {grown} KiB after 8,000 distinct queries"
     );
 }
+
+#[tokio::test]
+async fn an_article_is_in_at_most_ten_groups() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    let first: Vec<String> = (0..8).map(|i| format!("g{i}")).collect();
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let article = app.post(&token, "grouped", &first).await;
+    let set = |add: Vec<&'static str>, remove: Vec<&'static str>| {
+        app.gql(
+            "mutation($id: ID!, $a: [String!]!, $r: [String!]!) { setGroups(articleId: $id, add: $a, remove: $r) { groups } }",
+            json!({ "id": article["id"], "a": add, "r": remove }),
+            Some(&token),
+        )
+    };
+    // 8 + 3 new would be 11: refused, and nothing changes.
+    let body = set(vec!["x", "y", "z"], vec![]).await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert!(body["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("at most 10 groups"));
+    let data = app
+        .gql_ok("{ article(id: \"1\") { groups } }", json!({}), None)
+        .await;
+    assert_eq!(data["article"]["groups"].as_array().unwrap().len(), 8);
+    let mut redis = app.redis.conn().await;
+    let x: bool = redis::cmd("EXISTS")
+        .arg("group:x")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(!x, "nothing was written");
+    // Removing one in the same call makes room; re-adding a member is free.
+    let body = set(vec!["x", "y", "g0"], vec!["g1"]).await;
+    assert_eq!(
+        body["data"]["setGroups"]["groups"]
+            .as_array()
+            .unwrap()
+            .len(),
+        9,
+        "{body}"
+    );
+}
