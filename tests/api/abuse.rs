@@ -604,3 +604,50 @@ async fn an_article_is_in_at_most_ten_groups() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn work_stops_when_the_client_goes_away() {
+    let redis = TestRedis::start().await;
+    let server = Binary::start(&redis.url(), &[("VOTEGRAPH_REDIS_TIMEOUT_MS", "3000")]).await;
+    let mut admin = redis.conn().await;
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_500)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // The client gives up after 200 ms and closes its connection…
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(format!("{}/graphql", server.address))
+        .json(&json!({ "query": "{ articles { id } }" }))
+        .send()
+        .await;
+    assert!(gave_up.is_err());
+    // …and the server drops the request instead of finishing it: the
+    // access log, written when a response is ready, never shows it.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let log = server.log_text();
+    let served = log
+        .lines()
+        .filter(|l| l.contains("path=/graphql") && l.contains("served"))
+        .count();
+    assert_eq!(served, 0, "{log}");
+    // A request that waits is served once Redis is back.
+    let body: Value = reqwest::Client::new()
+        .post(format!("{}/graphql", server.address))
+        .json(&json!({ "query": "{ articleCount }" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["data"]["articleCount"], 0, "{body}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(server.log_text().contains("path=/graphql"));
+}
