@@ -150,7 +150,7 @@ pub struct Settings {
     /// Most objects a query may return: each object counts 1, each list its
     /// pageSize or limit, times its parent's count. A page of 100 articles
     /// with every field costs 200, topPosters(limit:100) with each user's
-    /// first page 5,200, GraphiQL's introspection query about 2,000.
+    /// first page 5,200, GraphiQL's introspection query 1,845.
     #[arg(long, env = "VOTEGRAPH_MAX_QUERY_COST", default_value_t = 10_000)]
     pub max_query_cost: u64,
 
@@ -158,7 +158,7 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_MAX_QUERY_BYTES", default_value_t = 32 * 1024)]
     pub max_query_bytes: usize,
 
-    /// Most tokens in a document (GraphiQL's introspection query has ~330).
+    /// Most tokens in a document (GraphiQL's introspection query has 150).
     #[arg(long, env = "VOTEGRAPH_MAX_QUERY_TOKENS", default_value_t = 5_000)]
     pub max_query_tokens: usize,
 
