@@ -651,3 +651,69 @@ async fn work_stops_when_the_client_goes_away() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(server.log_text().contains("path=/graphql"));
 }
+
+#[tokio::test]
+async fn aliased_mutations_count_one_by_one() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.rate_sign_up = "5/3600".parse().unwrap();
+        s
+    })
+    .await;
+    let token = app.sign_up("alice").await;
+    app.post(&token, "viewed", &[]).await;
+    // 50 aliased views from one viewer are one view.
+    let views: String = (0..50)
+        .map(|i| format!("v{i}: viewArticle(id: \"1\") {{ views }} "))
+        .collect();
+    let body = app
+        .gql(&format!("mutation {{ {views} }}"), json!({}), None)
+        .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    let data = app
+        .gql_ok("{ article(id: \"1\") { views } }", json!({}), None)
+        .await;
+    assert_eq!(data["article"]["views"], 1);
+    // 50 aliased sign-ups from one address: the 4 left of its 5 succeed.
+    let sign_ups: String = (0..50)
+        .map(|i| format!("s{i}: signUp(name: \"user{i}\", password: \"password{i}\") {{ token }} "))
+        .collect();
+    let body = app
+        .gql(&format!("mutation {{ {sign_ups} }}"), json!({}), None)
+        .await;
+    let limited = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["extensions"]["code"] == "RATE_LIMITED")
+        .count();
+    assert_eq!(limited, 46, "{body:.500}");
+    let mut redis = app.redis.conn().await;
+    let users: Vec<String> = redis::cmd("KEYS")
+        .arg("user:*")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let accounts = users.iter().filter(|k| k.matches(':').count() == 1).count();
+    assert_eq!(accounts, 5, "{users:?}");
+}
+
+#[tokio::test]
+async fn repeated_attacks_leave_memory_flat() {
+    let redis = TestRedis::start().await;
+    let server = Binary::start(&redis.url(), &[]).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/graphql", server.address);
+    let send = |query: String| client.post(&url).json(&json!({ "query": query })).send();
+    // Warm up, then measure.
+    send(nested(4)).await.unwrap();
+    let before = server.rss_kib();
+    for _ in 0..30 {
+        for query in [nested(4), fragment_bomb(20), fragment_bomb(40)] {
+            let body: Value = send(query).await.unwrap().json().await.unwrap();
+            assert_eq!(error_code(&body), "QUERY_TOO_COMPLEX");
+        }
+    }
+    let grown = server.rss_kib().saturating_sub(before);
+    assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
+}
