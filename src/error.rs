@@ -28,6 +28,13 @@ pub enum AppError {
     SlugTaken(String),
     #[error("too many login attempts for this name; try again in {retry_after_secs} seconds")]
     RateLimited { retry_after_secs: u64 },
+    /// One WebSocket connection asked for more concurrent operations than
+    /// the server gives a connection.
+    #[error("too many subscriptions: at most {max} active subscriptions per connection")]
+    TooManySubscriptions { max: usize },
+    /// One address holds as many WebSocket connections as it may.
+    #[error("too many WebSocket connections from this address")]
+    TooManyConnections { retry_after_secs: u64 },
     /// Redis could not be reached or answered with an error.
     #[error("storage unavailable")]
     Storage(#[source] redis::RedisError),
@@ -56,7 +63,9 @@ impl AppError {
             AppError::NotFound(_) => "NOT_FOUND",
             AppError::VotingClosed => "VOTING_CLOSED",
             AppError::SlugTaken(_) => "SLUG_TAKEN",
-            AppError::RateLimited { .. } => "RATE_LIMITED",
+            AppError::RateLimited { .. }
+            | AppError::TooManySubscriptions { .. }
+            | AppError::TooManyConnections { .. } => "RATE_LIMITED",
             AppError::Storage(_) | AppError::StorageTimeout | AppError::Internal(_) => "INTERNAL",
         }
     }
@@ -96,7 +105,10 @@ pub fn assign_code(error: &mut ServerError) {
         ext.set("code", app.code());
         match app {
             AppError::BadInput { field, .. } => ext.set("field", *field),
-            AppError::RateLimited { retry_after_secs } => ext.set("retryAfter", *retry_after_secs),
+            AppError::RateLimited { retry_after_secs }
+            | AppError::TooManyConnections { retry_after_secs } => {
+                ext.set("retryAfter", *retry_after_secs)
+            }
             _ => {}
         }
     } else if ext.get("code").is_none() {
@@ -110,6 +122,16 @@ pub fn assign_code(error: &mut ServerError) {
         ext.set("code", code);
     }
     error.extensions = Some(ext);
+}
+
+/// An error raised outside GraphQL execution (by the WebSocket protocol or
+/// an HTTP guard) as the GraphQL error a client expects, with the same
+/// `extensions` as errors from resolvers.
+pub fn server_error(err: AppError) -> ServerError {
+    let mut error = ServerError::new(err.to_string(), None);
+    error.source = Some(std::sync::Arc::new(err));
+    assign_code(&mut error);
+    error
 }
 
 pub type AppResult<T> = Result<T, AppError>;

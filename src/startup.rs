@@ -18,6 +18,7 @@ use crate::local_redis::LocalRedis;
 use crate::pubsub::PubSub;
 use crate::routes;
 use crate::store::{connection_info, Store};
+use crate::ws::{Shutdown, WebSockets};
 
 /// A bound, ready-to-run server.
 pub struct Application {
@@ -25,6 +26,10 @@ pub struct Application {
     port: u16,
     route: poem::endpoint::BoxEndpoint<'static>,
     local_redis: Option<LocalRedis>,
+    /// Tells open WebSockets to close when the server stops.
+    shutdown: Shutdown,
+    /// How long a WebSocket's goodbye may take, as any write.
+    send_timeout: Duration,
 }
 
 impl Application {
@@ -60,6 +65,8 @@ impl Application {
             documents: Default::default(),
         });
 
+        let shutdown = Shutdown::default();
+
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
         } else {
@@ -77,9 +84,7 @@ impl Application {
             .data(store)
             .data(pubsub)
             .data(caches)
-            .data(routes::KeepAlive(Duration::from_secs(
-                settings.ws_keepalive_secs.max(1),
-            )))
+            .data(WebSockets::new(settings.ws_limits(), shutdown.clone()))
             .with(cors)
             .with(Tracing)
             .boxed();
@@ -98,6 +103,8 @@ impl Application {
             port,
             route,
             local_redis,
+            shutdown,
+            send_timeout: settings.ws_limits().send_timeout,
         })
     }
 
@@ -111,12 +118,29 @@ impl Application {
     }
 
     /// Serves until `signal` completes, then lets requests in flight finish
-    /// (up to 10 s) and stops the local Redis, if any.
+    /// (up to 10 s), closes every WebSocket with 1001 and stops the local
+    /// Redis, if any.
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         tracing::info!(port = self.port, "votegraph listening");
+        let shutdown = self.shutdown.clone();
+        // WebSockets are told before poem's graceful shutdown starts, so
+        // their goodbyes go out while HTTP requests finish.
+        let signal = async move {
+            signal.await;
+            shutdown.trigger();
+        };
         let served = Server::new_with_acceptor(self.acceptor)
             .run_with_graceful_shutdown(self.route, signal, Some(Duration::from_secs(10)))
             .await;
+        // Upgraded sockets are not poem's any more: wait for their close
+        // frames (a stalled client gets at most a write's timeout).
+        let goodbyes = self.send_timeout + Duration::from_secs(2);
+        if tokio::time::timeout(goodbyes, self.shutdown.connections_closed())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some WebSockets were still closing at shutdown");
+        }
         if let Some(redis) = self.local_redis {
             redis.stop().await;
         }
