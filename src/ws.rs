@@ -491,7 +491,10 @@ impl State {
         let Some(id) = id.filter(|id| !id.is_empty()) else {
             return Err(self.invalid("subscribe needs an id"));
         };
-        let Some(request) = payload.and_then(|p| serde_json::from_value(p).ok()) else {
+        let request = payload
+            .filter(|p| p.get("query").is_some_and(Value::is_string))
+            .and_then(|p| serde_json::from_value(p).ok());
+        let Some(request) = request else {
             return Err(self.invalid("invalid subscribe payload"));
         };
         let Some(data) = self.data.clone() else {

@@ -20,3 +20,4 @@ mod subscriptions;
 mod validation;
 mod voting;
 mod ws;
+mod ws_protocol;
