@@ -529,8 +529,8 @@ async fn try_upgrade(app: &TestApp) -> Result<Raw, (u16, Option<String>, Option<
 #[tokio::test]
 async fn connections_per_address_are_limited_and_given_back() {
     let app = app_with(|s| s.ws_max_connections_per_client = 2).await;
-    let first = try_upgrade(&app).await.ok().expect("first");
-    let mut second = try_upgrade(&app).await.ok().expect("second");
+    let first = try_upgrade(&app).await.expect("first");
+    let mut second = try_upgrade(&app).await.expect("second");
     let (status, content_type, retry_after, body) =
         try_upgrade(&app).await.err().expect("the third is refused");
     assert_eq!(status, 429);
