@@ -64,6 +64,39 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_WS_KEEPALIVE_SECS", default_value_t = 15)]
     pub ws_keepalive_secs: u64,
 
+    /// Seconds a new WebSocket has to send `connection_init` before it is
+    /// closed with 4408, so idle unauthenticated sockets cannot pile up.
+    #[arg(long, env = "VOTEGRAPH_WS_INIT_TIMEOUT_SECS", default_value_t = 10)]
+    pub ws_init_timeout_secs: u64,
+
+    /// Largest WebSocket message (and frame) accepted from a client, in
+    /// bytes; larger ones close the connection with 1009 before they are
+    /// buffered. Subscription documents are small; this bounds the memory
+    /// one client can make the server hold.
+    #[arg(long, env = "VOTEGRAPH_WS_MAX_MESSAGE_BYTES", default_value_t = 65_536)]
+    pub ws_max_message_bytes: usize,
+
+    /// Operations (usually subscriptions) one WebSocket may run at once;
+    /// each costs a broadcast receiver and per-event work, so one client
+    /// cannot multiply the server's fan-out at will.
+    #[arg(long, env = "VOTEGRAPH_WS_MAX_SUBSCRIPTIONS", default_value_t = 20)]
+    pub ws_max_subscriptions: usize,
+
+    /// Concurrent WebSockets one client address may hold; further upgrades
+    /// get HTTP 429, so one client cannot exhaust the server's sockets.
+    #[arg(
+        long,
+        env = "VOTEGRAPH_WS_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = 16
+    )]
+    pub ws_max_connections_per_client: usize,
+
+    /// Seconds a write to a WebSocket may take; a client that stops reading
+    /// fills the buffers and is then dropped with its subscriptions, instead
+    /// of holding them (and their buffers) forever.
+    #[arg(long, env = "VOTEGRAPH_WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
+    pub ws_send_timeout_secs: u64,
+
     /// Membership checks a group page may spend walking the global ranking
     /// when the group's own ranking is not cached; beyond it the ranking is
     /// built with ZINTERSTORE (0: always build it, as the book does).
@@ -244,6 +277,18 @@ impl Settings {
             set_groups: self.rate_set_groups,
             rename_slug: self.rate_rename_slug,
             view_window_secs: self.view_window_secs.max(1),
+        }
+    }
+
+    /// The WebSocket limits, each at least 1 (0 would refuse everything).
+    pub fn ws_limits(&self) -> crate::ws::Limits {
+        crate::ws::Limits {
+            keep_alive: Duration::from_secs(self.ws_keepalive_secs.max(1)),
+            init_timeout: Duration::from_secs(self.ws_init_timeout_secs.max(1)),
+            send_timeout: Duration::from_secs(self.ws_send_timeout_secs.max(1)),
+            max_message_bytes: self.ws_max_message_bytes.max(1),
+            max_subscriptions: self.ws_max_subscriptions.max(1),
+            max_connections_per_client: self.ws_max_connections_per_client.max(1),
         }
     }
 

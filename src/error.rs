@@ -41,6 +41,13 @@ pub enum AppError {
         scope: RateScope,
         retry_after_secs: u64,
     },
+    /// One WebSocket connection asked for more concurrent operations than
+    /// the server gives a connection.
+    #[error("too many subscriptions: at most {max} active subscriptions per connection")]
+    TooManySubscriptions { max: usize },
+    /// One address holds as many WebSocket connections as it may.
+    #[error("too many WebSocket connections from this address")]
+    TooManyConnections { retry_after_secs: u64 },
     /// Redis could not be reached or answered with an error.
     #[error("storage unavailable")]
     Storage(#[source] redis::RedisError),
@@ -104,7 +111,9 @@ impl AppError {
             AppError::NotFound(_) => "NOT_FOUND",
             AppError::VotingClosed => "VOTING_CLOSED",
             AppError::SlugTaken(_) => "SLUG_TAKEN",
-            AppError::RateLimited { .. } => "RATE_LIMITED",
+            AppError::RateLimited { .. }
+            | AppError::TooManySubscriptions { .. }
+            | AppError::TooManyConnections { .. } => "RATE_LIMITED",
             AppError::Storage(_) | AppError::StorageTimeout { .. } | AppError::Internal(_) => {
                 "INTERNAL"
             }
@@ -130,7 +139,9 @@ impl AppError {
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             AppError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
-            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::RateLimited { .. } | AppError::TooManyConnections { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             _ => StatusCode::OK,
         }
     }
@@ -208,7 +219,10 @@ pub fn assign_code(error: &mut ServerError) {
             AppError::BadInput { field, .. } => ext.set("field", *field),
             AppError::RateLimited {
                 retry_after_secs, ..
-            } => ext.set("retryAfter", *retry_after_secs),
+            }
+            | AppError::TooManyConnections { retry_after_secs } => {
+                ext.set("retryAfter", *retry_after_secs)
+            }
             _ => {}
         }
     } else if ext.get("code").is_none() {

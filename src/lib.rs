@@ -20,3 +20,4 @@ pub mod routes;
 pub mod server;
 pub mod startup;
 pub mod store;
+pub mod ws;

@@ -3,12 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::parser::types::OperationType;
 use async_graphql_poem::GraphQLProtocol;
-use futures_util::{SinkExt, StreamExt};
 use poem::http::{header, HeaderMap, StatusCode};
-use poem::web::websocket::{Message, WebSocket, WebSocketConfig, WebSocketStream};
+use poem::web::websocket::WebSocket;
 use poem::web::{Data, Json};
 use poem::{handler, Body, Endpoint, FromRequest, IntoResponse, Request, RequestBody, Response};
 use tracing::Instrument;
@@ -20,10 +19,12 @@ use crate::error::AppError;
 use crate::graphql::{recorded_request_data, request_data, Api};
 use crate::pubsub::PubSub;
 use crate::store::Store;
+use crate::ws::WebSockets;
 
-/// How often an idle WebSocket gets a keep-alive.
-#[derive(Clone, Copy, Debug)]
-pub struct KeepAlive(pub Duration);
+/// Seconds a client refused for holding too many WebSockets is told to
+/// wait: a slot frees only when one of its sockets closes, so this just
+/// keeps a reconnecting client from hammering.
+const CONNECTION_RETRY_AFTER_SECS: u64 = 5;
 
 /// `GET /graphql`: a WebSocket upgrade for subscriptions, or a query in the
 /// URL (`?query=…`) like `POST`.
@@ -34,8 +35,8 @@ pub async fn graphql_get(
     schema: Data<&Api>,
     store: Data<&Store>,
     caches: Data<&Arc<Caches>>,
-    keep_alive: Data<&KeepAlive>,
     trusted: Data<&TrustedProxies>,
+    sockets: Data<&WebSockets>,
 ) -> poem::Result<Response> {
     let client = client_addr(req, &trusted);
     let upgrade = req
@@ -62,103 +63,39 @@ pub async fn graphql_get(
     }
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
-    let (schema, store, keep_alive) = (schema.clone(), store.clone(), *keep_alive.0);
+    let Some(slot) = sockets.admit(Some(client.ip())) else {
+        return Ok(too_many_connections());
+    };
     // Non-browser clients may authenticate the upgrade itself; browsers use
     // the `connection_init` payload.
     let header_auth = authorization(req.headers()).map(str::to_owned);
+    let connection = sockets.connection(
+        schema.clone(),
+        store.clone(),
+        protocol.0,
+        header_auth,
+        client,
+        slot,
+    );
     Ok(websocket
-        .config(websocket_config())
+        .config(sockets.config())
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |socket| {
-            serve_websocket(
-                socket,
-                schema,
-                store,
-                protocol,
-                header_auth,
-                client,
-                keep_alive,
-            )
-        })
+        .on_upgrade(move |socket| connection.run(socket))
         .into_response())
 }
 
-/// Small buffers: a subscription connection reads a few small messages and
-/// writes small events, and tungstenite's defaults (128 KiB each way) would
-/// cost ~250 KiB per subscriber. Writing stops past 1 MiB pending, which
-/// bounds what a stalled client can hold.
-fn websocket_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(4 * 1024)
-        .write_buffer_size(4 * 1024)
-        .max_write_buffer_size(1024 * 1024)
-}
-
-/// Runs one GraphQL WebSocket connection (`graphql-transport-ws` or the
-/// legacy `graphql-ws`) until either side closes it.
-///
-/// Like async-graphql-poem's own loop, plus keep-alives: `{"type":"ka"}`
-/// for the legacy protocol, which clients expect, and WebSocket pings for
-/// the new one. Writing waits for the client, so a client that stops reading
-/// stops only its own subscriptions, which then skip what they miss.
-async fn serve_websocket(
-    socket: WebSocketStream,
-    schema: Api,
-    store: Store,
-    protocol: GraphQLProtocol,
-    header_auth: Option<String>,
-    client: ClientAddr,
-    keep_alive: KeepAlive,
-) {
-    let (mut sink, stream) = socket.split();
-    let incoming = stream
-        .take_while(|msg| futures_util::future::ready(msg.is_ok()))
-        .filter_map(|msg| {
-            futures_util::future::ready(match msg {
-                Ok(msg) if msg.is_text() || msg.is_binary() => Some(msg.into_bytes()),
-                _ => None,
-            })
-        });
-    let outgoing = async_graphql::http::WebSocket::new(schema, incoming, protocol.0)
-        .on_connection_init(move |payload| async move {
-            let auth = payload_authorization(&payload).or(header_auth);
-            Ok(
-                request_data(&store, Session::from_authorization(auth.as_deref()), client)
-                    .into_connection_data(),
-            )
-        })
-        .map(|msg| match msg {
-            WsMessage::Text(text) => Message::Text(text),
-            WsMessage::Close(code, reason) => Message::close_with(code, reason),
-        });
-    futures_util::pin_mut!(outgoing);
-    let mut keep_alive =
-        tokio::time::interval_at(tokio::time::Instant::now() + keep_alive.0, keep_alive.0);
-    loop {
-        let message = tokio::select! {
-            next = outgoing.next() => match next {
-                Some(message) => message,
-                None => break,
-            },
-            _ = keep_alive.tick() => match protocol.0 {
-                WebSocketProtocols::SubscriptionsTransportWS => Message::Text(r#"{"type":"ka"}"#.into()),
-                _ => Message::Ping(Vec::new()),
-            },
-        };
-        if sink.send(message).await.is_err() {
-            break;
-        }
+/// HTTP 429 with a GraphQL error body, as GraphQL clients read errors.
+fn too_many_connections() -> Response {
+    let error = AppError::TooManyConnections {
+        retry_after_secs: CONNECTION_RETRY_AFTER_SECS,
     }
-}
-
-/// `Authorization` from a `connection_init` payload, in any letter case.
-fn payload_authorization(payload: &serde_json::Value) -> Option<String> {
-    payload
-        .as_object()?
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-        .and_then(|(_, v)| v.as_str())
-        .map(str::to_owned)
+    .to_server_error();
+    let body = serde_json::json!({ "errors": [error] });
+    Response::builder()
+        .status(StatusCode::TOO_MANY_REQUESTS)
+        .content_type("application/json")
+        .header(header::RETRY_AFTER, CONNECTION_RETRY_AFTER_SECS)
+        .body(body.to_string())
 }
 
 /// The request's client address: its socket peer, or what a trusted proxy

@@ -20,6 +20,7 @@ use crate::pubsub::PubSub;
 use crate::routes;
 use crate::server::{self, ServerLimits};
 use crate::store::{connection_info, Store};
+use crate::ws::{Shutdown, WebSockets};
 
 /// A bound, ready-to-run server.
 pub struct Application {
@@ -28,6 +29,10 @@ pub struct Application {
     route: poem::endpoint::BoxEndpoint<'static>,
     limits: ServerLimits,
     local_redis: Option<LocalRedis>,
+    /// Tells open WebSockets to close when the server stops.
+    shutdown: Shutdown,
+    /// How long a WebSocket's goodbye may take, as any write.
+    send_timeout: Duration,
 }
 
 impl Application {
@@ -72,6 +77,8 @@ impl Application {
         );
         let caches = Arc::new(routes::Caches { responses });
 
+        let shutdown = Shutdown::default();
+
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
         } else {
@@ -90,13 +97,11 @@ impl Application {
             .data(pubsub)
             .data(caches)
             .data(settings.trusted_proxies.clone())
-            .data(routes::KeepAlive(Duration::from_secs(
-                settings.ws_keepalive_secs.max(1),
-            )))
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,
                 timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
             })
+            .data(WebSockets::new(settings.ws_limits(), shutdown.clone()))
             .with(cors)
             .around(routes::access_log)
             .boxed();
@@ -117,6 +122,8 @@ impl Application {
                 header_timeout: Duration::from_millis(settings.header_timeout_ms.max(1)),
             },
             local_redis,
+            shutdown,
+            send_timeout: settings.ws_limits().send_timeout,
         })
     }
 
@@ -130,9 +137,17 @@ impl Application {
     }
 
     /// Serves until `signal` completes, then lets requests in flight finish
-    /// (up to 10 s) and stops the local Redis, if any.
+    /// (up to 10 s), closes every WebSocket with 1001 and stops the local
+    /// Redis, if any.
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         tracing::info!(port = self.port, "votegraph listening");
+        let shutdown = self.shutdown.clone();
+        // WebSockets are told as soon as the signal comes, so their goodbyes
+        // go out while HTTP requests finish.
+        let signal = async move {
+            signal.await;
+            shutdown.trigger();
+        };
         let served = server::serve(
             self.listener,
             self.route,
@@ -141,6 +156,15 @@ impl Application {
             Duration::from_secs(10),
         )
         .await;
+        // The serve loop waited for every connection, upgraded ones
+        // included; this only bounds a socket still saying goodbye.
+        let goodbyes = self.send_timeout + Duration::from_secs(2);
+        if tokio::time::timeout(goodbyes, self.shutdown.connections_closed())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some WebSockets were still closing at shutdown");
+        }
         if let Some(redis) = self.local_redis {
             redis.stop().await;
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use serde_json::{json, Value};
 use tempfile::TempDir;
+use tokio::sync::oneshot;
 use votegraph::config::{RateLimit, Settings};
 use votegraph::startup::Application;
 
@@ -173,6 +174,27 @@ pub async fn spawn_server(settings: Settings) -> Instance {
         app.run_until(std::future::pending()).await.expect("server");
     });
     Instance { address, server }
+}
+
+/// A server that stops when `stop` fires (or its sender is dropped), as
+/// on Ctrl-C or SIGTERM, so tests can watch a graceful shutdown.
+pub async fn spawn_server_until(settings: Settings, stop: oneshot::Receiver<()>) -> Instance {
+    let app = Application::build(settings).await.expect("build app");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let server = tokio::spawn(async move {
+        let signal = async {
+            let _ = stop.await;
+        };
+        app.run_until(signal).await.expect("server");
+    });
+    Instance { address, server }
+}
+
+impl Instance {
+    /// Whether the server's `run_until` returned within `wait`.
+    pub async fn stopped_within(&mut self, wait: Duration) -> bool {
+        tokio::time::timeout(wait, &mut self.server).await.is_ok()
+    }
 }
 
 pub async fn spawn_app_with(

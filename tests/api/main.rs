@@ -22,3 +22,4 @@ mod subscriptions;
 mod validation;
 mod voting;
 mod ws;
+mod ws_protocol;

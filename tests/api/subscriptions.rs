@@ -253,7 +253,14 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_does_not_hold_up_the_others() {
-    let app = spawn_app().await;
+    // The stalled client reads at the end, so it must outlive the send
+    // timeout that drops clients which never read (ws_protocol.rs tests that).
+    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
+        let mut settings = test_settings(redis);
+        settings.ws_send_timeout_secs = 300;
+        settings
+    })
+    .await;
     let alice = app.sign_up("alice").await;
     // Big articles make big events, so the stalled client's buffers fill.
     let long_title = "t".repeat(300);

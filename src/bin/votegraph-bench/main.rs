@@ -196,6 +196,9 @@ async fn start_votegraph(
         // measures votes rather than refusals.
         .args(["--rate-vote", "1000000000/60"])
         .env("RUST_LOG", "warn")
+        // Every simulated subscriber connects from 127.0.0.1, so the
+        // per-address limit would refuse all but the first few.
+        .env("VOTEGRAPH_WS_MAX_CONNECTIONS_PER_CLIENT", "1000000")
         .stdout(Stdio::null());
     if mode != Mode::Default {
         command.arg("--no-response-cache");

@@ -1,0 +1,737 @@
+//! votegraph's own GraphQL-over-WebSocket server, for `graphql-transport-ws`
+//! (graphql-ws' PROTOCOL.md) and the legacy `graphql-ws`
+//! (subscriptions-transport-ws).
+//!
+//! async-graphql's built-in loop trusts its clients: it waits forever for
+//! `connection_init`, turns a bad token into an anonymous connection, lets a
+//! duplicate id silently replace a running subscription and has no limits.
+//! A public server needs each of those bounded, so this loop enforces the
+//! protocol's close codes, caps what one connection or one address may hold,
+//! drops clients that stop reading, and says goodbye (1001) on shutdown.
+//! Operations still run through [`Api`], so every rule the executor applies
+//! to HTTP requests applies here too.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_graphql::http::WebSocketProtocols as Protocol;
+use async_graphql::{Data, Executor, Response};
+use futures_util::stream::{self, AbortHandle, BoxStream, SelectAll, SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use poem::web::websocket::{Message, WebSocketConfig, WebSocketStream};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::auth::Session;
+use crate::client::ClientAddr;
+use crate::error::{AppError, AppResult};
+use crate::graphql::{request_data, Api};
+use crate::store::Store;
+
+/// How long a closing connection waits for the client's half of the close
+/// handshake, so the close frame is read before the TCP connection goes.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// Ids are echoed in close reasons and errors; a long one is cut so a
+/// reason stays within a close frame's 123 bytes and echoes little.
+const MAX_ECHOED_ID: usize = 32;
+
+/// What one connection, and one address, may hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Interval of keep-alives on an idle connection.
+    pub keep_alive: Duration,
+    /// Time a new connection has to send `connection_init`.
+    pub init_timeout: Duration,
+    /// Time a single write may take before the client counts as gone.
+    pub send_timeout: Duration,
+    /// Largest incoming message (and frame), in bytes.
+    pub max_message_bytes: usize,
+    /// Operations one connection may run at once.
+    pub max_subscriptions: usize,
+    /// Connections one client address may hold at once.
+    pub max_connections_per_client: usize,
+}
+
+/// Process-wide WebSocket state, shared with the upgrade handler as poem
+/// data: the limits, the count of connections per address and the shutdown
+/// notifier.
+#[derive(Clone)]
+pub struct WebSockets {
+    limits: Limits,
+    connections: ConnectionCounts,
+    shutdown: Shutdown,
+}
+
+impl WebSockets {
+    pub fn new(limits: Limits, shutdown: Shutdown) -> Self {
+        Self {
+            limits,
+            connections: ConnectionCounts::default(),
+            shutdown,
+        }
+    }
+
+    /// Tungstenite refuses larger messages itself, before buffering them.
+    ///
+    /// The buffers are small because a subscription connection reads a few
+    /// small messages and writes small events, and tungstenite's defaults
+    /// (128 KiB each way) would cost ~250 KiB per subscriber. Writing stops
+    /// past 1 MiB pending, which bounds what a stalled client can hold.
+    pub fn config(&self) -> WebSocketConfig {
+        let max = self.limits.max_message_bytes;
+        WebSocketConfig::default()
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(4 * 1024)
+            .max_write_buffer_size(1024 * 1024)
+            .max_message_size(Some(max))
+            .max_frame_size(Some(max))
+    }
+
+    /// A slot for one more connection from `client`, or `None` when that
+    /// address holds as many as it may. Clients whose address is unknown
+    /// are not counted.
+    pub fn admit(&self, client: Option<IpAddr>) -> Option<ConnectionSlot> {
+        let Some(ip) = client else {
+            return Some(ConnectionSlot { held: None });
+        };
+        let mut counts = self.connections.lock();
+        let count = counts.entry(ip).or_insert(0);
+        if *count >= self.limits.max_connections_per_client {
+            return None;
+        }
+        *count += 1;
+        Some(ConnectionSlot {
+            held: Some((self.connections.clone(), ip)),
+        })
+    }
+
+    /// Everything one upgraded connection needs, captured before the upgrade.
+    pub fn connection(
+        &self,
+        schema: Api,
+        store: Store,
+        protocol: Protocol,
+        header_auth: Option<String>,
+        client: ClientAddr,
+        slot: ConnectionSlot,
+    ) -> Connection {
+        Connection {
+            schema,
+            store,
+            protocol,
+            header_auth,
+            client,
+            limits: self.limits,
+            shutdown: self.shutdown.listen(),
+            _slot: slot,
+        }
+    }
+}
+
+/// Live connections per client address. Entries are removed at zero, so
+/// the map holds only addresses with a connection open.
+#[derive(Clone, Default)]
+struct ConnectionCounts(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+impl ConnectionCounts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One counted connection; dropping it (however the connection ends, even
+/// if the upgrade never completes) gives the slot back.
+pub struct ConnectionSlot {
+    held: Option<(ConnectionCounts, IpAddr)>,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        if let Some((counts, ip)) = self.held.take() {
+            if let Entry::Occupied(mut entry) = counts.lock().entry(ip) {
+                *entry.get_mut() -= 1;
+                if *entry.get() == 0 {
+                    entry.remove();
+                }
+            }
+        }
+    }
+}
+
+/// Tells open WebSockets that the server is stopping.
+///
+/// poem's graceful shutdown waits for HTTP requests, but an upgraded
+/// connection has left poem's hands: without this, sockets would just be cut
+/// when the process exits, and clients could not tell a restart from a
+/// network failure.
+#[derive(Clone)]
+pub struct Shutdown(Arc<watch::Sender<bool>>);
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Self(Arc::new(watch::channel(false).0))
+    }
+}
+
+impl Shutdown {
+    /// Every open connection closes with 1001; new ones close at once.
+    pub fn trigger(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Resolves once every connection has finished (each holds a receiver).
+    pub async fn connections_closed(&self) {
+        self.0.closed().await;
+    }
+
+    fn listen(&self) -> watch::Receiver<bool> {
+        self.0.subscribe()
+    }
+}
+
+/// One accepted WebSocket, ready to run once upgraded.
+pub struct Connection {
+    schema: Api,
+    store: Store,
+    protocol: Protocol,
+    /// The upgrade request's `Authorization`, for clients that cannot put it
+    /// in `connection_init`'s payload.
+    header_auth: Option<String>,
+    /// The upgrade request's client address, which the connection's writes
+    /// are rate-limited by.
+    client: ClientAddr,
+    limits: Limits,
+    shutdown: watch::Receiver<bool>,
+    _slot: ConnectionSlot,
+}
+
+impl Connection {
+    /// Serves the connection until either side ends it.
+    pub async fn run(self, socket: WebSocketStream) {
+        let (sink, incoming) = socket.split();
+        let mut state = State {
+            out: Outbox {
+                sink,
+                send_timeout: self.limits.send_timeout,
+            },
+            incoming,
+            protocol: self.protocol,
+            schema: self.schema,
+            store: self.store,
+            header_auth: self.header_auth,
+            client: self.client,
+            limits: self.limits,
+            shutdown: self.shutdown,
+            init_received: false,
+            data: None,
+            operations: HashMap::new(),
+            streams: SelectAll::new(),
+        };
+        let end = state.serve().await;
+        state.finish(end).await;
+    }
+}
+
+/// Why a connection ends.
+enum End {
+    /// The client went away or cannot be written to: nothing more to send.
+    Gone,
+    /// The client sent its close frame: finish the handshake.
+    ClientClosed,
+    /// Close with `code`, after a legacy `connection_error` with `notice`.
+    Close {
+        code: u16,
+        reason: String,
+        notice: Option<&'static str>,
+    },
+}
+
+impl End {
+    fn close(code: u16, reason: impl Into<String>) -> Self {
+        End::Close {
+            code,
+            reason: reason.into(),
+            notice: None,
+        }
+    }
+}
+
+/// A protocol-level refusal: the close code, its reason, and the message of
+/// the `connection_error` legacy clients get first (they show that one).
+struct Refusal {
+    code: u16,
+    reason: &'static str,
+    legacy: &'static str,
+}
+
+const INIT_TIMEOUT: Refusal = Refusal {
+    code: 4408,
+    reason: "Connection initialisation timeout",
+    legacy: "connection initialisation timeout",
+};
+const FORBIDDEN: Refusal = Refusal {
+    code: 4403,
+    reason: "Forbidden",
+    legacy: "the login token is invalid or expired",
+};
+const UNAUTHORIZED: Refusal = Refusal {
+    code: 4401,
+    reason: "Unauthorized",
+    legacy: "send connection_init and wait for connection_ack first",
+};
+const TOO_MANY_INITS: Refusal = Refusal {
+    code: 4429,
+    reason: "Too many initialisation requests",
+    legacy: "too many initialisation requests",
+};
+const INTERNAL: Refusal = Refusal {
+    code: 1011,
+    reason: "Internal server error",
+    legacy: "internal server error",
+};
+
+/// An incoming protocol message, before it is checked against the protocol.
+#[derive(serde::Deserialize)]
+struct Incoming {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    payload: Option<Value>,
+}
+
+/// An outgoing protocol message.
+#[derive(Serialize)]
+struct Outgoing<'a, P: Serialize> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<P>,
+}
+
+type Item = (Arc<str>, Option<Response>);
+
+/// What woke the connection's loop.
+enum Event {
+    Shutdown,
+    InitTimeout,
+    Frame(Option<std::io::Result<Message>>),
+    Response(Arc<str>, Option<Response>),
+    KeepAlive,
+}
+
+struct State {
+    out: Outbox,
+    incoming: SplitStream<WebSocketStream>,
+    protocol: Protocol,
+    schema: Api,
+    store: Store,
+    header_auth: Option<String>,
+    client: ClientAddr,
+    limits: Limits,
+    shutdown: watch::Receiver<bool>,
+    init_received: bool,
+    /// The connection's data once acknowledged: its session and loaders.
+    data: Option<Arc<Data>>,
+    /// Running operations by client id; aborting a handle ends its stream.
+    operations: HashMap<Arc<str>, AbortHandle>,
+    /// The operations' responses, each stream ending with `(id, None)`
+    /// unless it was aborted.
+    streams: SelectAll<BoxStream<'static, Item>>,
+}
+
+impl State {
+    async fn serve(&mut self) -> End {
+        let init_deadline = tokio::time::sleep(self.limits.init_timeout);
+        tokio::pin!(init_deadline);
+        let period = self.limits.keep_alive;
+        let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                _ = self.shutdown.wait_for(|stopping| *stopping) => Event::Shutdown,
+                _ = &mut init_deadline, if !self.init_received => Event::InitTimeout,
+                frame = self.incoming.next() => Event::Frame(frame),
+                Some((id, response)) = self.streams.next(), if !self.streams.is_empty() => {
+                    Event::Response(id, response)
+                }
+                _ = keep_alive.tick() => Event::KeepAlive,
+            };
+            let step = match event {
+                Event::Shutdown => Err(End::close(1001, "server shutting down")),
+                Event::InitTimeout => Err(self.refuse(INIT_TIMEOUT)),
+                Event::Frame(frame) => self.on_frame(frame).await,
+                Event::Response(id, response) => self.on_response(id, response).await,
+                Event::KeepAlive => {
+                    let ping = match self.protocol {
+                        Protocol::SubscriptionsTransportWS => {
+                            Message::Text(r#"{"type":"ka"}"#.into())
+                        }
+                        Protocol::GraphQLWS => Message::Ping(Vec::new()),
+                    };
+                    self.out.send(ping).await
+                }
+            };
+            if let Err(end) = step {
+                return end;
+            }
+        }
+    }
+
+    /// Stops every operation, then closes as `end` says.
+    async fn finish(mut self, end: End) {
+        self.operations.clear();
+        self.streams = SelectAll::new();
+        match end {
+            End::Gone => return,
+            End::ClientClosed => {}
+            End::Close {
+                code,
+                reason,
+                notice,
+            } => {
+                tracing::debug!(code, %reason, "closing WebSocket");
+                if let Some(message) = notice {
+                    let text = connection_error(message);
+                    if self.out.send(Message::Text(text)).await.is_err() {
+                        return;
+                    }
+                }
+                if self
+                    .out
+                    .send(Message::close_with(code, reason))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        // Reading on lets tungstenite complete the close handshake.
+        let drain = async { while let Some(Ok(_)) = self.incoming.next().await {} };
+        let _ = tokio::time::timeout(CLOSE_WAIT, drain).await;
+    }
+
+    async fn on_frame(&mut self, frame: Option<std::io::Result<Message>>) -> Result<(), End> {
+        match frame {
+            None => Err(End::Gone),
+            Some(Ok(Message::Text(text))) => self.on_message(text.as_bytes()).await,
+            Some(Ok(Message::Binary(bytes))) => self.on_message(&bytes).await,
+            Some(Ok(Message::Close(_))) => Err(End::ClientClosed),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => Ok(()),
+            Some(Err(e)) if too_big(&e) => {
+                tracing::debug!(error = %e, "WebSocket message over the limit");
+                Err(End::close(1009, "message too big"))
+            }
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::Other => {
+                tracing::debug!(error = %e, "WebSocket protocol error");
+                Err(End::close(1002, "protocol error"))
+            }
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "WebSocket read failed");
+                Err(End::Gone)
+            }
+        }
+    }
+
+    async fn on_message(&mut self, bytes: &[u8]) -> Result<(), End> {
+        let Ok(message) = serde_json::from_slice::<Incoming>(bytes) else {
+            return Err(self.invalid("invalid message"));
+        };
+        let transport = self.protocol == Protocol::GraphQLWS;
+        match (message.kind.as_str(), transport) {
+            ("connection_init", _) => self.init(message.payload).await,
+            ("subscribe", true) | ("start", false) => {
+                self.subscribe(message.id, message.payload).await
+            }
+            ("complete", true) => {
+                // The client knows it stopped: the protocol wants no reply.
+                self.stop(message.id.as_deref());
+                Ok(())
+            }
+            ("stop", false) => match message.id {
+                Some(id) if self.stop(Some(&id)) => {
+                    self.send("complete", Some(&id), None::<()>).await
+                }
+                _ => Ok(()),
+            },
+            ("ping", true) => self.send("pong", None, None::<()>).await,
+            ("pong", true) => Ok(()),
+            ("connection_terminate", false) => Err(End::close(1000, "connection terminated")),
+            _ => Err(self.invalid("unknown message type")),
+        }
+    }
+
+    async fn init(&mut self, payload: Option<Value>) -> Result<(), End> {
+        if self.init_received {
+            return Err(self.refuse(TOO_MANY_INITS));
+        }
+        self.init_received = true;
+        let from_payload = match &payload {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(fields)) => payload_authorization(fields),
+            Some(_) => return Err(self.invalid("connection_init payload must be an object")),
+        };
+        let auth = from_payload.or_else(|| self.header_auth.clone());
+        let session = match authenticate(&self.store, auth.as_deref()).await {
+            Ok(session) => session,
+            Err(AppError::Forbidden(_)) => return Err(self.refuse(FORBIDDEN)),
+            Err(e) => {
+                tracing::error!(error = ?e, "WebSocket connection_init: session lookup failed");
+                return Err(self.refuse(INTERNAL));
+            }
+        };
+        self.data = Some(Arc::new(
+            request_data(&self.store, session, self.client).into_connection_data(),
+        ));
+        self.send("connection_ack", None, None::<()>).await
+    }
+
+    async fn subscribe(&mut self, id: Option<String>, payload: Option<Value>) -> Result<(), End> {
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
+            return Err(self.invalid("subscribe needs an id"));
+        };
+        let request = payload
+            .filter(|p| p.get("query").is_some_and(Value::is_string))
+            .and_then(|p| serde_json::from_value(p).ok());
+        let Some(request) = request else {
+            return Err(self.invalid("invalid subscribe payload"));
+        };
+        let Some(data) = self.data.clone() else {
+            return Err(self.refuse(UNAUTHORIZED));
+        };
+        if self.operations.contains_key(id.as_str()) {
+            let message = format!("Subscriber for {} already exists", echo(&id));
+            return match self.protocol {
+                Protocol::GraphQLWS => Err(End::close(4409, message)),
+                Protocol::SubscriptionsTransportWS => {
+                    self.send_error(&id, AppError::bad_input("id", message))
+                        .await
+                }
+            };
+        }
+        if self.operations.len() >= self.limits.max_subscriptions {
+            let max = self.limits.max_subscriptions;
+            return self
+                .send_error(&id, AppError::TooManySubscriptions { max })
+                .await;
+        }
+        let id: Arc<str> = id.into();
+        let key = id.clone();
+        let responses = self
+            .schema
+            .execute_stream(request, Some(data))
+            .map(Some)
+            .chain(stream::once(async { None }))
+            .map(move |response| (id.clone(), response));
+        let (responses, handle) = stream::abortable(responses);
+        self.operations.insert(key, handle);
+        self.streams.push(responses.boxed());
+        Ok(())
+    }
+
+    /// Ends the operation `id`; whether it was running.
+    fn stop(&mut self, id: Option<&str>) -> bool {
+        match id.and_then(|id| self.operations.remove(id)) {
+            Some(handle) => {
+                handle.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    async fn on_response(&mut self, id: Arc<str>, response: Option<Response>) -> Result<(), End> {
+        match response {
+            Some(response) => {
+                let kind = match self.protocol {
+                    Protocol::GraphQLWS => "next",
+                    Protocol::SubscriptionsTransportWS => "data",
+                };
+                self.send(kind, Some(&id), Some(&response)).await
+            }
+            None => {
+                self.operations.remove(&*id);
+                self.send("complete", Some(&id), None::<()>).await
+            }
+        }
+    }
+
+    /// An `error` message for operation `id`: a list of GraphQL errors in
+    /// `graphql-transport-ws`, a single one in the legacy protocol.
+    async fn send_error(&mut self, id: &str, error: AppError) -> Result<(), End> {
+        let error = error.to_server_error();
+        match self.protocol {
+            Protocol::GraphQLWS => self.send("error", Some(id), Some([error])).await,
+            Protocol::SubscriptionsTransportWS => self.send("error", Some(id), Some(error)).await,
+        }
+    }
+
+    async fn send<P: Serialize>(
+        &mut self,
+        kind: &'static str,
+        id: Option<&str>,
+        payload: Option<P>,
+    ) -> Result<(), End> {
+        let text = serde_json::to_string(&Outgoing { id, kind, payload }).map_err(|e| {
+            tracing::error!(error = %e, "serialising a WebSocket message");
+            self.refuse(INTERNAL)
+        })?;
+        self.out.send(Message::Text(text)).await
+    }
+
+    fn refuse(&self, refusal: Refusal) -> End {
+        End::Close {
+            code: refusal.code,
+            reason: refusal.reason.to_owned(),
+            notice: (self.protocol == Protocol::SubscriptionsTransportWS).then_some(refusal.legacy),
+        }
+    }
+
+    /// A message the protocol does not allow: 4400 with a short, fixed reason.
+    fn invalid(&self, reason: &'static str) -> End {
+        self.refuse(Refusal {
+            code: 4400,
+            reason,
+            legacy: reason,
+        })
+    }
+}
+
+/// The write half, where every write is bounded in time.
+struct Outbox {
+    sink: SplitSink<WebSocketStream, Message>,
+    send_timeout: Duration,
+}
+
+impl Outbox {
+    /// Sends and flushes `message`. A client that has not taken it within
+    /// the send timeout has stopped reading (its kernel buffer and ours are
+    /// full): it is dropped, so it holds neither memory nor subscriptions.
+    async fn send(&mut self, message: Message) -> Result<(), End> {
+        match tokio::time::timeout(self.send_timeout, self.sink.send(message)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "WebSocket write failed");
+                Err(End::Gone)
+            }
+            Err(_) => {
+                tracing::info!(
+                    timeout_secs = self.send_timeout.as_secs_f64(),
+                    "dropping a WebSocket client that stopped reading"
+                );
+                Err(End::Gone)
+            }
+        }
+    }
+}
+
+/// The session a connection runs as. No `Authorization` at all is an
+/// anonymous connection; one that is given but malformed, unknown or expired
+/// is refused (`Forbidden`) rather than quietly made anonymous, so a client
+/// with a stale token finds out.
+async fn authenticate(store: &Store, auth: Option<&str>) -> AppResult<Session> {
+    let Some(auth) = auth else {
+        return Ok(Session::from_authorization(None));
+    };
+    let session = Session::from_authorization(Some(auth));
+    if session.token().is_none() {
+        return Err(AppError::Forbidden("malformed Authorization"));
+    }
+    match session.user(store).await? {
+        Some(_) => Ok(session),
+        None => Err(AppError::Forbidden("invalid or expired login token")),
+    }
+}
+
+/// `Authorization` from a `connection_init` payload, in any letter case; a
+/// value that is not a string counts as a malformed one.
+fn payload_authorization(fields: &serde_json::Map<String, Value>) -> Option<String> {
+    let (_, value) = fields
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))?;
+    match value {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        _ => Some(String::new()),
+    }
+}
+
+fn connection_error(message: &str) -> String {
+    serde_json::json!({ "type": "connection_error", "payload": { "message": message } }).to_string()
+}
+
+/// poem turns tungstenite's errors into `io::Error`s carrying only their
+/// text; a capacity error is the one that says the message was too long.
+fn too_big(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::Other && error.to_string().contains("too long")
+}
+
+/// `id` as it may be echoed: at most [`MAX_ECHOED_ID`] characters.
+fn echo(id: &str) -> String {
+    match id.char_indices().nth(MAX_ECHOED_ID) {
+        Some((cut, _)) => format!("{}…", &id[..cut]),
+        None => id.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echoed_ids_keep_close_reasons_short() {
+        let id = "é".repeat(500);
+        let reason = format!("Subscriber for {} already exists", echo(&id));
+        assert!(reason.len() <= 123, "{} bytes", reason.len());
+        assert_eq!(echo("abc"), "abc");
+    }
+
+    #[test]
+    fn fixed_reasons_fit_a_close_frame() {
+        for refusal in [
+            INIT_TIMEOUT,
+            FORBIDDEN,
+            UNAUTHORIZED,
+            TOO_MANY_INITS,
+            INTERNAL,
+        ] {
+            assert!(refusal.reason.len() <= 123);
+        }
+    }
+
+    #[test]
+    fn slots_are_given_back_and_empty_entries_removed() {
+        let limits = Limits {
+            keep_alive: Duration::from_secs(1),
+            init_timeout: Duration::from_secs(1),
+            send_timeout: Duration::from_secs(1),
+            max_message_bytes: 1024,
+            max_subscriptions: 1,
+            max_connections_per_client: 2,
+        };
+        let ws = WebSockets::new(limits, Shutdown::default());
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let a = ws.admit(Some(ip));
+        let b = ws.admit(Some(ip));
+        assert!(a.is_some() && b.is_some());
+        assert!(ws.admit(Some(ip)).is_none(), "third connection refused");
+        assert!(
+            ws.admit(Some([10, 0, 0, 1].into())).is_some(),
+            "per address"
+        );
+        drop(a);
+        let c = ws.admit(Some(ip));
+        assert!(c.is_some(), "a closed connection frees its slot");
+        drop((b, c));
+        assert!(ws.connections.lock().is_empty(), "no entry left at zero");
+    }
+}

@@ -1,0 +1,695 @@
+//! The WebSocket protocol's strict edges: close codes, limits, slow readers
+//! and shutdown, against the real server and a real Redis.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::helpers::{
+    spawn_app, spawn_app_with, spawn_server_until, test_settings, TestApp, TestRedis,
+};
+use crate::ws::{LEGACY_WS, TRANSPORT_WS};
+
+const SCORE_CHANGED: &str = "subscription { scoreChanged { votes } }";
+
+/// What a raw client saw next.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    /// A protocol message (keep-alives skipped).
+    Msg(Value),
+    /// A close frame: code and reason.
+    Closed(u16, String),
+    /// The socket ended without a close frame.
+    Ended,
+}
+
+/// A WebSocket client that shows everything, close frames included.
+struct Raw {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    protocol: &'static str,
+}
+
+fn ws_request(
+    address: &str,
+    protocol: &str,
+) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+    let url = format!("{}/graphql", address.replacen("http", "ws", 1));
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", protocol.parse().unwrap());
+    request
+}
+
+impl Raw {
+    async fn connect(address: &str, protocol: &'static str) -> Self {
+        let (socket, _) = tokio_tungstenite::connect_async(ws_request(address, protocol))
+            .await
+            .expect("ws connect");
+        Self { socket, protocol }
+    }
+
+    /// Connected and acknowledged, anonymous.
+    async fn ready(address: &str, protocol: &'static str) -> Self {
+        let mut raw = Self::connect(address, protocol).await;
+        raw.init(json!({})).await;
+        raw
+    }
+
+    async fn init(&mut self, payload: Value) {
+        self.send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        assert_eq!(
+            self.next().await,
+            Seen::Msg(json!({ "type": "connection_ack" }))
+        );
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.send_text(message.to_string()).await;
+    }
+
+    async fn send_text(&mut self, text: String) {
+        self.socket.send(Message::text(text)).await.unwrap();
+    }
+
+    async fn subscribe(&mut self, id: &str, query: &str) {
+        let kind = if self.protocol == TRANSPORT_WS {
+            "subscribe"
+        } else {
+            "start"
+        };
+        self.send(json!({ "type": kind, "id": id, "payload": { "query": query } }))
+            .await;
+    }
+
+    /// The next thing seen within 10 s.
+    async fn next(&mut self) -> Seen {
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
+                .await
+                .expect("nothing within 10 s");
+            match frame {
+                None | Some(Err(_)) => return Seen::Ended,
+                Some(Ok(Message::Close(Some(frame)))) => {
+                    return Seen::Closed(frame.code.into(), frame.reason.to_string())
+                }
+                Some(Ok(Message::Close(None))) => return Seen::Closed(1005, String::new()),
+                Some(Ok(Message::Text(text))) => {
+                    let message: Value = serde_json::from_str(&text).unwrap();
+                    if message["type"] != "ka" {
+                        return Seen::Msg(message);
+                    }
+                }
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    async fn expect_close(&mut self, code: u16) -> String {
+        match self.next().await {
+            Seen::Closed(got, reason) => {
+                assert_eq!(got, code, "close reason {reason:?}");
+                assert!(reason.len() <= 123, "close reason too long: {reason}");
+                reason
+            }
+            other => panic!("expected close {code}, saw {other:?}"),
+        }
+    }
+
+    /// The legacy protocol's `connection_error`, then the close frame.
+    async fn expect_connection_error(&mut self, code: u16) -> String {
+        let Seen::Msg(message) = self.next().await else {
+            panic!("expected connection_error")
+        };
+        assert_eq!(message["type"], "connection_error", "{message}");
+        self.expect_close(code).await;
+        message["payload"]["message"]
+            .as_str()
+            .expect("a message")
+            .to_owned()
+    }
+
+    async fn msg(&mut self) -> Value {
+        match self.next().await {
+            Seen::Msg(message) => message,
+            other => panic!("expected a message, saw {other:?}"),
+        }
+    }
+}
+
+async fn app_with(configure: impl FnOnce(&mut votegraph::config::Settings)) -> TestApp {
+    spawn_app_with(TestRedis::start().await, |redis| {
+        let mut settings = test_settings(redis);
+        configure(&mut settings);
+        settings
+    })
+    .await
+}
+
+/// Waits until `/health` counts exactly `n` subscriptions.
+async fn wait_for_subscriptions(app: &TestApp, n: u64) {
+    for _ in 0..250 {
+        if app.subscriptions().await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "the server never counted {n} subscriptions (has {})",
+        app.subscriptions().await
+    );
+}
+
+#[tokio::test]
+async fn no_connection_init_in_time_closes_4408() {
+    let app = app_with(|s| s.ws_init_timeout_secs = 1).await;
+    let mut transport = Raw::connect(&app.address, TRANSPORT_WS).await;
+    let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
+    let reason = transport.expect_close(4408).await;
+    assert_eq!(reason, "Connection initialisation timeout");
+    assert_eq!(
+        legacy.expect_connection_error(4408).await,
+        "connection initialisation timeout"
+    );
+    // In time, the connection lives on past the timeout.
+    let mut ok = Raw::ready(&app.address, TRANSPORT_WS).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    ok.send(json!({ "type": "ping" })).await;
+    assert_eq!(ok.msg().await, json!({ "type": "pong" }));
+}
+
+#[tokio::test]
+async fn an_invalid_or_expired_token_closes_4403() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let revoked = app.sign_up("bob").await;
+    app.gql_ok("mutation { logOut }", json!({}), Some(&revoked))
+        .await;
+
+    for auth in [
+        "Bearer not-a-token".to_owned(),
+        format!("Bearer {revoked}"),
+        format!("Basic {alice}"),
+    ] {
+        let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+        client
+            .send(json!({ "type": "connection_init", "payload": { "Authorization": auth } }))
+            .await;
+        assert_eq!(client.expect_close(4403).await, "Forbidden", "{auth}");
+
+        let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
+        legacy
+            .send(json!({ "type": "connection_init", "payload": { "authorization": auth } }))
+            .await;
+        let message = legacy.expect_connection_error(4403).await;
+        assert!(!message.contains(&alice), "no token echoed: {message}");
+    }
+
+    // The upgrade's own Authorization header is checked the same way.
+    let mut request = ws_request(&app.address, TRANSPORT_WS);
+    request
+        .headers_mut()
+        .insert("authorization", "Bearer nope".parse().unwrap());
+    let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut client = Raw {
+        socket,
+        protocol: TRANSPORT_WS,
+    };
+    client
+        .send(json!({ "type": "connection_init", "payload": {} }))
+        .await;
+    client.expect_close(4403).await;
+
+    // A valid token, and no token at all, are acknowledged.
+    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+    client
+        .init(json!({ "Authorization": format!("Bearer {alice}") }))
+        .await;
+    Raw::ready(&app.address, LEGACY_WS).await;
+}
+
+#[tokio::test]
+async fn redis_down_at_connection_init_closes_1011_without_detail() {
+    let mut app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    app.redis.stop();
+    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+    client
+        .send(json!({ "type": "connection_init", "payload": { "Authorization": format!("Bearer {alice}") } }))
+        .await;
+    let reason = client.expect_close(1011).await;
+    assert!(!reason.to_lowercase().contains("redis"), "{reason}");
+}
+
+#[tokio::test]
+async fn subscribing_before_the_ack_closes_4401() {
+    let app = spawn_app().await;
+    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+    client.subscribe("1", SCORE_CHANGED).await;
+    assert_eq!(client.expect_close(4401).await, "Unauthorized");
+
+    let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
+    legacy.subscribe("1", SCORE_CHANGED).await;
+    legacy.expect_connection_error(4401).await;
+    wait_for_subscriptions(&app, 0).await;
+}
+
+#[tokio::test]
+async fn a_duplicate_id_closes_4409_or_is_refused_in_the_legacy_protocol() {
+    let app = spawn_app().await;
+    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+    client.subscribe("one", SCORE_CHANGED).await;
+    wait_for_subscriptions(&app, 1).await;
+    client.subscribe("one", SCORE_CHANGED).await;
+    assert_eq!(
+        client.expect_close(4409).await,
+        "Subscriber for one already exists"
+    );
+    wait_for_subscriptions(&app, 0).await;
+
+    // A long id is cut short in the reason.
+    let long = "x".repeat(5000);
+    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+    client.subscribe(&long, SCORE_CHANGED).await;
+    client.subscribe(&long, SCORE_CHANGED).await;
+    let reason = client.expect_close(4409).await;
+    assert!(reason.starts_with("Subscriber for xxx"), "{reason}");
+
+    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
+    legacy.subscribe("one", SCORE_CHANGED).await;
+    wait_for_subscriptions(&app, 1).await;
+    legacy.subscribe("one", SCORE_CHANGED).await;
+    let error = legacy.msg().await;
+    assert_eq!(error["type"], "error", "{error}");
+    assert_eq!(error["id"], "one");
+    assert_eq!(error["payload"]["extensions"]["code"], "BAD_USER_INPUT");
+    assert!(error["payload"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("already exists"));
+    // The connection and the first subscription go on.
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "dup", &[]).await;
+    let bob = app.sign_up("bob").await;
+    app.vote(&bob, "1").await;
+    let event = legacy.msg().await;
+    assert_eq!(
+        (event["type"].as_str(), event["id"].as_str()),
+        (Some("data"), Some("one"))
+    );
+    assert_eq!(app.subscriptions().await, 1);
+}
+
+#[tokio::test]
+async fn a_second_connection_init_closes_4429() {
+    let app = spawn_app().await;
+    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+    client
+        .send(json!({ "type": "connection_init", "payload": {} }))
+        .await;
+    assert_eq!(
+        client.expect_close(4429).await,
+        "Too many initialisation requests"
+    );
+    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
+    legacy
+        .send(json!({ "type": "connection_init", "payload": {} }))
+        .await;
+    legacy.expect_connection_error(4429).await;
+}
+
+#[tokio::test]
+async fn invalid_messages_close_4400_with_a_short_reason() {
+    let app = spawn_app().await;
+    let garbage = format!("{{not json {}", "z".repeat(10_000));
+    let cases = [
+        garbage,
+        json!({ "type": "nope" }).to_string(),
+        json!({ "type": "subscribe", "payload": { "query": "{ articleCount }" } }).to_string(),
+        json!({ "type": "subscribe", "id": "1", "payload": { "no": "query" } }).to_string(),
+        // The legacy protocol's names are not this protocol's.
+        json!({ "type": "start", "id": "1", "payload": { "query": "{ articleCount }" } })
+            .to_string(),
+    ];
+    for case in cases {
+        let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+        client.send_text(case.clone()).await;
+        let reason = client.expect_close(4400).await;
+        assert!(
+            !reason.contains("zzz"),
+            "the reason does not echo input: {reason}"
+        );
+    }
+    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+    client
+        .send(json!({ "type": "connection_init", "payload": "a string" }))
+        .await;
+    client.expect_close(4400).await;
+
+    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
+    legacy.send(json!({ "type": "subscribe", "id": "1" })).await;
+    legacy.expect_connection_error(4400).await;
+}
+
+#[tokio::test]
+async fn operations_complete_and_free_their_slot() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "first", &[]).await;
+
+    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+    client.send(json!({ "type": "ping" })).await;
+    assert_eq!(client.msg().await, json!({ "type": "pong" }));
+    // A query over the socket: one `next`, then `complete`.
+    client.subscribe("q", "{ articleCount }").await;
+    assert_eq!(
+        client.msg().await,
+        json!({ "id": "q", "type": "next", "payload": { "data": { "articleCount": 1 } } })
+    );
+    assert_eq!(client.msg().await, json!({ "id": "q", "type": "complete" }));
+    // The client's `complete` stops a subscription, with no reply.
+    client.subscribe("s", SCORE_CHANGED).await;
+    wait_for_subscriptions(&app, 1).await;
+    client.send(json!({ "type": "complete", "id": "s" })).await;
+    wait_for_subscriptions(&app, 0).await;
+    // The id may be used again.
+    client.subscribe("s", SCORE_CHANGED).await;
+    wait_for_subscriptions(&app, 1).await;
+    app.vote(&app.sign_up("bob").await, "1").await;
+    let event = client.msg().await;
+    assert_eq!(event["id"], "s");
+    assert_eq!(event["payload"]["data"]["scoreChanged"]["votes"], 2);
+
+    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
+    legacy.subscribe("s", SCORE_CHANGED).await;
+    wait_for_subscriptions(&app, 2).await;
+    legacy.send(json!({ "type": "stop", "id": "s" })).await;
+    assert_eq!(legacy.msg().await, json!({ "id": "s", "type": "complete" }));
+    wait_for_subscriptions(&app, 1).await;
+    legacy.subscribe("t", SCORE_CHANGED).await;
+    wait_for_subscriptions(&app, 2).await;
+    legacy.send(json!({ "type": "connection_terminate" })).await;
+    legacy.expect_close(1000).await;
+    wait_for_subscriptions(&app, 1).await;
+}
+
+#[tokio::test]
+async fn a_message_over_the_size_limit_closes_1009() {
+    let app = app_with(|s| s.ws_max_message_bytes = 1024).await;
+    let query = format!("{{ articleCount }} # {}", "p".repeat(900));
+    // Under the limit, fine.
+    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+    client.subscribe("small", &query).await;
+    assert_eq!(client.msg().await["type"], "next");
+    assert_eq!(client.msg().await["type"], "complete");
+    // Over it: closed, with a close frame the client reads.
+    let big = format!("{{ articleCount }} # {}", "p".repeat(2000));
+    client.subscribe("big", &big).await;
+    client.expect_close(1009).await;
+    // Well over it (tungstenite refuses it from the frame header).
+    let mut client = Raw::ready(&app.address, LEGACY_WS).await;
+    client.send_text("x".repeat(1_000_000)).await;
+    client.expect_close(1009).await;
+    assert_eq!(
+        app.gql_ok("{ articleCount }", json!({}), None).await["articleCount"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
+    let app = app_with(|s| s.ws_max_subscriptions = 2).await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "limited", &[]).await;
+    let bob = app.sign_up("bob").await;
+
+    for protocol in [TRANSPORT_WS, LEGACY_WS] {
+        let mut client = Raw::ready(&app.address, protocol).await;
+        client.subscribe("a", SCORE_CHANGED).await;
+        client.subscribe("b", SCORE_CHANGED).await;
+        wait_for_subscriptions(&app, 2).await;
+        client.subscribe("c", SCORE_CHANGED).await;
+        let error = client.msg().await;
+        assert_eq!(error["type"], "error", "{error}");
+        assert_eq!(error["id"], "c");
+        let error = if protocol == TRANSPORT_WS {
+            assert_eq!(error["payload"].as_array().map(Vec::len), Some(1));
+            error["payload"][0].clone()
+        } else {
+            error["payload"].clone()
+        };
+        assert_eq!(error["extensions"]["code"], "RATE_LIMITED");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("at most 2 active subscriptions per connection"),
+            "{error}"
+        );
+        assert_eq!(app.subscriptions().await, 2);
+
+        // The earlier two keep working.
+        app.gql_ok(
+            "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
+            json!({}),
+            Some(&bob),
+        )
+        .await;
+        let mut ids = vec![
+            client.msg().await["id"].as_str().unwrap().to_owned(),
+            client.msg().await["id"].as_str().unwrap().to_owned(),
+        ];
+        ids.sort();
+        assert_eq!(ids, ["a", "b"]);
+
+        // Completing one frees a slot.
+        let stop = if protocol == TRANSPORT_WS {
+            "complete"
+        } else {
+            "stop"
+        };
+        client.send(json!({ "type": stop, "id": "a" })).await;
+        if protocol == LEGACY_WS {
+            assert_eq!(client.msg().await, json!({ "id": "a", "type": "complete" }));
+        }
+        wait_for_subscriptions(&app, 1).await;
+        client.subscribe("c", SCORE_CHANGED).await;
+        wait_for_subscriptions(&app, 2).await;
+        app.gql_ok(
+            "mutation { vote(articleId: \"1\", direction: UP) { id } }",
+            json!({}),
+            Some(&bob),
+        )
+        .await;
+        let mut ids = vec![
+            client.msg().await["id"].as_str().unwrap().to_owned(),
+            client.msg().await["id"].as_str().unwrap().to_owned(),
+        ];
+        ids.sort();
+        assert_eq!(ids, ["b", "c"]);
+        drop(client);
+        wait_for_subscriptions(&app, 0).await;
+    }
+}
+
+/// Tries a WebSocket upgrade: the socket, or the refusal's status, headers
+/// and body.
+async fn try_upgrade(app: &TestApp) -> Result<Raw, (u16, Option<String>, Option<String>, Value)> {
+    match tokio_tungstenite::connect_async(ws_request(&app.address, TRANSPORT_WS)).await {
+        Ok((socket, _)) => Ok(Raw {
+            socket,
+            protocol: TRANSPORT_WS,
+        }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let header = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_owned())
+            };
+            let body = response.body().clone().unwrap_or_default();
+            Err((
+                response.status().as_u16(),
+                header("content-type"),
+                header("retry-after"),
+                serde_json::from_slice(&body).unwrap_or(Value::Null),
+            ))
+        }
+        Err(e) => panic!("upgrade failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn connections_per_address_are_limited_and_given_back() {
+    let app = app_with(|s| s.ws_max_connections_per_client = 2).await;
+    let first = try_upgrade(&app).await.expect("first");
+    let mut second = try_upgrade(&app).await.expect("second");
+    let (status, content_type, retry_after, body) =
+        try_upgrade(&app).await.err().expect("the third is refused");
+    assert_eq!(status, 429);
+    assert_eq!(content_type.as_deref(), Some("application/json"));
+    assert!(retry_after.is_some());
+    let error = &body["errors"][0];
+    assert_eq!(
+        error["message"],
+        "too many WebSocket connections from this address"
+    );
+    assert_eq!(error["extensions"]["code"], "RATE_LIMITED");
+    assert!(error["extensions"]["retryAfter"].as_u64().unwrap() > 0);
+    // The two open ones still work.
+    second.init(json!({})).await;
+
+    // Closed in any way (a clean close, a dropped socket, a protocol
+    // error), a connection gives its slot back.
+    drop(first);
+    second.send_text("nonsense".into()).await;
+    second.expect_close(4400).await;
+    let mut reopened = Vec::new();
+    for _ in 0..100 {
+        if let Ok(raw) = try_upgrade(&app).await {
+            reopened.push(raw);
+            if reopened.len() == 2 {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(reopened.len(), 2, "both slots were given back");
+    assert!(
+        try_upgrade(&app).await.is_err(),
+        "and the limit holds again"
+    );
+    // Plain HTTP is not counted.
+    assert_eq!(
+        app.gql_ok("{ articleCount }", json!({}), None).await["articleCount"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
+    let app = app_with(|s| s.ws_send_timeout_secs = 1).await;
+    let alice = app.sign_up("alice").await;
+    // Big articles, selected eight times, make big events (~19 KB each), so
+    // the buffers (megabytes in the kernel) fill after a few hundred.
+    app.gql_ok(
+        "mutation($t: String!, $l: String!) { post(title: $t, link: $l) { id } }",
+        json!({ "t": "t".repeat(300), "l": format!("https://e.com/{}", "l".repeat(2000)) }),
+        Some(&alice),
+    )
+    .await;
+
+    // The stalled client: a small receive buffer, and it never reads.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let port = app.address.rsplit(':').next().unwrap().parse().unwrap();
+    let stream = socket
+        .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+        .unwrap();
+    let (socket, _) = tokio_tungstenite::client_async(
+        ws_request(&app.address, TRANSPORT_WS),
+        MaybeTlsStream::Plain(stream),
+    )
+    .await
+    .unwrap();
+    let mut stalled = Raw {
+        socket,
+        protocol: TRANSPORT_WS,
+    };
+    stalled.init(json!({})).await;
+    let heavy: String = (0..8)
+        .map(|i| format!("a{i}: article {{ title link }} "))
+        .collect();
+    stalled
+        .subscribe(
+            "s",
+            &format!("subscription {{ scoreChanged {{ votes {heavy} }} }}"),
+        )
+        .await;
+    let mut reader = Raw::ready(&app.address, LEGACY_WS).await;
+    reader.subscribe("r", SCORE_CHANGED).await;
+    wait_for_subscriptions(&app, 2).await;
+
+    // Publish as the vote script does, straight into Redis, in batches the
+    // reader keeps up with, until the server drops the stalled client.
+    let started = std::time::Instant::now();
+    let mut redis = app.redis.conn().await;
+    let mut n = 0;
+    let mut dropped = false;
+    while !dropped && started.elapsed() < Duration::from_secs(15) {
+        let mut pipe = redis::pipe();
+        for _ in 0..200 {
+            let event = json!({ "id": "1", "score": "1", "votes": n, "downvotes": 0, "at": "1.0", "groups": {} });
+            pipe.cmd("PUBLISH")
+                .arg("votegraph:score-changed")
+                .arg(event.to_string())
+                .ignore();
+            n += 1;
+        }
+        let () = pipe.query_async(&mut redis).await.unwrap();
+        for expected in n - 200..n {
+            let event = reader.msg().await;
+            assert_eq!(
+                event["payload"]["data"]["scoreChanged"]["votes"], expected,
+                "the reader gets every event: {event}"
+            );
+        }
+        dropped = app.subscriptions().await == 1;
+    }
+    assert!(
+        dropped,
+        "the stalled client was dropped ({n} events, {:?})",
+        started.elapsed()
+    );
+    // The server closed the stalled socket: once the client reads, what
+    // was in flight arrives, then the end.
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), stalled.socket.next()).await {
+            Ok(Some(Ok(_))) => {}
+            Ok(None | Some(Err(_))) => break,
+            Err(_) => panic!("the stalled socket is still open"),
+        }
+    }
+    // The server goes on serving others.
+    assert_eq!(
+        app.gql_ok("{ articleCount }", json!({}), None).await["articleCount"],
+        1
+    );
+    let mut fresh = Raw::ready(&app.address, TRANSPORT_WS).await;
+    fresh.send(json!({ "type": "ping" })).await;
+    assert_eq!(fresh.msg().await, json!({ "type": "pong" }));
+    drop(reader);
+    wait_for_subscriptions(&app, 0).await;
+}
+
+#[tokio::test]
+async fn shutdown_closes_every_socket_with_1001() {
+    let redis = TestRedis::start().await;
+    let (stop, stop_rx) = oneshot::channel();
+    let mut server = spawn_server_until(test_settings(&redis), stop_rx).await;
+    let mut transport = Raw::ready(&server.address, TRANSPORT_WS).await;
+    transport.subscribe("1", SCORE_CHANGED).await;
+    let mut legacy = Raw::ready(&server.address, LEGACY_WS).await;
+    legacy.subscribe("1", SCORE_CHANGED).await;
+    // Not yet initialised: closed too.
+    let mut fresh = Raw::connect(&server.address, TRANSPORT_WS).await;
+    // Let the subscriptions start.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    stop.send(()).unwrap();
+    for client in [&mut transport, &mut legacy, &mut fresh] {
+        assert_eq!(client.expect_close(1001).await, "server shutting down");
+    }
+    assert!(
+        server.stopped_within(Duration::from_secs(10)).await,
+        "the server stopped"
+    );
+}
