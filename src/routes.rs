@@ -10,6 +10,7 @@ use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::websocket::WebSocket;
 use poem::web::{Data, Json};
 use poem::{handler, Body, Endpoint, FromRequest, IntoResponse, Request, RequestBody, Response};
+use tokio::io::AsyncReadExt;
 use tracing::Instrument;
 
 use crate::auth::Session;
@@ -267,26 +268,30 @@ async fn request_from_body(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let too_large = AppError::PayloadTooLarge {
+        max_bytes: limits.max_bytes,
+    };
     if declared.is_some_and(|n| n > limits.max_bytes as u64) {
-        return Err(AppError::PayloadTooLarge {
-            max_bytes: limits.max_bytes,
-        });
+        if declared.is_some_and(|n| n <= DRAIN_BYTES) {
+            drain(body.into_async_read(), limits.timeout).await;
+        }
+        return Err(too_large);
     }
-    let bytes =
-        match tokio::time::timeout(limits.timeout, body.into_bytes_limit(limits.max_bytes)).await {
-            Err(_) => return Err(AppError::RequestTimeout),
-            Ok(Err(poem::error::ReadBodyError::PayloadTooLarge)) => {
-                return Err(AppError::PayloadTooLarge {
-                    max_bytes: limits.max_bytes,
-                })
-            }
-            Ok(Err(_)) => {
-                return Err(AppError::BadRequest(
-                    "the request body could not be read".to_owned(),
-                ))
-            }
-            Ok(Ok(bytes)) => bytes,
-        };
+    let mut reader = body.into_async_read();
+    let read = read_limited(&mut reader, limits.max_bytes);
+    let bytes = match tokio::time::timeout(limits.timeout, read).await {
+        Err(_) => return Err(AppError::RequestTimeout),
+        Ok(Err(poem::error::ReadBodyError::PayloadTooLarge)) => {
+            drain(reader, limits.timeout).await;
+            return Err(too_large);
+        }
+        Ok(Err(_)) => {
+            return Err(AppError::BadRequest(
+                "the request body could not be read".to_owned(),
+            ))
+        }
+        Ok(Ok(bytes)) => bytes,
+    };
     let value: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|_| AppError::BadRequest("the request body is not valid JSON".to_owned()))?;
     if value.is_array() {
@@ -304,6 +309,41 @@ async fn request_from_body(
             "the request must be {\"query\", \"operationName\", \"variables\", \"extensions\"} with variables an object".to_owned(),
         )
     })
+}
+
+/// Bodies over the limit but at most this long are read and thrown away
+/// before the `413` goes out: a client still sending when the server closes
+/// gets a TCP reset, which destroys the answer it was about to read. Longer
+/// ones (a 500 MB upload) are cut at once.
+const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
+
+async fn drain(reader: impl tokio::io::AsyncRead + Unpin, timeout: Duration) {
+    let mut reader = reader.take(DRAIN_BYTES);
+    let _ = tokio::time::timeout(
+        timeout,
+        tokio::io::copy(&mut reader, &mut tokio::io::sink()),
+    )
+    .await;
+}
+
+/// Reads at most `limit` bytes; `PayloadTooLarge` past it (the reader is
+/// left where it stopped, for [`drain`]).
+async fn read_limited(
+    reader: &mut (impl tokio::io::AsyncRead + Unpin),
+    limit: usize,
+) -> Result<bytes::Bytes, poem::error::ReadBodyError> {
+    let mut data = bytes::BytesMut::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(data.freeze());
+        }
+        if data.len() + n > limit {
+            return Err(poem::error::ReadBodyError::PayloadTooLarge);
+        }
+        data.extend_from_slice(&buf[..n]);
+    }
 }
 
 fn cache_key(request: &async_graphql::Request) -> String {

@@ -257,6 +257,20 @@ async fn bodies_are_bounded_in_size_and_time() {
     let reply = raw_exchange(&app.address, &request, Duration::from_secs(5)).await;
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply:.300}");
     assert!(reply.contains("\"PAYLOAD_TOO_LARGE\""), "{reply:.300}");
+    // A client that sends a whole 1 MB body reads its 413 (the server reads
+    // and drops the rest instead of resetting the connection under it).
+    let response = app
+        .client
+        .post(format!("{}/graphql", app.address))
+        .json(&json!({ "query": "{ articleCount }", "variables": { "x": "y".repeat(1 << 20) } }))
+        .send()
+        .await
+        .expect("an answer, not a reset");
+    assert_eq!(response.status(), 413);
+    assert_eq!(
+        error_code(&response.json::<Value>().await.unwrap()),
+        "PAYLOAD_TOO_LARGE"
+    );
     // A body that trickles in is cut at the body timeout.
     let reply = raw_exchange(
         &app.address,
