@@ -110,18 +110,21 @@ pub struct TestApp {
 }
 
 impl TestApp {
-    /// How many subscriptions the server reports on `/health`.
-    pub async fn subscriptions(&self) -> u64 {
-        let body: Value = self
-            .client
+    /// The JSON of `/health`.
+    pub async fn health(&self) -> Value {
+        self.client
             .get(format!("{}/health", self.address))
             .send()
             .await
             .unwrap()
             .json()
             .await
-            .unwrap();
-        body["subscriptions"]
+            .unwrap()
+    }
+
+    /// How many subscriptions the server reports on `/health`.
+    pub async fn subscriptions(&self) -> u64 {
+        self.health().await["subscriptions"]
             .as_u64()
             .expect("subscriptions in /health")
     }
