@@ -155,9 +155,6 @@ async fn execute(
         // A GET must be safe: a link prefetcher must not vote.
         return error_response(AppError::MethodNotAllowed);
     }
-    if let Some(checked) = checked {
-        request.set_parsed_query(checked.document.as_ref().clone());
-    }
     let want_cost = headers.contains_key(COST_HEADER);
     let auth = authorization(headers);
     if let (None, Some(cache), Some(OperationType::Query), false) =
@@ -168,6 +165,9 @@ async fn execute(
             return json(body);
         }
         let start = cache.position();
+        if let Some(checked) = checked {
+            request.set_parsed_query(checked.document.as_ref().clone());
+        }
         let data = recorded_request_data(store, Session::from_authorization(None), client);
         let deps = data.deps.clone().unwrap_or_default();
         let response = schema.execute_checked(data.attach(request)).await;
@@ -177,6 +177,11 @@ async fn execute(
             cache.put(key, start, deps, body.clone());
         }
         return json(body);
+    }
+    // The parsed document is cloned only here, on the way to execution: a
+    // response-cache hit never pays for it.
+    if let Some(checked) = checked {
+        request.set_parsed_query(checked.document.as_ref().clone());
     }
     let request = request_data(store, Session::from_authorization(auth), client).attach(request);
     let mut response = schema.execute_checked(request).await;
