@@ -14,6 +14,7 @@ use async_graphql::dataloader::DataLoader;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_graphql::parser::types::OperationType;
 use async_graphql::{Context, Executor, Response, Schema};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
@@ -239,17 +240,20 @@ impl Api {
         }
     }
 
-    /// Checks a request: on success its parsed document is set, else the
-    /// response refusing it comes back.
-    fn refuse(&self, request: &mut async_graphql::Request) -> Option<Response> {
+    /// Checks a request: on success its parsed document is set and its
+    /// operation type comes back (None when it does not parse or cannot be
+    /// selected: async-graphql then reports that itself).
+    fn admit(
+        &self,
+        request: &mut async_graphql::Request,
+    ) -> Result<Option<OperationType>, Box<Response>> {
         match self.guard.check(request) {
             Ok(Some(checked)) => {
                 request.set_parsed_query(checked.document.as_ref().clone());
-                None
+                Ok(Some(checked.operation))
             }
-            // It does not parse: async-graphql reports the syntax error.
-            Ok(None) => None,
-            Err(e) => Some(rejection(e)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(Box::new(rejection(e))),
         }
     }
 }
@@ -261,26 +265,45 @@ pub fn rejection(error: AppError) -> Response {
 
 impl Executor for Api {
     async fn execute(&self, mut request: async_graphql::Request) -> Response {
-        if let Some(response) = self.refuse(&mut request) {
-            return response;
+        if let Err(response) = self.admit(&mut request) {
+            return *response;
         }
         self.execute_checked(request).await
     }
 
     /// Subscriptions are long-lived, so the deadline does not apply to
-    /// them; the limits do.
+    /// them; the limits do. A query or mutation sent over a WebSocket gets
+    /// the deadline like one sent over HTTP.
     fn execute_stream(
         &self,
         mut request: async_graphql::Request,
         session_data: Option<Arc<async_graphql::Data>>,
     ) -> BoxStream<'static, Response> {
-        if let Some(response) = self.refuse(&mut request) {
-            return futures_util::stream::once(async move { response }).boxed();
-        }
-        self.schema
+        let operation = match self.admit(&mut request) {
+            Ok(operation) => operation,
+            Err(response) => return futures_util::stream::once(async move { *response }).boxed(),
+        };
+        let stream = self
+            .schema
             .execute_stream_with_session_data(request, session_data.unwrap_or_default())
-            .map(with_codes)
-            .boxed()
+            .map(with_codes);
+        if operation == Some(OperationType::Subscription) {
+            return stream.boxed();
+        }
+        let deadline = self.deadline;
+        futures_util::stream::once(async move {
+            let mut stream = std::pin::pin!(stream);
+            match tokio::time::timeout(deadline, stream.next()).await {
+                Ok(Some(response)) => response,
+                Ok(None) => rejection(AppError::Internal(
+                    "an operation ended without a response".to_owned(),
+                )),
+                Err(_) => rejection(AppError::Timeout {
+                    ms: deadline.as_millis() as u64,
+                }),
+            }
+        })
+        .boxed()
     }
 }
 

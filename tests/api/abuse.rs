@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use crate::helpers::{
     error_code, spawn_app, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
 };
+use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// Commands Redis has run so far (the INFO asking counts itself).
 async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
@@ -723,4 +724,53 @@ async fn repeated_attacks_leave_memory_flat() {
     }
     let grown = server.rss_kib().saturating_sub(before);
     assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
+}
+
+#[tokio::test]
+async fn websocket_operations_pass_the_same_limits_and_deadline() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.redis_timeout_ms = 5_000;
+        s.request_timeout_ms = 200;
+        s
+    })
+    .await;
+    let mut ws = WsClient::connect(&app, TRANSPORT_WS).await;
+    // An expensive subscription document is refused like an HTTP one.
+    let bomb = fragment_bomb(20).replace(
+        "{ articles(pageSize: 1) { ...B0 } }",
+        "subscription { scoreChanged { article { ...B0 } } }",
+    );
+    ws.subscribe("bomb", &bomb, json!({})).await;
+    let message = ws.next_raw().await;
+    assert_eq!(message["id"], "bomb", "{message}");
+    let errors = if message["type"] == "error" {
+        message["payload"].clone()
+    } else {
+        message["payload"]["errors"].clone()
+    };
+    assert_eq!(
+        errors[0]["extensions"]["code"], "QUERY_TOO_COMPLEX",
+        "{message}"
+    );
+    // A query over the socket runs under the deadline.
+    let mut admin = app.redis.conn().await;
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_500)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    ws.subscribe("slow", "{ articles { id } }", json!({})).await;
+    let mut message = ws.next_raw().await;
+    while message["id"] == "bomb" {
+        assert_eq!(message["type"], "complete", "{message}");
+        message = ws.next_raw().await;
+    }
+    assert_eq!(message["id"], "slow", "{message}");
+    assert_eq!(
+        message["payload"]["errors"][0]["extensions"]["code"], "TIMEOUT",
+        "{message}"
+    );
 }
