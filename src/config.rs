@@ -239,6 +239,15 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_MAX_CONNECTIONS", default_value_t = 2_048)]
     pub max_connections: usize,
 
+    /// Most open connections from one client address (trusted proxies are
+    /// not counted); past it new connections get a 429 and are closed.
+    #[arg(
+        long,
+        env = "VOTEGRAPH_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = 256
+    )]
+    pub max_connections_per_client: usize,
+
     /// Bytes the anonymous response cache may hold.
     #[arg(long, env = "VOTEGRAPH_RESPONSE_CACHE_BYTES", default_value_t = crate::cache::DEFAULT_MAX_BYTES)]
     pub response_cache_bytes: usize,

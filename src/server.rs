@@ -5,6 +5,9 @@
 //!   since the permit travels with the socket into the upgrade). Past it a
 //!   new connection gets a short `503` JSON error and is closed, so 20,000
 //!   half-open connections cost 20,000 accepts, not 20,000 buffers.
+//! - **At most `max_per_client` of them from one address**, so one client
+//!   cannot take every slot; past it a `429`. Trusted proxies (a load
+//!   balancer carries everyone's connections) are not counted.
 //! - **Headers within `header_timeout`**: a client that sends half a header
 //!   and waits is dropped; the same timer closes idle keep-alive
 //!   connections (hyper arms it whenever it waits for a request head).
@@ -16,9 +19,10 @@
 //! (`routes.rs`). On shutdown the listener closes, connections finish the
 //! request in flight (up to a grace period) and the loop returns.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -31,11 +35,16 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::client::TrustedProxies;
+
 /// The bounds of the HTTP server.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServerLimits {
     pub max_connections: usize,
+    pub max_per_client: usize,
     pub header_timeout: Duration,
+    /// Peers not counted per address.
+    pub trusted: TrustedProxies,
 }
 
 const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -43,11 +52,54 @@ const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// The body of the answer to a connection past the cap.
 const BUSY: &str = r#"{"errors":[{"message":"the server is at its connection limit; try again shortly","extensions":{"code":"SERVICE_UNAVAILABLE"}}]}"#;
 
-/// A connection's socket, holding its place under the connection cap for
+/// The answer to a connection past the per-address cap.
+const TOO_MANY: &str = r#"{"errors":[{"message":"too many connections from this address","extensions":{"code":"RATE_LIMITED","retryAfter":1}}]}"#;
+
+/// Open connections per peer address. Entries are removed at zero, so the
+/// map holds only addresses with a connection open (at most
+/// `max_connections` of them).
+#[derive(Default, Clone)]
+struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+impl PerClient {
+    fn admit(&self, ip: IpAddr, max: usize) -> Option<ClientSlot> {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(ip).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(ClientSlot {
+            counts: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// One connection's place in its address' count, given back on drop.
+struct ClientSlot {
+    counts: PerClient,
+    ip: IpAddr,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = counts.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A connection's socket, holding its place under the connection caps for
 /// as long as it lives (an upgraded WebSocket keeps it too).
 struct Counted {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    _slot: Option<ClientSlot>,
 }
 
 impl AsyncRead for Counted {
@@ -102,6 +154,7 @@ pub async fn serve(
     let endpoint = Arc::new(endpoint);
     let local = listener.local_addr()?;
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_client = PerClient::default();
     let (stopping, stopped) = watch::channel(false);
     tokio::pin!(stop);
     loop {
@@ -119,19 +172,31 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(stream));
+            tokio::spawn(refuse(stream, "503 Service Unavailable", BUSY));
             continue;
+        };
+        let slot = if limits.trusted.contains(peer.ip()) {
+            None
+        } else {
+            match per_client.admit(peer.ip(), limits.max_per_client.max(1)) {
+                Some(slot) => Some(slot),
+                None => {
+                    tokio::spawn(refuse(stream, "429 Too Many Requests", TOO_MANY));
+                    continue;
+                }
+            }
         };
         let io = Counted {
             stream,
             _permit: permit,
+            _slot: slot,
         };
         tokio::spawn(serve_connection(
             io,
             local,
             peer,
             endpoint.clone(),
-            limits,
+            limits.header_timeout,
             stopped.clone(),
         ));
     }
@@ -148,11 +213,11 @@ pub async fn serve(
     Ok(())
 }
 
-async fn refuse(mut stream: TcpStream) {
-    tracing::debug!("connection refused: at the connection limit");
+async fn refuse(mut stream: TcpStream, status: &str, body: &str) {
+    tracing::debug!(status, "connection refused: at a connection limit");
     let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BUSY}",
-        BUSY.len()
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
     );
     let _ = tokio::time::timeout(
         Duration::from_secs(1),
@@ -166,7 +231,7 @@ async fn serve_connection(
     local: SocketAddr,
     peer: SocketAddr,
     endpoint: Arc<BoxEndpoint<'static>>,
-    limits: ServerLimits,
+    header_timeout: Duration,
     mut stopping: watch::Receiver<bool>,
 ) {
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -187,7 +252,7 @@ async fn serve_connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
+        .header_read_timeout(header_timeout)
         .max_buf_size(MAX_HEADER_BYTES);
     let connection = builder
         .serve_connection(TokioIo::new(io), service)

@@ -119,7 +119,9 @@ impl Application {
             route,
             limits: ServerLimits {
                 max_connections: settings.max_connections,
+                max_per_client: settings.max_connections_per_client,
                 header_timeout: Duration::from_millis(settings.header_timeout_ms.max(1)),
+                trusted: settings.trusted_proxies.clone(),
             },
             local_redis,
             shutdown,

@@ -774,3 +774,66 @@ async fn websocket_operations_pass_the_same_limits_and_deadline() {
         "{message}"
     );
 }
+
+/// A connection from a given loopback source address (127.0.0.0/8 is all
+/// local on Linux).
+async fn connect_from(source: &str, address: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket
+        .connect(address.trim_start_matches("http://").parse().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn one_address_cannot_take_every_connection() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.max_connections = 100;
+        s.max_connections_per_client = 5;
+        s.header_timeout_ms = 5_000;
+        s
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let mut s = connect_from("127.0.0.2", &app.address).await;
+        s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The sixth from the same address is refused…
+    let mut sixth = connect_from("127.0.0.2", &app.address).await;
+    sixth
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), sixth.read_to_end(&mut reply)).await;
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 429"), "{reply}");
+    assert!(reply.contains("\"RATE_LIMITED\""), "{reply}");
+    // …while another address is served.
+    let mut other = connect_from("127.0.0.3", &app.address).await;
+    other
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), other.read_to_end(&mut reply)).await;
+    assert!(String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 200"));
+    // Closing one frees its place.
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut again = connect_from("127.0.0.2", &app.address).await;
+    again
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), again.read_to_end(&mut reply)).await;
+    assert!(String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 200"));
+}

@@ -197,8 +197,11 @@ async fn start_votegraph(
         .args(["--rate-vote", "1000000000/60"])
         .env("RUST_LOG", "warn")
         // Every simulated subscriber connects from 127.0.0.1, so the
-        // per-address limit would refuse all but the first few.
+        // per-address limits would refuse all but the first few, and 5,000
+        // subscribers are more than the default connection cap.
         .env("VOTEGRAPH_WS_MAX_CONNECTIONS_PER_CLIENT", "1000000")
+        .env("VOTEGRAPH_MAX_CONNECTIONS_PER_CLIENT", "1000000")
+        .env("VOTEGRAPH_MAX_CONNECTIONS", "1000000")
         .stdout(Stdio::null());
     if mode != Mode::Default {
         command.arg("--no-response-cache");
