@@ -209,7 +209,23 @@ async fn a_vote_on_one_instance_reaches_subscribers_of_another() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Both subscriptions are running on the other instance before the vote.
+    let health = format!("{}/health", other.address);
+    for _ in 0..250 {
+        let body: serde_json::Value = app
+            .client
+            .get(&health)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if body["subscriptions"] == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     app.vote(&bob, "1").await;
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
     assert_eq!(extra.next_event().await["scoreChanged"]["votes"], 2);
