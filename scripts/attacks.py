@@ -168,7 +168,7 @@ def main():
             except OSError:
                 break
         rss_held = rss_mib(server.pid)
-        closed = busy = 0
+        closed = busy = limited = 0
         deadline = time.monotonic() + 30
         for s in held:
             s.settimeout(max(0.1, deadline - time.monotonic()))
@@ -178,11 +178,13 @@ def main():
                     closed += 1
                 elif b" 503" in first:
                     busy += 1
+                elif b" 429" in first:
+                    limited += 1
             except OSError:
                 pass
             s.close()
         rows.append((f"{len(held)} connections with half-sent headers",
-                     f"{closed} held then closed, {busy} refused (503)", "-", 0,
+                     f"{closed} held then closed, {limited} refused (429), {busy} refused (503)", "-", 0,
                      (time.monotonic() - started) * 1000, rss_held))
 
         print("| request | answer | code | bytes | ms | server RSS MiB |")
