@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use async_graphql::parser::types::ExecutableDocument;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
 
 use crate::pubsub::{PubSub, ScoreEvent};
 
@@ -121,7 +122,7 @@ struct Entry {
 }
 
 /// Where the cache stood when a response started to be computed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
     generation: u64,
     votes_seen: u64,
@@ -221,6 +222,8 @@ impl Entries {
 pub struct ResponseCache {
     /// Lock order: `votes`, then `entries`.
     votes: Mutex<Votes>,
+    /// Responses being computed, by key, for requests that miss together.
+    flights: Flights,
     /// Bytes the entries may hold (see [`Entries::footprint`]).
     max_bytes: usize,
     entries: Mutex<Entries>,
@@ -308,6 +311,25 @@ impl ResponseCache {
         hit
     }
 
+    /// Joins the computation of `key`'s response, or leads it (see
+    /// [`Flight`]). Call after a miss.
+    pub fn flight(&self, key: &str) -> Flight {
+        let now = self.position();
+        let mut flights = lock(&self.flights.0);
+        if let Some((started, receiver)) = flights.get(key) {
+            if *started == now {
+                return Flight::Follow(Follow(receiver.clone()));
+            }
+        }
+        let (sender, receiver) = watch::channel(None);
+        flights.insert(key.to_owned(), (now, receiver));
+        Flight::Lead(Lead {
+            flights: self.flights.clone(),
+            key: key.to_owned(),
+            sender,
+        })
+    }
+
     /// Stores a response computed from `start` on, unless something it
     /// depends on changed meanwhile.
     pub fn put(&self, key: String, start: Position, deps: Deps, body: bytes::Bytes) {
@@ -350,6 +372,69 @@ impl ResponseCache {
             "invalidations": self.invalidations.load(Ordering::Relaxed),
             "evictedByVotes": self.evictions.load(Ordering::Relaxed),
         })
+    }
+}
+
+/// Responses being computed: the first request that misses an entry
+/// computes it, and the requests that miss the same entry meanwhile wait
+/// for its body instead of computing it again. When a front page expires,
+/// 64 clients then cost one execution, not 64 (the latency spike of a
+/// cache miss under load). The map holds one entry per key being computed,
+/// so it is bounded by the requests in flight.
+///
+/// A request joins only a computation that started at the cache's current
+/// [`Position`]: after a vote or a write it computes afresh, so a client
+/// that voted never reads a page computed before its vote.
+#[derive(Default, Clone)]
+struct Flights(Arc<Mutex<HashMap<String, (Position, watch::Receiver<Option<bytes::Bytes>>)>>>);
+
+/// What a request that missed the cache does.
+pub enum Flight {
+    /// Compute the response, then [`Lead::land`] it for the others.
+    Lead(Lead),
+    /// Wait for the request computing it ([`Follow::wait`]).
+    Follow(Follow),
+}
+
+/// The request computing a response others wait for. Dropped without
+/// landing (its client went away, it failed), it lets the waiters compute
+/// the response themselves.
+pub struct Lead {
+    flights: Flights,
+    key: String,
+    sender: watch::Sender<Option<bytes::Bytes>>,
+}
+
+impl Lead {
+    /// Hands the body to every request waiting for it.
+    pub fn land(self, body: bytes::Bytes) {
+        let _ = self.sender.send(Some(body));
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        let mut flights = lock(&self.flights.0);
+        if flights
+            .get(&self.key)
+            .is_some_and(|(_, r)| r.same_channel(&self.sender.subscribe()))
+        {
+            flights.remove(&self.key);
+        }
+    }
+}
+
+pub struct Follow(watch::Receiver<Option<bytes::Bytes>>);
+
+impl Follow {
+    /// The leader's body, or None when it gave up or `patience` ran out
+    /// (the caller then computes the response itself).
+    pub async fn wait(mut self, patience: Duration) -> Option<bytes::Bytes> {
+        let landed = tokio::time::timeout(patience, self.0.wait_for(Option::is_some)).await;
+        match landed {
+            Ok(Ok(body)) => body.clone(),
+            _ => None,
+        }
     }
 }
 
@@ -459,6 +544,40 @@ mod tests {
             at: 0.0,
             groups: groups.iter().map(|g| g.to_string()).collect(),
         })
+    }
+
+    #[tokio::test]
+    async fn concurrent_misses_share_one_computation() {
+        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
+        let Flight::Lead(lead) = cache.flight("k") else {
+            panic!("the first miss leads");
+        };
+        let Flight::Follow(follow) = cache.flight("k") else {
+            panic!("a second miss follows");
+        };
+        let waiting = tokio::spawn(follow.wait(Duration::from_secs(5)));
+        lead.land(body("page"));
+        assert_eq!(waiting.await.unwrap().as_deref(), Some(&b"page"[..]));
+        // Landed and dropped: the next miss leads again.
+        assert!(matches!(cache.flight("k"), Flight::Lead(_)));
+
+        // A leader that gives up lets its followers compute for themselves.
+        let Flight::Lead(lead) = cache.flight("g") else {
+            panic!()
+        };
+        let Flight::Follow(follow) = cache.flight("g") else {
+            panic!()
+        };
+        drop(lead);
+        assert!(follow.wait(Duration::from_secs(5)).await.is_none());
+
+        // After a vote, a miss does not join a computation that started
+        // before it: it leads its own.
+        let Flight::Lead(_before) = cache.flight("v") else {
+            panic!()
+        };
+        cache.vote(vote("1", 0.0, &[]));
+        assert!(matches!(cache.flight("v"), Flight::Lead(_)));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use tokio::io::AsyncReadExt;
 use tracing::Instrument;
 
 use crate::auth::Session;
-use crate::cache::ResponseCache;
+use crate::cache::{Flight, ResponseCache};
 use crate::client::{ClientAddr, TrustedProxies};
 use crate::error::AppError;
 use crate::graphql::{recorded_request_data, request_data, Api};
@@ -164,6 +164,13 @@ async fn execute(
         if let Some(body) = cache.get(&key) {
             return json(body);
         }
+        let lead = match cache.flight(&key) {
+            Flight::Lead(lead) => Some(lead),
+            Flight::Follow(follow) => match follow.wait(schema.deadline()).await {
+                Some(body) => return json(body),
+                None => None,
+            },
+        };
         let start = cache.position();
         if let Some(checked) = checked {
             request.set_parsed_query(checked.document.as_ref().clone());
@@ -175,6 +182,9 @@ async fn execute(
         if response.is_ok() {
             let deps = std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner()));
             cache.put(key, start, deps, body.clone());
+        }
+        if let Some(lead) = lead {
+            lead.land(body.clone());
         }
         return json(body);
     }

@@ -229,6 +229,11 @@ impl Api {
         &self.guard
     }
 
+    /// How long one query or mutation may run.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
     /// Runs a request that already passed [`limits::Guard::check`], with
     /// its parsed document set, under the deadline.
     pub async fn execute_checked(&self, request: async_graphql::Request) -> Response {
