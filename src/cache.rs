@@ -386,7 +386,10 @@ impl ResponseCache {
 /// [`Position`]: after a vote or a write it computes afresh, so a client
 /// that voted never reads a page computed before its vote.
 #[derive(Default, Clone)]
-struct Flights(Arc<Mutex<HashMap<String, (Position, watch::Receiver<Option<bytes::Bytes>>)>>>);
+struct Flights(Arc<Mutex<HashMap<String, (Position, Landing)>>>);
+
+/// Where a computed body lands: None until it does.
+type Landing = watch::Receiver<Option<bytes::Bytes>>;
 
 /// What a request that missed the cache does.
 pub enum Flight {
@@ -424,7 +427,7 @@ impl Drop for Lead {
     }
 }
 
-pub struct Follow(watch::Receiver<Option<bytes::Bytes>>);
+pub struct Follow(Landing);
 
 impl Follow {
     /// The leader's body, or None when it gave up or `patience` ran out
