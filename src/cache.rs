@@ -18,6 +18,10 @@
 //!   responses without errors; `myVote` and `me` need a login, so they are
 //!   never cached.
 //!
+//! Requests that miss one entry together share one computation of it
+//! ([`Flight`]): an expiring front page costs one execution, not one per
+//! waiting client.
+//!
 //! Whole-cache invalidation is a generation counter: entries written under
 //! an older generation are dead. A response is stored only if no
 //! invalidation, and no vote that affects it, happened while it was computed
