@@ -5,7 +5,6 @@ mod abuse;
 mod articles;
 mod auth;
 mod batching;
-mod bench;
 mod book;
 mod browser;
 mod cache;

@@ -1,6 +1,16 @@
 //! The benchmark runs for a moment on a tiny data set so it cannot rot; its
 //! numbers are not asserted, only that every scenario ran without errors.
 
+/// The server binary: built beside the bench's, since both crates are
+/// default members of the workspace (`cargo test` builds every binary
+/// before running any test).
+fn votegraph_binary() -> std::path::PathBuf {
+    let path =
+        std::path::Path::new(env!("CARGO_BIN_EXE_votegraph-bench")).with_file_name("votegraph");
+    assert!(path.exists(), "build the server first: {}", path.display());
+    path
+}
+
 /// Runs the benchmark with `args` on 300 articles and returns its JSON.
 fn run_bench(args: &[&str]) -> serde_json::Value {
     let out = tempfile::tempdir().unwrap();
@@ -9,7 +19,7 @@ fn run_bench(args: &[&str]) -> serde_json::Value {
         .args(["--articles", "300"])
         .args(args)
         .arg("--votegraph")
-        .arg(env!("CARGO_BIN_EXE_votegraph"))
+        .arg(votegraph_binary())
         .arg("--json")
         .arg(&json)
         .status()
