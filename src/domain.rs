@@ -233,7 +233,7 @@ impl UserName {
 
     /// The member used for this user in `voted:<id>` sets and `poster` fields.
     pub fn member(&self) -> String {
-        format!("user:{}", self.0)
+        format!("{}{}", crate::store::keys::USER_PREFIX, self.0)
     }
 }
 
@@ -349,7 +349,7 @@ impl ArticleId {
     /// Reads an `article:<id>` sorted-set member; other members are ignored.
     pub fn from_member(member: &str) -> Option<Self> {
         member
-            .strip_prefix("article:")
+            .strip_prefix(crate::store::keys::ARTICLE_PREFIX)
             .and_then(|n| n.parse().ok())
             .map(Self)
     }

@@ -492,7 +492,10 @@ fn parse_article(
         id,
         title: text(0).to_owned(),
         link: text(1).to_owned(),
-        poster: poster.strip_prefix("user:").unwrap_or(poster).to_owned(),
+        poster: poster
+            .strip_prefix(keys::USER_PREFIX)
+            .unwrap_or(poster)
+            .to_owned(),
         posted_at: number(3),
         votes: number(4) as i64,
         downvotes: number(5) as i64,

@@ -35,9 +35,16 @@ pub const GROUP_CACHE_SECS: u64 = 60;
 /// How long a login token stays valid.
 pub const SESSION_TTL_SECS: u64 = 30 * 24 * 60 * 60;
 
+/// Prefix of an article's hash key, which is also its member in every set
+/// and sorted set (`article:7`), as the book writes it.
+pub const ARTICLE_PREFIX: &str = "article:";
+/// Prefix of a user's hash key, which is also the user's member in the
+/// voted sets, `karma:` and an article's `poster` field (`user:alice`).
+pub const USER_PREFIX: &str = "user:";
+
 /// `article:<id>`: the article hash, also the member used in every set.
 pub fn article(id: ArticleId) -> String {
-    format!("article:{id}")
+    format!("{ARTICLE_PREFIX}{id}")
 }
 
 /// `article:<id>:groups`: set of the groups an article is in (votegraph's
@@ -53,7 +60,7 @@ pub fn group(name: &GroupName) -> String {
 
 /// `user:<name>`: account hash (`name`, `password` as an argon2 PHC string, `created`).
 pub fn user(name: &str) -> String {
-    format!("user:{name}")
+    format!("{USER_PREFIX}{name}")
 }
 
 /// `voted:<id>`: set of upvoters (book).

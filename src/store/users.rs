@@ -215,7 +215,10 @@ impl Store {
             .chunks_exact(2)
             .filter_map(|pair| {
                 let member = value_str(&pair[0])?;
-                let name = member.strip_prefix("user:").unwrap_or(member).to_owned();
+                let name = member
+                    .strip_prefix(keys::USER_PREFIX)
+                    .unwrap_or(member)
+                    .to_owned();
                 Some((name, karma_of(value_f64(&pair[1])?)))
             })
             .collect())
