@@ -2,7 +2,7 @@
 //! one request after another for a fixed time and timing each one.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -12,12 +12,22 @@ use serde::Serialize;
 pub struct Stats {
     pub scenario: String,
     pub requests: u64,
+    /// Requests sent in all, warm-up included (what the cost counters saw).
+    #[serde(skip)]
+    pub sent: u64,
     pub errors: u64,
     pub rps: f64,
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Commands Redis ran per request (`INFO commandstats`, commands run by
+    /// scripts included): Redis CPU is the floor every instance shares.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_commands_per_request: Option<f64>,
+    /// CPU the votegraph process spent per request, in microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_request: Option<f64>,
 }
 
 impl Stats {
@@ -39,8 +49,67 @@ impl Stats {
             p90_ms: pct(0.90),
             p99_ms: pct(0.99),
             max_ms: micros.last().map_or(0.0, |m| *m as f64 / 1000.0),
+            sent: 0,
+            redis_commands_per_request: None,
+            server_cpu_us_per_request: None,
         }
     }
+}
+
+/// Reads what the scenarios cost: the commands Redis ran (`INFO
+/// commandstats`, so commands run by scripts count too) and the CPU of the
+/// votegraph process under test. Installed once; the server it watches
+/// changes as scenarios start their own.
+struct Probe {
+    redis: redis::aio::MultiplexedConnection,
+    server: Mutex<Option<u32>>,
+}
+
+static PROBE: OnceLock<Probe> = OnceLock::new();
+
+/// Starts measuring every scenario's cost on `redis`.
+pub fn install_probe(redis: redis::aio::MultiplexedConnection) {
+    let _ = PROBE.set(Probe {
+        redis,
+        server: Mutex::new(None),
+    });
+}
+
+/// The votegraph process the next scenarios run against (None: no server,
+/// as for the raw-Redis floor).
+pub fn probe_server(pid: Option<u32>) {
+    if let Some(probe) = PROBE.get() {
+        *probe.server.lock().unwrap_or_else(|p| p.into_inner()) = pid;
+    }
+}
+
+/// Redis commands so far (the probe's own INFO calls left out), and the
+/// server's CPU seconds.
+async fn counters() -> (Option<u64>, Option<f64>) {
+    let Some(probe) = PROBE.get() else {
+        return (None, None);
+    };
+    let mut conn = probe.redis.clone();
+    let info: Option<String> = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .ok();
+    let commands = info.map(|info| {
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    });
+    let pid = *probe.server.lock().unwrap_or_else(|p| p.into_inner());
+    (commands, pid.map(crate::subscribers::cpu_secs))
 }
 
 /// Runs `op(worker, iteration)` on `workers` concurrent workers for
@@ -57,6 +126,7 @@ where
     Fut: Future<Output = bool> + Send,
 {
     let op = Arc::new(op);
+    let (commands_before, cpu_before) = counters().await;
     let start = Instant::now();
     let measure_from = start + warmup;
     let end = measure_from + duration;
@@ -81,24 +151,45 @@ where
                         }
                     }
                 }
-                (micros, errors)
+                (micros, errors, i)
             })
         })
         .collect();
     let mut all = Vec::new();
-    let mut errors = 0;
+    let (mut errors, mut sent) = (0, 0);
     for task in tasks {
-        if let Ok((micros, e)) = task.await {
+        if let Ok((micros, e, n)) = task.await {
             all.extend(micros);
             errors += e;
+            sent += n;
         }
     }
-    let stats = Stats::from(scenario, all, errors, duration);
+    let mut stats = Stats::from(scenario, all, errors, duration);
+    stats.sent = sent;
+    let (commands_after, cpu_after) = counters().await;
+    let per_request = sent.max(1) as f64;
+    stats.redis_commands_per_request = commands_before
+        .zip(commands_after)
+        .map(|(a, b)| b.saturating_sub(a) as f64 / per_request);
+    stats.server_cpu_us_per_request = cpu_before
+        .zip(cpu_after)
+        .map(|(a, b)| (b - a).max(0.0) * 1e6 / per_request);
     eprintln!(
-        "  {:<28} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  errors {}",
-        stats.scenario, stats.rps, stats.p50_ms, stats.p99_ms, stats.errors
+        "  {:<28} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  errors {}  cmds/req {}  CPU µs/req {}",
+        stats.scenario,
+        stats.rps,
+        stats.p50_ms,
+        stats.p99_ms,
+        stats.errors,
+        shown(stats.redis_commands_per_request),
+        shown(stats.server_cpu_us_per_request)
     );
     stats
+}
+
+/// A measured figure for the table, or "-".
+pub fn shown(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"))
 }
 
 /// A GraphQL client for one votegraph.
@@ -152,6 +243,15 @@ pub const ARTICLE_FIELDS: &str =
 pub fn page_query(page: u32) -> String {
     serde_json::json!({
         "query": format!("{{ articles(order: SCORE, page: {page}, pageSize: 25) {{ {ARTICLE_FIELDS} }} }}")
+    })
+    .to_string()
+}
+
+/// The front page as a logged-in reader sees it: every field and the
+/// reader's own vote on each article.
+pub fn logged_in_page_query() -> String {
+    serde_json::json!({
+        "query": format!("{{ articles(order: SCORE, page: 1, pageSize: 25) {{ {ARTICLE_FIELDS} myVote }} }}")
     })
     .to_string()
 }

@@ -23,7 +23,10 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use serde_json::json;
 
-use load::{article_query, group_query, page_query, raw_front_page, vote_query, Gql, Stats};
+use load::{
+    article_query, group_query, logged_in_page_query, page_query, raw_front_page, vote_query, Gql,
+    Stats,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Benchmark votegraph against the floor Redis sets")]
@@ -260,8 +263,10 @@ async fn main() -> anyhow::Result<()> {
     seed::sessions(&mut conn, args.users).await?;
     let load_users = (args.users * 3 / 4).max(1);
 
+    load::install_probe(conn.clone());
     let (server, base, startup_ms) = start_votegraph(&bin, &redis_addr, Mode::Default).await?;
     let pid = server.0.id();
+    load::probe_server(Some(pid));
     eprintln!(
         "votegraph started in {startup_ms:.0} ms; {n} connections, {:.0} s per scenario",
         args.duration
@@ -280,6 +285,26 @@ async fn main() -> anyhow::Result<()> {
         if args.wants(name) {
             results.push(fixed(&gql, name, body, n, warmup, duration).await);
         }
+    }
+    const LOGGED_IN: &str = "front page, logged in";
+    if args.wants(LOGGED_IN) {
+        // Distinct readers, each with their own `myVote` on every article.
+        let (g, users, body) = (
+            gql.clone(),
+            next_user.clone(),
+            Arc::new(logged_in_page_query()),
+        );
+        results.push(
+            load::run(LOGGED_IN, n, warmup, duration, move |_, _| {
+                let (g, body) = (g.clone(), body.clone());
+                let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
+                async move {
+                    g.post(body.as_str().to_owned(), Some(&seed::token(user)))
+                        .await
+                }
+            })
+            .await,
+        );
     }
     if args.wants("article by id") {
         let (g, ids) = (gql.clone(), open.clone());
@@ -342,6 +367,7 @@ async fn main() -> anyhow::Result<()> {
     let uncached_names = ["front page, uncached", "group page, warm, uncached", COLD];
     if uncached_names.iter().any(|name| args.wants(name)) {
         let (uncached, ubase, _) = start_votegraph(&bin, &redis_addr, Mode::Uncached).await?;
+        load::probe_server(Some(uncached.0.id()));
         let ugql = Gql::new(&ubase, n);
         for (name, body) in [
             (uncached_names[0], page_query(1)),
@@ -376,6 +402,7 @@ async fn main() -> anyhow::Result<()> {
     // The floor: the same Redis work as a front page, straight from here.
     const RAW: &str = "raw Redis front page";
     if args.wants(RAW) {
+        load::probe_server(None);
         let mut raw_conns = Vec::new();
         for _ in 0..8 {
             raw_conns.push(client.get_multiplexed_async_connection().await?);
@@ -411,6 +438,7 @@ async fn main() -> anyhow::Result<()> {
                 continue;
             }
             let (p, pbase, _) = start_votegraph(&bin, redis, mode).await?;
+            load::probe_server(Some(p.0.id()));
             results.push(
                 fixed(
                     &Gql::new(&pbase, clients),
@@ -472,12 +500,20 @@ async fn main() -> anyhow::Result<()> {
         args.duration,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("| scenario | req/s | p50 ms | p90 ms | p99 ms | max ms | errors |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| scenario | req/s | p50 ms | p90 ms | p99 ms | max ms | errors | Redis cmds/req | server CPU µs/req |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for s in &results {
         println!(
-            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
-            s.scenario, s.rps, s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms, s.errors
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
+            s.scenario,
+            s.rps,
+            s.p50_ms,
+            s.p90_ms,
+            s.p99_ms,
+            s.max_ms,
+            s.errors,
+            load::shown(s.redis_commands_per_request),
+            load::shown(s.server_cpu_us_per_request)
         );
     }
     println!(

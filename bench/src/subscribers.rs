@@ -32,7 +32,7 @@ pub struct SubStats {
 }
 
 /// CPU time a process has used (user + system), in seconds.
-fn cpu_secs(pid: u32) -> f64 {
+pub fn cpu_secs(pid: u32) -> f64 {
     // Fields 14 and 15 of /proc/<pid>/stat, after the parenthesised name.
     let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()

@@ -45,11 +45,38 @@ fn the_benchmark_runs_every_scenario() {
         "20",
     ]);
     let scenarios = results["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 15, "{results}");
+    assert_eq!(scenarios.len(), 16, "{results}");
     for s in scenarios {
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert_eq!(s["errors"], 0, "{s}");
     }
+    // Every scenario reports its Redis commands, and every scenario against
+    // votegraph its server CPU, per request.
+    let by_name = |name: &str| {
+        scenarios
+            .iter()
+            .find(|s| s["scenario"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {results}"))
+    };
+    for s in scenarios {
+        assert!(s["redis_commands_per_request"].is_f64(), "{s}");
+        if s["scenario"] != "raw Redis front page" {
+            assert!(s["server_cpu_us_per_request"].is_f64(), "{s}");
+        }
+    }
+    // The anonymous front page comes from the response cache; a logged-in
+    // reader's page is read from Redis, myVote included.
+    let cmds = |name: &str| {
+        by_name(name)["redis_commands_per_request"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(cmds("front page") < 1.0, "{}", cmds("front page"));
+    assert!(
+        cmds("front page, logged in") > 25.0,
+        "{}",
+        cmds("front page, logged in")
+    );
     let subs = &results["subscribers"];
     assert_eq!(subs["subscribers"], 10);
     assert!(subs["votes"].as_u64().unwrap() > 0);
