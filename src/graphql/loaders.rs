@@ -9,7 +9,7 @@ use async_graphql::dataloader::Loader;
 use crate::auth::Session;
 use crate::cache::DepsCollector;
 use crate::domain::ArticleId;
-use crate::store::{ArticleRecord, Standing, Store};
+use crate::store::{ArticleRecord, Ranked, Standing, Store};
 
 /// Loads articles, with the caller's vote on each when logged in.
 pub struct ArticleLoader {
@@ -29,6 +29,24 @@ impl ArticleLoader {
     }
 }
 
+impl ArticleLoader {
+    /// Loads the articles of a ranking page, with the scores its read
+    /// already gave (see [`Ranked`]).
+    pub async fn load_ranked(
+        &self,
+        entries: &[Ranked],
+    ) -> Result<HashMap<ArticleId, ArticleRecord>, async_graphql::Error> {
+        if let Some(deps) = &self.deps {
+            let mut deps = deps.lock().unwrap_or_else(|p| p.into_inner());
+            entries
+                .iter()
+                .for_each(|(id, _)| deps.article(&id.to_string()));
+        }
+        let viewer = self.session.user(&self.store).await?;
+        Ok(self.store.load_ranked(entries, viewer.as_ref()).await?)
+    }
+}
+
 impl Loader<ArticleId> for ArticleLoader {
     type Value = ArticleRecord;
     type Error = async_graphql::Error;
@@ -37,12 +55,8 @@ impl Loader<ArticleId> for ArticleLoader {
         &self,
         keys: &[ArticleId],
     ) -> Result<HashMap<ArticleId, ArticleRecord>, Self::Error> {
-        if let Some(deps) = &self.deps {
-            let mut deps = deps.lock().unwrap_or_else(|p| p.into_inner());
-            keys.iter().for_each(|id| deps.article(&id.to_string()));
-        }
-        let viewer = self.session.user(&self.store).await?;
-        Ok(self.store.load_articles(keys, viewer.as_ref()).await?)
+        let entries: Vec<Ranked> = keys.iter().map(|&id| (id, None)).collect();
+        self.load_ranked(&entries).await
     }
 }
 

@@ -1,6 +1,5 @@
 //! GraphQL output types and scalars.
 
-use async_graphql::dataloader::Loader;
 use async_graphql::{
     ComplexObject, Context, Enum, InputValueError, InputValueResult, Object, Result, Scalar,
     ScalarType, SimpleObject, Value, ID,
@@ -9,7 +8,7 @@ use chrono::{SecondsFormat, TimeZone, Utc};
 
 use crate::domain::{ArticleId, GroupName, PageRequest, UserName};
 use crate::store::keys::Ranking;
-use crate::store::ArticleRecord;
+use crate::store::{ArticleRecord, Ranked};
 
 use super::{loader, record_deps, session, standings, store};
 
@@ -167,7 +166,12 @@ impl Group {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = store(ctx).group_page(&self.group, order.into(), page);
+        let ids = async {
+            store(ctx)
+                .group_page(&self.group, order.into(), page)
+                .await
+                .map(unscored)
+        };
         load_ranked(ctx, ids, Scope::Group(&self.group), order, page).await
     }
 
@@ -226,7 +230,12 @@ impl User {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = store(ctx).user_articles_page(&self.name, order.into(), page);
+        let ids = async {
+            store(ctx)
+                .user_articles_page(&self.name, order.into(), page)
+                .await
+                .map(unscored)
+        };
         load_ranked(ctx, ids, Scope::User, order, page).await
     }
 }
@@ -261,7 +270,7 @@ pub(crate) enum Scope<'a> {
 /// still waits for two round trips in a row, not three.
 pub(crate) async fn load_ranked(
     ctx: &Context<'_>,
-    ids: impl std::future::Future<Output = crate::error::AppResult<Vec<ArticleId>>>,
+    ids: impl std::future::Future<Output = crate::error::AppResult<Vec<Ranked>>>,
     scope: Scope<'_>,
     order: ArticleOrder,
     page: PageRequest,
@@ -288,21 +297,26 @@ pub(crate) async fn load_ranked(
 /// the loader at once: going through the DataLoader would only add its
 /// batching delay (1 ms) to every page. With batching off (the benchmark's
 /// N+1 baseline) it makes one round trip per article, one after another.
-pub(crate) async fn load_in_order(ctx: &Context<'_>, ids: Vec<ArticleId>) -> Result<Vec<Article>> {
+pub(crate) async fn load_in_order(ctx: &Context<'_>, ids: Vec<Ranked>) -> Result<Vec<Article>> {
     let loader = loader(ctx).loader();
     if !ctx.data_unchecked::<super::Batching>().0 {
         let mut articles = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(record) = loader.load(&[id]).await?.remove(&id) {
+        for entry in ids {
+            if let Some(record) = loader.load_ranked(&[entry]).await?.remove(&entry.0) {
                 articles.push(Article(record));
             }
         }
         return Ok(articles);
     }
-    let mut found = loader.load(&ids).await?;
+    let mut found = loader.load_ranked(&ids).await?;
     Ok(ids
         .iter()
-        .filter_map(|id| found.remove(id))
+        .filter_map(|(id, _)| found.remove(id))
         .map(Article)
         .collect())
+}
+
+/// Page entries read without scores (groups, a user's articles, newest).
+pub(crate) fn unscored(ids: Vec<ArticleId>) -> Vec<Ranked> {
+    ids.into_iter().map(|id| (id, None)).collect()
 }

@@ -97,18 +97,39 @@ fn user_limited(action: RateAction, retry_after_secs: u64) -> AppError {
     AppError::rate_limited(action, RateScope::User, retry_after_secs)
 }
 
-/// Commands issued per article in a batched load, without and with a viewer.
-const COMMANDS_PER_ARTICLE: usize = 3;
-const VIEWER_COMMANDS: usize = 2;
+/// An article id on a page, with its score when the page's read already
+/// gave it (`ZREVRANGE score: … WITHSCORES`), so loading the article need
+/// not ask for it again.
+pub type Ranked = (ArticleId, Option<f64>);
 
 impl Store {
-    /// One page of a global ranking (`score:` or `time:`), best first.
+    /// One page of a global ranking (`score:` or `time:`), best first. A
+    /// page of `score:` comes with each article's score.
     pub async fn ranking_page(
         &self,
         ranking: Ranking,
         page: PageRequest,
-    ) -> AppResult<Vec<ArticleId>> {
-        self.sorted_set_page(ranking.key(), page).await
+    ) -> AppResult<Vec<Ranked>> {
+        if ranking == Ranking::Time {
+            let ids = self.sorted_set_page(ranking.key(), page).await?;
+            return Ok(ids.into_iter().map(|id| (id, None)).collect());
+        }
+        let (start, stop) = page.range();
+        let mut conn = self.conn().await?;
+        let reply: Vec<Value> = redis::cmd("ZREVRANGE")
+            .arg(keys::SCORE)
+            .arg(start)
+            .arg(stop)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await?;
+        Ok(reply
+            .chunks_exact(2)
+            .filter_map(|pair| {
+                let id = ArticleId::from_member(value_str(&pair[0])?)?;
+                Some((id, value_f64(&pair[1])))
+            })
+            .collect())
     }
 
     /// One page of a sorted set of `article:<id>` members, highest first.
@@ -170,44 +191,72 @@ impl Store {
         ids: &[ArticleId],
         viewer: Option<&UserName>,
     ) -> AppResult<HashMap<ArticleId, ArticleRecord>> {
-        if ids.is_empty() {
+        let entries: Vec<Ranked> = ids.iter().map(|&id| (id, None)).collect();
+        self.load_ranked(&entries, viewer).await
+    }
+
+    /// Like [`Store::load_articles`], taking the scores a ranking read
+    /// already gave: those articles cost no `ZSCORE`.
+    pub async fn load_ranked(
+        &self,
+        entries: &[Ranked],
+        viewer: Option<&UserName>,
+    ) -> AppResult<HashMap<ArticleId, ArticleRecord>> {
+        if entries.is_empty() {
             return Ok(HashMap::new());
         }
         let viewer_member = viewer.map(UserName::member);
         let mut pipe = redis::pipe();
-        for &id in ids {
+        for &(id, score) in entries {
             let member = keys::article(id);
             pipe.cmd("HMGET").arg(&member).arg(&ARTICLE_FIELDS[..]);
-            pipe.cmd("ZSCORE").arg(keys::SCORE).arg(&member);
+            if score.is_none() {
+                pipe.cmd("ZSCORE").arg(keys::SCORE).arg(&member);
+            }
             pipe.cmd("SMEMBERS").arg(keys::article_groups(id));
             if let Some(viewer) = &viewer_member {
                 pipe.cmd("SISMEMBER").arg(keys::voted(id)).arg(viewer);
                 pipe.cmd("SISMEMBER").arg(keys::downvoted(id)).arg(viewer);
             }
         }
-        let per_article = COMMANDS_PER_ARTICLE + if viewer.is_some() { VIEWER_COMMANDS } else { 0 };
+        let expected: usize = entries
+            .iter()
+            .map(|(_, score)| {
+                2 + usize::from(score.is_none()) + if viewer.is_some() { 2 } else { 0 }
+            })
+            .sum();
         let mut conn = self.conn().await?;
         let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
         drop(conn);
-        if replies.len() != ids.len() * per_article {
+        if replies.len() != expected {
             return Err(AppError::Internal(format!(
                 "article pipeline returned {} replies for {} ids",
                 replies.len(),
-                ids.len()
+                entries.len()
             )));
         }
-        let mut out = HashMap::with_capacity(ids.len());
-        for (&id, chunk) in ids.iter().zip(replies.chunks_exact(per_article)) {
-            if let Some(mut record) = parse_article(id, &chunk[0], &chunk[1], &chunk[2]) {
-                if viewer.is_some() {
-                    record.my_vote = Some(if is_true(&chunk[3]) {
-                        VoteDirection::Up
-                    } else if is_true(&chunk[4]) {
-                        VoteDirection::Down
-                    } else {
-                        VoteDirection::None
-                    });
+        let mut out = HashMap::with_capacity(entries.len());
+        let mut replies = replies.iter();
+        let mut next = || replies.next().unwrap_or(&Value::Nil);
+        for &(id, score) in entries {
+            let hash = next();
+            let score = match score {
+                Some(score) => Value::Double(score),
+                None => next().clone(),
+            };
+            let groups = next();
+            let vote = viewer.map(|_| {
+                let (up, down) = (next(), next());
+                if is_true(up) {
+                    VoteDirection::Up
+                } else if is_true(down) {
+                    VoteDirection::Down
+                } else {
+                    VoteDirection::None
                 }
+            });
+            if let Some(mut record) = parse_article(id, hash, &score, groups) {
+                record.my_vote = vote;
                 out.insert(id, record);
             }
         }

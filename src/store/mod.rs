@@ -19,7 +19,9 @@ use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::AsyncConnectionConfig;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
-pub use articles::{not_found, ArticleRecord, ViewOutcome, Viewer, VoteDirection, ARTICLE_FIELDS};
+pub use articles::{
+    not_found, ArticleRecord, Ranked, ViewOutcome, Viewer, VoteDirection, ARTICLE_FIELDS,
+};
 pub use users::{LoginLimit, Standing};
 
 use crate::error::{AppError, AppResult};

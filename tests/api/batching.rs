@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::helpers::{
-    command_calls, reads_processed, spawn_app_with, test_settings, TestApp, TestRedis,
+    command_calls, reads_processed, spawn_app, spawn_app_with, test_settings, TestApp, TestRedis,
     ARTICLE_FIELDS,
 };
 
@@ -89,4 +89,44 @@ async fn articles_asked_for_by_id_share_one_batch() {
     let (trips, article_reads) = cost_of(&app, &query).await;
     assert_eq!(article_reads, 4);
     assert_eq!(trips, 1, "four articles by id took {trips} round trips");
+}
+
+#[tokio::test]
+async fn a_score_page_takes_its_scores_from_the_range_read() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    for i in 0..5 {
+        app.post(&token, &format!("scored {i}"), &[]).await;
+    }
+    let mut redis = app.redis.conn().await;
+    let page = |order: &'static str| {
+        app.gql_ok(
+            "query($o: ArticleOrder!) { articles(order: $o) { id score myVote } }",
+            json!({ "o": order }),
+            Some(&token),
+        )
+    };
+    let before = command_calls(&mut redis, "zscore").await;
+    let data = page("SCORE").await;
+    assert_eq!(
+        command_calls(&mut redis, "zscore").await,
+        before,
+        "no ZSCORE"
+    );
+    // The scores are the ranking's, as ZSCORE would have read them.
+    for article in data["articles"].as_array().unwrap() {
+        let member = format!("article:{}", article["id"].as_str().unwrap());
+        let score: f64 = redis::cmd("ZSCORE")
+            .arg("score:")
+            .arg(&member)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert_eq!(article["score"].as_f64().unwrap(), score);
+        assert_eq!(article["myVote"], "UP");
+    }
+    // A page by time still reads each score (5 articles, 5 ZSCOREs).
+    let before = command_calls(&mut redis, "zscore").await;
+    page("NEWEST").await;
+    assert_eq!(command_calls(&mut redis, "zscore").await, before + 5);
 }
