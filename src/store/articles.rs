@@ -115,20 +115,10 @@ impl Store {
             return Ok(ids.into_iter().map(|id| (id, None)).collect());
         }
         let (start, stop) = page.range();
-        let mut conn = self.conn().await?;
-        let reply: Vec<Value> = redis::cmd("ZREVRANGE")
-            .arg(keys::SCORE)
-            .arg(start)
-            .arg(stop)
-            .arg("WITHSCORES")
-            .query_async(&mut conn)
-            .await?;
-        Ok(reply
-            .chunks_exact(2)
-            .filter_map(|pair| {
-                let id = ArticleId::from_member(value_str(&pair[0])?)?;
-                Some((id, value_f64(&pair[1])))
-            })
+        let page = self.scored_range(keys::SCORE, start, stop).await?;
+        Ok(page
+            .iter()
+            .filter_map(|(member, score)| Some((ArticleId::from_member(member)?, Some(*score))))
             .collect())
     }
 

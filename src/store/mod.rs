@@ -258,6 +258,29 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_RETRIES: u32 = 3;
 
+impl Store {
+    /// `ZREVRANGE key start stop WITHSCORES`, as (member, score) pairs.
+    pub(crate) async fn scored_range(
+        &self,
+        key: &str,
+        start: isize,
+        stop: isize,
+    ) -> AppResult<Vec<(String, f64)>> {
+        let mut conn = self.conn().await?;
+        let reply: Vec<Value> = redis::cmd("ZREVRANGE")
+            .arg(key)
+            .arg(start)
+            .arg(stop)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await?;
+        Ok(reply
+            .chunks_exact(2)
+            .filter_map(|pair| Some((value_str(&pair[0])?.to_owned(), value_f64(&pair[1])?)))
+            .collect())
+    }
+}
+
 /// Reads a reply that should be text (bulk or simple string).
 pub(crate) fn value_str(v: &Value) -> Option<&str> {
     match v {

@@ -6,7 +6,7 @@ use redis::Value;
 
 use super::keys::{self, RateAction};
 use super::scripts::{self, Reply};
-use super::{value_f64, value_str, Store};
+use super::{value_f64, Store};
 use crate::client::ClientAddr;
 use crate::config::RateLimit;
 use crate::domain::UserName;
@@ -203,23 +203,17 @@ pub struct Standing {
 impl Store {
     /// The `limit` users with the most karma, best first, with their karma.
     pub async fn top_posters(&self, limit: usize) -> AppResult<Vec<(String, i64)>> {
-        let mut conn = self.conn().await?;
-        let reply: Vec<Value> = redis::cmd("ZREVRANGE")
-            .arg(keys::KARMA)
-            .arg(0)
-            .arg(limit as isize - 1)
-            .arg("WITHSCORES")
-            .query_async(&mut conn)
+        let top = self
+            .scored_range(keys::KARMA, 0, limit as isize - 1)
             .await?;
-        Ok(reply
-            .chunks_exact(2)
-            .filter_map(|pair| {
-                let member = value_str(&pair[0])?;
+        Ok(top
+            .into_iter()
+            .map(|(member, score)| {
                 let name = member
                     .strip_prefix(keys::USER_PREFIX)
-                    .unwrap_or(member)
+                    .unwrap_or(&member)
                     .to_owned();
-                Some((name, karma_of(value_f64(&pair[1])?)))
+                (name, karma_of(score))
             })
             .collect())
     }

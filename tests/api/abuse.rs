@@ -27,6 +27,17 @@ async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
         .expect("total_commands_processed")
 }
 
+/// Holds every Redis client's commands for `ms` milliseconds.
+async fn pause_redis(conn: &mut MultiplexedConnection, ms: u64) {
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
 fn nested(levels: usize) -> String {
     let mut q = "name".to_owned();
     for _ in 0..levels {
@@ -424,13 +435,7 @@ async fn a_slow_or_paused_redis_fails_requests_in_bounded_time() {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(2_000)
-        .arg("ALL")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    pause_redis(&mut admin, 2_000).await;
     let body: Value = client
         .post(format!("{}/graphql", app.address))
         .json(&json!({ "query": "{ articles { id } }" }))
@@ -471,13 +476,7 @@ async fn the_execution_deadline_answers_timeout() {
     })
     .await;
     let mut admin = app.redis.conn().await;
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1_500)
-        .arg("ALL")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    pause_redis(&mut admin, 1_500).await;
     let body = app.gql("{ articles { id } }", json!({}), None).await;
     assert_eq!(error_code(&body), "TIMEOUT", "{body}");
     assert!(body["errors"][0]["message"]
@@ -618,13 +617,7 @@ async fn work_stops_when_the_client_goes_away() {
     let redis = TestRedis::start().await;
     let server = Binary::start(&redis.url(), &[("VOTEGRAPH_REDIS_TIMEOUT_MS", "3000")]).await;
     let mut admin = redis.conn().await;
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1_500)
-        .arg("ALL")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    pause_redis(&mut admin, 1_500).await;
     // The client gives up after 200 ms and closes its connection…
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(200))
@@ -755,13 +748,7 @@ async fn websocket_operations_pass_the_same_limits_and_deadline() {
     );
     // A query over the socket runs under the deadline.
     let mut admin = app.redis.conn().await;
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1_500)
-        .arg("ALL")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    pause_redis(&mut admin, 1_500).await;
     ws.subscribe("slow", "{ articles { id } }", json!({})).await;
     let mut message = ws.next_raw().await;
     while message["id"] == "bomb" {
@@ -845,13 +832,7 @@ async fn concurrent_misses_of_one_page_run_it_once() {
     let before = crate::helpers::command_calls(&mut admin, "zrevrange").await;
     // Redis holds every command for a moment, so all 32 requests miss the
     // cache while the first one is still computing the page.
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .arg("ALL")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    pause_redis(&mut admin, 300).await;
     let query = "{ articles(pageSize: 7) { id title votes } }";
     let requests = (0..32).map(|_| app.gql(query, json!({}), None));
     let bodies = futures_util::future::join_all(requests).await;
