@@ -413,6 +413,7 @@ pub async fn health(
     store: Data<&Store>,
     pubsub: Data<&PubSub>,
     caches: Data<&Arc<Caches>>,
+    schema: Data<&Api>,
 ) -> Response {
     let redis = match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
         Ok(Ok(())) => Ok(()),
@@ -423,6 +424,7 @@ pub async fn health(
         "status": if redis.is_ok() { "ok" } else { "unavailable" },
         "subscriptions": pubsub.subscribers(),
         "responseCache": caches.responses.as_ref().map(|c| c.stats()),
+        "documentCache": schema.guard().document_stats(),
     });
     match redis {
         Ok(()) => Json(body).into_response(),

@@ -95,6 +95,11 @@ impl Guard {
         &self.limits
     }
 
+    /// The parsed-document cache's size, for `/health`.
+    pub fn document_stats(&self) -> serde_json::Value {
+        self.documents.stats()
+    }
+
     /// Checks `request`; the parsed document comes back for execution.
     /// A document that does not parse is passed on with `None`, so that
     /// async-graphql reports the syntax error in its usual form.

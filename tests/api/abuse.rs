@@ -561,6 +561,20 @@ async fn distinct_queries_do_not_grow_the_server_without_bound() {
     while let Some(response) = pending.next().await {
         assert_eq!(response.unwrap().status(), 200);
     }
+    let health: Value = client
+        .get(format!("{}/health", server.address))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let held = health["documentCache"]["textBytes"].as_u64().unwrap();
+    assert!(held <= 2 * 1024 * 1024, "{health}");
+    assert!(
+        health["responseCache"]["bytes"].as_u64().unwrap() <= 4 * 1024 * 1024,
+        "{health}"
+    );
     let grown = server.rss_kib().saturating_sub(warm);
     assert!(
         grown < 64 * 1024,
