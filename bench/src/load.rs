@@ -276,22 +276,24 @@ pub fn vote_query(id: u64) -> String {
 /// The Redis work of one front page, issued directly: the range read and
 /// one pipeline of the same commands votegraph sends per article.
 pub async fn raw_front_page(conn: &mut redis::aio::MultiplexedConnection) -> bool {
-    let ids: redis::RedisResult<Vec<String>> = redis::cmd("ZREVRANGE")
+    // The range with its scores, then each article's hash (its groups
+    // included): the Redis work of a front page, 26 commands in two round
+    // trips, as the server does it.
+    let page: redis::RedisResult<Vec<(String, f64)>> = redis::cmd("ZREVRANGE")
         .arg("score:")
         .arg(0)
         .arg(24)
+        .arg("WITHSCORES")
         .query_async(conn)
         .await;
-    let Ok(ids) = ids else { return false };
+    let Ok(page) = page else { return false };
     let mut pipe = redis::pipe();
-    for member in &ids {
+    for (member, _) in &page {
         // The server's own field list, so the floor is the same work.
         pipe.cmd("HMGET")
             .arg(member)
             .arg(&votegraph::store::ARTICLE_FIELDS[..]);
-        pipe.cmd("ZSCORE").arg("score:").arg(member);
-        pipe.cmd("SMEMBERS").arg(format!("{member}:groups"));
     }
     let replies: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(conn).await;
-    replies.is_ok_and(|r| r.len() == ids.len() * 3)
+    replies.is_ok_and(|r| r.len() == page.len())
 }

@@ -102,9 +102,11 @@ pub async fn seed(conn: &mut MultiplexedConnection, articles: u64) -> anyhow::Re
                 .arg(&slug)
                 .arg(i)
                 .ignore();
+            let mut names = Vec::new();
             for g in 0..GROUPS {
                 if rng.unit() < 0.3 / (g + 1) as f64 {
                     let name = group_name(g);
+                    names.push(name.clone());
                     pipe.cmd("SADD")
                         .arg(format!("group:{name}"))
                         .arg(&article)
@@ -115,6 +117,13 @@ pub async fn seed(conn: &mut MultiplexedConnection, articles: u64) -> anyhow::Re
                         .ignore();
                 }
             }
+            // The sorted list the server keeps in the hash beside the set.
+            names.sort();
+            pipe.cmd("HSET")
+                .arg(&article)
+                .arg("groups")
+                .arg(names.join(","))
+                .ignore();
             if now - time < WEEK - 3_600.0 {
                 open.push(i);
             }

@@ -203,7 +203,6 @@ impl Store {
             if score.is_none() {
                 pipe.cmd("ZSCORE").arg(keys::SCORE).arg(&member);
             }
-            pipe.cmd("SMEMBERS").arg(keys::article_groups(id));
             if let Some(viewer) = &viewer_member {
                 pipe.cmd("SISMEMBER").arg(keys::voted(id)).arg(viewer);
                 pipe.cmd("SISMEMBER").arg(keys::downvoted(id)).arg(viewer);
@@ -212,7 +211,7 @@ impl Store {
         let expected: usize = entries
             .iter()
             .map(|(_, score)| {
-                2 + usize::from(score.is_none()) + if viewer.is_some() { 2 } else { 0 }
+                1 + usize::from(score.is_none()) + if viewer.is_some() { 2 } else { 0 }
             })
             .sum();
         let mut conn = self.conn().await?;
@@ -226,6 +225,7 @@ impl Store {
             )));
         }
         let mut out = HashMap::with_capacity(entries.len());
+        let mut unlisted = Vec::new();
         let mut replies = replies.iter();
         let mut next = || replies.next().unwrap_or(&Value::Nil);
         for &(id, score) in entries {
@@ -234,7 +234,6 @@ impl Store {
                 Some(score) => Value::Double(score),
                 None => next().clone(),
             };
-            let groups = next();
             let vote = viewer.map(|_| {
                 let (up, down) = (next(), next());
                 if is_true(up) {
@@ -245,12 +244,48 @@ impl Store {
                     VoteDirection::None
                 }
             });
-            if let Some(mut record) = parse_article(id, hash, &score, groups) {
+            if let Some((mut record, groups_known)) = parse_article(id, hash, &score) {
                 record.my_vote = vote;
+                if !groups_known {
+                    unlisted.push(id);
+                }
                 out.insert(id, record);
             }
         }
+        self.fill_groups(&unlisted, &mut out).await?;
         Ok(out)
+    }
+
+    /// Reads the groups of articles whose hash has no `groups` field (posted
+    /// before votegraph kept one, or by other clients) from their
+    /// `article:<id>:groups` set: one more round trip, only for them.
+    async fn fill_groups(
+        &self,
+        ids: &[ArticleId],
+        records: &mut HashMap<ArticleId, ArticleRecord>,
+    ) -> AppResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for &id in ids {
+            pipe.cmd("SMEMBERS").arg(keys::article_groups(id));
+        }
+        let mut conn = self.conn().await?;
+        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+        for (id, reply) in ids.iter().zip(&replies) {
+            if let (Some(record), Value::Array(items) | Value::Set(items)) =
+                (records.get_mut(id), reply)
+            {
+                record.groups = items
+                    .iter()
+                    .filter_map(value_str)
+                    .map(str::to_owned)
+                    .collect();
+                record.groups.sort();
+            }
+        }
+        Ok(())
     }
 
     /// The id a slug points to.
@@ -496,7 +531,7 @@ fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
 /// The hash fields the API shows, in the order `HMGET` returns them.
 /// Asking for them by name halves the reply next to HGETALL (no field
 /// names), which the profile of a front page showed as reply parsing.
-pub const ARTICLE_FIELDS: [&str; 8] = [
+pub const ARTICLE_FIELDS: [&str; 9] = [
     "title",
     "link",
     "poster",
@@ -505,18 +540,19 @@ pub const ARTICLE_FIELDS: [&str; 8] = [
     "downvotes",
     "slug",
     "views",
+    // The article's groups, sorted and joined with ',' (group names never
+    // hold one), kept by the post and set-groups scripts beside the
+    // `article:<id>:groups` set, so a page reads them with the hash.
+    "groups",
 ];
 
-/// Builds a record from `HMGET` of [`ARTICLE_FIELDS`], `ZSCORE score:` and
-/// `SMEMBERS` replies. Data written by other clients is read leniently: a
-/// missing field is empty or zero rather than an error, so one odd article
-/// cannot break a page. An article with none of the fields does not exist.
-fn parse_article(
-    id: ArticleId,
-    hash: &Value,
-    score: &Value,
-    groups: &Value,
-) -> Option<ArticleRecord> {
+/// Builds a record from `HMGET` of [`ARTICLE_FIELDS`] and the score (from
+/// the ranking read or `ZSCORE score:`); the flag says whether the hash
+/// listed the groups (else they are read from the set). Data written by
+/// other clients is read leniently: a missing field is empty or zero rather
+/// than an error, so one odd article cannot break a page. An article with
+/// none of the fields does not exist.
+fn parse_article(id: ArticleId, hash: &Value, score: &Value) -> Option<(ArticleRecord, bool)> {
     let Value::Array(values) = hash else {
         return None;
     };
@@ -527,7 +563,8 @@ fn parse_article(
     let number = |i: usize| value_f64(&values[i]).unwrap_or(0.0);
     let poster = text(2);
     let slug = text(6);
-    let mut record = ArticleRecord {
+    let listed = value_str(&values[8]);
+    let record = ArticleRecord {
         id,
         title: text(0).to_owned(),
         link: text(1).to_owned(),
@@ -538,21 +575,18 @@ fn parse_article(
         posted_at: number(3),
         votes: number(4) as i64,
         downvotes: number(5) as i64,
-        score: 0.0,
-        groups: Vec::new(),
+        score: value_f64(score).unwrap_or(number(3)),
+        groups: listed
+            .map(|l| {
+                l.split(',')
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
         slug: (!slug.is_empty()).then(|| slug.to_owned()),
         views: number(7) as i64,
         my_vote: None,
     };
-
-    record.score = value_f64(score).unwrap_or(record.posted_at);
-    if let Value::Array(items) | Value::Set(items) = groups {
-        record.groups = items
-            .iter()
-            .filter_map(value_str)
-            .map(str::to_owned)
-            .collect();
-        record.groups.sort();
-    }
-    Some(record)
+    Some((record, listed.is_some()))
 }

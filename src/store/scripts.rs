@@ -180,13 +180,17 @@ redis.call('ZADD', 'time:', ts, article)
 redis.call('ZADD', poster .. ':articles:time', ts, article)
 redis.call('ZADD', poster .. ':articles:score', score, article)
 add_karma(poster, 1, now)
+local names = {}
 for i = 7, #ARGV do
   local g = ARGV[i]
+  names[#names + 1] = g
   redis.call('SADD', 'group:' .. g, article)
   redis.call('SADD', article .. ':groups', g)
   if redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
   if redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, ts, article) end
 end
+table.sort(names)
+redis.call('HSET', article, 'groups', table.concat(names, ','))
 return {'posted', id, slug}
 "#,
     )
@@ -308,6 +312,9 @@ for i = 6, #ARGV do
     redis.call('ZREM', 'time:' .. g, article)
   end
 end
+local names = redis.call('SMEMBERS', article .. ':groups')
+table.sort(names)
+redis.call('HSET', article, 'groups', table.concat(names, ','))
 return {'ok'}
 "#,
     )

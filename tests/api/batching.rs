@@ -130,3 +130,72 @@ async fn a_score_page_takes_its_scores_from_the_range_read() {
     page("NEWEST").await;
     assert_eq!(command_calls(&mut redis, "zscore").await, before + 5);
 }
+
+#[tokio::test]
+async fn an_articles_groups_come_with_its_hash_and_older_articles_still_show_theirs() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    let first = app.post(&token, "grouped", &["rust", "redis"]).await;
+    app.post(&token, "plain", &[]).await;
+    let mut redis = app.redis.conn().await;
+    let listed: String = redis::cmd("HGET")
+        .arg("article:1")
+        .arg("groups")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(listed, "redis,rust", "sorted, beside the set");
+    let page = || {
+        app.gql_ok(
+            "{ articles { id groups } }",
+            json!({}),
+            Some(&token), // logged in: no response cache
+        )
+    };
+    let before = command_calls(&mut redis, "smembers").await;
+    let data = page().await;
+    assert_eq!(
+        command_calls(&mut redis, "smembers").await,
+        before,
+        "no SMEMBERS"
+    );
+    let groups = |data: &serde_json::Value, id: &str| {
+        data["articles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap()["groups"]
+            .clone()
+    };
+    assert_eq!(groups(&data, "1"), json!(["redis", "rust"]));
+    assert_eq!(groups(&data, "2"), json!([]));
+
+    // setGroups keeps the field in step with the set.
+    app.gql_ok(
+        "mutation($id: ID!) { setGroups(articleId: $id, add: [\"go\"], remove: [\"rust\"]) { id } }",
+        json!({ "id": first["id"] }),
+        Some(&token),
+    )
+    .await;
+    let listed: String = redis::cmd("HGET")
+        .arg("article:1")
+        .arg("groups")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(listed, "go,redis");
+
+    // An article whose hash has no list (written before it was kept, or by
+    // another client) is read from its set: one SMEMBERS, same answer.
+    let () = redis::cmd("HDEL")
+        .arg("article:1")
+        .arg("groups")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let before = command_calls(&mut redis, "smembers").await;
+    let data = page().await;
+    assert_eq!(command_calls(&mut redis, "smembers").await, before + 1);
+    assert_eq!(groups(&data, "1"), json!(["go", "redis"]));
+}
