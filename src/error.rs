@@ -45,9 +45,15 @@ pub enum AppError {
     /// the server gives a connection.
     #[error("too many subscriptions: at most {max} active subscriptions per connection")]
     TooManySubscriptions { max: usize },
-    /// One address holds as many WebSocket connections as it may.
-    #[error("too many WebSocket connections from this address")]
-    TooManyConnections { retry_after_secs: u64 },
+    /// One address holds as many connections (or WebSockets) as it may.
+    #[error(
+        "too many {}connections from this address",
+        if *.websocket { "WebSocket " } else { "" }
+    )]
+    TooManyConnections {
+        websocket: bool,
+        retry_after_secs: u64,
+    },
     /// Redis could not be reached or answered with an error.
     #[error("storage unavailable")]
     Storage(#[source] redis::RedisError),
@@ -79,8 +85,8 @@ pub enum AppError {
     MethodNotAllowed,
     #[error("the request body was not received in time")]
     RequestTimeout,
-    /// The server is at its connection or capacity limit.
-    #[error("the server is busy; try again shortly")]
+    /// The server is at its connection limit.
+    #[error("the server is at its connection limit; try again shortly")]
     Overloaded,
 }
 
@@ -146,6 +152,27 @@ impl AppError {
         }
     }
 
+    /// Whole seconds a client should wait before trying again, when the
+    /// error says (`extensions.retryAfter`, and `Retry-After` over HTTP).
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            AppError::RateLimited {
+                retry_after_secs, ..
+            }
+            | AppError::TooManyConnections {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            AppError::Overloaded => Some(1),
+            _ => None,
+        }
+    }
+
+    /// The JSON body of a response refused before any GraphQL execution:
+    /// `{"errors": [...]}`, with no `data` key since nothing ran.
+    pub fn to_json_body(self) -> String {
+        serde_json::json!({ "errors": [self.to_server_error()] }).to_string()
+    }
+
     /// This error as a GraphQL error with its code, for failures outside
     /// any resolver (document limits, deadlines, HTTP-level problems).
     pub fn to_server_error(self) -> ServerError {
@@ -183,18 +210,6 @@ impl From<redis::RedisError> for AppError {
     }
 }
 
-impl From<bb8::RunError<redis::RedisError>> for AppError {
-    fn from(err: bb8::RunError<redis::RedisError>) -> Self {
-        match err {
-            bb8::RunError::User(e) => AppError::Storage(e),
-            bb8::RunError::TimedOut => AppError::StorageTimeout {
-                address: "redis".to_owned(),
-                cause: "no pooled connection became free in time".to_owned(),
-            },
-        }
-    }
-}
-
 /// Gives a GraphQL error its `extensions.code`; the one place where errors
 /// meet the wire.
 ///
@@ -215,15 +230,11 @@ pub fn assign_code(error: &mut ServerError) {
             _ => {}
         }
         ext.set("code", app.code());
-        match app {
-            AppError::BadInput { field, .. } => ext.set("field", *field),
-            AppError::RateLimited {
-                retry_after_secs, ..
-            }
-            | AppError::TooManyConnections { retry_after_secs } => {
-                ext.set("retryAfter", *retry_after_secs)
-            }
-            _ => {}
+        if let AppError::BadInput { field, .. } = app {
+            ext.set("field", *field);
+        }
+        if let Some(secs) = app.retry_after() {
+            ext.set("retryAfter", secs);
         }
     } else if ext.get("code").is_none() {
         let code = if !error.path.is_empty() {

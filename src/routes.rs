@@ -65,7 +65,10 @@ pub async fn graphql_get(
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
     let Some(slot) = sockets.admit(Some(client.ip())) else {
-        return Ok(too_many_connections());
+        return Ok(error_response(AppError::TooManyConnections {
+            websocket: true,
+            retry_after_secs: CONNECTION_RETRY_AFTER_SECS,
+        }));
     };
     // Non-browser clients may authenticate the upgrade itself; browsers use
     // the `connection_init` payload.
@@ -83,20 +86,6 @@ pub async fn graphql_get(
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| connection.run(socket))
         .into_response())
-}
-
-/// HTTP 429 with a GraphQL error body, as GraphQL clients read errors.
-fn too_many_connections() -> Response {
-    let error = AppError::TooManyConnections {
-        retry_after_secs: CONNECTION_RETRY_AFTER_SECS,
-    }
-    .to_server_error();
-    let body = serde_json::json!({ "errors": [error] });
-    Response::builder()
-        .status(StatusCode::TOO_MANY_REQUESTS)
-        .content_type("application/json")
-        .header(header::RETRY_AFTER, CONNECTION_RETRY_AFTER_SECS)
-        .body(body.to_string())
 }
 
 /// The request's client address: its socket peer, or what a trusted proxy
@@ -157,9 +146,13 @@ async fn execute(
     }
     let want_cost = headers.contains_key(COST_HEADER);
     let auth = authorization(headers);
-    if let (None, Some(cache), Some(OperationType::Query), false) =
-        (auth, &caches.responses, operation, want_cost)
-    {
+    // Anonymous queries may be answered from (and stored in) the cache.
+    let cache = match (auth, &caches.responses, operation, want_cost) {
+        (None, Some(cache), Some(OperationType::Query), false) => Some(cache),
+        _ => None,
+    };
+    let mut stored = None;
+    if let Some(cache) = cache {
         let key = cache_key(&request);
         if let Some(body) = cache.get(&key) {
             return json(body);
@@ -171,30 +164,20 @@ async fn execute(
                 None => None,
             },
         };
-        let start = cache.position();
-        if let Some(checked) = checked {
-            request.set_parsed_query(checked.document.as_ref().clone());
-        }
-        let data = recorded_request_data(store, Session::from_authorization(None), client);
-        let deps = data.deps.clone().unwrap_or_default();
-        let response = schema.execute_checked(data.attach(request)).await;
-        let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
-        if response.is_ok() {
-            let deps = std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner()));
-            cache.put(key, start, deps, body.clone());
-        }
-        if let Some(lead) = lead {
-            lead.land(body.clone());
-        }
-        return json(body);
+        stored = Some((cache, key, cache.position(), lead));
     }
     // The parsed document is cloned only here, on the way to execution: a
     // response-cache hit never pays for it.
     if let Some(checked) = checked {
         request.set_parsed_query(checked.document.as_ref().clone());
     }
-    let request = request_data(store, Session::from_authorization(auth), client).attach(request);
-    let mut response = schema.execute_checked(request).await;
+    let session = Session::from_authorization(auth);
+    let data = match stored {
+        Some(_) => recorded_request_data(store, session, client),
+        None => request_data(store, session, client),
+    };
+    let deps = data.deps.clone();
+    let mut response = schema.execute_checked(data.attach(request)).await;
     if let (true, Some(cost)) = (want_cost, cost) {
         response.extensions.insert(
             "cost".to_owned(),
@@ -205,27 +188,33 @@ async fn execute(
             .unwrap_or_default(),
         );
     }
-    json(bytes::Bytes::from(
-        serde_json::to_vec(&response).unwrap_or_default(),
-    ))
+    let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
+    if let Some((cache, key, start, lead)) = stored {
+        if let (true, Some(deps)) = (response.is_ok(), deps) {
+            let deps = std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner()));
+            cache.put(key, start, deps, body.clone());
+        }
+        if let Some(lead) = lead {
+            lead.land(body.clone());
+        }
+    }
+    json(body)
 }
 
 /// A request that fails before execution: a JSON GraphQL error (no `data`
-/// key: nothing ran) with its code and HTTP status.
+/// key: nothing ran) with its code and HTTP status, `Allow` after a `405`
+/// and `Retry-After` when the error says when to try again.
 pub fn error_response(error: AppError) -> Response {
-    let status = error.http_status();
-    let allow = matches!(error, AppError::MethodNotAllowed);
-    let body = serde_json::json!({ "errors": [error.to_server_error()] });
     let mut response = Response::builder()
-        .status(status)
-        .content_type("application/json")
-        .body(body.to_string());
-    if allow {
-        response
-            .headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+        .status(error.http_status())
+        .content_type("application/json");
+    if matches!(error, AppError::MethodNotAllowed) {
+        response = response.header(header::ALLOW, "POST");
     }
-    response
+    if let Some(secs) = error.retry_after() {
+        response = response.header(header::RETRY_AFTER, secs);
+    }
+    response.body(error.to_json_body())
 }
 
 /// A GraphQL request from a GET URL's query string.

@@ -36,6 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::client::TrustedProxies;
+use crate::error::AppError;
 
 /// The bounds of the HTTP server.
 #[derive(Debug, Clone)]
@@ -48,12 +49,6 @@ pub struct ServerLimits {
 }
 
 const MAX_HEADER_BYTES: usize = 64 * 1024;
-
-/// The body of the answer to a connection past the cap.
-const BUSY: &str = r#"{"errors":[{"message":"the server is at its connection limit; try again shortly","extensions":{"code":"SERVICE_UNAVAILABLE"}}]}"#;
-
-/// The answer to a connection past the per-address cap.
-const TOO_MANY: &str = r#"{"errors":[{"message":"too many connections from this address","extensions":{"code":"RATE_LIMITED","retryAfter":1}}]}"#;
 
 /// Open connections per peer address. Entries are removed at zero, so the
 /// map holds only addresses with a connection open (at most
@@ -172,7 +167,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(stream, "503 Service Unavailable", BUSY));
+            tokio::spawn(refuse(stream, AppError::Overloaded));
             continue;
         };
         let slot = if limits.trusted.contains(peer.ip()) {
@@ -181,7 +176,13 @@ pub async fn serve(
             match per_client.admit(peer.ip(), limits.max_per_client.max(1)) {
                 Some(slot) => Some(slot),
                 None => {
-                    tokio::spawn(refuse(stream, "429 Too Many Requests", TOO_MANY));
+                    tokio::spawn(refuse(
+                        stream,
+                        AppError::TooManyConnections {
+                            websocket: false,
+                            retry_after_secs: 1,
+                        },
+                    ));
                     continue;
                 }
             }
@@ -213,10 +214,20 @@ pub async fn serve(
     Ok(())
 }
 
-async fn refuse(mut stream: TcpStream, status: &str, body: &str) {
-    tracing::debug!(status, "connection refused: at a connection limit");
+/// Answers a connection the server will not serve, with the same JSON
+/// error (status, code, `Retry-After`) the routes give, and closes it.
+async fn refuse(mut stream: TcpStream, error: AppError) {
+    let status = error.http_status();
+    tracing::debug!(
+        status = status.as_u16(),
+        "connection refused: at a connection limit"
+    );
+    let retry = error.retry_after().unwrap_or(1);
+    let body = error.to_json_body();
     let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nretry-after: {retry}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
         body.len()
     );
     let _ = tokio::time::timeout(

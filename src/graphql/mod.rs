@@ -239,9 +239,7 @@ impl Api {
     pub async fn execute_checked(&self, request: async_graphql::Request) -> Response {
         match tokio::time::timeout(self.deadline, self.schema.execute(request)).await {
             Ok(response) => with_codes(response),
-            Err(_) => rejection(AppError::Timeout {
-                ms: self.deadline.as_millis() as u64,
-            }),
+            Err(_) => timed_out(self.deadline),
         }
     }
 
@@ -266,6 +264,13 @@ impl Api {
 /// A response refusing a request before it ran.
 pub fn rejection(error: AppError) -> Response {
     Response::from_errors(vec![error.to_server_error()])
+}
+
+/// The response of a request stopped at its execution deadline.
+fn timed_out(deadline: Duration) -> Response {
+    rejection(AppError::Timeout {
+        ms: deadline.as_millis() as u64,
+    })
 }
 
 impl Executor for Api {
@@ -303,9 +308,7 @@ impl Executor for Api {
                 Ok(None) => rejection(AppError::Internal(
                     "an operation ended without a response".to_owned(),
                 )),
-                Err(_) => rejection(AppError::Timeout {
-                    ms: deadline.as_millis() as u64,
-                }),
+                Err(_) => timed_out(deadline),
             }
         })
         .boxed()

@@ -208,12 +208,7 @@ impl Store {
                 pipe.cmd("SISMEMBER").arg(keys::downvoted(id)).arg(viewer);
             }
         }
-        let expected: usize = entries
-            .iter()
-            .map(|(_, score)| {
-                1 + usize::from(score.is_none()) + if viewer.is_some() { 2 } else { 0 }
-            })
-            .sum();
+        let expected = pipe.len();
         let mut conn = self.conn().await?;
         let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
         drop(conn);
