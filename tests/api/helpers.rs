@@ -112,14 +112,21 @@ pub struct TestApp {
 impl TestApp {
     /// The JSON of `/health`.
     pub async fn health(&self) -> Value {
-        self.client
-            .get(format!("{}/health", self.address))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        health_at(&self.client, &self.address).await
+    }
+
+    /// Whether the server answers `{ articleCount }` with 0 within `tries`
+    /// tenths of a second: after a Redis outage, a Redis that came back
+    /// empty (the test servers keep no data) is served again.
+    pub async fn serves_again(&self, tries: usize) -> bool {
+        for _ in 0..tries {
+            let body = self.gql("{ articleCount }", json!({}), None).await;
+            if body["data"]["articleCount"] == 0 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
     }
 
     /// How many subscriptions the server reports on `/health`.
@@ -128,6 +135,18 @@ impl TestApp {
             .as_u64()
             .expect("subscriptions in /health")
     }
+}
+
+/// The JSON of `/health` of the server at `address`.
+pub async fn health_at(client: &reqwest::Client, address: &str) -> Value {
+    client
+        .get(format!("{address}/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// Settings for a test server on `redis`: port 0, cheap password hashing

@@ -41,16 +41,10 @@ async fn redis_going_away_gives_a_clean_error_and_the_server_recovers() {
 
     // Redis comes back (empty: the test server keeps no data) and so does votegraph.
     app.redis.restart().await;
-    let mut recovered = false;
-    for _ in 0..50 {
-        let body = app.gql("{ articleCount }", json!({}), None).await;
-        if body["data"]["articleCount"] == 0 {
-            recovered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(recovered, "votegraph did not recover after redis restarted");
+    assert!(
+        app.serves_again(50).await,
+        "votegraph did not recover after redis restarted"
+    );
     assert_eq!(app.client.get(&health).send().await.unwrap().status(), 200);
     let bob = app.sign_up("bob").await;
     let article = app.post(&bob, "after the outage", &["back"]).await;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, spawn_server, test_settings, TestApp};
+use crate::helpers::{health_at, spawn_app, spawn_server, test_settings, TestApp};
 use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
@@ -210,18 +210,8 @@ async fn a_vote_on_one_instance_reaches_subscribers_of_another() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Both subscriptions are running on the other instance before the vote.
-    let health = format!("{}/health", other.address);
     for _ in 0..250 {
-        let body: serde_json::Value = app
-            .client
-            .get(&health)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if body["subscriptions"] == 2 {
+        if health_at(&app.client, &other.address).await["subscriptions"] == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
