@@ -90,6 +90,17 @@ local function rate_limit(key, limit, window)
 end
 "#;
 
+/// Lua shared by the scripts that change an article's groups: copies the
+/// `article:<id>:groups` set into the hash's `groups` field, sorted and
+/// joined with ',', which pages read with the rest of the hash.
+const GROUP_LIST_LUA: &str = r#"
+local function list_groups(article)
+  local names = redis.call('SMEMBERS', article .. ':groups')
+  table.sort(names)
+  redis.call('HSET', article, 'groups', table.concat(names, ','))
+end
+"#;
+
 fn with_karma(body: &str) -> Script {
     script(&format!("{KARMA_LUA}{RATE_LUA}{body}"))
 }
@@ -149,7 +160,8 @@ pub fn seconds(values: &[Value]) -> Option<u64> {
 /// suffix handed out per stem is kept in `slug:last-suffix`, so the
 /// thousandth post of one title tries one slug, not a thousand.
 pub static POST: LazyLock<Script> = LazyLock::new(|| {
-    with_karma(
+    with_karma(&[
+        GROUP_LIST_LUA,
         r#"
 local poster = ARGV[1]
 local wait = rate_limit(KEYS[1], ARGV[5], ARGV[6])
@@ -180,19 +192,18 @@ redis.call('ZADD', 'time:', ts, article)
 redis.call('ZADD', poster .. ':articles:time', ts, article)
 redis.call('ZADD', poster .. ':articles:score', score, article)
 add_karma(poster, 1, now)
-local names = {}
 for i = 7, #ARGV do
   local g = ARGV[i]
-  names[#names + 1] = g
   redis.call('SADD', 'group:' .. g, article)
   redis.call('SADD', article .. ':groups', g)
   if redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
   if redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, ts, article) end
 end
-table.sort(names)
-redis.call('HSET', article, 'groups', table.concat(names, ','))
+list_groups(article)
 return {'posted', id, slug}
 "#,
+    ]
+    .concat(),
     )
 });
 
@@ -280,7 +291,8 @@ return {'changed', was, score}
 /// Cached group rankings (`score:<group>`, `time:<group>`) that exist are
 /// updated in the same step, so a group page shows the change at once.
 pub static SET_GROUPS: LazyLock<Script> = LazyLock::new(|| {
-    with_rate_limit(
+    with_rate_limit(&[
+        GROUP_LIST_LUA,
         r#"
 local id, caller, nadd = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local wait = rate_limit(KEYS[1], ARGV[4], ARGV[5])
@@ -312,11 +324,11 @@ for i = 6, #ARGV do
     redis.call('ZREM', 'time:' .. g, article)
   end
 end
-local names = redis.call('SMEMBERS', article .. ':groups')
-table.sort(names)
-redis.call('HSET', article, 'groups', table.concat(names, ','))
+list_groups(article)
 return {'ok'}
 "#,
+    ]
+    .concat(),
     )
 });
 
