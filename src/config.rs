@@ -55,11 +55,6 @@ pub struct Settings {
     )]
     pub cors_origins: Vec<String>,
 
-    /// Load a page's articles one round trip at a time, in sequence (the N+1
-    /// pattern), instead of one pipelined batch. Only for benchmarks.
-    #[arg(long, env = "VOTEGRAPH_NO_BATCHING")]
-    pub no_batching: bool,
-
     /// Seconds between keep-alives on idle subscription WebSockets.
     #[arg(long, env = "VOTEGRAPH_WS_KEEPALIVE_SECS", default_value_t = 15)]
     pub ws_keepalive_secs: u64,

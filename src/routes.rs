@@ -14,12 +14,10 @@ use tokio::io::AsyncReadExt;
 use tracing::Instrument;
 
 use crate::auth::Session;
-use crate::cache::{Flight, ResponseCache};
+use crate::cache::Flight;
 use crate::client::{ClientAddr, TrustedProxies};
 use crate::error::AppError;
-use crate::graphql::{recorded_request_data, request_data, Api};
-use crate::pubsub::PubSub;
-use crate::store::Store;
+use crate::graphql::{Api, RequestContext};
 use crate::ws::WebSockets;
 
 /// Seconds a client refused for holding too many WebSockets is told to
@@ -34,8 +32,6 @@ pub async fn graphql_get(
     req: &Request,
     body: Body,
     schema: Data<&Api>,
-    store: Data<&Store>,
-    caches: Data<&Arc<Caches>>,
     trusted: Data<&TrustedProxies>,
     sockets: Data<&WebSockets>,
 ) -> poem::Result<Response> {
@@ -51,16 +47,7 @@ pub async fn graphql_get(
             Ok(request) => request,
             Err(e) => return Ok(error_response(e)),
         };
-        return Ok(execute(
-            &schema,
-            &store,
-            &caches,
-            req.headers(),
-            client,
-            Method::Get,
-            request,
-        )
-        .await);
+        return Ok(execute(&schema, req.headers(), client, Method::Get, request).await);
     }
     let websocket = WebSocket::from_request(req, &mut body).await?;
     let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
@@ -73,14 +60,7 @@ pub async fn graphql_get(
     // Non-browser clients may authenticate the upgrade itself; browsers use
     // the `connection_init` payload.
     let header_auth = authorization(req.headers()).map(str::to_owned);
-    let connection = sockets.connection(
-        schema.clone(),
-        store.clone(),
-        protocol.0,
-        header_auth,
-        client,
-        slot,
-    );
+    let connection = sockets.connection(schema.clone(), protocol.0, header_auth, client, slot);
     Ok(websocket
         .config(sockets.config())
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
@@ -101,12 +81,6 @@ fn authorization(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-/// The per-process caches of the HTTP path.
-pub struct Caches {
-    /// Whole anonymous responses, when enabled.
-    pub responses: Option<Arc<ResponseCache>>,
-}
-
 /// How much of a request body the server reads, and for how long.
 #[derive(Clone, Copy, Debug)]
 pub struct BodyLimits {
@@ -125,8 +99,6 @@ pub const COST_HEADER: &str = "x-query-cost";
 
 async fn execute(
     schema: &Api,
-    store: &Store,
-    caches: &Caches,
     headers: &HeaderMap,
     client: ClientAddr,
     method: Method,
@@ -147,7 +119,7 @@ async fn execute(
     let want_cost = headers.contains_key(COST_HEADER);
     let auth = authorization(headers);
     // Anonymous queries may be answered from (and stored in) the cache.
-    let cache = match (auth, &caches.responses, operation, want_cost) {
+    let cache = match (auth, schema.state().responses(), operation, want_cost) {
         (None, Some(cache), Some(OperationType::Query), false) => Some(cache),
         _ => None,
     };
@@ -172,12 +144,12 @@ async fn execute(
         request.set_parsed_query(checked.document.as_ref().clone());
     }
     let session = Session::from_authorization(auth);
-    let data = match stored {
-        Some(_) => recorded_request_data(store, session, client),
-        None => request_data(store, session, client),
+    let context = match stored {
+        Some(_) => RequestContext::recorded(schema.state(), session, client),
+        None => RequestContext::new(schema.state(), session, client),
     };
-    let deps = data.deps.clone();
-    let mut response = schema.execute_checked(data.attach(request)).await;
+    let (request, recorded) = context.attach(request);
+    let mut response = schema.execute_checked(request).await;
     if let (true, Some(cost)) = (want_cost, cost) {
         response.extensions.insert(
             "cost".to_owned(),
@@ -190,8 +162,7 @@ async fn execute(
     }
     let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
     if let Some((cache, key, start, lead)) = stored {
-        if let (true, Some(deps)) = (response.is_ok(), deps) {
-            let deps = std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner()));
+        if let (true, Some(deps)) = (response.is_ok(), recorded.take()) {
             cache.put(key, start, deps, body.clone());
         }
         if let Some(lead) = lead {
@@ -369,8 +340,6 @@ fn json(body: bytes::Bytes) -> Response {
 #[handler]
 pub async fn graphql(
     schema: Data<&Api>,
-    store: Data<&Store>,
-    caches: Data<&Arc<Caches>>,
     limits: Data<&BodyLimits>,
     trusted: Data<&TrustedProxies>,
     req: &Request,
@@ -379,18 +348,7 @@ pub async fn graphql(
     let headers = req.headers();
     let client = client_addr(req, &trusted);
     match request_from_body(headers, body, *limits.0).await {
-        Ok(request) => {
-            execute(
-                &schema,
-                &store,
-                &caches,
-                headers,
-                client,
-                Method::Post,
-                request,
-            )
-            .await
-        }
+        Ok(request) => execute(&schema, headers, client, Method::Post, request).await,
         Err(e) => error_response(e),
     }
 }
@@ -398,21 +356,17 @@ pub async fn graphql(
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
 /// also tells how many subscriptions this process is serving.
 #[handler]
-pub async fn health(
-    store: Data<&Store>,
-    pubsub: Data<&PubSub>,
-    caches: Data<&Arc<Caches>>,
-    schema: Data<&Api>,
-) -> Response {
-    let redis = match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
+pub async fn health(schema: Data<&Api>) -> Response {
+    let state = schema.state();
+    let redis = match tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("timed out".to_owned()),
     };
     let body = serde_json::json!({
         "status": if redis.is_ok() { "ok" } else { "unavailable" },
-        "subscriptions": pubsub.subscribers(),
-        "responseCache": caches.responses.as_ref().map(|c| c.stats()),
+        "subscriptions": state.pubsub().subscribers(),
+        "responseCache": state.responses().map(|c| c.stats()),
         "documentCache": schema.guard().document_stats(),
     });
     match redis {

@@ -1,7 +1,6 @@
 //! Wires configuration, Redis, the schema and the HTTP server together.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,7 +13,7 @@ use crate::cache::ResponseCache;
 use crate::config::Settings;
 use crate::graphiql;
 use crate::graphql::limits::Guard;
-use crate::graphql::{build_schema, Batching, Limits};
+use crate::graphql::{build_api, AppState};
 use crate::local_redis::LocalRedis;
 use crate::pubsub::PubSub;
 use crate::routes;
@@ -58,24 +57,22 @@ impl Application {
         let pubsub = PubSub::start(
             redis::Client::open(connection_info(&redis_url)?).context("invalid Redis URL")?,
         );
-        let batching = Batching(!settings.no_batching);
         let responses = (!settings.no_response_cache)
             .then(|| ResponseCache::new(&pubsub, settings.response_cache_bytes));
         let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
-        let schema = build_schema(
-            store.clone(),
+        let state = AppState::new(
+            store,
             hasher,
-            pubsub.clone(),
-            batching,
-            responses.clone(),
-            Limits {
-                guard,
-                deadline: Duration::from_millis(settings.request_timeout_ms.max(1)),
-                login: settings.login_limit(),
-                rates: settings.rate_limits(),
-            },
+            pubsub,
+            responses,
+            settings.login_limit(),
+            settings.rate_limits(),
         );
-        let caches = Arc::new(routes::Caches { responses });
+        let api = build_api(
+            state,
+            guard,
+            Duration::from_millis(settings.request_timeout_ms.max(1)),
+        );
 
         let shutdown = Shutdown::default();
 
@@ -92,10 +89,7 @@ impl Application {
             )
             .at("/graphql", get(routes::graphql_get).post(routes::graphql))
             .at("/health", get(routes::health))
-            .data(schema)
-            .data(store)
-            .data(pubsub)
-            .data(caches)
+            .data(api)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,

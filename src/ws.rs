@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use crate::auth::Session;
 use crate::client::ClientAddr;
 use crate::error::{AppError, AppResult};
-use crate::graphql::{request_data, Api};
+use crate::graphql::{Api, RequestContext};
 use crate::store::Store;
 
 /// How long a closing connection waits for the client's half of the close
@@ -114,7 +114,6 @@ impl WebSockets {
     pub fn connection(
         &self,
         schema: Api,
-        store: Store,
         protocol: Protocol,
         header_auth: Option<String>,
         client: ClientAddr,
@@ -122,7 +121,6 @@ impl WebSockets {
     ) -> Connection {
         Connection {
             schema,
-            store,
             protocol,
             header_auth,
             client,
@@ -197,7 +195,6 @@ impl Shutdown {
 /// One accepted WebSocket, ready to run once upgraded.
 pub struct Connection {
     schema: Api,
-    store: Store,
     protocol: Protocol,
     /// The upgrade request's `Authorization`, for clients that cannot put it
     /// in `connection_init`'s payload.
@@ -222,7 +219,6 @@ impl Connection {
             incoming,
             protocol: self.protocol,
             schema: self.schema,
-            store: self.store,
             header_auth: self.header_auth,
             client: self.client,
             limits: self.limits,
@@ -333,7 +329,6 @@ struct State {
     incoming: SplitStream<WebSocketStream>,
     protocol: Protocol,
     schema: Api,
-    store: Store,
     header_auth: Option<String>,
     client: ClientAddr,
     limits: Limits,
@@ -481,7 +476,7 @@ impl State {
             Some(_) => return Err(self.invalid("connection_init payload must be an object")),
         };
         let auth = from_payload.or_else(|| self.header_auth.clone());
-        let session = match authenticate(&self.store, auth.as_deref()).await {
+        let session = match authenticate(self.schema.state().store(), auth.as_deref()).await {
             Ok(session) => session,
             Err(AppError::Forbidden(_)) => return Err(self.refuse(FORBIDDEN)),
             Err(e) => {
@@ -490,7 +485,7 @@ impl State {
             }
         };
         self.data = Some(Arc::new(
-            request_data(&self.store, session, self.client).into_connection_data(),
+            RequestContext::new(self.schema.state(), session, self.client).into_connection_data(),
         ));
         self.send("connection_ack", None, None::<()>).await
     }

@@ -209,9 +209,8 @@ async fn start_votegraph(
     if mode != Mode::Default {
         command.arg("--no-response-cache");
     }
-    if mode == Mode::NPlusOne {
-        command.arg("--no-batching");
-    }
+    // The server no longer has an N+1 switch; until the bench's own N+1
+    // baseline lands, the N+1 rows run the batched server.
     let proc = Proc(
         command
             .spawn()

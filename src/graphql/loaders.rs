@@ -7,25 +7,20 @@ use std::sync::Arc;
 use async_graphql::dataloader::Loader;
 
 use crate::auth::Session;
-use crate::cache::DepsCollector;
 use crate::domain::ArticleId;
 use crate::store::{ArticleRecord, Ranked, Standing, Store};
 
-/// Loads articles, with the caller's vote on each when logged in.
+/// Loads articles, with the caller's vote on each when logged in. What a
+/// response shows is recorded by the [`RequestContext`](super::RequestContext),
+/// not here.
 pub struct ArticleLoader {
     store: Store,
     session: Arc<Session>,
-    /// Records every article the response shows, when it may be cached.
-    deps: Option<DepsCollector>,
 }
 
 impl ArticleLoader {
-    pub fn new(store: Store, session: Arc<Session>, deps: Option<DepsCollector>) -> Self {
-        Self {
-            store,
-            session,
-            deps,
-        }
+    pub fn new(store: Store, session: Arc<Session>) -> Self {
+        Self { store, session }
     }
 }
 
@@ -36,12 +31,6 @@ impl ArticleLoader {
         &self,
         entries: &[Ranked],
     ) -> Result<HashMap<ArticleId, ArticleRecord>, async_graphql::Error> {
-        if let Some(deps) = &self.deps {
-            let mut deps = deps.lock().unwrap_or_else(|p| p.into_inner());
-            entries
-                .iter()
-                .for_each(|(id, _)| deps.article(&id.to_string()));
-        }
         let viewer = self.session.user(&self.store).await?;
         Ok(self.store.load_ranked(entries, viewer.as_ref()).await?)
     }

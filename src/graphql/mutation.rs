@@ -9,25 +9,13 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
+use super::context::invalid_credentials;
 use super::types::{Article, AuthPayload, VoteDirection};
-use super::{
-    client_addr, invalidate_cache, invalidate_for_vote, loader, rate_limits, session, store,
-};
-use crate::auth::{new_token, token_hash, PasswordHasher};
+use super::RequestContext;
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, UserName};
 use crate::error::AppError;
-use crate::store::{LoginLimit, Viewer};
 
 pub struct MutationRoot;
-
-/// Reads an article after a write; it can only be gone if it was deleted
-/// behind votegraph's back in between.
-async fn reload(ctx: &Context<'_>, id: ArticleId) -> Result<Article> {
-    match loader(ctx).load_one(id).await? {
-        Some(record) => Ok(Article(record)),
-        None => Err(crate::store::not_found(id).into()),
-    }
-}
 
 /// Writes: accounts, posts, votes, groups, slugs and views. A mutation that
 /// fails writes nothing.
@@ -42,23 +30,7 @@ impl MutationRoot {
     ) -> Result<AuthPayload> {
         let name = UserName::parse(&name)?;
         let password = Password::parse(&password)?;
-        let (client, limit) = (client_addr(ctx), rate_limits(ctx).sign_up);
-        store(ctx).sign_up_budget(client, limit).await?;
-        let hash = ctx
-            .data_unchecked::<PasswordHasher>()
-            .hash(&password)
-            .await?;
-        let token = new_token();
-        if !store(ctx)
-            .create_user(&name, &hash, &token_hash(&token), client, limit)
-            .await?
-        {
-            return Err(AppError::bad_input(
-                "name",
-                format!("the name {:?} is already taken", name.as_str()),
-            )
-            .into());
-        }
+        let token = RequestContext::of(ctx)?.sign_up(&name, &password).await?;
         Ok(AuthPayload {
             token,
             user: name.into(),
@@ -73,27 +45,12 @@ impl MutationRoot {
         name: String,
         password: String,
     ) -> Result<AuthPayload> {
-        let invalid = || AppError::Unauthenticated("invalid name or password");
         // Malformed credentials cannot match an account; answering as for a
         // wrong password does not reveal which rule they broke.
         let (Ok(name), Ok(password)) = (UserName::parse(&name), Password::parse(&password)) else {
-            return Err(invalid().into());
+            return Err(invalid_credentials().into());
         };
-        let store = store(ctx);
-        let name_limit = *ctx.data_unchecked::<LoginLimit>();
-        store
-            .login_attempt(&name, client_addr(ctx), name_limit, rate_limits(ctx).log_in)
-            .await?;
-        let stored = store.password_hash(&name).await?;
-        if !ctx
-            .data_unchecked::<PasswordHasher>()
-            .verify(&password, stored)
-            .await?
-        {
-            return Err(invalid().into());
-        }
-        let token = new_token();
-        store.create_session(&token_hash(&token), &name).await?;
+        let token = RequestContext::of(ctx)?.log_in(&name, &password).await?;
         Ok(AuthPayload {
             token,
             user: name.into(),
@@ -103,10 +60,7 @@ impl MutationRoot {
     /// Revokes the token the request was sent with. True when a session was
     /// revoked, false when the token was already invalid or absent.
     async fn log_out(&self, ctx: &Context<'_>) -> Result<bool> {
-        match session(ctx).token() {
-            Some(token) => Ok(store(ctx).delete_session(&token_hash(token)).await?),
-            None => Ok(false),
-        }
+        RequestContext::of(ctx)?.log_out().await
     }
 
     /// Posts a link; the poster's own upvote is counted at once.
@@ -117,16 +71,14 @@ impl MutationRoot {
         link: String,
         #[graphql(default)] groups: Vec<String>,
     ) -> Result<Article> {
-        let store = store(ctx);
-        let user = session(ctx).require_user(store).await?;
+        let context = RequestContext::of(ctx)?;
+        // Logged in first: an anonymous caller learns that before any
+        // complaint about the input.
+        context.viewer_required().await?;
         let title = ArticleTitle::parse(&title)?;
         let link = Link::parse(&link)?;
         let groups = GroupName::parse_many(&groups, "groups")?;
-        let id = store
-            .post_article(&user, &title, &link, &groups, rate_limits(ctx).post)
-            .await?;
-        invalidate_cache(ctx);
-        reload(ctx, id).await
+        Ok(Article(context.post(&title, &link, &groups).await?))
     }
 
     /// Sets the caller's vote: UP (the default), DOWN, or NONE to retract.
@@ -138,17 +90,10 @@ impl MutationRoot {
         article_id: ID,
         #[graphql(default_with = "VoteDirection::Up")] direction: VoteDirection,
     ) -> Result<Article> {
-        let store = store(ctx);
-        let user = session(ctx).require_user(store).await?;
+        let context = RequestContext::of(ctx)?;
+        context.viewer_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
-        let changed = store
-            .vote(id, &user, direction.into(), rate_limits(ctx).vote)
-            .await?;
-        let article = reload(ctx, id).await?;
-        if changed {
-            invalidate_for_vote(ctx, &article.0);
-        }
-        Ok(article)
+        Ok(Article(context.vote(id, direction.into()).await?))
     }
 
     /// Gives an article a new slug (poster only); `SLUG_TAKEN` when another
@@ -159,15 +104,11 @@ impl MutationRoot {
         article_id: ID,
         slug: String,
     ) -> Result<Article> {
-        let store = store(ctx);
-        let user = session(ctx).require_user(store).await?;
+        let context = RequestContext::of(ctx)?;
+        context.viewer_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         let slug = Slug::parse(&slug)?;
-        store
-            .rename_slug(id, &user, &slug, rate_limits(ctx).rename_slug)
-            .await?;
-        invalidate_cache(ctx);
-        reload(ctx, id).await
+        Ok(Article(context.rename_slug(id, &slug).await?))
     }
 
     /// Counts a view of an article (no login needed), once per viewer (the
@@ -177,16 +118,7 @@ impl MutationRoot {
     /// up to a second.
     async fn view_article(&self, ctx: &Context<'_>, id: ID) -> Result<Article> {
         let id = ArticleId::parse(&id, "id")?;
-        let store = store(ctx);
-        let viewer = match session(ctx).user(store).await? {
-            Some(user) => Viewer::User(user),
-            None => Viewer::Client(client_addr(ctx)),
-        };
-        let limits = rate_limits(ctx);
-        store
-            .view_article(id, &viewer, limits.view, limits.view_window_secs)
-            .await?;
-        reload(ctx, id).await
+        Ok(Article(RequestContext::of(ctx)?.view(id).await?))
     }
 
     /// Adds the article to groups and removes it from others; only its poster may.
@@ -197,8 +129,8 @@ impl MutationRoot {
         #[graphql(default)] add: Vec<String>,
         #[graphql(default)] remove: Vec<String>,
     ) -> Result<Article> {
-        let store = store(ctx);
-        let user = session(ctx).require_user(store).await?;
+        let context = RequestContext::of(ctx)?;
+        context.viewer_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         let add = GroupName::parse_many(&add, "add")?;
         let remove = GroupName::parse_many(&remove, "remove")?;
@@ -209,10 +141,6 @@ impl MutationRoot {
             )
             .into());
         }
-        store
-            .set_groups(id, &user, &add, &remove, rate_limits(ctx).set_groups)
-            .await?;
-        invalidate_cache(ctx);
-        reload(ctx, id).await
+        Ok(Article(context.set_groups(id, &add, &remove).await?))
     }
 }

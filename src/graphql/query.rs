@@ -2,8 +2,8 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::types::{load_ranked, Article, ArticleOrder, Group, RankedUser, Scope, User};
-use super::{loader, record_deps, session, store};
+use super::types::{Article, ArticleOrder, Group, RankedUser, User};
+use super::{ArticleList, RequestContext};
 use crate::domain::{parse_limit, ArticleId, GroupName, PageRequest};
 
 pub struct QueryRoot;
@@ -20,19 +20,21 @@ impl QueryRoot {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = store(ctx).ranking_page(order.into(), page);
-        load_ranked(ctx, ids, Scope::Site, order, page).await
+        let records = RequestContext::of(ctx)?
+            .ranked(ArticleList::Site, order.into(), page)
+            .await?;
+        Ok(records.into_iter().map(Article).collect())
     }
 
     /// Number of articles on the site.
     async fn article_count(&self, ctx: &Context<'_>) -> Result<i64> {
-        Ok(store(ctx).article_count().await? as i64)
+        Ok(RequestContext::of(ctx)?.article_count().await? as i64)
     }
 
     /// One article, or null when there is none with that id.
     async fn article(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Article>> {
         let id = ArticleId::parse(&id, "id")?;
-        Ok(loader(ctx).load_one(id).await?.map(Article))
+        Ok(RequestContext::of(ctx)?.article(id).await?.map(Article))
     }
 
     /// A group by name; an unknown group is empty, not an error.
@@ -46,10 +48,8 @@ impl QueryRoot {
 
     /// The article with this slug, or null.
     async fn article_by_slug(&self, ctx: &Context<'_>, slug: String) -> Result<Option<Article>> {
-        let Some(id) = store(ctx).article_id_by_slug(&slug).await? else {
-            return Ok(None);
-        };
-        Ok(loader(ctx).load_one(id).await?.map(Article))
+        let record = RequestContext::of(ctx)?.article_by_slug(&slug).await?;
+        Ok(record.map(Article))
     }
 
     /// The karma leaderboard: users by karma, ties to whoever reached it first.
@@ -59,8 +59,7 @@ impl QueryRoot {
         #[graphql(default = 10)] limit: i32,
     ) -> Result<Vec<RankedUser>> {
         let limit = parse_limit(limit)?;
-        record_deps(ctx, |deps| deps.any_vote());
-        let top = store(ctx).top_posters(limit).await?;
+        let top = RequestContext::of(ctx)?.top_posters(limit).await?;
         Ok(top
             .into_iter()
             .enumerate()
@@ -74,6 +73,6 @@ impl QueryRoot {
 
     /// The logged-in user, or null.
     async fn me(&self, ctx: &Context<'_>) -> Result<Option<User>> {
-        Ok(session(ctx).user(store(ctx)).await?.map(User::from))
+        Ok(RequestContext::of(ctx)?.viewer().await?.map(User::from))
     }
 }

@@ -6,10 +6,10 @@ use async_graphql::{Context, Object, Result, Subscription, ID};
 use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::loader;
 use super::types::{Article, DateTime};
+use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};
-use crate::pubsub::{PubSub, ScoreEvent};
+use crate::pubsub::ScoreEvent;
 
 pub struct SubscriptionRoot;
 
@@ -32,7 +32,7 @@ impl SubscriptionRoot {
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
         let article = article.map(|id| id.to_string());
-        let receiver = ctx.data_unchecked::<PubSub>().subscribe();
+        let receiver = RequestContext::of(ctx)?.score_events();
         Ok(futures_util::stream::unfold(
             receiver,
             move |mut receiver| {
@@ -70,7 +70,7 @@ impl ScoreChange {
     /// selected).
     async fn article(&self, ctx: &Context<'_>) -> Result<Article> {
         let id = ArticleId::parse(&self.0.id, "articleId")?;
-        match loader(ctx).load_one(id).await? {
+        match RequestContext::of(ctx)?.article(id).await? {
             Some(record) => Ok(Article(record)),
             None => Err(crate::store::not_found(id).into()),
         }

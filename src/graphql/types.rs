@@ -6,11 +6,10 @@ use async_graphql::{
 };
 use chrono::{SecondsFormat, TimeZone, Utc};
 
-use crate::domain::{ArticleId, GroupName, PageRequest, UserName};
+use super::{ArticleList, RequestContext};
+use crate::domain::{GroupName, PageRequest, UserName};
 use crate::store::keys::Ranking;
-use crate::store::{ArticleRecord, Ranked};
-
-use super::{loader, record_deps, session, standings, store};
+use crate::store::ArticleRecord;
 
 /// How a list of articles is ordered.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
@@ -166,18 +165,15 @@ impl Group {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = async {
-            store(ctx)
-                .group_page(&self.group, order.into(), page)
-                .await
-                .map(unscored)
-        };
-        load_ranked(ctx, ids, Scope::Group(&self.group), order, page).await
+        let records = RequestContext::of(ctx)?
+            .ranked(ArticleList::Group(&self.group), order.into(), page)
+            .await?;
+        Ok(records.into_iter().map(Article).collect())
     }
 
     /// Number of articles in the group.
     async fn article_count(&self, ctx: &Context<'_>) -> Result<i64> {
-        Ok(store(ctx).group_count(&self.group).await? as i64)
+        Ok(RequestContext::of(ctx)?.group_count(&self.group).await? as i64)
     }
 }
 
@@ -203,22 +199,15 @@ impl User {
     /// Upvotes minus downvotes received on all of the user's articles
     /// (their own automatic upvote included).
     async fn karma(&self, ctx: &Context<'_>) -> Result<i64> {
-        record_deps(ctx, |deps| deps.any_vote());
-        Ok(standings(ctx)
-            .load_one(self.name.clone())
-            .await?
-            .map_or(0, |s| s.karma))
+        let standing = RequestContext::of(ctx)?.standing(&self.name).await?;
+        Ok(standing.map_or(0, |s| s.karma))
     }
 
     /// Place on the karma leaderboard (1 is first); null before the user
     /// ever received a vote.
     async fn rank(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
-        record_deps(ctx, |deps| deps.any_vote());
-        Ok(standings(ctx)
-            .load_one(self.name.clone())
-            .await?
-            .and_then(|s| s.rank)
-            .map(|r| r as i64))
+        let standing = RequestContext::of(ctx)?.standing(&self.name).await?;
+        Ok(standing.and_then(|s| s.rank).map(|r| r as i64))
     }
 
     /// The user's articles, ranked like the front page.
@@ -230,13 +219,10 @@ impl User {
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
         let page = PageRequest::parse(page, page_size)?;
-        let ids = async {
-            store(ctx)
-                .user_articles_page(&self.name, order.into(), page)
-                .await
-                .map(unscored)
-        };
-        load_ranked(ctx, ids, Scope::User, order, page).await
+        let records = RequestContext::of(ctx)?
+            .ranked(ArticleList::User(&self.name), order.into(), page)
+            .await?;
+        Ok(records.into_iter().map(Article).collect())
     }
 }
 
@@ -255,68 +241,4 @@ pub struct AuthPayload {
     /// Send it as `Authorization: Bearer <token>`; valid for 30 days or until `logOut`.
     pub token: String,
     pub user: User,
-}
-
-/// Which ranking a page comes from, for the response cache's record.
-pub(crate) enum Scope<'a> {
-    Site,
-    Group(&'a GroupName),
-    /// A user's own articles: any vote on them may reorder the page.
-    User,
-}
-
-/// Reads a ranking page and loads its articles. The caller's session is
-/// looked up while the range is read, so a logged-in page (with `myVote`)
-/// still waits for two round trips in a row, not three.
-pub(crate) async fn load_ranked(
-    ctx: &Context<'_>,
-    ids: impl std::future::Future<Output = crate::error::AppResult<Vec<Ranked>>>,
-    scope: Scope<'_>,
-    order: ArticleOrder,
-    page: PageRequest,
-) -> Result<Vec<Article>> {
-    let (ids, viewer) = futures_util::join!(ids, session(ctx).user(store(ctx)));
-    viewer?;
-    let articles = load_in_order(ctx, ids?).await?;
-    if order == ArticleOrder::Score {
-        record_deps(ctx, |deps| {
-            let scores: Vec<f64> = articles.iter().map(|a| a.0.score).collect();
-            let full = articles.len() == page.page_size as usize;
-            match scope {
-                Scope::Site => deps.score_window(None, &scores, full),
-                Scope::Group(g) => deps.score_window(Some(g.as_str()), &scores, full),
-                Scope::User => deps.any_vote(),
-            }
-        });
-    }
-    Ok(articles)
-}
-
-/// Loads a ranking's articles, keeping its order and skipping ids whose
-/// article vanished. The page already knows every id it needs, so it calls
-/// the loader at once: going through the DataLoader would only add its
-/// batching delay (1 ms) to every page. With batching off (the benchmark's
-/// N+1 baseline) it makes one round trip per article, one after another.
-pub(crate) async fn load_in_order(ctx: &Context<'_>, ids: Vec<Ranked>) -> Result<Vec<Article>> {
-    let loader = loader(ctx).loader();
-    if !ctx.data_unchecked::<super::Batching>().0 {
-        let mut articles = Vec::with_capacity(ids.len());
-        for entry in ids {
-            if let Some(record) = loader.load_ranked(&[entry]).await?.remove(&entry.0) {
-                articles.push(Article(record));
-            }
-        }
-        return Ok(articles);
-    }
-    let mut found = loader.load_ranked(&ids).await?;
-    Ok(ids
-        .iter()
-        .filter_map(|(id, _)| found.remove(id))
-        .map(Article)
-        .collect())
-}
-
-/// Page entries read without scores (groups, a user's articles, newest).
-pub(crate) fn unscored(ids: Vec<ArticleId>) -> Vec<Ranked> {
-    ids.into_iter().map(|id| (id, None)).collect()
 }

@@ -1,0 +1,411 @@
+//! The one door resolvers go through: the process' [`AppState`], and each
+//! request's [`RequestContext`] in front of the [`Store`].
+//!
+//! Anonymous responses are cached whole (see [`crate::cache`]), which is
+//! only correct if the cache learns everything a response shows and every
+//! write drops what it changes. Those duties live here, not in resolvers:
+//! every read of the context records what it returns, and every write
+//! invalidates what it changes. Resolvers never see the store or the cache,
+//! so a new resolver cannot show data the cache does not know about, nor
+//! write without invalidating.
+
+use std::sync::Arc;
+
+use async_graphql::dataloader::DataLoader;
+use async_graphql::{Context, Result};
+use tokio::sync::broadcast;
+
+use super::loaders::{ArticleLoader, StandingLoader};
+use crate::auth::{new_token, token_hash, PasswordHasher, Session};
+use crate::cache::{Deps, DepsCollector, ResponseCache};
+use crate::client::ClientAddr;
+use crate::config::RateLimits;
+use crate::domain::UserName;
+use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug};
+use crate::error::AppError;
+use crate::pubsub::{PubSub, ScoreEvent};
+use crate::store::keys::Ranking;
+use crate::store::{ArticleRecord, LoginLimit, Ranked, Standing, Store, Viewer, VoteDirection};
+
+/// What every request of this process shares, registered once: the HTTP
+/// routes, the WebSocket loop and the resolvers (through their
+/// [`RequestContext`]) all reach it from [`super::Api`].
+pub struct AppState {
+    store: Store,
+    hasher: PasswordHasher,
+    pubsub: PubSub,
+    responses: Option<Arc<ResponseCache>>,
+    login: LoginLimit,
+    rates: RateLimits,
+}
+
+impl AppState {
+    pub fn new(
+        store: Store,
+        hasher: PasswordHasher,
+        pubsub: PubSub,
+        responses: Option<Arc<ResponseCache>>,
+        login: LoginLimit,
+        rates: RateLimits,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            hasher,
+            pubsub,
+            responses,
+            login,
+            rates,
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn pubsub(&self) -> &PubSub {
+        &self.pubsub
+    }
+
+    /// The anonymous response cache, when enabled.
+    pub fn responses(&self) -> Option<&Arc<ResponseCache>> {
+        self.responses.as_ref()
+    }
+}
+
+/// Which ranked list of articles a page comes from.
+#[derive(Clone, Copy)]
+pub enum ArticleList<'a> {
+    Site,
+    Group(&'a GroupName),
+    User(&'a str),
+}
+
+/// One request's view of the application: its caller, its own loaders (so
+/// batching never mixes requests and nothing is cached between them), and,
+/// when its response may be cached, the record of what it shows.
+pub struct RequestContext {
+    app: Arc<AppState>,
+    session: Arc<Session>,
+    client: ClientAddr,
+    deps: Option<DepsCollector>,
+    articles: DataLoader<ArticleLoader>,
+    standings: DataLoader<StandingLoader>,
+}
+
+impl RequestContext {
+    /// The context of a request whose response is not cached.
+    pub fn new(app: &Arc<AppState>, session: Session, client: ClientAddr) -> Self {
+        Self::build(app, session, client, None)
+    }
+
+    /// The context of a request whose response may be cached: it records
+    /// what the response shows (see [`Deps`]). Only for one request: a
+    /// connection's record would grow without end.
+    pub fn recorded(app: &Arc<AppState>, session: Session, client: ClientAddr) -> Self {
+        Self::build(app, session, client, Some(DepsCollector::default()))
+    }
+
+    fn build(
+        app: &Arc<AppState>,
+        session: Session,
+        client: ClientAddr,
+        deps: Option<DepsCollector>,
+    ) -> Self {
+        let session = Arc::new(session);
+        let store = app.store.clone();
+        Self {
+            articles: DataLoader::new(
+                ArticleLoader::new(store.clone(), session.clone()),
+                tokio::spawn,
+            ),
+            standings: DataLoader::new(StandingLoader::new(store), tokio::spawn),
+            app: app.clone(),
+            session,
+            client,
+            deps,
+        }
+    }
+
+    /// The context a resolver runs in.
+    pub(crate) fn of<'a>(ctx: &Context<'a>) -> Result<&'a Self> {
+        ctx.data::<Self>()
+            .map_err(|_| AppError::Internal("a request ran without its context".to_owned()).into())
+    }
+
+    /// Attaches the context to a GraphQL request; the handle it returns
+    /// gives what the response showed, once it ran (None when not
+    /// recorded).
+    pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recorded) {
+        let recorded = Recorded(self.deps.clone());
+        (request.data(self), recorded)
+    }
+
+    /// The context of every operation of one WebSocket connection.
+    pub fn into_connection_data(self) -> async_graphql::Data {
+        let mut data = async_graphql::Data::default();
+        data.insert(self);
+        data
+    }
+
+    fn record(&self, f: impl FnOnce(&mut Deps)) {
+        if let Some(deps) = &self.deps {
+            f(&mut deps.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    fn store(&self) -> &Store {
+        &self.app.store
+    }
+
+    /// The logged-in user, looked up once per request.
+    pub async fn viewer(&self) -> Result<Option<UserName>> {
+        Ok(self.session.user(self.store()).await?)
+    }
+
+    /// The logged-in user, or `UNAUTHENTICATED`. Writes check it again
+    /// themselves; resolvers call it first so that an anonymous caller
+    /// hears about the login before any complaint about its input (the
+    /// lookup is made once per request).
+    pub async fn viewer_required(&self) -> Result<UserName> {
+        Ok(self.session.require_user(self.store()).await?)
+    }
+
+    /// One page of a ranked list, in order, without articles that vanished.
+    ///
+    /// The caller's session is looked up while the range is read, so a
+    /// logged-in page (with `myVote`) still waits for two round trips in a
+    /// row, not three. The page knows every id it needs, so it loads them at
+    /// once rather than through the DataLoader, whose batching delay (1 ms)
+    /// would only add to every page.
+    pub async fn ranked(
+        &self,
+        list: ArticleList<'_>,
+        ranking: Ranking,
+        page: PageRequest,
+    ) -> Result<Vec<ArticleRecord>> {
+        let store = self.store();
+        let ids = async {
+            match list {
+                ArticleList::Site => store.ranking_page(ranking, page).await,
+                ArticleList::Group(group) => {
+                    Ok(unscored(store.group_page(group, ranking, page).await?))
+                }
+                ArticleList::User(name) => Ok(unscored(
+                    store.user_articles_page(name, ranking, page).await?,
+                )),
+            }
+        };
+        let (ids, viewer) = futures_util::join!(ids, self.viewer());
+        viewer?;
+        let ids = ids?;
+        self.record(|deps| ids.iter().for_each(|(id, _)| deps.article(&id.to_string())));
+        let mut found = self.articles.loader().load_ranked(&ids).await?;
+        let articles: Vec<ArticleRecord> =
+            ids.iter().filter_map(|(id, _)| found.remove(id)).collect();
+        if ranking == Ranking::Score {
+            self.record(|deps| {
+                let scores: Vec<f64> = articles.iter().map(|a| a.score).collect();
+                let full = articles.len() == page.page_size as usize;
+                match list {
+                    ArticleList::Site => deps.score_window(None, &scores, full),
+                    ArticleList::Group(g) => deps.score_window(Some(g.as_str()), &scores, full),
+                    // Any vote on the user's articles may reorder the page.
+                    ArticleList::User(_) => deps.any_vote(),
+                }
+            });
+        }
+        Ok(articles)
+    }
+
+    /// One article (batched with the request's other single-article reads).
+    pub async fn article(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
+        self.record(|deps| deps.article(&id.to_string()));
+        self.articles.load_one(id).await
+    }
+
+    pub async fn article_by_slug(&self, slug: &str) -> Result<Option<ArticleRecord>> {
+        match self.store().article_id_by_slug(slug).await? {
+            Some(id) => self.article(id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Number of ranked articles. A post through any instance invalidates
+    /// cached responses, so counts need no record.
+    pub async fn article_count(&self) -> Result<u64> {
+        Ok(self.store().article_count().await?)
+    }
+
+    pub async fn group_count(&self, group: &GroupName) -> Result<u64> {
+        Ok(self.store().group_count(group).await?)
+    }
+
+    /// A user's karma and rank (batched); any vote may change them.
+    pub async fn standing(&self, name: &str) -> Result<Option<Standing>> {
+        self.record(Deps::any_vote);
+        self.standings.load_one(name.to_owned()).await
+    }
+
+    /// The karma leaderboard; any vote may change it.
+    pub async fn top_posters(&self, limit: usize) -> Result<Vec<(String, i64)>> {
+        self.record(Deps::any_vote);
+        Ok(self.store().top_posters(limit).await?)
+    }
+
+    /// Score changes from now on, from the process' one pub/sub connection.
+    pub fn score_events(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
+        self.app.pubsub.subscribe()
+    }
+
+    /// Creates an account and its first session; returns the token.
+    pub async fn sign_up(&self, name: &UserName, password: &Password) -> Result<String> {
+        let (store, limit) = (self.store(), self.app.rates.sign_up);
+        store.sign_up_budget(self.client, limit).await?;
+        let hash = self.app.hasher.hash(password).await?;
+        let token = new_token();
+        if !store
+            .create_user(name, &hash, &token_hash(&token), self.client, limit)
+            .await?
+        {
+            return Err(AppError::bad_input(
+                "name",
+                format!("the name {:?} is already taken", name.as_str()),
+            )
+            .into());
+        }
+        Ok(token)
+    }
+
+    /// Checks a name and password (counting the attempt first); returns a
+    /// new session's token. Wrong and unknown names answer alike.
+    pub async fn log_in(&self, name: &UserName, password: &Password) -> Result<String> {
+        let store = self.store();
+        store
+            .login_attempt(name, self.client, self.app.login, self.app.rates.log_in)
+            .await?;
+        let stored = store.password_hash(name).await?;
+        if !self.app.hasher.verify(password, stored).await? {
+            return Err(invalid_credentials().into());
+        }
+        let token = new_token();
+        store.create_session(&token_hash(&token), name).await?;
+        Ok(token)
+    }
+
+    /// Revokes the request's token; false when there was no valid one.
+    pub async fn log_out(&self) -> Result<bool> {
+        match self.session.token() {
+            Some(token) => Ok(self.store().delete_session(&token_hash(token)).await?),
+            None => Ok(false),
+        }
+    }
+
+    pub async fn post(
+        &self,
+        title: &ArticleTitle,
+        link: &Link,
+        groups: &[GroupName],
+    ) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        let id = self
+            .store()
+            .post_article(&user, title, link, groups, self.app.rates.post)
+            .await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    /// Sets the caller's vote. Only a vote that changed something drops
+    /// cached pages, and only those it can change.
+    pub async fn vote(&self, id: ArticleId, direction: VoteDirection) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        let changed = self
+            .store()
+            .vote(id, &user, direction, self.app.rates.vote)
+            .await?;
+        let article = self.reload(id).await?;
+        if let (true, Some(cache)) = (changed, &self.app.responses) {
+            cache.vote(Arc::new(ScoreEvent {
+                id: article.id.to_string(),
+                score: article.score,
+                votes: article.votes,
+                downvotes: article.downvotes,
+                at: 0.0,
+                groups: article.groups.clone(),
+            }));
+        }
+        Ok(article)
+    }
+
+    pub async fn rename_slug(&self, id: ArticleId, slug: &Slug) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        self.store()
+            .rename_slug(id, &user, slug, self.app.rates.rename_slug)
+            .await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    pub async fn set_groups(
+        &self,
+        id: ArticleId,
+        add: &[GroupName],
+        remove: &[GroupName],
+    ) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        self.store()
+            .set_groups(id, &user, add, remove, self.app.rates.set_groups)
+            .await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    /// Counts a view once per viewer per window. Views do not invalidate
+    /// cached pages: counts seen by anonymous readers may lag by a cache
+    /// entry's age.
+    pub async fn view(&self, id: ArticleId) -> Result<ArticleRecord> {
+        let viewer = match self.viewer().await? {
+            Some(user) => Viewer::User(user),
+            None => Viewer::Client(self.client),
+        };
+        let limits = &self.app.rates;
+        self.store()
+            .view_article(id, &viewer, limits.view, limits.view_window_secs)
+            .await?;
+        self.reload(id).await
+    }
+
+    fn invalidate_all(&self) {
+        if let Some(cache) = &self.app.responses {
+            cache.invalidate();
+        }
+    }
+
+    /// Reads an article after a write; it can only be gone if it was
+    /// deleted behind votegraph's back in between.
+    async fn reload(&self, id: ArticleId) -> Result<ArticleRecord> {
+        self.article(id)
+            .await?
+            .ok_or_else(|| crate::store::not_found(id).into())
+    }
+}
+
+/// What a response showed, taken once it ran (see [`RequestContext::attach`]).
+pub struct Recorded(Option<DepsCollector>);
+
+impl Recorded {
+    pub fn take(self) -> Option<Deps> {
+        self.0
+            .map(|deps| std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner())))
+    }
+}
+
+/// What a failed logIn answers, whichever rule the credentials broke.
+pub fn invalid_credentials() -> AppError {
+    AppError::Unauthenticated("invalid name or password")
+}
+
+/// Page entries read without scores (groups, a user's articles, newest).
+fn unscored(ids: Vec<ArticleId>) -> Vec<Ranked> {
+    ids.into_iter().map(|id| (id, None)).collect()
+}
