@@ -6,6 +6,7 @@ use redis::Value;
 
 use super::keys::{self, Ranking, RateAction};
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
+use super::votes::votes_from_reply;
 use super::{value_f64, value_str, Store};
 use crate::client::ClientAddr;
 use crate::config::RateLimit;
@@ -164,7 +165,8 @@ impl Store {
 
     /// Loads many articles in one pipelined round trip. Ids without an
     /// article hash are absent from the result. With a `viewer`, the same
-    /// pipeline reads their vote on each article.
+    /// pipeline reads their votes on all of them, with one `ZMSCORE` of
+    /// their `user:<name>:votes` index (see `votes.rs`).
     pub async fn load_articles(
         &self,
         ids: &[ArticleId],
@@ -184,18 +186,18 @@ impl Store {
         if entries.is_empty() {
             return Ok(HashMap::new());
         }
-        let viewer_member = viewer.map(UserName::member);
         let mut pipe = redis::pipe();
-        for &(id, score) in entries {
-            let member = keys::article(id);
-            pipe.cmd("HMGET").arg(&member).arg(&ARTICLE_FIELDS[..]);
+        let members: Vec<String> = entries.iter().map(|&(id, _)| keys::article(id)).collect();
+        for (&(_, score), member) in entries.iter().zip(&members) {
+            pipe.cmd("HMGET").arg(member).arg(&ARTICLE_FIELDS[..]);
             if score.is_none() {
-                pipe.cmd("ZSCORE").arg(keys::SCORE).arg(&member);
+                pipe.cmd("ZSCORE").arg(keys::SCORE).arg(member);
             }
-            if let Some(viewer) = &viewer_member {
-                pipe.cmd("SISMEMBER").arg(keys::voted(id)).arg(viewer);
-                pipe.cmd("SISMEMBER").arg(keys::downvoted(id)).arg(viewer);
-            }
+        }
+        if let Some(viewer) = viewer {
+            pipe.cmd("ZMSCORE")
+                .arg(keys::user_votes(viewer.as_str()))
+                .arg(&members);
         }
         let expected = pipe.len();
         let mut conn = self.conn().await?;
@@ -208,28 +210,34 @@ impl Store {
                 entries.len()
             )));
         }
+        let votes = match viewer {
+            Some(_) => Some(
+                replies
+                    .last()
+                    .and_then(|reply| votes_from_reply(reply, entries.len()))
+                    .ok_or_else(|| {
+                        AppError::Internal(format!(
+                            "ZMSCORE of the vote index answered {:?}",
+                            replies.last()
+                        ))
+                    })?,
+            ),
+            None => None,
+        };
         let mut out = HashMap::with_capacity(entries.len());
         let mut unlisted = Vec::new();
         let mut replies = replies.iter();
         let mut next = || replies.next().unwrap_or(&Value::Nil);
-        for &(id, score) in entries {
+        for (i, &(id, score)) in entries.iter().enumerate() {
             let hash = next();
             let score = match score {
                 Some(score) => Value::Double(score),
                 None => next().clone(),
             };
-            let vote = viewer.map(|_| {
-                let (up, down) = (next(), next());
-                if is_true(up) {
-                    VoteDirection::Up
-                } else if is_true(down) {
-                    VoteDirection::Down
-                } else {
-                    VoteDirection::None
-                }
-            });
             if let Some((mut record, groups_known)) = parse_article(id, hash, &score) {
-                record.my_vote = vote;
+                record.my_vote = votes
+                    .as_ref()
+                    .map(|v| v.get(i).copied().unwrap_or(VoteDirection::None));
                 if !groups_known {
                     unlisted.push(id);
                 }
@@ -432,10 +440,6 @@ impl Store {
 
 pub fn not_found(id: ArticleId) -> AppError {
     AppError::NotFound(format!("no article with id {id}"))
-}
-
-fn is_true(v: &Value) -> bool {
-    matches!(v, Value::Int(1) | Value::Boolean(true))
 }
 
 fn members_to_ids(members: &[String]) -> Vec<ArticleId> {

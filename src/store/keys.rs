@@ -63,6 +63,9 @@ pub const USER_PREFIX: &str = "user:";
 /// (`user:alice:articles:score`).
 pub const USER_ARTICLES_SCORE_SUFFIX: &str = ":articles:score";
 pub const USER_ARTICLES_TIME_SUFFIX: &str = ":articles:time";
+/// Suffix of a user's vote index, after the user's member
+/// (`user:alice:votes`).
+pub const USER_VOTES_SUFFIX: &str = ":votes";
 /// Prefix of an anonymous viewer's member and counters (`client:10.0.0.1`).
 pub const CLIENT_PREFIX: &str = "client:";
 /// Prefix of a session key, before the token's SHA-256.
@@ -111,6 +114,27 @@ pub fn downvoted(id: ArticleId) -> String {
 pub fn user_articles(name: &str, ranking: Ranking) -> String {
     format!("{USER_PREFIX}{name}{}", ranking.user_articles_suffix())
 }
+
+/// `user:<name>:votes`: the user's votes of the last week, for `myVote`: a
+/// sorted set of `article:<id>` → the article's post time, positive for an
+/// upvote and negative for a downvote. It is derived from the voted sets
+/// (which stay authoritative for the vote logic), kept by the vote and post
+/// scripts, pruned of closed articles on each vote, and expires a week after
+/// its last write, so it never holds more than a week of the user's votes.
+pub fn user_votes(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{USER_VOTES_SUFFIX}")
+}
+
+/// Present once every vote of the open voting window has been copied from
+/// the voted sets into the `user:<name>:votes` indexes (votes written before
+/// votegraph kept them, or by the book's code). A string holding the Unix
+/// second the pass finished; no expiry.
+///
+/// Named `type:id:attr` like every votegraph key: type `index` (a structure
+/// votegraph derives from the book's data), id `user-votes` (which one: the
+/// `user:<name>:votes` family), attribute `built`. A future derived index
+/// gets its own `index:<name>:built`, and `SCAN MATCH index:*` lists them.
+pub const VOTES_INDEX_BUILT: &str = "index:user-votes:built";
 
 /// `user:<name>:login-attempts`: logIn attempts counted since the first one
 /// of the current window, expiring with the window; deleted on success.
@@ -249,6 +273,7 @@ mod tests {
             "user:alice:articles:time"
         );
         assert_eq!(login_attempts("alice"), "user:alice:login-attempts");
+        assert_eq!(user_votes("alice"), "user:alice:votes");
         assert_eq!(user_rate("alice", RateAction::Vote), "user:alice:rate:vote");
         let addr = ClientAddr::from("10.0.0.1".parse::<std::net::IpAddr>().unwrap());
         assert_eq!(client(addr), "client:10.0.0.1");

@@ -169,6 +169,35 @@ local function list_groups(article, groups_key)
 end
 "#;
 
+/// Lua shared by the scripts that cast a vote (vote, and post for the
+/// poster's own upvote): keeps the voter's `user:<name>:votes` index.
+///
+/// `index_vote(index, article, posted, dir, now)` records the vote as
+/// `article` → `+posted` (up) or `-posted` (down), or removes it (none). It
+/// first drops the entries of articles whose voting has closed: an article
+/// is closed once `now - posted >= $WEEK` (the vote script's own test), so
+/// the closed ones score `[0, now - week]` as upvotes and `[-(now - week),
+/// 0]` as downvotes, both bounds inclusive (no score is 0: post times are
+/// positive). The index then expires a week after this vote, when every
+/// article in it has closed. Together: it holds at most the user's votes of
+/// one week. Scores are written with 17 digits, so the post time reads back
+/// exactly.
+const INDEX_LUA: &str = r#"
+local function index_vote(index, article, posted, dir, now)
+  local cutoff = now - $WEEK
+  redis.call('ZREMRANGEBYSCORE', index, 0, string.format('%.17g', cutoff))
+  redis.call('ZREMRANGEBYSCORE', index, string.format('%.17g', -cutoff), 0)
+  if dir == 'up' then
+    redis.call('ZADD', index, string.format('%.17g', posted), article)
+  elseif dir == 'down' then
+    redis.call('ZADD', index, string.format('%.17g', -posted), article)
+  else
+    redis.call('ZREM', index, article)
+  end
+  redis.call('EXPIRE', index, $WEEK)
+end
+"#;
+
 /// The KEYS of one group named in a call, in the order the group loops of
 /// the post and set-groups scripts read them: `group:<g>`, `score:<g>`,
 /// `time:<g>`.
@@ -207,9 +236,9 @@ impl ScriptReply for PostReply {
 }
 
 const POST_LUA: &str = r#"
-local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local first_group_key = 10
+local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local first_group_key = 11
 local poster, stem = ARGV[1], ARGV[4]
 local article_prefix, voted_prefix, groups_suffix = ARGV[7], ARGV[8], ARGV[9]
 local first_group = 10
@@ -241,6 +270,7 @@ redis.call('ZADD', by_time, ts, article)
 redis.call('ZADD', mine_time, ts, article)
 redis.call('ZADD', mine_score, score, article)
 add_karma(karma, poster, 1, now)
+index_vote(my_votes, article, tonumber(ts), 'up', now)
 for i = first_group, #ARGV do
   local g, k = ARGV[i], first_group_key + 3 * (i - first_group)
   redis.call('SADD', KEYS[k], article)
@@ -253,7 +283,8 @@ return {'posted', id, slug}
 "#;
 
 /// Posts an article: hands out its id (`INCR article:`), a free slug and the
-/// poster's own upvote, and files it in the rankings and its groups.
+/// poster's own upvote (in `voted:<id>` and the poster's vote index), and
+/// files it in the rankings and its groups.
 ///
 /// The slug is the stem, or `stem-2`, `stem-3`… reserved with HSETNX on
 /// `slug.to.id` (seed 003), so concurrent posts never share one. The highest
@@ -262,7 +293,7 @@ return {'posted', id, slug}
 static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
     Lua::new(
         "post",
-        &[KARMA_LUA, RATE_LUA, GROUP_LIST_LUA, POST_LUA].concat(),
+        &[KARMA_LUA, RATE_LUA, GROUP_LIST_LUA, INDEX_LUA, POST_LUA].concat(),
     )
 });
 
@@ -287,6 +318,7 @@ pub async fn post(
         .key(keys::SLUG_SUFFIXES)
         .key(keys::user_articles(poster.as_str(), Ranking::Time))
         .key(keys::user_articles(poster.as_str(), Ranking::Score))
+        .key(keys::user_votes(poster.as_str()))
         .arg(poster.member())
         .arg(title)
         .arg(link)
@@ -337,8 +369,8 @@ impl ScriptReply for VoteReply {
 }
 
 const VOTE_LUA: &str = r#"
-local rate, article, by_time, by_score, up, down, groups_key, karma =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local rate, article, by_time, by_score, up, down, groups_key, karma, my_votes =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
 local user_prefix, mine_score_suffix, group_score_prefix, channel = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
@@ -358,6 +390,10 @@ if now - posted >= week then return {'closed'} end
 local was = 'none'
 if redis.call('SISMEMBER', up, voter) == 1 then was = 'up'
 elseif redis.call('SISMEMBER', down, voter) == 1 then was = 'down' end
+-- The index follows the sets in every outcome, so a vote the sets hold
+-- but the index does not (cast by the book's code) is indexed by the
+-- voter's next vote on the article, even an unchanged one.
+index_vote(my_votes, article, posted, dir, now)
 if was == dir then
   return {'same', was, redis.call('ZSCORE', by_score, article)}
 end
@@ -403,11 +439,13 @@ return {'changed', was, score}
 ///
 /// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
 /// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
-/// the voting window closes, as the book's `voted:<id>` does. Cached group
+/// the voting window closes, as the book's `voted:<id>` does. They decide
+/// the previous direction; the voter's `user:<name>:votes` index, which
+/// pages read `myVote` from, is written to match them in the same step. Cached group
 /// rankings that hold the article are updated in place and the change is
 /// published on the score channel, all in the same step.
 static VOTE: LazyLock<Lua<VoteReply>> =
-    LazyLock::new(|| Lua::new("vote", &[KARMA_LUA, RATE_LUA, VOTE_LUA].concat()));
+    LazyLock::new(|| Lua::new("vote", &[KARMA_LUA, RATE_LUA, INDEX_LUA, VOTE_LUA].concat()));
 
 impl VoteDirection {
     fn as_arg(self) -> &'static str {
@@ -437,6 +475,7 @@ pub async fn vote(
         .key(keys::downvoted(id))
         .key(keys::article_groups(id))
         .key(keys::KARMA)
+        .key(keys::user_votes(voter.as_str()))
         .arg(id.0)
         .arg(voter.member())
         .arg(direction.as_arg())
@@ -916,6 +955,129 @@ pub async fn view(
     VIEW.call(&invocation, conn).await
 }
 
+// --- vote index backfill ------------------------------------------------
+
+/// Where a backfill pass goes on: the `time:` score to start from (the last
+/// one read, inclusive) and how many articles with exactly that score were
+/// done already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub from: String,
+    pub skip: u64,
+}
+
+/// What one backfill batch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillBatch {
+    /// Articles whose voters were indexed.
+    pub articles: u64,
+    /// Index entries written.
+    pub entries: u64,
+    /// None when the pass has reached the newest article.
+    pub next: Option<Cursor>,
+}
+
+impl ScriptReply for BackfillBatch {
+    fn read(reply: &Value) -> Option<Self> {
+        let ("batch", [articles, entries, from, skip]) = status(reply)? else {
+            return None;
+        };
+        let count = |v: &Value| match v {
+            Value::Int(n) if *n >= 0 => Some(*n as u64),
+            _ => None,
+        };
+        let from = value_str(from)?;
+        Some(Self {
+            articles: count(articles)?,
+            entries: count(entries)?,
+            next: (!from.is_empty()).then(|| Cursor {
+                from: from.to_owned(),
+                skip: count(skip).unwrap_or(0),
+            }),
+        })
+    }
+}
+
+const BACKFILL_LUA: &str = r#"
+local by_time = KEYS[1]
+local from, skip, size, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local article_prefix, voted_prefix, downvoted_prefix, user_prefix, votes_suffix =
+  ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local week = $WEEK
+if from == '' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  from = '(' .. string.format('%.17g', now - week)
+end
+local page = redis.call('ZRANGEBYSCORE', by_time, from, '+inf', 'WITHSCORES', 'LIMIT', skip, size)
+local articles, entries, spent = 0, 0, 0
+local last, same = nil, 0
+for i = 1, #page, 2 do
+  local article, posted = page[i], page[i + 1]
+  if string.sub(article, 1, #article_prefix) == article_prefix then
+    local id = string.sub(article, #article_prefix + 1)
+    -- Downvoters first: a voter in both sets ends as an upvoter, as the
+    -- vote script reads them.
+    for _, set in ipairs({{downvoted_prefix, '-'}, {voted_prefix, ''}}) do
+      local voters = redis.call('SMEMBERS', set[1] .. id)
+      spent = spent + #voters
+      for _, voter in ipairs(voters) do
+        if string.sub(voter, 1, #user_prefix) == user_prefix then
+          local index = voter .. votes_suffix
+          redis.call('ZADD', index, set[2] .. posted, article)
+          redis.call('EXPIRE', index, week)
+          entries = entries + 1
+        end
+      end
+    end
+  end
+  articles = articles + 1
+  if posted == last then same = same + 1 else last, same = posted, 1 end
+  if spent >= budget then break end
+end
+if last == nil or (articles * 2 == #page and #page < 2 * size) then
+  return {'batch', articles, entries, '', 0}
+end
+if last == from then same = same + skip end
+return {'batch', articles, entries, last, same}
+"#;
+
+/// Copies the voters of up to `size` articles of the voting window from the
+/// voted sets into their `user:<name>:votes` indexes, oldest article first,
+/// starting at a [`Cursor`] (none: at the window's start). It stops early
+/// once it has read `budget` voters, after a whole article, so one call is
+/// bounded in work and never a huge command; the pass is a series of them.
+///
+/// Reading the sets and writing the index happen in one script, so a vote
+/// cast meanwhile is either already in the sets (and copied) or comes after
+/// (and writes the index itself): the copy never overwrites a newer vote.
+/// Only members with the `user:` prefix are indexed, the ones `myVote` has
+/// always matched. Each written index expires a week after this write.
+static BACKFILL: LazyLock<Lua<BackfillBatch>> =
+    LazyLock::new(|| Lua::new("vote-index-backfill", BACKFILL_LUA));
+
+/// Runs one backfill batch.
+pub async fn backfill_votes(
+    conn: &mut Conn,
+    cursor: Option<&Cursor>,
+    size: u32,
+    budget: u32,
+) -> AppResult<BackfillBatch> {
+    let mut invocation = BACKFILL.invocation();
+    invocation
+        .key(keys::TIME)
+        .arg(cursor.map_or("", |c| c.from.as_str()))
+        .arg(cursor.map_or(0, |c| c.skip))
+        .arg(size)
+        .arg(budget)
+        .arg(keys::ARTICLE_PREFIX)
+        .arg(keys::VOTED_PREFIX)
+        .arg(keys::DOWNVOTED_PREFIX)
+        .arg(keys::USER_PREFIX)
+        .arg(keys::USER_VOTES_SUFFIX);
+    BACKFILL.call(&invocation, conn).await
+}
+
 #[cfg(test)]
 mod tests {
     use redis::Value;
@@ -999,7 +1161,7 @@ mod tests {
     }
 
     /// Every Lua body this module loads.
-    const BODIES: [&str; 11] = [
+    const BODIES: [&str; 13] = [
         KARMA_LUA,
         RATE_LUA,
         GROUP_LIST_LUA,
@@ -1011,6 +1173,8 @@ mod tests {
         LOGIN_ATTEMPT_LUA,
         RENAME_SLUG_LUA,
         VIEW_LUA,
+        INDEX_LUA,
+        BACKFILL_LUA,
     ];
 
     /// The string literals of a Lua body ('…' and "…").
