@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, wait_for_vote_index, TestApp, ARTICLE_FIELDS};
+use crate::helpers::{
+    spawn_app, spawn_server, test_settings, wait_for_vote_index, TestApp, TestRedis, ARTICLE_FIELDS,
+};
 
 const WEEK: f64 = 7.0 * 86_400.0;
 
@@ -265,4 +267,17 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
     assert_eq!(vote_of("29"), Some("DOWN"));
     assert_eq!(vote_of("28"), Some("NONE"));
     assert_eq!(vote_of("10"), Some("UP"));
+}
+
+/// The backfill of a server that starts while Redis is down is tried
+/// again (with a capped backoff) until Redis is back.
+#[tokio::test]
+async fn the_backfill_waits_for_redis_when_it_is_down_at_startup() {
+    let mut redis = TestRedis::start().await;
+    redis.stop();
+    let _server = spawn_server(test_settings(&redis)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    redis.restart().await;
+    let mut conn = redis.conn().await;
+    wait_for_vote_index(&mut conn, None).await;
 }
