@@ -233,7 +233,7 @@ impl UserName {
 
     /// The member used for this user in `voted:<id>` sets and `poster` fields.
     pub fn member(&self) -> String {
-        format!("{}{}", crate::store::keys::USER_PREFIX, self.0)
+        crate::store::keys::user(&self.0)
     }
 }
 

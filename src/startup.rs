@@ -32,6 +32,9 @@ pub struct Application {
     shutdown: Shutdown,
     /// How long a WebSocket's goodbye may take, as any write.
     send_timeout: Duration,
+    /// For the vote-index backfill started with the server.
+    store: Store,
+    reconcile_votes: bool,
 }
 
 impl Application {
@@ -61,7 +64,7 @@ impl Application {
             .then(|| ResponseCache::new(&pubsub, settings.response_cache_bytes));
         let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
         let state = AppState::new(
-            store,
+            store.clone(),
             hasher,
             pubsub,
             responses,
@@ -120,6 +123,8 @@ impl Application {
             local_redis,
             shutdown,
             send_timeout: settings.ws_limits().send_timeout,
+            store,
+            reconcile_votes: settings.reconcile_votes,
         })
     }
 
@@ -137,6 +142,8 @@ impl Application {
     /// Redis, if any.
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         tracing::info!(port = self.port, "votegraph listening");
+        // Runs beside the server and stops with it.
+        let backfill = self.store.start_vote_index_backfill(self.reconcile_votes);
         let shutdown = self.shutdown.clone();
         // WebSockets are told as soon as the signal comes, so their goodbyes
         // go out while HTTP requests finish.
@@ -152,6 +159,7 @@ impl Application {
             Duration::from_secs(10),
         )
         .await;
+        drop(backfill);
         // The serve loop waited for every connection, upgraded ones
         // included; this only bounds a socket still saying goodbye.
         let goodbyes = self.send_timeout + Duration::from_secs(2);

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::keys::{self, Ranking, RateAction};
-use super::scripts::{self, Reply};
+use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
+use super::votes::votes_from_reply;
 use super::{value_f64, value_str, Store};
 use crate::client::ClientAddr;
 use crate::config::RateLimit;
@@ -39,16 +40,6 @@ pub enum VoteDirection {
     Up,
     Down,
     None,
-}
-
-impl VoteDirection {
-    fn as_arg(self) -> &'static str {
-        match self {
-            VoteDirection::Up => "up",
-            VoteDirection::Down => "down",
-            VoteDirection::None => "none",
-        }
-    }
 }
 
 /// Who views an article: each viewer counts once per view window, and
@@ -142,17 +133,16 @@ impl Store {
         ranking: Ranking,
         page: PageRequest,
     ) -> AppResult<Vec<ArticleId>> {
-        let (start, stop) = page.range();
         let mut conn = self.conn().await?;
-        let members: Vec<String> = scripts::GROUP_PAGE
-            .arg(group.as_str())
-            .arg(ranking.key())
-            .arg(start)
-            .arg(stop)
-            .arg(self.group_scan_budget)
-            .invoke_async(&mut conn)
-            .await?;
-        Ok(members_to_ids(&members))
+        let members = scripts::group_page(
+            &mut conn,
+            group,
+            ranking,
+            page.range(),
+            self.group_scan_budget,
+        )
+        .await?;
+        Ok(members_to_ids(&members.0))
     }
 
     /// Number of ranked articles.
@@ -175,7 +165,8 @@ impl Store {
 
     /// Loads many articles in one pipelined round trip. Ids without an
     /// article hash are absent from the result. With a `viewer`, the same
-    /// pipeline reads their vote on each article.
+    /// pipeline reads their votes on all of them, with one `ZMSCORE` of
+    /// their `user:<name>:votes` index (see `votes.rs`).
     pub async fn load_articles(
         &self,
         ids: &[ArticleId],
@@ -195,18 +186,18 @@ impl Store {
         if entries.is_empty() {
             return Ok(HashMap::new());
         }
-        let viewer_member = viewer.map(UserName::member);
         let mut pipe = redis::pipe();
-        for &(id, score) in entries {
-            let member = keys::article(id);
-            pipe.cmd("HMGET").arg(&member).arg(&ARTICLE_FIELDS[..]);
+        let members: Vec<String> = entries.iter().map(|&(id, _)| keys::article(id)).collect();
+        for (&(_, score), member) in entries.iter().zip(&members) {
+            pipe.cmd("HMGET").arg(member).arg(&ARTICLE_FIELDS[..]);
             if score.is_none() {
-                pipe.cmd("ZSCORE").arg(keys::SCORE).arg(&member);
+                pipe.cmd("ZSCORE").arg(keys::SCORE).arg(member);
             }
-            if let Some(viewer) = &viewer_member {
-                pipe.cmd("SISMEMBER").arg(keys::voted(id)).arg(viewer);
-                pipe.cmd("SISMEMBER").arg(keys::downvoted(id)).arg(viewer);
-            }
+        }
+        if let Some(viewer) = viewer {
+            pipe.cmd("ZMSCORE")
+                .arg(keys::user_votes(viewer.as_str()))
+                .arg(&members);
         }
         let expected = pipe.len();
         let mut conn = self.conn().await?;
@@ -219,28 +210,34 @@ impl Store {
                 entries.len()
             )));
         }
+        let votes = match viewer {
+            Some(_) => Some(
+                replies
+                    .last()
+                    .and_then(|reply| votes_from_reply(reply, entries.len()))
+                    .ok_or_else(|| {
+                        AppError::Internal(format!(
+                            "ZMSCORE of the vote index answered {:?}",
+                            replies.last()
+                        ))
+                    })?,
+            ),
+            None => None,
+        };
         let mut out = HashMap::with_capacity(entries.len());
         let mut unlisted = Vec::new();
         let mut replies = replies.iter();
         let mut next = || replies.next().unwrap_or(&Value::Nil);
-        for &(id, score) in entries {
+        for (i, &(id, score)) in entries.iter().enumerate() {
             let hash = next();
             let score = match score {
                 Some(score) => Value::Double(score),
                 None => next().clone(),
             };
-            let vote = viewer.map(|_| {
-                let (up, down) = (next(), next());
-                if is_true(up) {
-                    VoteDirection::Up
-                } else if is_true(down) {
-                    VoteDirection::Down
-                } else {
-                    VoteDirection::None
-                }
-            });
             if let Some((mut record, groups_known)) = parse_article(id, hash, &score) {
-                record.my_vote = vote;
+                record.my_vote = votes
+                    .as_ref()
+                    .map(|v| v.get(i).copied().unwrap_or(VoteDirection::None));
                 if !groups_known {
                     unlisted.push(id);
                 }
@@ -304,31 +301,16 @@ impl Store {
         limit: RateLimit,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let reply: Value = scripts::RENAME_SLUG
-            .key(keys::user_rate(caller.as_str(), RateAction::RenameSlug))
-            .arg(id.0)
-            .arg(caller.member())
-            .arg(slug.as_str())
-            .arg(limit.count())
-            .arg(limit.window_secs())
-            .invoke_async(&mut conn)
-            .await?;
-        let status = match Reply::parse(reply, "rename-slug")? {
-            Reply::Limited { retry_after_secs } => {
-                return Err(user_limited(RateAction::RenameSlug, retry_after_secs))
+        match scripts::rename_slug(&mut conn, id, caller, slug, limit).await? {
+            RenameSlugReply::Renamed => Ok(()),
+            RenameSlugReply::Limited { retry_after_secs } => {
+                Err(user_limited(RateAction::RenameSlug, retry_after_secs))
             }
-            Reply::Status(status, _) => status,
-        };
-        match status.as_str() {
-            "ok" => Ok(()),
-            "missing" => Err(not_found(id)),
-            "forbidden" => Err(AppError::Forbidden(
+            RenameSlugReply::Missing => Err(not_found(id)),
+            RenameSlugReply::Forbidden => Err(AppError::Forbidden(
                 "only the poster of an article can rename its slug",
             )),
-            "taken" => Err(AppError::SlugTaken(slug.as_str().to_owned())),
-            other => Err(AppError::Internal(format!(
-                "rename-slug script answered {other:?}"
-            ))),
+            RenameSlugReply::Taken => Err(AppError::SlugTaken(slug.as_str().to_owned())),
         }
     }
 
@@ -342,30 +324,24 @@ impl Store {
         view_window_secs: u64,
     ) -> AppResult<ViewOutcome> {
         let mut conn = self.conn().await?;
-        let reply: Value = scripts::VIEW
-            .key(viewer.rate_key())
-            .key(keys::article_viewers(id))
-            .arg(id.0)
-            .arg(viewer.member())
-            .arg(limit.count())
-            .arg(limit.window_secs())
-            .arg(view_window_secs)
-            .invoke_async(&mut conn)
-            .await?;
-        match Reply::parse(reply, "view")? {
-            Reply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+        let reply = scripts::view(
+            &mut conn,
+            id,
+            viewer.member(),
+            viewer.rate_key(),
+            limit,
+            view_window_secs,
+        )
+        .await?;
+        match reply {
+            ViewReply::Counted => Ok(ViewOutcome::Counted),
+            ViewReply::Repeated => Ok(ViewOutcome::Repeated),
+            ViewReply::Missing => Err(not_found(id)),
+            ViewReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
                 RateAction::View,
                 viewer.scope(),
                 retry_after_secs,
             )),
-            Reply::Status(status, _) => match status.as_str() {
-                "counted" => Ok(ViewOutcome::Counted),
-                "repeat" => Ok(ViewOutcome::Repeated),
-                "missing" => Err(not_found(id)),
-                other => Err(AppError::Internal(format!(
-                    "view script answered {other:?}"
-                ))),
-            },
         }
     }
 
@@ -391,34 +367,21 @@ impl Store {
         limit: RateLimit,
     ) -> AppResult<ArticleId> {
         let mut conn = self.conn().await?;
-        let mut invocation = scripts::POST.prepare_invoke();
-        invocation
-            .key(keys::user_rate(poster.as_str(), RateAction::Post))
-            .arg(poster.member())
-            .arg(title.as_str())
-            .arg(link.as_str())
-            .arg(Slug::from_title(title).as_str())
-            .arg(limit.count())
-            .arg(limit.window_secs());
-        for g in groups {
-            invocation.arg(g.as_str());
-        }
-        let reply: Value = invocation.invoke_async(&mut conn).await?;
-        match Reply::parse(reply, "post")? {
-            Reply::Limited { retry_after_secs } => {
+        let reply = scripts::post(
+            &mut conn,
+            poster,
+            title.as_str(),
+            link.as_str(),
+            &Slug::from_title(title),
+            groups,
+            limit,
+        )
+        .await?;
+        match reply {
+            PostReply::Posted { id, .. } => Ok(id),
+            PostReply::Limited { retry_after_secs } => {
                 Err(user_limited(RateAction::Post, retry_after_secs))
             }
-            Reply::Status(status, values) if status == "posted" => {
-                match values.first().and_then(value_f64) {
-                    Some(id) if id >= 1.0 => Ok(ArticleId(id as u64)),
-                    _ => Err(AppError::Internal(format!(
-                        "post script answered an id of {values:?}"
-                    ))),
-                }
-            }
-            Reply::Status(other, _) => Err(AppError::Internal(format!(
-                "post script answered {other:?}"
-            ))),
         }
     }
 
@@ -433,29 +396,14 @@ impl Store {
         limit: RateLimit,
     ) -> AppResult<bool> {
         let mut conn = self.conn().await?;
-        let reply: Value = scripts::VOTE
-            .key(keys::user_rate(voter.as_str(), RateAction::Vote))
-            .arg(id.0)
-            .arg(voter.member())
-            .arg(direction.as_arg())
-            .arg(limit.count())
-            .arg(limit.window_secs())
-            .invoke_async(&mut conn)
-            .await?;
-        let status = match Reply::parse(reply, "vote")? {
-            Reply::Limited { retry_after_secs } => {
-                return Err(user_limited(RateAction::Vote, retry_after_secs))
+        match scripts::vote(&mut conn, id, voter, direction, limit).await? {
+            VoteReply::Changed => Ok(true),
+            VoteReply::Same => Ok(false),
+            VoteReply::Missing => Err(not_found(id)),
+            VoteReply::Closed => Err(AppError::VotingClosed),
+            VoteReply::Limited { retry_after_secs } => {
+                Err(user_limited(RateAction::Vote, retry_after_secs))
             }
-            Reply::Status(status, _) => status,
-        };
-        match status.as_str() {
-            "missing" => Err(not_found(id)),
-            "closed" => Err(AppError::VotingClosed),
-            "same" => Ok(false),
-            "changed" => Ok(true),
-            other => Err(AppError::Internal(format!(
-                "vote script answered {other:?}"
-            ))),
         }
     }
 
@@ -470,50 +418,28 @@ impl Store {
         limit: RateLimit,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let mut invocation = scripts::SET_GROUPS.prepare_invoke();
-        invocation
-            .key(keys::user_rate(caller.as_str(), RateAction::SetGroups))
-            .arg(id.0)
-            .arg(caller.member())
-            .arg(add.len())
-            .arg(limit.count())
-            .arg(limit.window_secs());
-        for g in add.iter().chain(remove) {
-            invocation.arg(g.as_str());
-        }
-        let reply: Value = invocation.invoke_async(&mut conn).await?;
-        let status = match Reply::parse(reply, "set-groups")? {
-            Reply::Limited { retry_after_secs } => {
-                return Err(user_limited(RateAction::SetGroups, retry_after_secs))
+        match scripts::set_groups(&mut conn, id, caller, add, remove, limit).await? {
+            SetGroupsReply::Done => Ok(()),
+            SetGroupsReply::Limited { retry_after_secs } => {
+                Err(user_limited(RateAction::SetGroups, retry_after_secs))
             }
-            Reply::Status(status, _) => status,
-        };
-        match status.as_str() {
-            "ok" => Ok(()),
-            "too-many-groups" => Err(AppError::bad_input(
+            SetGroupsReply::TooManyGroups => Err(AppError::bad_input(
                 "add",
                 format!(
                     "an article may be in at most {} groups",
                     GroupName::MAX_PER_ARTICLE
                 ),
             )),
-            "missing" => Err(not_found(id)),
-            "forbidden" => Err(AppError::Forbidden(
+            SetGroupsReply::Missing => Err(not_found(id)),
+            SetGroupsReply::Forbidden => Err(AppError::Forbidden(
                 "only the poster of an article can change its groups",
             )),
-            other => Err(AppError::Internal(format!(
-                "set-groups script answered {other:?}"
-            ))),
         }
     }
 }
 
 pub fn not_found(id: ArticleId) -> AppError {
     AppError::NotFound(format!("no article with id {id}"))
-}
-
-fn is_true(v: &Value) -> bool {
-    matches!(v, Value::Int(1) | Value::Boolean(true))
 }
 
 fn members_to_ids(members: &[String]) -> Vec<ArticleId> {

@@ -1,10 +1,17 @@
 //! Every Redis key and channel votegraph touches, in one place.
 //!
-//! The numbers and the channel below are written into the Lua scripts when
-//! they are loaded (`scripts.rs`); key names there are the book's, literally
-//! (`article:` is the INCR counter handing out article ids). Keys votegraph
-//! added later (rate-limit counters, `article:<id>:viewers`) reach the
-//! scripts as KEYS, built here, and are never spelled in Lua.
+//! The rule: no key name is spelled anywhere else, Lua included. A script
+//! receives every key its caller can name (`article:<id>`, `score:`, the
+//! poster's `user:<name>:articles:score`, `group:<g>` of the groups named in
+//! the call, …) in `KEYS`, built by the functions here. Keys a script only
+//! learns from the data it reads (the groups of a voted article give
+//! `score:<g>`, its `poster` field gives `user:<name>:articles:score`, a new
+//! id from `INCR article:` gives `article:<id>`) are built in Lua from the
+//! prefixes and suffixes below, which the caller passes in `ARGV`, so their
+//! spelling is defined here too. The functions below compose the same
+//! constants, so a key built in Rust and one built in Lua always agree.
+//! Numbers (the voting window, a vote's score) are written into the scripts
+//! when they are loaded (`scripts.rs`).
 //!
 //! The article keys are the ones of *Redis in Action* chapter 1, so the book's
 //! code and votegraph can share one Redis; keys votegraph adds follow the
@@ -35,12 +42,34 @@ pub const GROUP_CACHE_SECS: u64 = 60;
 /// How long a login token stays valid.
 pub const SESSION_TTL_SECS: u64 = 30 * 24 * 60 * 60;
 
+/// The string counter `INCR`ed for a new article's id (book). It is
+/// spelled like [`ARTICLE_PREFIX`], as the book does.
+pub const ARTICLE_IDS: &str = "article:";
 /// Prefix of an article's hash key, which is also its member in every set
 /// and sorted set (`article:7`), as the book writes it.
 pub const ARTICLE_PREFIX: &str = "article:";
+/// Suffix of an article's group set, after its member (`article:7:groups`).
+pub const ARTICLE_GROUPS_SUFFIX: &str = ":groups";
+/// Prefix of an article's upvoter set, before its id (`voted:7`, book).
+pub const VOTED_PREFIX: &str = "voted:";
+/// Prefix of an article's downvoter set, before its id (`downvoted:7`).
+pub const DOWNVOTED_PREFIX: &str = "downvoted:";
+/// Prefix of a group's article set, before its name (`group:redis`, book).
+pub const GROUP_PREFIX: &str = "group:";
 /// Prefix of a user's hash key, which is also the user's member in the
 /// voted sets, `karma:` and an article's `poster` field (`user:alice`).
 pub const USER_PREFIX: &str = "user:";
+/// Suffixes of a user's article rankings, after the user's member
+/// (`user:alice:articles:score`).
+pub const USER_ARTICLES_SCORE_SUFFIX: &str = ":articles:score";
+pub const USER_ARTICLES_TIME_SUFFIX: &str = ":articles:time";
+/// Suffix of a user's vote index, after the user's member
+/// (`user:alice:votes`).
+pub const USER_VOTES_SUFFIX: &str = ":votes";
+/// Prefix of an anonymous viewer's member and counters (`client:10.0.0.1`).
+pub const CLIENT_PREFIX: &str = "client:";
+/// Prefix of a session key, before the token's SHA-256.
+pub const SESSION_PREFIX: &str = "session:";
 
 /// `article:<id>`: the article hash, also the member used in every set.
 pub fn article(id: ArticleId) -> String {
@@ -50,67 +79,92 @@ pub fn article(id: ArticleId) -> String {
 /// `article:<id>:groups`: set of the groups an article is in (votegraph's
 /// reverse index of `group:<name>`).
 pub fn article_groups(id: ArticleId) -> String {
-    format!("article:{id}:groups")
+    format!("{ARTICLE_PREFIX}{id}{ARTICLE_GROUPS_SUFFIX}")
 }
 
 /// `group:<name>`: set of `article:<id>` members (book).
 pub fn group(name: &GroupName) -> String {
-    format!("group:{}", name.as_str())
+    format!("{GROUP_PREFIX}{}", name.as_str())
 }
 
-/// `user:<name>`: account hash (`name`, `password` as an argon2 PHC string, `created`).
+/// `score:<name>` / `time:<name>`: a group's ranking, built by
+/// `ZINTERSTORE` and cached (book).
+pub fn group_ranking(name: &GroupName, ranking: Ranking) -> String {
+    format!("{}{}", ranking.group_prefix(), name.as_str())
+}
+
+/// `user:<name>`: account hash (`name`, `password` as an argon2 PHC string,
+/// `created`); also the user's member in sets and in `poster` fields.
 pub fn user(name: &str) -> String {
     format!("{USER_PREFIX}{name}")
 }
 
 /// `voted:<id>`: set of upvoters (book).
 pub fn voted(id: ArticleId) -> String {
-    format!("voted:{id}")
+    format!("{VOTED_PREFIX}{id}")
 }
 
 /// `downvoted:<id>`: set of downvoters, beside the book's `voted:<id>`.
 pub fn downvoted(id: ArticleId) -> String {
-    format!("downvoted:{id}")
+    format!("{DOWNVOTED_PREFIX}{id}")
 }
 
 /// `user:<name>:articles:score` / `:time`: a user's articles ranked like the
 /// front page.
 pub fn user_articles(name: &str, ranking: Ranking) -> String {
-    match ranking {
-        Ranking::Score => format!("user:{name}:articles:score"),
-        Ranking::Time => format!("user:{name}:articles:time"),
-    }
+    format!("{USER_PREFIX}{name}{}", ranking.user_articles_suffix())
 }
+
+/// `user:<name>:votes`: the user's votes of the last week, for `myVote`: a
+/// sorted set of `article:<id>` → the article's post time, positive for an
+/// upvote and negative for a downvote. It is derived from the voted sets
+/// (which stay authoritative for the vote logic), kept by the vote and post
+/// scripts, pruned of closed articles on each vote, and expires a week after
+/// its last write, so it never holds more than a week of the user's votes.
+pub fn user_votes(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{USER_VOTES_SUFFIX}")
+}
+
+/// Present once every vote of the open voting window has been copied from
+/// the voted sets into the `user:<name>:votes` indexes (votes written before
+/// votegraph kept them, or by the book's code). A string holding the Unix
+/// second the pass finished; no expiry.
+///
+/// Named `type:id:attr` like every votegraph key: type `index` (a structure
+/// votegraph derives from the book's data), id `user-votes` (which one: the
+/// `user:<name>:votes` family), attribute `built`. A future derived index
+/// gets its own `index:<name>:built`, and `SCAN MATCH index:*` lists them.
+pub const VOTES_INDEX_BUILT: &str = "index:user-votes:built";
 
 /// `user:<name>:login-attempts`: logIn attempts counted since the first one
 /// of the current window, expiring with the window; deleted on success.
 pub fn login_attempts(name: &str) -> String {
-    format!("user:{name}:login-attempts")
+    format!("{USER_PREFIX}{name}:login-attempts")
 }
 
 /// `article:<id>:viewers`: set of the viewers (`user:<name>` or
 /// `client:<ip>`) whose view of the article was counted in the current view
 /// window; it expires with the window, created by the first view after it.
 pub fn article_viewers(id: ArticleId) -> String {
-    format!("article:{id}:viewers")
+    format!("{ARTICLE_PREFIX}{id}:viewers")
 }
 
 /// `client:<ip>`: an anonymous viewer, as a member of `article:<id>:viewers`
 /// and the prefix of its rate-limit counters.
 pub fn client(addr: ClientAddr) -> String {
-    format!("client:{addr}")
+    format!("{CLIENT_PREFIX}{addr}")
 }
 
 /// `user:<name>:rate:<action>`: the user's calls of `action` in the current
 /// fixed window (a counter expiring with the window).
 pub fn user_rate(name: &str, action: RateAction) -> String {
-    format!("user:{name}:rate:{}", action.as_str())
+    format!("{USER_PREFIX}{name}:rate:{}", action.as_str())
 }
 
 /// `client:<ip>:rate:<action>`: the client address' calls of `action` in the
 /// current fixed window (a counter expiring with the window).
 pub fn client_rate(addr: ClientAddr, action: RateAction) -> String {
-    format!("client:{addr}:rate:{}", action.as_str())
+    format!("{CLIENT_PREFIX}{addr}:rate:{}", action.as_str())
 }
 
 /// A write that is rate limited; its name is the last part of its counter's
@@ -155,7 +209,7 @@ impl RateAction {
 
 /// `session:<sha256 of token>`: string holding the user name, with a TTL.
 pub fn session(token_hash: &str) -> String {
-    format!("session:{token_hash}")
+    format!("{SESSION_PREFIX}{token_hash}")
 }
 
 /// Which global ranking a list is read from.
@@ -173,5 +227,71 @@ impl Ranking {
             Ranking::Score => SCORE,
             Ranking::Time => TIME,
         }
+    }
+
+    /// The prefix of a group's cached ranking: the book names it after the
+    /// global one (`score:` + `redis`).
+    pub fn group_prefix(self) -> &'static str {
+        self.key()
+    }
+
+    /// The suffix of a user's ranking of their own articles.
+    pub fn user_articles_suffix(self) -> &'static str {
+        match self {
+            Ranking::Score => USER_ARTICLES_SCORE_SUFFIX,
+            Ranking::Time => USER_ARTICLES_TIME_SUFFIX,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys built from the constants are spelled exactly as the book
+    /// and the README's keyspace table spell them: the book's own code
+    /// shares the Redis.
+    #[test]
+    fn keys_keep_their_documented_spelling() {
+        let id = ArticleId(7);
+        let group = GroupName::parse("redis").unwrap();
+        assert_eq!(article(id), "article:7");
+        assert_eq!(article_groups(id), "article:7:groups");
+        assert_eq!(article_viewers(id), "article:7:viewers");
+        assert_eq!(voted(id), "voted:7");
+        assert_eq!(downvoted(id), "downvoted:7");
+        assert_eq!(self::group(&group), "group:redis");
+        assert_eq!(group_ranking(&group, Ranking::Score), "score:redis");
+        assert_eq!(group_ranking(&group, Ranking::Time), "time:redis");
+        assert_eq!(user("alice"), "user:alice");
+        assert_eq!(
+            user_articles("alice", Ranking::Score),
+            "user:alice:articles:score"
+        );
+        assert_eq!(
+            user_articles("alice", Ranking::Time),
+            "user:alice:articles:time"
+        );
+        assert_eq!(login_attempts("alice"), "user:alice:login-attempts");
+        assert_eq!(user_votes("alice"), "user:alice:votes");
+        assert_eq!(user_rate("alice", RateAction::Vote), "user:alice:rate:vote");
+        let addr = ClientAddr::from("10.0.0.1".parse::<std::net::IpAddr>().unwrap());
+        assert_eq!(client(addr), "client:10.0.0.1");
+        assert_eq!(
+            client_rate(addr, RateAction::SignUp),
+            "client:10.0.0.1:rate:sign-up"
+        );
+        assert_eq!(session("abc"), "session:abc");
+        assert_eq!(
+            (ARTICLE_IDS, SCORE, TIME, KARMA, SLUGS, SLUG_SUFFIXES),
+            (
+                "article:",
+                "score:",
+                "time:",
+                "karma:",
+                "slug.to.id",
+                "slug:last-suffix"
+            )
+        );
     }
 }

@@ -8,6 +8,7 @@ mod articles;
 pub mod keys;
 mod scripts;
 mod users;
+mod votes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,7 @@ pub use articles::{
     not_found, ArticleRecord, Ranked, ViewOutcome, Viewer, VoteDirection, ARTICLE_FIELDS,
 };
 pub use users::{LoginLimit, Standing};
+pub use votes::{Backfill, BackfillReport};
 
 use crate::error::{AppError, AppResult};
 

@@ -1,17 +1,101 @@
-//! The Lua scripts behind every multi-key write.
+//! The Lua scripts behind every multi-key write, how each is called, and
+//! what each answers.
 //!
 //! A script runs atomically in Redis, so a vote, a post or a group change
 //! happens entirely or not at all, even with many servers and voters racing.
 //! `redis::Script` calls them by SHA (EVALSHA) and loads them again by itself
 //! when Redis answers NOSCRIPT, e.g. after a restart. Time comes from Redis'
 //! own clock (`TIME`) so that every server instance agrees on it.
+//!
+//! **Keys.** No script spells a key name. Every key the caller can name is
+//! passed in `KEYS`, built by `keys.rs`; keys a script only learns from data
+//! it reads (a new article id, a voted article's groups, its poster) are
+//! built in Lua from prefixes and suffixes passed in `ARGV`, whose values are
+//! `keys.rs` constants. Each script's call function below is the one place
+//! its `KEYS` and `ARGV` are laid out, next to the Lua that reads them; the
+//! event channel comes in `ARGV` too. Only numbers (`$WEEK`, `$VOTE_SCORE`,
+//! …) are written into the bodies when they are loaded. A unit test checks
+//! that no string in any body looks like a key.
+//!
+//! **Replies.** Each script answers `{status, values…}` and has its own
+//! reply type ([`VoteReply`], [`PostReply`], …), read in one place
+//! ([`Lua::call`]); a reply no type knows is an [`AppError::Internal`],
+//! logged with the script's name and never shown to the client.
 
+use std::marker::PhantomData;
 use std::sync::LazyLock;
 
-use redis::{Script, Value};
+use redis::{Script, ScriptInvocation, Value};
 
-use super::{keys, value_str};
+use super::articles::VoteDirection;
+use super::keys::{self, Ranking, RateAction};
+use super::{value_f64, value_str, Conn};
+use crate::config::RateLimit;
+use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::error::{AppError, AppResult};
+
+/// A script's reply, read from what the script returned.
+pub trait ScriptReply: Sized {
+    /// None for a reply this version does not know, which is a bug.
+    fn read(reply: &Value) -> Option<Self>;
+}
+
+/// A loaded script whose replies are read as `R`.
+pub struct Lua<R> {
+    name: &'static str,
+    script: Script,
+    reply: PhantomData<fn() -> R>,
+}
+
+impl<R: ScriptReply> Lua<R> {
+    /// Builds a script from `body`, writing the numbers defined in
+    /// [`keys`] and the domain into it, so they are defined once: `$WEEK`
+    /// (the voting window in seconds), `$VOTE_SCORE`, `$GROUP_CACHE_SECS`
+    /// and `$MAX_GROUPS`. Names are never written in: they come in KEYS and
+    /// ARGV.
+    fn new(name: &'static str, body: &str) -> Self {
+        let code = body
+            .replace("$WEEK", &keys::VOTING_WINDOW_SECS.to_string())
+            .replace("$VOTE_SCORE", &keys::VOTE_SCORE.to_string())
+            .replace("$GROUP_CACHE_SECS", &keys::GROUP_CACHE_SECS.to_string())
+            .replace("$MAX_GROUPS", &GroupName::MAX_PER_ARTICLE.to_string());
+        Self {
+            name,
+            script: Script::new(&code),
+            reply: PhantomData,
+        }
+    }
+
+    fn invocation(&self) -> ScriptInvocation<'_> {
+        self.script.prepare_invoke()
+    }
+
+    /// Runs the script (one EVALSHA, or EVAL after a NOSCRIPT) and reads
+    /// its reply.
+    async fn call(&self, invocation: &ScriptInvocation<'_>, conn: &mut Conn) -> AppResult<R> {
+        let reply: Value = invocation.invoke_async(conn).await?;
+        R::read(&reply).ok_or_else(|| {
+            AppError::Internal(format!("the {} script answered {reply:?}", self.name))
+        })
+    }
+}
+
+/// Splits `{status, values…}`.
+fn status(reply: &Value) -> Option<(&str, &[Value])> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let (status, values) = items.split_first()?;
+    Some((value_str(status)?, values))
+}
+
+/// The positive number of seconds a refusal carries first.
+fn seconds(values: &[Value]) -> Option<u64> {
+    match values.first() {
+        Some(Value::Int(secs)) if *secs > 0 => Some(*secs as u64),
+        _ => None,
+    }
+}
 
 /// Lua shared by the scripts that change karma.
 ///
@@ -23,6 +107,9 @@ use crate::error::{AppError, AppResult};
 /// exactly next to any integer below 2^21 in magnitude: ±2,097,151 karma
 /// points and 2^32 seconds (136 years, until 2156) keep the order exact.
 /// `floor(score)` gives the karma back, negative karma included.
+///
+/// `as_member` turns a `poster` field into the user's member: the book
+/// stores whatever id its caller passes, votegraph `user:<name>`.
 const KARMA_LUA: &str = r#"
 local function karma_score(k, now)
   local t = math.floor(now) - 1577836800
@@ -30,36 +117,17 @@ local function karma_score(k, now)
   if t > 4294967295 then t = 4294967295 end
   return string.format('%.17g', k + (4294967295 - t) / 4294967296)
 end
-local function add_karma(member, delta, now)
+local function add_karma(karma, member, delta, now)
   if delta == 0 then return end
-  local old = redis.call('ZSCORE', 'karma:', member)
+  local old = redis.call('ZSCORE', karma, member)
   local k = (old and math.floor(tonumber(old)) or 0) + delta
-  redis.call('ZADD', 'karma:', karma_score(k, now), member)
+  redis.call('ZADD', karma, karma_score(k, now), member)
 end
-local function as_member(poster)
-  if string.sub(poster, 1, 5) == 'user:' then return poster end
-  return 'user:' .. poster
+local function as_member(poster, user_prefix)
+  if string.sub(poster, 1, #user_prefix) == user_prefix then return poster end
+  return user_prefix .. poster
 end
 "#;
-
-/// Builds a script, writing the book's numbers and the event channel from
-/// [`keys`] into it, so they are defined once: `$WEEK` (the voting window in
-/// seconds), `$VOTE_SCORE`, `$GROUP_CACHE_SECS`, `$SCORE_CHANNEL` and
-/// `$SLUG_SUFFIXES`.
-fn script(body: &str) -> Script {
-    Script::new(
-        &body
-            .replace("$WEEK", &keys::VOTING_WINDOW_SECS.to_string())
-            .replace("$VOTE_SCORE", &keys::VOTE_SCORE.to_string())
-            .replace("$GROUP_CACHE_SECS", &keys::GROUP_CACHE_SECS.to_string())
-            .replace("$SCORE_CHANNEL", keys::SCORE_CHANNEL)
-            .replace("$SLUG_SUFFIXES", keys::SLUG_SUFFIXES)
-            .replace(
-                "$MAX_GROUPS",
-                &crate::domain::GroupName::MAX_PER_ARTICLE.to_string(),
-            ),
-    )
-}
 
 /// Lua shared by the rate-limited scripts: one fixed-window counter.
 ///
@@ -94,137 +162,221 @@ end
 /// `article:<id>:groups` set into the hash's `groups` field, sorted and
 /// joined with ',', which pages read with the rest of the hash.
 const GROUP_LIST_LUA: &str = r#"
-local function list_groups(article)
-  local names = redis.call('SMEMBERS', article .. ':groups')
+local function list_groups(article, groups_key)
+  local names = redis.call('SMEMBERS', groups_key)
   table.sort(names)
   redis.call('HSET', article, 'groups', table.concat(names, ','))
 end
 "#;
 
-fn with_karma(body: &str) -> Script {
-    script(&format!("{KARMA_LUA}{RATE_LUA}{body}"))
-}
-
-fn with_rate_limit(body: &str) -> Script {
-    script(&format!("{RATE_LUA}{body}"))
-}
-
-/// What a rate-limited script answered: refused by its limit, or its own
-/// status word with the values after it.
-#[derive(Debug)]
-pub enum Reply {
-    Limited { retry_after_secs: u64 },
-    Status(String, Vec<Value>),
-}
-
-impl Reply {
-    /// Reads `{'limited', seconds}` or `{status, values…}`.
-    pub fn parse(reply: Value, script: &str) -> AppResult<Self> {
-        let bad = |reply: &dyn std::fmt::Debug| {
-            AppError::Internal(format!("{script} script answered {reply:?}"))
-        };
-        let Value::Array(mut items) = reply else {
-            return Err(bad(&reply));
-        };
-        if items.is_empty() {
-            return Err(bad(&items));
-        }
-        let rest = items.split_off(1);
-        let Some(status) = value_str(&items[0]).map(str::to_owned) else {
-            return Err(bad(&items));
-        };
-        if status != "limited" {
-            return Ok(Reply::Status(status, rest));
-        }
-        match seconds(&rest) {
-            Some(retry_after_secs) => Ok(Reply::Limited { retry_after_secs }),
-            None => Err(bad(&rest)),
-        }
-    }
-}
-
-/// The positive number of seconds a rate-limited reply carries first.
-pub fn seconds(values: &[Value]) -> Option<u64> {
-    match values.first() {
-        Some(Value::Int(secs)) if *secs > 0 => Some(*secs as u64),
-        _ => None,
-    }
-}
-
-/// KEYS: the poster's post counter. ARGV: poster member, title, link, slug
-/// stem, posts allowed, window seconds, group names…
-/// Returns `{'posted', id, slug}` or `{'limited', seconds}`.
+/// Lua shared by the scripts that cast a vote (vote, and post for the
+/// poster's own upvote): keeps the voter's `user:<name>:votes` index.
 ///
-/// The slug is the stem, or `stem-2`, `stem-3`… reserved with HSETNX on
-/// `slug.to.id` (seed 003), so concurrent posts never share one. The highest
-/// suffix handed out per stem is kept in `slug:last-suffix`, so the
-/// thousandth post of one title tries one slug, not a thousand.
-pub static POST: LazyLock<Script> = LazyLock::new(|| {
-    with_karma(&[
-        GROUP_LIST_LUA,
-        r#"
-local poster = ARGV[1]
-local wait = rate_limit(KEYS[1], ARGV[5], ARGV[6])
+/// `index_vote(index, article, posted, dir, now)` records the vote as
+/// `article` → `+posted` (up) or `-posted` (down), or removes it (none). It
+/// first drops the entries of articles whose voting has closed: an article
+/// is closed once `now - posted >= $WEEK` (the vote script's own test), so
+/// the closed ones score `[0, now - week]` as upvotes and `[-(now - week),
+/// 0]` as downvotes, both bounds inclusive (no score is 0: post times are
+/// positive). The index then expires a week after this vote, when every
+/// article in it has closed. Together: it holds at most the user's votes of
+/// one week. Scores are written with 17 digits, so the post time reads back
+/// exactly.
+const INDEX_LUA: &str = r#"
+local function index_vote(index, article, posted, dir, now)
+  local cutoff = now - $WEEK
+  redis.call('ZREMRANGEBYSCORE', index, 0, string.format('%.17g', cutoff))
+  redis.call('ZREMRANGEBYSCORE', index, string.format('%.17g', -cutoff), 0)
+  if dir == 'up' then
+    redis.call('ZADD', index, string.format('%.17g', posted), article)
+  elseif dir == 'down' then
+    redis.call('ZADD', index, string.format('%.17g', -posted), article)
+  else
+    redis.call('ZREM', index, article)
+  end
+  redis.call('EXPIRE', index, $WEEK)
+end
+"#;
+
+/// The KEYS of one group named in a call, in the order the group loops of
+/// the post and set-groups scripts read them: `group:<g>`, `score:<g>`,
+/// `time:<g>`.
+fn group_keys(invocation: &mut ScriptInvocation<'_>, group: &GroupName) {
+    invocation
+        .key(keys::group(group))
+        .key(keys::group_ranking(group, Ranking::Score))
+        .key(keys::group_ranking(group, Ranking::Time));
+}
+
+// --- post ---------------------------------------------------------------
+
+/// What the post script answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostReply {
+    Limited { retry_after_secs: u64 },
+    Posted { id: ArticleId, slug: String },
+}
+
+impl ScriptReply for PostReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("posted", [id, slug]) => match value_f64(id)? {
+                id if id >= 1.0 => Some(Self::Posted {
+                    id: ArticleId(id as u64),
+                    slug: value_str(slug)?.to_owned(),
+                }),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+const POST_LUA: &str = r#"
+local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local first_group_key = 11
+local poster, stem = ARGV[1], ARGV[4]
+local article_prefix, voted_prefix, groups_suffix = ARGV[7], ARGV[8], ARGV[9]
+local first_group = 10
+local wait = rate_limit(rate, ARGV[5], ARGV[6])
 if wait > 0 then return {'limited', wait} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local id = redis.call('INCR', 'article:')
-local article = 'article:' .. id
-local voted = 'voted:' .. id
+local id = redis.call('INCR', ids)
+local article = article_prefix .. id
+local voted = voted_prefix .. id
+local groups_key = article .. groups_suffix
 redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, $WEEK)
-local stem = ARGV[4]
 local slug = stem
-if redis.call('HSETNX', 'slug.to.id', slug, id) == 0 then
-  local n = tonumber(redis.call('HGET', '$SLUG_SUFFIXES', stem)) or 1
+if redis.call('HSETNX', slugs, slug, id) == 0 then
+  local n = tonumber(redis.call('HGET', suffixes, stem)) or 1
   repeat
     n = n + 1
     slug = stem .. '-' .. n
-  until redis.call('HSETNX', 'slug.to.id', slug, id) == 1
-  redis.call('HSET', '$SLUG_SUFFIXES', stem, n)
+  until redis.call('HSETNX', slugs, slug, id) == 1
+  redis.call('HSET', suffixes, stem, n)
 end
 local ts = string.format('%.6f', now)
 local score = string.format('%.6f', now + $VOTE_SCORE)
 redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', poster,
   'time', ts, 'votes', 1, 'downvotes', 0, 'slug', slug)
-redis.call('ZADD', 'score:', score, article)
-redis.call('ZADD', 'time:', ts, article)
-redis.call('ZADD', poster .. ':articles:time', ts, article)
-redis.call('ZADD', poster .. ':articles:score', score, article)
-add_karma(poster, 1, now)
-for i = 7, #ARGV do
-  local g = ARGV[i]
-  redis.call('SADD', 'group:' .. g, article)
-  redis.call('SADD', article .. ':groups', g)
-  if redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
-  if redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, ts, article) end
+redis.call('ZADD', by_score, score, article)
+redis.call('ZADD', by_time, ts, article)
+redis.call('ZADD', mine_time, ts, article)
+redis.call('ZADD', mine_score, score, article)
+add_karma(karma, poster, 1, now)
+index_vote(my_votes, article, tonumber(ts), 'up', now)
+for i = first_group, #ARGV do
+  local g, k = ARGV[i], first_group_key + 3 * (i - first_group)
+  redis.call('SADD', KEYS[k], article)
+  redis.call('SADD', groups_key, g)
+  if redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
+  if redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], ts, article) end
 end
-list_groups(article)
+list_groups(article, groups_key)
 return {'posted', id, slug}
-"#,
-    ]
-    .concat(),
+"#;
+
+/// Posts an article: hands out its id (`INCR article:`), a free slug and the
+/// poster's own upvote (in `voted:<id>` and the poster's vote index), and
+/// files it in the rankings and its groups.
+///
+/// The slug is the stem, or `stem-2`, `stem-3`… reserved with HSETNX on
+/// `slug.to.id` (seed 003), so concurrent posts never share one. The highest
+/// suffix handed out per stem is kept in `slug:last-suffix`, so the
+/// thousandth post of one title tries one slug, not a thousand.
+static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
+    Lua::new(
+        "post",
+        &[KARMA_LUA, RATE_LUA, GROUP_LIST_LUA, INDEX_LUA, POST_LUA].concat(),
     )
 });
 
-/// KEYS: the voter's vote counter. ARGV: article id, voter member,
-/// direction (`up`, `down` or `none`), votes allowed, window seconds.
-/// Returns `{'limited', seconds}` or `{status, previous direction, new
-/// score}` where status is `missing`, `closed`, `same` or `changed`. Every
-/// vote counts against the limit, whatever its outcome.
-///
-/// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
-/// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
-/// the voting window closes, as the book's `voted:<id>` does.
-pub static VOTE: LazyLock<Script> = LazyLock::new(|| {
-    with_karma(
-        r#"
+/// Runs the post script; the poster may post `limit` times per window.
+pub async fn post(
+    conn: &mut Conn,
+    poster: &UserName,
+    title: &str,
+    link: &str,
+    stem: &Slug,
+    groups: &[GroupName],
+    limit: RateLimit,
+) -> AppResult<PostReply> {
+    let mut invocation = POST.invocation();
+    invocation
+        .key(keys::user_rate(poster.as_str(), RateAction::Post))
+        .key(keys::ARTICLE_IDS)
+        .key(keys::SCORE)
+        .key(keys::TIME)
+        .key(keys::KARMA)
+        .key(keys::SLUGS)
+        .key(keys::SLUG_SUFFIXES)
+        .key(keys::user_articles(poster.as_str(), Ranking::Time))
+        .key(keys::user_articles(poster.as_str(), Ranking::Score))
+        .key(keys::user_votes(poster.as_str()))
+        .arg(poster.member())
+        .arg(title)
+        .arg(link)
+        .arg(stem.as_str())
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(keys::ARTICLE_PREFIX)
+        .arg(keys::VOTED_PREFIX)
+        .arg(keys::ARTICLE_GROUPS_SUFFIX);
+    for g in groups {
+        group_keys(&mut invocation, g);
+        invocation.arg(g.as_str());
+    }
+    POST.call(&invocation, conn).await
+}
+
+// --- vote ---------------------------------------------------------------
+
+/// What the vote script answered. Every vote counts against the limit,
+/// whatever its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoteReply {
+    Limited {
+        retry_after_secs: u64,
+    },
+    /// No such article.
+    Missing,
+    /// The voting window has closed.
+    Closed,
+    /// The voter had already voted so; nothing changed.
+    Same,
+    Changed,
+}
+
+impl ScriptReply for VoteReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("missing", _) => Some(Self::Missing),
+            ("closed", _) => Some(Self::Closed),
+            ("same", _) => Some(Self::Same),
+            ("changed", _) => Some(Self::Changed),
+            _ => None,
+        }
+    }
+}
+
+const VOTE_LUA: &str = r#"
+local rate, article, by_time, by_score, up, down, groups_key, karma, my_votes =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
-local wait = rate_limit(KEYS[1], ARGV[4], ARGV[5])
+local user_prefix, mine_score_suffix, group_score_prefix, channel = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
 local week = $WEEK
-local article = 'article:' .. id
-local posted = redis.call('ZSCORE', 'time:', article)
+local posted = redis.call('ZSCORE', by_time, article)
 if not posted then
   if redis.call('EXISTS', article) == 0 then return {'missing'} end
   posted = redis.call('HGET', article, 'time')
@@ -235,12 +387,15 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 if now - posted >= week then return {'closed'} end
 
-local up, down = 'voted:' .. id, 'downvoted:' .. id
 local was = 'none'
 if redis.call('SISMEMBER', up, voter) == 1 then was = 'up'
 elseif redis.call('SISMEMBER', down, voter) == 1 then was = 'down' end
+-- The index follows the sets in every outcome, so a vote the sets hold
+-- but the index does not (cast by the book's code) is indexed by the
+-- voter's next vote on the article, even an unchanged one.
+index_vote(my_votes, article, posted, dir, now)
 if was == dir then
-  return {'same', was, redis.call('ZSCORE', 'score:', article)}
+  return {'same', was, redis.call('ZSCORE', by_score, article)}
 end
 
 local dup, ddown = 0, 0
@@ -260,96 +415,211 @@ if target and redis.call('TTL', target) == -1 then
 end
 if dup ~= 0 then redis.call('HINCRBY', article, 'votes', dup) end
 if ddown ~= 0 then redis.call('HINCRBY', article, 'downvotes', ddown) end
-local score = redis.call('ZINCRBY', 'score:', $VOTE_SCORE * (dup - ddown), article)
+local score = redis.call('ZINCRBY', by_score, $VOTE_SCORE * (dup - ddown), article)
 local poster = redis.call('HGET', article, 'poster')
 if poster then
-  poster = as_member(poster)
-  add_karma(poster, dup - ddown, now)
-  redis.call('ZADD', poster .. ':articles:score', 'XX', score, article)
+  poster = as_member(poster, user_prefix)
+  add_karma(karma, poster, dup - ddown, now)
+  redis.call('ZADD', poster .. mine_score_suffix, 'XX', score, article)
 end
-local groups = redis.call('SMEMBERS', article .. ':groups')
+local groups = redis.call('SMEMBERS', groups_key)
 for _, g in ipairs(groups) do
-  redis.call('ZADD', 'score:' .. g, 'XX', score, article)
+  redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
 end
 local counts = redis.call('HMGET', article, 'votes', 'downvotes')
 -- cjson prints numbers with 14 digits; score and time go as exact strings.
-redis.call('PUBLISH', '$SCORE_CHANNEL', cjson.encode({
+redis.call('PUBLISH', channel, cjson.encode({
   id = id, score = score, votes = tonumber(counts[1]) or 0,
   downvotes = tonumber(counts[2]) or 0, at = string.format('%.6f', now), groups = groups }))
 return {'changed', was, score}
-"#,
-    )
-});
+"#;
 
-/// KEYS: the caller's set-groups counter. ARGV: article id, caller member,
-/// number of groups to add, calls allowed, window seconds, the groups to
-/// add, then the groups to remove. Returns `{'limited', seconds}`,
-/// `{'missing'}`, `{'forbidden'}`, `{'too-many-groups'}` (the article would
-/// be in more than `GroupName::MAX_PER_ARTICLE` groups; nothing is written)
-/// or `{'ok'}`.
+/// Sets a voter's vote: answers `{status, previous direction, new score}`
+/// (or `{'limited', seconds}`, `{'missing'}`, `{'closed'}`).
 ///
-/// Cached group rankings (`score:<group>`, `time:<group>`) that exist are
-/// updated in the same step, so a group page shows the change at once.
-pub static SET_GROUPS: LazyLock<Script> = LazyLock::new(|| {
-    with_rate_limit(&[
-        GROUP_LIST_LUA,
-        r#"
-local id, caller, nadd = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local wait = rate_limit(KEYS[1], ARGV[4], ARGV[5])
+/// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
+/// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
+/// the voting window closes, as the book's `voted:<id>` does. They decide
+/// the previous direction; the voter's `user:<name>:votes` index, which
+/// pages read `myVote` from, is written to match them in the same step. Cached group
+/// rankings that hold the article are updated in place and the change is
+/// published on the score channel, all in the same step.
+static VOTE: LazyLock<Lua<VoteReply>> =
+    LazyLock::new(|| Lua::new("vote", &[KARMA_LUA, RATE_LUA, INDEX_LUA, VOTE_LUA].concat()));
+
+impl VoteDirection {
+    fn as_arg(self) -> &'static str {
+        match self {
+            VoteDirection::Up => "up",
+            VoteDirection::Down => "down",
+            VoteDirection::None => "none",
+        }
+    }
+}
+
+/// Runs the vote script; the voter may vote `limit` times per window.
+pub async fn vote(
+    conn: &mut Conn,
+    id: ArticleId,
+    voter: &UserName,
+    direction: VoteDirection,
+    limit: RateLimit,
+) -> AppResult<VoteReply> {
+    let mut invocation = VOTE.invocation();
+    invocation
+        .key(keys::user_rate(voter.as_str(), RateAction::Vote))
+        .key(keys::article(id))
+        .key(keys::TIME)
+        .key(keys::SCORE)
+        .key(keys::voted(id))
+        .key(keys::downvoted(id))
+        .key(keys::article_groups(id))
+        .key(keys::KARMA)
+        .key(keys::user_votes(voter.as_str()))
+        .arg(id.0)
+        .arg(voter.member())
+        .arg(direction.as_arg())
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(keys::USER_PREFIX)
+        .arg(Ranking::Score.user_articles_suffix())
+        .arg(Ranking::Score.group_prefix())
+        .arg(keys::SCORE_CHANNEL);
+    VOTE.call(&invocation, conn).await
+}
+
+// --- set groups ---------------------------------------------------------
+
+/// What the set-groups script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetGroupsReply {
+    Limited {
+        retry_after_secs: u64,
+    },
+    Missing,
+    /// The caller is not the article's poster.
+    Forbidden,
+    /// The article would be in more than `GroupName::MAX_PER_ARTICLE`
+    /// groups; nothing was written.
+    TooManyGroups,
+    Done,
+}
+
+impl ScriptReply for SetGroupsReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("missing", _) => Some(Self::Missing),
+            ("forbidden", _) => Some(Self::Forbidden),
+            ("too-many-groups", _) => Some(Self::TooManyGroups),
+            ("ok", _) => Some(Self::Done),
+            _ => None,
+        }
+    }
+}
+
+const SET_GROUPS_LUA: &str = r#"
+local rate, article, groups_key, by_score, by_time = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local first_group_key = 6
+local caller, nadd, user_prefix = ARGV[1], tonumber(ARGV[2]), ARGV[5]
+local first_group = 6
+local wait = rate_limit(rate, ARGV[3], ARGV[4])
 if wait > 0 then return {'limited', wait} end
-local article = 'article:' .. id
 if redis.call('EXISTS', article) == 0 then return {'missing'} end
 local poster = redis.call('HGET', article, 'poster')
-if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return {'forbidden'} end
-local count = redis.call('SCARD', article .. ':groups')
-for i = 6, #ARGV do
-  local member = redis.call('SISMEMBER', article .. ':groups', ARGV[i]) == 1
-  if i < 6 + nadd and not member then count = count + 1 end
-  if i >= 6 + nadd and member then count = count - 1 end
+if poster ~= caller and (user_prefix .. tostring(poster)) ~= caller then return {'forbidden'} end
+local count = redis.call('SCARD', groups_key)
+for i = first_group, #ARGV do
+  local member = redis.call('SISMEMBER', groups_key, ARGV[i]) == 1
+  if i < first_group + nadd and not member then count = count + 1 end
+  if i >= first_group + nadd and member then count = count - 1 end
 end
 if count > $MAX_GROUPS then return {'too-many-groups'} end
-local score = redis.call('ZSCORE', 'score:', article)
-local time = redis.call('ZSCORE', 'time:', article)
-for i = 6, #ARGV do
-  local g = ARGV[i]
-  if i < 6 + nadd then
-    redis.call('SADD', 'group:' .. g, article)
-    redis.call('SADD', article .. ':groups', g)
-    if score and redis.call('EXISTS', 'score:' .. g) == 1 then redis.call('ZADD', 'score:' .. g, score, article) end
-    if time and redis.call('EXISTS', 'time:' .. g) == 1 then redis.call('ZADD', 'time:' .. g, time, article) end
+local score = redis.call('ZSCORE', by_score, article)
+local time = redis.call('ZSCORE', by_time, article)
+for i = first_group, #ARGV do
+  local g, k = ARGV[i], first_group_key + 3 * (i - first_group)
+  if i < first_group + nadd then
+    redis.call('SADD', KEYS[k], article)
+    redis.call('SADD', groups_key, g)
+    if score and redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
+    if time and redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], time, article) end
   else
-    redis.call('SREM', 'group:' .. g, article)
-    redis.call('SREM', article .. ':groups', g)
-    redis.call('ZREM', 'score:' .. g, article)
-    redis.call('ZREM', 'time:' .. g, article)
+    redis.call('SREM', KEYS[k], article)
+    redis.call('SREM', groups_key, g)
+    redis.call('ZREM', KEYS[k + 1], article)
+    redis.call('ZREM', KEYS[k + 2], article)
   end
 end
-list_groups(article)
+list_groups(article, groups_key)
 return {'ok'}
-"#,
-    ]
-    .concat(),
+"#;
+
+/// Adds and removes an article's groups (poster only). Cached group
+/// rankings (`score:<group>`, `time:<group>`) that exist are updated in the
+/// same step, so a group page shows the change at once.
+static SET_GROUPS: LazyLock<Lua<SetGroupsReply>> = LazyLock::new(|| {
+    Lua::new(
+        "set-groups",
+        &[RATE_LUA, GROUP_LIST_LUA, SET_GROUPS_LUA].concat(),
     )
 });
 
-/// ARGV: group name, ranking key (`score:` or `time:`), start, stop, scan
-/// budget. Returns the page's members.
-///
-/// A cached group ranking (`score:<group>`, kept current by the write
-/// scripts) answers at once. Without one, a shallow page is found by walking
-/// the global ranking from the top and keeping the group's members, which
-/// costs about (stop + 1) × articles / group size membership checks: a few
-/// dozen for a big group's first page. Only when that would pass the budget
-/// is the ranking built with the book's `ZINTERSTORE … AGGREGATE MAX` and
-/// cached 60 s, as in the book. Either way the order is the cached one's.
-pub static GROUP_PAGE: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-local group, ranking = 'group:' .. ARGV[1], ARGV[2]
-local key = ranking .. ARGV[1]
-local start, stop, budget = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if redis.call('EXISTS', key) == 1 then
-  return redis.call('ZREVRANGE', key, start, stop)
+/// Runs the set-groups script; the caller may call it `limit` times per
+/// window.
+pub async fn set_groups(
+    conn: &mut Conn,
+    id: ArticleId,
+    caller: &UserName,
+    add: &[GroupName],
+    remove: &[GroupName],
+    limit: RateLimit,
+) -> AppResult<SetGroupsReply> {
+    let mut invocation = SET_GROUPS.invocation();
+    invocation
+        .key(keys::user_rate(caller.as_str(), RateAction::SetGroups))
+        .key(keys::article(id))
+        .key(keys::article_groups(id))
+        .key(keys::SCORE)
+        .key(keys::TIME)
+        .arg(caller.member())
+        .arg(add.len())
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(keys::USER_PREFIX);
+    for g in add.iter().chain(remove) {
+        group_keys(&mut invocation, g);
+        invocation.arg(g.as_str());
+    }
+    SET_GROUPS.call(&invocation, conn).await
+}
+
+// --- group page ---------------------------------------------------------
+
+/// The members of a page, best first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Members(pub Vec<String>);
+
+impl ScriptReply for Members {
+    fn read(reply: &Value) -> Option<Self> {
+        let Value::Array(items) = reply else {
+            return None;
+        };
+        items
+            .iter()
+            .map(|m| value_str(m).map(str::to_owned))
+            .collect::<Option<_>>()
+            .map(Self)
+    }
+}
+
+const GROUP_PAGE_LUA: &str = r#"
+local group, ranking, cached = KEYS[1], KEYS[2], KEYS[3]
+local start, stop, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('EXISTS', cached) == 1 then
+  return redis.call('ZREVRANGE', cached, start, stop)
 end
 local size = redis.call('SCARD', group)
 if size == 0 then return {} end
@@ -375,109 +645,575 @@ if need * total / size <= budget then
     return page
   end
 end
-redis.call('ZINTERSTORE', key, 2, group, ranking, 'AGGREGATE', 'MAX')
-redis.call('EXPIRE', key, $GROUP_CACHE_SECS)
-return redis.call('ZREVRANGE', key, start, stop)
-"#,
-    )
-});
+redis.call('ZINTERSTORE', cached, 2, group, ranking, 'AGGREGATE', 'MAX')
+redis.call('EXPIRE', cached, $GROUP_CACHE_SECS)
+return redis.call('ZREVRANGE', cached, start, stop)
+"#;
 
-/// KEYS: user hash, session key, the client address' sign-up counter.
-/// ARGV: name, password hash, created, session TTL, sign-ups allowed,
-/// window seconds. Creates the account and its first session together.
-/// Returns `{'limited', seconds}`, `{'taken'}` or `{'created'}`; a taken
-/// name counts against the limit too, which slows down probing for names.
-pub static SIGN_UP: LazyLock<Script> = LazyLock::new(|| {
-    with_rate_limit(
-        r#"
-local wait = rate_limit(KEYS[3], ARGV[5], ARGV[6])
+/// One page of a group's ranking.
+///
+/// A cached group ranking (`score:<group>`, kept current by the write
+/// scripts) answers at once. Without one, a shallow page is found by walking
+/// the global ranking from the top and keeping the group's members, which
+/// costs about (stop + 1) × articles / group size membership checks: a few
+/// dozen for a big group's first page. Only when that would pass the budget
+/// is the ranking built with the book's `ZINTERSTORE … AGGREGATE MAX` and
+/// cached 60 s, as in the book. Either way the order is the cached one's.
+static GROUP_PAGE: LazyLock<Lua<Members>> =
+    LazyLock::new(|| Lua::new("group-page", GROUP_PAGE_LUA));
+
+/// Runs the group-page script for ranks `start..=stop`, spending at most
+/// `budget` membership checks before building the cached ranking.
+pub async fn group_page(
+    conn: &mut Conn,
+    group: &GroupName,
+    ranking: Ranking,
+    (start, stop): (isize, isize),
+    budget: u32,
+) -> AppResult<Members> {
+    let mut invocation = GROUP_PAGE.invocation();
+    invocation
+        .key(keys::group(group))
+        .key(ranking.key())
+        .key(keys::group_ranking(group, ranking))
+        .arg(start)
+        .arg(stop)
+        .arg(budget);
+    GROUP_PAGE.call(&invocation, conn).await
+}
+
+// --- sign up ------------------------------------------------------------
+
+/// What the sign-up script answered; a taken name counts against the limit
+/// too, which slows down probing for names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignUpReply {
+    Limited { retry_after_secs: u64 },
+    Taken,
+    Created,
+}
+
+impl ScriptReply for SignUpReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("taken", _) => Some(Self::Taken),
+            ("created", _) => Some(Self::Created),
+            _ => None,
+        }
+    }
+}
+
+const SIGN_UP_LUA: &str = r#"
+local user, session, rate = KEYS[1], KEYS[2], KEYS[3]
+local wait = rate_limit(rate, ARGV[5], ARGV[6])
 if wait > 0 then return {'limited', wait} end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'taken'} end
-redis.call('HSET', KEYS[1], 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
-redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[4])
+if redis.call('EXISTS', user) == 1 then return {'taken'} end
+redis.call('HSET', user, 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
+redis.call('SET', session, ARGV[1], 'EX', ARGV[4])
 return {'created'}
-"#,
-    )
-});
+"#;
 
-/// KEYS: the name's attempt counter, the client address' attempt counter.
-/// ARGV: attempts allowed per name, its window, attempts allowed per
-/// address, its window. Counts one logIn attempt before its password is
-/// checked, so concurrent guesses cannot slip past the limits while the
-/// hash is verified. Returns `{'ok'}` when the attempt may go ahead, else
-/// `{'address', seconds}` or `{'name', seconds}`: which limit refused it
-/// and how long until its window ends. An
-/// attempt refused by its address is not counted against the name: it
-/// never reached a password check.
-pub static LOGIN_ATTEMPT: LazyLock<Script> = LazyLock::new(|| {
-    with_rate_limit(
-        r#"
-local wait = rate_limit(KEYS[2], ARGV[3], ARGV[4])
+/// Creates an account and its first session together.
+static SIGN_UP: LazyLock<Lua<SignUpReply>> =
+    LazyLock::new(|| Lua::new("sign-up", &[RATE_LUA, SIGN_UP_LUA].concat()));
+
+/// Runs the sign-up script, counting against the client address' `limit`.
+pub async fn sign_up(
+    conn: &mut Conn,
+    name: &UserName,
+    password_hash: &str,
+    created: i64,
+    token_hash: &str,
+    rate_key: String,
+    limit: RateLimit,
+) -> AppResult<SignUpReply> {
+    let mut invocation = SIGN_UP.invocation();
+    invocation
+        .key(keys::user(name.as_str()))
+        .key(keys::session(token_hash))
+        .key(rate_key)
+        .arg(name.as_str())
+        .arg(password_hash)
+        .arg(created)
+        .arg(keys::SESSION_TTL_SECS)
+        .arg(limit.count())
+        .arg(limit.window_secs());
+    SIGN_UP.call(&invocation, conn).await
+}
+
+// --- login attempt ------------------------------------------------------
+
+/// What the login-attempt script answered: the attempt may go ahead, or
+/// which limit refused it and the seconds until its window ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginAttemptReply {
+    Allowed,
+    AddressLimited { retry_after_secs: u64 },
+    NameLimited { retry_after_secs: u64 },
+}
+
+impl ScriptReply for LoginAttemptReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("ok", _) => Some(Self::Allowed),
+            ("address", v) => Some(Self::AddressLimited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("name", v) => Some(Self::NameLimited {
+                retry_after_secs: seconds(v)?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+const LOGIN_ATTEMPT_LUA: &str = r#"
+local by_name, by_address = KEYS[1], KEYS[2]
+local wait = rate_limit(by_address, ARGV[3], ARGV[4])
 if wait > 0 then return {'address', wait} end
-wait = rate_limit(KEYS[1], ARGV[1], ARGV[2])
+wait = rate_limit(by_name, ARGV[1], ARGV[2])
 if wait > 0 then return {'name', wait} end
 return {'ok'}
-"#,
-    )
-});
+"#;
 
-/// KEYS: the caller's rename counter. ARGV: article id, caller member, new
-/// slug, renames allowed, window seconds. Returns `{'limited', seconds}`,
-/// `{'missing'}`, `{'forbidden'}`, `{'taken'}` or `{'ok'}`; the old slug is
-/// freed in the same step.
-pub static RENAME_SLUG: LazyLock<Script> = LazyLock::new(|| {
-    with_rate_limit(
-        r#"
-local id, caller, new = ARGV[1], ARGV[2], ARGV[3]
-local wait = rate_limit(KEYS[1], ARGV[4], ARGV[5])
+/// Counts one logIn attempt before its password is checked, so concurrent
+/// guesses cannot slip past the limits while the hash is verified. An
+/// attempt refused by its address is not counted against the name: it
+/// never reached a password check.
+static LOGIN_ATTEMPT: LazyLock<Lua<LoginAttemptReply>> =
+    LazyLock::new(|| Lua::new("login-attempt", &[RATE_LUA, LOGIN_ATTEMPT_LUA].concat()));
+
+/// Runs the login-attempt script with the name's counter and limit and the
+/// address' counter and limit.
+pub async fn login_attempt(
+    conn: &mut Conn,
+    name: &UserName,
+    (name_attempts, name_window_secs): (u32, u64),
+    address_key: String,
+    address_limit: RateLimit,
+) -> AppResult<LoginAttemptReply> {
+    let mut invocation = LOGIN_ATTEMPT.invocation();
+    invocation
+        .key(keys::login_attempts(name.as_str()))
+        .key(address_key)
+        .arg(name_attempts)
+        .arg(name_window_secs)
+        .arg(address_limit.count())
+        .arg(address_limit.window_secs());
+    LOGIN_ATTEMPT.call(&invocation, conn).await
+}
+
+// --- rename slug --------------------------------------------------------
+
+/// What the rename-slug script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenameSlugReply {
+    Limited {
+        retry_after_secs: u64,
+    },
+    Missing,
+    Forbidden,
+    /// Another article has the slug.
+    Taken,
+    Renamed,
+}
+
+impl ScriptReply for RenameSlugReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("missing", _) => Some(Self::Missing),
+            ("forbidden", _) => Some(Self::Forbidden),
+            ("taken", _) => Some(Self::Taken),
+            ("ok", _) => Some(Self::Renamed),
+            _ => None,
+        }
+    }
+}
+
+const RENAME_SLUG_LUA: &str = r#"
+local rate, article, slugs = KEYS[1], KEYS[2], KEYS[3]
+local id, caller, new, user_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[6]
+local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
-local article = 'article:' .. id
 if redis.call('EXISTS', article) == 0 then return {'missing'} end
 local poster = redis.call('HGET', article, 'poster')
-if poster ~= caller and ('user:' .. tostring(poster)) ~= caller then return {'forbidden'} end
+if poster ~= caller and (user_prefix .. tostring(poster)) ~= caller then return {'forbidden'} end
 local old = redis.call('HGET', article, 'slug')
 if old == new then return {'ok'} end
-local owner = redis.call('HGET', 'slug.to.id', new)
+local owner = redis.call('HGET', slugs, new)
 if owner and owner ~= id then return {'taken'} end
-redis.call('HSET', 'slug.to.id', new, id)
+redis.call('HSET', slugs, new, id)
 redis.call('HSET', article, 'slug', new)
-if old then redis.call('HDEL', 'slug.to.id', old) end
+if old then redis.call('HDEL', slugs, old) end
 return {'ok'}
-"#,
-    )
-});
+"#;
 
-/// KEYS: the viewer's view counter, the article's viewer set. ARGV:
-/// article id, viewer member (`user:<name>` or `client:<ip>`), views
-/// allowed, window seconds, view window seconds.
-///
+/// Gives an article a new slug (poster only), freeing the old one in the
+/// same step.
+static RENAME_SLUG: LazyLock<Lua<RenameSlugReply>> =
+    LazyLock::new(|| Lua::new("rename-slug", &[RATE_LUA, RENAME_SLUG_LUA].concat()));
+
+/// Runs the rename-slug script; the caller may rename `limit` times per
+/// window.
+pub async fn rename_slug(
+    conn: &mut Conn,
+    id: ArticleId,
+    caller: &UserName,
+    slug: &Slug,
+    limit: RateLimit,
+) -> AppResult<RenameSlugReply> {
+    let mut invocation = RENAME_SLUG.invocation();
+    invocation
+        .key(keys::user_rate(caller.as_str(), RateAction::RenameSlug))
+        .key(keys::article(id))
+        .key(keys::SLUGS)
+        .arg(id.0)
+        .arg(caller.member())
+        .arg(slug.as_str())
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(keys::USER_PREFIX);
+    RENAME_SLUG.call(&invocation, conn).await
+}
+
+// --- view ---------------------------------------------------------------
+
+/// What the view script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewReply {
+    Limited {
+        retry_after_secs: u64,
+    },
+    Missing,
+    /// The viewer was already counted in this view window.
+    Repeated,
+    Counted,
+}
+
+impl ScriptReply for ViewReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("missing", _) => Some(Self::Missing),
+            ("repeat", _) => Some(Self::Repeated),
+            ("counted", _) => Some(Self::Counted),
+            _ => None,
+        }
+    }
+}
+
+const VIEW_LUA: &str = r#"
+local rate, viewers, article = KEYS[1], KEYS[2], KEYS[3]
+local viewer = ARGV[1]
+if redis.call('EXISTS', article) == 0 then return {'missing'} end
+if redis.call('SISMEMBER', viewers, viewer) == 1 then return {'repeat'} end
+local wait = rate_limit(rate, ARGV[2], ARGV[3])
+if wait > 0 then return {'limited', wait} end
+redis.call('SADD', viewers, viewer)
+if redis.call('TTL', viewers) < 0 then redis.call('EXPIRE', viewers, ARGV[4]) end
+redis.call('HINCRBY', article, 'views', 1)
+return {'counted'}
+"#;
+
 /// Counts a view (HINCRBY on the article's `views` field) once per viewer
 /// per view window: the viewer set remembers who was counted and expires
-/// with the window, which the first counted view after it starts. Returns
-/// `{'missing'}`, `{'repeat'}` when the viewer was already counted,
-/// `{'limited', seconds}`, or `{'counted'}`.
+/// with the window, which the first counted view after it starts.
 ///
 /// Only a view that would be counted uses the rate limit: a repeat writes
 /// nothing (reading an article is not limited either), and checking the
 /// set first means a reader who reopens the same article is never refused.
-pub static VIEW: LazyLock<Script> = LazyLock::new(|| {
-    with_rate_limit(
-        r#"
-local article = 'article:' .. ARGV[1]
-if redis.call('EXISTS', article) == 0 then return {'missing'} end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {'repeat'} end
-local wait = rate_limit(KEYS[1], ARGV[3], ARGV[4])
-if wait > 0 then return {'limited', wait} end
-redis.call('SADD', KEYS[2], ARGV[2])
-if redis.call('TTL', KEYS[2]) < 0 then redis.call('EXPIRE', KEYS[2], ARGV[5]) end
-redis.call('HINCRBY', article, 'views', 1)
-return {'counted'}
-"#,
-    )
-});
+static VIEW: LazyLock<Lua<ViewReply>> =
+    LazyLock::new(|| Lua::new("view", &[RATE_LUA, VIEW_LUA].concat()));
+
+/// Runs the view script for `viewer` (`user:<name>` or `client:<ip>`),
+/// counted against `rate_key`'s `limit`.
+pub async fn view(
+    conn: &mut Conn,
+    id: ArticleId,
+    viewer: String,
+    rate_key: String,
+    limit: RateLimit,
+    view_window_secs: u64,
+) -> AppResult<ViewReply> {
+    let mut invocation = VIEW.invocation();
+    invocation
+        .key(rate_key)
+        .key(keys::article_viewers(id))
+        .key(keys::article(id))
+        .arg(viewer)
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(view_window_secs);
+    VIEW.call(&invocation, conn).await
+}
+
+// --- vote index backfill ------------------------------------------------
+
+/// Where a backfill pass goes on: the `time:` score to start from (the last
+/// one read, inclusive) and how many articles with exactly that score were
+/// done already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub from: String,
+    pub skip: u64,
+}
+
+/// What one backfill batch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillBatch {
+    /// Articles whose voters were indexed.
+    pub articles: u64,
+    /// Index entries written.
+    pub entries: u64,
+    /// None when the pass has reached the newest article.
+    pub next: Option<Cursor>,
+}
+
+impl ScriptReply for BackfillBatch {
+    fn read(reply: &Value) -> Option<Self> {
+        let ("batch", [articles, entries, from, skip]) = status(reply)? else {
+            return None;
+        };
+        let count = |v: &Value| match v {
+            Value::Int(n) if *n >= 0 => Some(*n as u64),
+            _ => None,
+        };
+        let from = value_str(from)?;
+        Some(Self {
+            articles: count(articles)?,
+            entries: count(entries)?,
+            next: (!from.is_empty()).then(|| Cursor {
+                from: from.to_owned(),
+                skip: count(skip).unwrap_or(0),
+            }),
+        })
+    }
+}
+
+const BACKFILL_LUA: &str = r#"
+local by_time = KEYS[1]
+local from, skip, size, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local article_prefix, voted_prefix, downvoted_prefix, user_prefix, votes_suffix =
+  ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local week = $WEEK
+if from == '' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  from = '(' .. string.format('%.17g', now - week)
+end
+local page = redis.call('ZRANGEBYSCORE', by_time, from, '+inf', 'WITHSCORES', 'LIMIT', skip, size)
+local articles, entries, spent = 0, 0, 0
+local last, same = nil, 0
+for i = 1, #page, 2 do
+  local article, posted = page[i], page[i + 1]
+  if string.sub(article, 1, #article_prefix) == article_prefix then
+    local id = string.sub(article, #article_prefix + 1)
+    -- Downvoters first: a voter in both sets ends as an upvoter, as the
+    -- vote script reads them.
+    for _, set in ipairs({{downvoted_prefix, '-'}, {voted_prefix, ''}}) do
+      local voters = redis.call('SMEMBERS', set[1] .. id)
+      spent = spent + #voters
+      for _, voter in ipairs(voters) do
+        if string.sub(voter, 1, #user_prefix) == user_prefix then
+          local index = voter .. votes_suffix
+          redis.call('ZADD', index, set[2] .. posted, article)
+          redis.call('EXPIRE', index, week)
+          entries = entries + 1
+        end
+      end
+    end
+  end
+  articles = articles + 1
+  if posted == last then same = same + 1 else last, same = posted, 1 end
+  if spent >= budget then break end
+end
+if last == nil or (articles * 2 == #page and #page < 2 * size) then
+  return {'batch', articles, entries, '', 0}
+end
+if last == from then same = same + skip end
+return {'batch', articles, entries, last, same}
+"#;
+
+/// Copies the voters of up to `size` articles of the voting window from the
+/// voted sets into their `user:<name>:votes` indexes, oldest article first,
+/// starting at a [`Cursor`] (none: at the window's start). It stops early
+/// once it has read `budget` voters, after a whole article, so one call is
+/// bounded in work and never a huge command; the pass is a series of them.
+///
+/// Reading the sets and writing the index happen in one script, so a vote
+/// cast meanwhile is either already in the sets (and copied) or comes after
+/// (and writes the index itself): the copy never overwrites a newer vote.
+/// Only members with the `user:` prefix are indexed, the ones `myVote` has
+/// always matched. Each written index expires a week after this write.
+static BACKFILL: LazyLock<Lua<BackfillBatch>> =
+    LazyLock::new(|| Lua::new("vote-index-backfill", BACKFILL_LUA));
+
+/// Runs one backfill batch.
+pub async fn backfill_votes(
+    conn: &mut Conn,
+    cursor: Option<&Cursor>,
+    size: u32,
+    budget: u32,
+) -> AppResult<BackfillBatch> {
+    let mut invocation = BACKFILL.invocation();
+    invocation
+        .key(keys::TIME)
+        .arg(cursor.map_or("", |c| c.from.as_str()))
+        .arg(cursor.map_or(0, |c| c.skip))
+        .arg(size)
+        .arg(budget)
+        .arg(keys::ARTICLE_PREFIX)
+        .arg(keys::VOTED_PREFIX)
+        .arg(keys::DOWNVOTED_PREFIX)
+        .arg(keys::USER_PREFIX)
+        .arg(keys::USER_VOTES_SUFFIX);
+    BACKFILL.call(&invocation, conn).await
+}
 
 #[cfg(test)]
 mod tests {
+    use redis::Value;
+
+    use super::*;
+
+    fn reply(items: &[&str]) -> Value {
+        Value::Array(
+            items
+                .iter()
+                .map(|s| Value::BulkString(s.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn replies_are_read_into_their_types() {
+        assert_eq!(
+            VoteReply::read(&reply(&["changed", "up", "1700000432.5"])),
+            Some(VoteReply::Changed)
+        );
+        assert_eq!(
+            VoteReply::read(&Value::Array(vec![
+                Value::BulkString(b"limited".to_vec()),
+                Value::Int(12)
+            ])),
+            Some(VoteReply::Limited {
+                retry_after_secs: 12
+            })
+        );
+        assert_eq!(
+            PostReply::read(&Value::Array(vec![
+                Value::BulkString(b"posted".to_vec()),
+                Value::Int(7),
+                Value::BulkString(b"hello-world".to_vec()),
+            ])),
+            Some(PostReply::Posted {
+                id: ArticleId(7),
+                slug: "hello-world".to_owned()
+            })
+        );
+        assert_eq!(
+            LoginAttemptReply::read(&Value::Array(vec![
+                Value::BulkString(b"name".to_vec()),
+                Value::Int(30)
+            ])),
+            Some(LoginAttemptReply::NameLimited {
+                retry_after_secs: 30
+            })
+        );
+        assert_eq!(
+            SetGroupsReply::read(&reply(&["too-many-groups"])),
+            Some(SetGroupsReply::TooManyGroups)
+        );
+        assert_eq!(
+            Members::read(&reply(&["article:1", "article:2"])),
+            Some(Members(vec!["article:1".into(), "article:2".into()]))
+        );
+    }
+
+    /// A reply no type knows (a status of another script, a refusal
+    /// without its seconds, not a list) is not guessed at.
+    #[test]
+    fn unknown_replies_are_refused() {
+        assert_eq!(VoteReply::read(&reply(&["posted"])), None);
+        assert_eq!(VoteReply::read(&reply(&["limited"])), None);
+        assert_eq!(VoteReply::read(&reply(&[])), None);
+        assert_eq!(VoteReply::read(&Value::Okay), None);
+        assert_eq!(PostReply::read(&reply(&["posted", "0", "x"])), None);
+        assert_eq!(PostReply::read(&reply(&["posted"])), None);
+        assert_eq!(SignUpReply::read(&reply(&["ok"])), None);
+        assert_eq!(ViewReply::read(&reply(&["changed"])), None);
+        assert_eq!(RenameSlugReply::read(&reply(&["counted"])), None);
+        assert_eq!(
+            LoginAttemptReply::read(&Value::Array(vec![
+                Value::BulkString(b"address".to_vec()),
+                Value::Int(0)
+            ])),
+            None
+        );
+    }
+
+    /// Every Lua body this module loads.
+    const BODIES: [&str; 13] = [
+        KARMA_LUA,
+        RATE_LUA,
+        GROUP_LIST_LUA,
+        POST_LUA,
+        VOTE_LUA,
+        SET_GROUPS_LUA,
+        GROUP_PAGE_LUA,
+        SIGN_UP_LUA,
+        LOGIN_ATTEMPT_LUA,
+        RENAME_SLUG_LUA,
+        VIEW_LUA,
+        INDEX_LUA,
+        BACKFILL_LUA,
+    ];
+
+    /// The string literals of a Lua body ('…' and "…").
+    fn literals(body: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        while let Some(start) = rest.find(['\'', '"']) {
+            let quote = &rest[start..start + 1];
+            let after = &rest[start + 1..];
+            let Some(end) = after.find(quote) else { break };
+            out.push(&after[..end]);
+            rest = &after[end + 1..];
+        }
+        out
+    }
+
+    /// Keys reach the scripts in KEYS, or as prefixes in ARGV: no body
+    /// spells one. Redis keys are recognised by a `:` or a `.` (every key
+    /// of the keyspace has one, `slug.to.id` a dot; no hash field or
+    /// command name does; format strings such as `%.6f` are skipped).
+    #[test]
+    fn no_script_spells_a_key() {
+        for body in BODIES {
+            let literals = literals(body);
+            assert!(!literals.is_empty());
+            for literal in literals {
+                assert!(
+                    !literal.contains(':') && (literal.starts_with('%') || !literal.contains('.')),
+                    "a script spells {literal:?}"
+                );
+            }
+        }
+        // The check itself sees a key when there is one.
+        assert_eq!(
+            literals("redis.call('ZADD', 'score:', 1, x)"),
+            ["ZADD", "score:"]
+        );
+    }
+
     /// The karma score of the Lua helper, in Rust's (IEEE-754) doubles,
     /// which are Lua's numbers too.
     fn karma_score(k: f64, t: f64) -> f64 {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::keys::{self, RateAction};
-use super::scripts::{self, Reply};
+use super::scripts::{self, LoginAttemptReply, SignUpReply};
 use super::{value_f64, Store};
 use crate::client::ClientAddr;
 use crate::config::RateLimit;
@@ -64,31 +64,24 @@ impl Store {
     ) -> AppResult<bool> {
         let created = chrono::Utc::now().timestamp();
         let mut conn = self.conn().await?;
-        let reply: Value = scripts::SIGN_UP
-            .key(keys::user(name.as_str()))
-            .key(keys::session(token_hash))
-            .key(keys::client_rate(client, RateAction::SignUp))
-            .arg(name.as_str())
-            .arg(password_hash)
-            .arg(created)
-            .arg(keys::SESSION_TTL_SECS)
-            .arg(limit.count())
-            .arg(limit.window_secs())
-            .invoke_async(&mut conn)
-            .await?;
-        match Reply::parse(reply, "sign-up")? {
-            Reply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+        let reply = scripts::sign_up(
+            &mut conn,
+            name,
+            password_hash,
+            created,
+            token_hash,
+            keys::client_rate(client, RateAction::SignUp),
+            limit,
+        )
+        .await?;
+        match reply {
+            SignUpReply::Created => Ok(true),
+            SignUpReply::Taken => Ok(false),
+            SignUpReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
                 RateAction::SignUp,
                 RateScope::Address,
                 retry_after_secs,
             )),
-            Reply::Status(status, _) => match status.as_str() {
-                "created" => Ok(true),
-                "taken" => Ok(false),
-                other => Err(AppError::Internal(format!(
-                    "sign-up script answered {other:?}"
-                ))),
-            },
         }
     }
 
@@ -113,36 +106,24 @@ impl Store {
         client_limit: RateLimit,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let reply: Value = scripts::LOGIN_ATTEMPT
-            .key(keys::login_attempts(name.as_str()))
-            .key(keys::client_rate(client, RateAction::LogIn))
-            .arg(name_limit.attempts)
-            .arg(name_limit.window_secs)
-            .arg(client_limit.count())
-            .arg(client_limit.window_secs())
-            .invoke_async(&mut conn)
-            .await?;
-        let Reply::Status(status, values) = Reply::parse(reply, "login-attempt")? else {
-            return Err(AppError::Internal(
-                "login-attempt script answered 'limited'".to_owned(),
-            ));
-        };
-        let scope = match status.as_str() {
-            "ok" => return Ok(()),
-            "address" => RateScope::Address,
-            "name" => RateScope::Name,
-            other => {
-                return Err(AppError::Internal(format!(
-                    "login-attempt script answered {other:?}"
-                )))
+        let reply = scripts::login_attempt(
+            &mut conn,
+            name,
+            (name_limit.attempts, name_limit.window_secs),
+            keys::client_rate(client, RateAction::LogIn),
+            client_limit,
+        )
+        .await?;
+        let (scope, secs) = match reply {
+            LoginAttemptReply::Allowed => return Ok(()),
+            LoginAttemptReply::AddressLimited { retry_after_secs } => {
+                (RateScope::Address, retry_after_secs)
+            }
+            LoginAttemptReply::NameLimited { retry_after_secs } => {
+                (RateScope::Name, retry_after_secs)
             }
         };
-        match scripts::seconds(&values) {
-            Some(secs) => Err(AppError::rate_limited(RateAction::LogIn, scope, secs)),
-            None => Err(AppError::Internal(format!(
-                "login-attempt script answered {values:?}"
-            ))),
-        }
+        Err(AppError::rate_limited(RateAction::LogIn, scope, secs))
     }
 
     /// Starts a session after a successful logIn, forgetting the name's

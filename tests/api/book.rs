@@ -8,7 +8,10 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{spawn_app, ARTICLE_FIELDS};
+use crate::helpers::{
+    command_calls, gql_at, spawn_app, spawn_server, test_settings, wait_for_vote_index, TestRedis,
+    ARTICLE_FIELDS, VOTE_INDEX_MARKER,
+};
 
 const ONE_WEEK_IN_SECONDS: i64 = 7 * 86_400;
 const VOTE_SCORE: f64 = 432.0;
@@ -236,4 +239,187 @@ async fn a_book_article_upvoted_by_the_book_can_be_downvoted_and_switched() {
         .gql_ok("{ topPosters { user { name } karma } }", json!({}), None)
         .await;
     assert_eq!(top["topPosters"][0]["user"]["name"], "83271");
+}
+
+/// `myVote` of `user` on the articles `ids`, through the server at `address`.
+async fn my_votes_at(address: &str, token: &str, ids: &[&str]) -> Vec<String> {
+    let client = reqwest::Client::new();
+    let query = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| format!("a{i}: article(id: \"{id}\") {{ myVote votes }}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let body = gql_at(
+        &client,
+        address,
+        &format!("{{ {query} }}"),
+        json!({}),
+        Some(token),
+        None,
+    )
+    .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    (0..ids.len())
+        .map(|i| {
+            body["data"][format!("a{i}")]["myVote"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Votes the book's code wrote (and votes of an older votegraph, which kept
+/// no index) are in the voted sets only. The backfill at the first start
+/// copies them into the index; a book vote after it shows NONE in `myVote`
+/// (its count is right) until a `--reconcile-votes` start copies it too.
+#[tokio::test]
+async fn book_votes_show_in_my_vote_after_the_backfill_and_later_ones_after_a_reconcile() {
+    let redis = TestRedis::start().await;
+    let mut conn = redis.conn().await;
+    // Before votegraph first starts on this Redis: a book upvote by
+    // alice, and a downvote an older votegraph wrote (no index).
+    let before = post_article(&mut conn, "user:83271", "Before", "http://a.example").await;
+    article_vote(&mut conn, "user:alice", &format!("article:{before}")).await;
+    let down = post_article(&mut conn, "user:83271", "Downvoted", "http://b.example").await;
+    let _: () = conn
+        .sadd(format!("downvoted:{down}"), "user:alice")
+        .await
+        .unwrap();
+    let _: () = conn
+        .hincr(format!("article:{down}"), "downvotes", 1)
+        .await
+        .unwrap();
+    let _: () = conn
+        .zincr("score:", format!("article:{down}"), -VOTE_SCORE)
+        .await
+        .unwrap();
+
+    let first = spawn_server(test_settings(&redis)).await;
+    let client = reqwest::Client::new();
+    let signed = gql_at(
+        &client,
+        &first.address,
+        "mutation { signUp(name: \"alice\", password: \"password-of-alice\") { token } }",
+        json!({}),
+        None,
+        None,
+    )
+    .await;
+    let alice = signed["data"]["signUp"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let built = wait_for_vote_index(&mut conn, None).await;
+    assert_eq!(
+        my_votes_at(&first.address, &alice, &[&before, &down]).await,
+        ["UP", "DOWN"]
+    );
+
+    // A book vote after the backfill: counted, but not in the index.
+    let after = post_article(&mut conn, "user:83271", "After", "http://c.example").await;
+    article_vote(&mut conn, "user:alice", &format!("article:{after}")).await;
+    let data = gql_at(
+        &client,
+        &first.address,
+        "query($id: ID!) { article(id: $id) { votes score myVote } }",
+        json!({ "id": after }),
+        Some(&alice),
+        None,
+    )
+    .await;
+    let score: f64 = conn
+        .zscore("score:", format!("article:{after}"))
+        .await
+        .unwrap();
+    assert_eq!(data["data"]["article"]["votes"], 2, "{data}");
+    assert_eq!(data["data"]["article"]["score"].as_f64().unwrap(), score);
+    assert_eq!(data["data"]["article"]["myVote"], "NONE");
+    drop(first);
+
+    // A plain restart does not walk the window again (the marker is set).
+    let second = spawn_server(test_settings(&redis)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let marker: String = conn.get(VOTE_INDEX_MARKER).await.unwrap();
+    assert_eq!(marker, built);
+    assert_eq!(
+        my_votes_at(&second.address, &alice, &[&before, &down, &after]).await,
+        ["UP", "DOWN", "NONE"]
+    );
+    drop(second);
+
+    // --reconcile-votes does, and the late book vote shows.
+    let _: () = conn.set(VOTE_INDEX_MARKER, "0").await.unwrap();
+    let mut settings = test_settings(&redis);
+    settings.reconcile_votes = true;
+    let third = spawn_server(settings).await;
+    wait_for_vote_index(&mut conn, Some("0")).await;
+    assert_eq!(
+        my_votes_at(&third.address, &alice, &[&before, &down, &after]).await,
+        ["UP", "DOWN", "UP"]
+    );
+}
+
+/// The backfill walks the open window in batches of a few hundred
+/// articles (one script call each, never one huge command), across runs
+/// of articles posted at the same instant, and leaves closed ones out.
+#[tokio::test]
+async fn the_backfill_walks_the_voting_window_in_batches() {
+    let redis = TestRedis::start().await;
+    let mut conn = redis.conn().await;
+    let now = time_time();
+    let mut pipe = redis::pipe();
+    // 600 open articles in two runs sharing one post time each (520 and
+    // 80), so whole batches and batch boundaries fall inside a run; 10
+    // closed ones.
+    for id in 1..=610u32 {
+        let time = match id {
+            1..=520 => now - 3.0 * 86_400.0,
+            521..=600 => now - 86_400.0,
+            _ => now - 8.0 * 86_400.0,
+        };
+        let article = format!("article:{id}");
+        pipe.hset_multiple(&article, &[("title", "t"), ("poster", "user:83271")])
+            .ignore()
+            .hset(&article, "time", time)
+            .ignore()
+            .zadd("time:", &article, time)
+            .ignore()
+            .zadd("score:", &article, time + VOTE_SCORE)
+            .ignore()
+            .sadd(format!("voted:{id}"), format!("user:u{}", id % 7))
+            .ignore();
+        if id % 5 == 0 {
+            pipe.sadd(format!("downvoted:{id}"), "user:critic").ignore();
+        }
+        // Not a votegraph member: never indexed, as myVote never matched it.
+        pipe.sadd(format!("voted:{id}"), "83271").ignore();
+    }
+    let () = pipe.query_async(&mut conn).await.unwrap();
+
+    let _server = spawn_server(test_settings(&redis)).await;
+    wait_for_vote_index(&mut conn, None).await;
+
+    for u in 0..7u32 {
+        let n: usize = conn.zcard(format!("user:u{u}:votes")).await.unwrap();
+        let open = (1..=600u32).filter(|id| id % 7 == u).count();
+        assert_eq!(n, open, "user:u{u}");
+    }
+    let critic: Vec<(String, f64)> = conn
+        .zrange_withscores("user:critic:votes", 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(critic.len(), 120);
+    assert!(critic.iter().all(|(_, score)| *score < 0.0));
+    let closed: Option<f64> = conn.zscore("user:u1:votes", "article:603").await.unwrap();
+    assert_eq!(closed, None, "closed articles are left out");
+    assert!(!conn.exists::<_, bool>("83271:votes").await.unwrap());
+    let ttl: i64 = conn.ttl("user:u0:votes").await.unwrap();
+    assert!(ttl > 0 && ttl <= ONE_WEEK_IN_SECONDS, "ttl {ttl}");
+    let batches = command_calls(&mut conn, "evalsha").await;
+    assert!(
+        (3..=6).contains(&batches),
+        "{batches} script calls for 600 articles"
+    );
 }

@@ -463,3 +463,28 @@ impl Drop for Binary {
         let _ = self.child.wait();
     }
 }
+
+/// The marker the vote-index backfill sets when its pass is done.
+pub const VOTE_INDEX_MARKER: &str = "index:user-votes:built";
+
+/// Waits (at most 10 s) until the vote-index backfill has set its marker
+/// to something other than `previous`, and returns it.
+pub async fn wait_for_vote_index(
+    conn: &mut MultiplexedConnection,
+    previous: Option<&str>,
+) -> String {
+    for _ in 0..200 {
+        let marker: Option<String> = redis::cmd("GET")
+            .arg(VOTE_INDEX_MARKER)
+            .query_async(conn)
+            .await
+            .expect("GET");
+        if let Some(marker) = marker {
+            if Some(marker.as_str()) != previous {
+                return marker;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the vote index backfill did not finish within 10 s");
+}

@@ -12,6 +12,7 @@ mod graphiql;
 mod groups;
 mod helpers;
 mod karma;
+mod my_vote;
 mod rate_limits;
 mod resilience;
 mod schema;

@@ -1,0 +1,283 @@
+//! `Article.myVote` from the caller's vote index (`user:<name>:votes`): it
+//! follows every vote, forgets closed articles, and costs one command per
+//! page.
+
+use std::collections::HashMap;
+
+use redis::AsyncCommands;
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    spawn_app, spawn_server, test_settings, wait_for_vote_index, TestApp, TestRedis, ARTICLE_FIELDS,
+};
+
+const WEEK: f64 = 7.0 * 86_400.0;
+
+const VOTE: &str =
+    "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }";
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// The caller's `myVote` on each article of the newest page, by id.
+async fn my_votes(app: &TestApp, token: &str) -> HashMap<String, String> {
+    let data = app
+        .gql_ok(
+            "{ articles(order: NEWEST, pageSize: 25) { id myVote } }",
+            json!({}),
+            Some(token),
+        )
+        .await;
+    data["articles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().to_owned(),
+                a["myVote"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A user's vote index, member → score.
+async fn index(conn: &mut redis::aio::MultiplexedConnection, user: &str) -> HashMap<String, f64> {
+    let pairs: Vec<(String, f64)> = conn
+        .zrange_withscores(format!("user:{user}:votes"), 0, -1)
+        .await
+        .unwrap();
+    pairs.into_iter().collect()
+}
+
+#[tokio::test]
+async fn my_vote_on_a_page_follows_every_switch_of_two_users() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let carol = app.sign_up("carol").await;
+    let mut posted = HashMap::new();
+    let mut ids = Vec::new();
+    for title in ["a", "b", "c"] {
+        let article = app.post(&alice, title, &[]).await;
+        let id = article["id"].as_str().unwrap().to_owned();
+        posted.insert(id.clone(), article["score"].as_f64().unwrap() - 432.0);
+        ids.push(id);
+    }
+    let (a, b, c) = (ids[0].as_str(), ids[1].as_str(), ids[2].as_str());
+    let users = [("bob", &bob), ("carol", &carol)];
+    let mut expected: HashMap<(&str, &str), &str> = HashMap::new();
+    let steps = [
+        ("bob", a, "UP"),
+        ("carol", a, "DOWN"),
+        ("bob", b, "DOWN"),
+        ("bob", a, "DOWN"),
+        ("carol", a, "UP"),
+        ("bob", b, "NONE"),
+        ("carol", c, "UP"),
+        ("carol", c, "NONE"),
+        ("bob", a, "UP"),
+        ("carol", b, "DOWN"),
+        ("carol", b, "DOWN"),
+    ];
+    for (i, (user, id, direction)) in steps.into_iter().enumerate() {
+        let token = if user == "bob" { &bob } else { &carol };
+        let body = app
+            .gql(VOTE, json!({ "id": id, "d": direction }), Some(token))
+            .await;
+        assert!(body.get("errors").is_none(), "step {i}: {body}");
+        expected.insert((user, id), direction);
+        for (name, token) in users {
+            let mine = my_votes(&app, token).await;
+            for id in [a, b, c] {
+                let want = expected.get(&(name, id)).copied().unwrap_or("NONE");
+                assert_eq!(mine[id], want, "step {i}: {name}'s vote on {id}");
+            }
+        }
+    }
+    // The poster's own upvote is indexed when posting.
+    let theirs = my_votes(&app, &alice).await;
+    assert!([a, b, c].iter().all(|id| theirs[*id] == "UP"), "{theirs:?}");
+
+    // The index holds the post time, signed; a retracted vote is gone.
+    let mut conn = app.redis.conn().await;
+    let member = |id: &str| format!("article:{id}");
+    assert_eq!(
+        index(&mut conn, "bob").await,
+        HashMap::from([(member(a), posted[a])])
+    );
+    assert_eq!(
+        index(&mut conn, "carol").await,
+        HashMap::from([(member(a), posted[a]), (member(b), -posted[b])])
+    );
+    assert_eq!(index(&mut conn, "alice").await.len(), 3);
+}
+
+#[tokio::test]
+async fn closed_articles_leave_the_vote_index_on_the_next_vote() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let open = app.post(&alice, "open", &[]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let fresh = app.post(&alice, "fresh", &[]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.gql_ok(VOTE, json!({ "id": open, "d": "UP" }), Some(&bob))
+        .await;
+
+    // Articles written with the book's keys: two posted 8 days ago, two
+    // an hour before their window closes. bob's index lists them from when
+    // he voted on them (an upvote and a downvote each).
+    let mut conn = app.redis.conn().await;
+    let old = now() - 8.0 * 86_400.0;
+    let closing = now() - WEEK + 3_600.0;
+    let written = [
+        (100, old, 1.0),
+        (101, old, -1.0),
+        (102, closing, 1.0),
+        (103, closing, -1.0),
+    ];
+    for (id, time, sign) in written {
+        let article = format!("article:{id}");
+        let _: () = redis::cmd("HSET")
+            .arg(&article)
+            .arg(&[
+                ("title", "book"),
+                ("link", "http://example.com"),
+                ("poster", "user:83271"),
+            ])
+            .arg("time")
+            .arg(time)
+            .arg("votes")
+            .arg(1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let _: () = conn.zadd("score:", &article, time + 432.0).await.unwrap();
+        let _: () = conn.zadd("time:", &article, time).await.unwrap();
+        let _: () = conn
+            .zadd("user:bob:votes", &article, sign * time)
+            .await
+            .unwrap();
+    }
+    // An article whose voting closed reads NONE, whatever the index says.
+    let closed = app
+        .gql_ok(
+            "{ a: article(id: \"100\") { myVote } b: article(id: \"101\") { myVote } c: article(id: \"102\") { myVote } d: article(id: \"103\") { myVote } }",
+            json!({}),
+            Some(&bob),
+        )
+        .await;
+    assert_eq!(
+        closed,
+        json!({ "a": { "myVote": "NONE" }, "b": { "myVote": "NONE" }, "c": { "myVote": "UP" }, "d": { "myVote": "DOWN" } })
+    );
+
+    // bob's next vote prunes the closed ones, and only them.
+    app.gql_ok(VOTE, json!({ "id": fresh, "d": "DOWN" }), Some(&bob))
+        .await;
+    let mut members: Vec<String> = index(&mut conn, "bob").await.into_keys().collect();
+    members.sort();
+    let mut want = vec![
+        format!("article:{open}"),
+        format!("article:{fresh}"),
+        "article:102".to_owned(),
+        "article:103".to_owned(),
+    ];
+    want.sort();
+    assert_eq!(members, want);
+    // And the index lives a week past the last vote.
+    let ttl: i64 = conn.ttl("user:bob:votes").await.unwrap();
+    assert!((WEEK as i64 - 60..=WEEK as i64).contains(&ttl), "ttl {ttl}");
+}
+
+/// Sums `INFO commandstats` calls, leaving out the test's own INFO and
+/// CONFIG.
+fn commands(info: &str) -> HashMap<String, u64> {
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            let calls = rest.split(',').next()?.parse().ok()?;
+            // `config|resetstat` on Redis 7, `config` before.
+            let own = name == "info" || name.starts_with("config");
+            (!own).then(|| (name.to_owned(), calls))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_logged_in_page_costs_at_most_30_redis_commands() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    for i in 0..30 {
+        app.post(&alice, &format!("article {i}"), &[]).await;
+    }
+    for (id, direction) in [("30", "UP"), ("29", "DOWN"), ("10", "UP")] {
+        app.gql_ok(VOTE, json!({ "id": id, "d": direction }), Some(&bob))
+            .await;
+    }
+    // carol's upvote keeps bob's downvoted article on the first page.
+    let carol = app.sign_up("carol").await;
+    app.gql_ok(VOTE, json!({ "id": "29", "d": "UP" }), Some(&carol))
+        .await;
+    let mut conn = app.redis.conn().await;
+    wait_for_vote_index(&mut conn, None).await;
+
+    let query = format!(
+        "{{ articles(order: SCORE, page: 1, pageSize: 25) {{ {ARTICLE_FIELDS} downvotes slug views myVote }} }}"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let page = app.gql_ok(&query, json!({}), Some(&bob)).await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let counted = commands(&info);
+    let total: u64 = counted.values().sum();
+    assert!(
+        total <= 30,
+        "a logged-in page ran {total} commands: {counted:?}"
+    );
+    assert_eq!(counted.get("zmscore"), Some(&1), "{counted:?}");
+    assert_eq!(counted.get("sismember"), None, "{counted:?}");
+
+    let articles: &Vec<Value> = page["articles"].as_array().unwrap();
+    assert_eq!(articles.len(), 25);
+    let vote_of = |id: &str| {
+        articles
+            .iter()
+            .find(|a| a["id"] == id)
+            .map(|a| a["myVote"].as_str().unwrap())
+    };
+    assert_eq!(vote_of("30"), Some("UP"));
+    assert_eq!(vote_of("29"), Some("DOWN"));
+    assert_eq!(vote_of("28"), Some("NONE"));
+    assert_eq!(vote_of("10"), Some("UP"));
+}
+
+/// The backfill of a server that starts while Redis is down is tried
+/// again (with a capped backoff) until Redis is back.
+#[tokio::test]
+async fn the_backfill_waits_for_redis_when_it_is_down_at_startup() {
+    let mut redis = TestRedis::start().await;
+    redis.stop();
+    let _server = spawn_server(test_settings(&redis)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    redis.restart().await;
+    let mut conn = redis.conn().await;
+    wait_for_vote_index(&mut conn, None).await;
+}
