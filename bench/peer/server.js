@@ -17,6 +17,7 @@
 // - One process, one Redis connection (cluster mode off), like one votegraph
 //   process; ioredis multiplexes every request's commands over it.
 //
+// The bench starts it with `--max-semi-space-size=64` (see `peer.rs`).
 // Configured by the environment: PEER_PORT, PEER_REDIS_URL. It exits when
 // its standard input closes, so it never outlives the bench that started it.
 
