@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use votegraph::store::keys;
 
 /// The outcome of one scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -273,20 +274,104 @@ pub fn vote_query(id: u64) -> String {
         .to_string()
 }
 
-/// The Redis work of one front page, issued directly: the range read and
-/// one pipeline of the same commands votegraph sends per article.
-pub async fn raw_front_page(conn: &mut redis::aio::MultiplexedConnection) -> bool {
-    // The range with its scores, then each article's hash (its groups
-    // included): the Redis work of a front page, 26 commands in two round
-    // trips, as the server does it.
-    let page: redis::RedisResult<Vec<(String, f64)>> = redis::cmd("ZREVRANGE")
-        .arg("score:")
+/// A request of a raw-Redis scenario, boxed: the scenarios differ in what
+/// they send, and one allocation is nothing next to a Redis round trip.
+pub type RawRequest = std::pin::Pin<Box<dyn Future<Output = bool> + Send>>;
+
+/// How long a raw-Redis scenario waits for one reply.
+const RAW_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A raw-Redis scenario's request maker over `connections` connections to
+/// `addr`: the front page batched as votegraph sends it, or N+1, for
+/// anonymous readers or for logged-in ones taken in turn from `users` (as
+/// the logged-in scenarios take them).
+pub async fn raw_page(
+    addr: &str,
+    connections: usize,
+    n_plus_1: bool,
+    logged_in: bool,
+    users: usize,
+) -> anyhow::Result<impl Fn(usize, u64) -> RawRequest + Send + Sync + 'static> {
+    let client = redis::Client::open(votegraph::store::connection_info(&format!(
+        "redis://{addr}"
+    ))?)?;
+    // redis-rs gives up on a reply after 500 ms by default, which a loaded
+    // two-core machine sometimes exceeds: the floor would count the client's
+    // impatience as errors. A wider bound still ends every wait.
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(RAW_REPLY_TIMEOUT));
+    let mut conns = Vec::with_capacity(connections);
+    for _ in 0..connections.max(1) {
+        conns.push(
+            client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?,
+        );
+    }
+    let next_user = std::sync::atomic::AtomicUsize::new(0);
+    Ok(move |w: usize, _| -> RawRequest {
+        let mut conn = conns[w % conns.len()].clone();
+        let session = logged_in.then(|| {
+            let user = next_user.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % users.max(1);
+            session_key(&crate::seed::token(user))
+        });
+        Box::pin(async move {
+            if n_plus_1 {
+                raw_n_plus_1(&mut conn, session.as_deref()).await
+            } else {
+                raw_front_page(&mut conn, session.as_deref()).await
+            }
+        })
+    })
+}
+
+/// The session key votegraph reads for a login token.
+pub fn session_key(token: &str) -> String {
+    keys::session(&votegraph::auth::token_hash(token))
+}
+
+/// The page's ranking with scores: `ZREVRANGE score: 0 24 WITHSCORES`.
+async fn front_page_range(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> redis::RedisResult<Vec<(String, f64)>> {
+    redis::cmd("ZREVRANGE")
+        .arg(keys::SCORE)
         .arg(0)
         .arg(24)
         .arg("WITHSCORES")
         .query_async(conn)
-        .await;
-    let Ok(page) = page else { return false };
+        .await
+}
+
+/// The reader's vote index (`user:<name>:votes`) from their session, or
+/// None.
+async fn session_votes(
+    conn: &mut redis::aio::MultiplexedConnection,
+    session: &str,
+) -> redis::RedisResult<Option<String>> {
+    let name: Option<String> = redis::cmd("GET").arg(session).query_async(conn).await?;
+    Ok(name.map(|n| keys::user_votes(&n)))
+}
+
+/// The Redis work of one front page, issued directly, as votegraph batches
+/// it: the range read (with the reader's session alongside when `session`
+/// is given), then one pipeline of each article's hash (its groups
+/// included) and, for a reader, one `ZMSCORE` of their votes on the page:
+/// 26 commands in two round trips for an anonymous page, 28 for a
+/// logged-in one.
+pub async fn raw_front_page(
+    conn: &mut redis::aio::MultiplexedConnection,
+    session: Option<&str>,
+) -> bool {
+    let (page, votes) = match session {
+        None => (front_page_range(conn).await, Ok(None)),
+        Some(session) => {
+            let mut other = conn.clone();
+            futures_util::join!(front_page_range(conn), session_votes(&mut other, session))
+        }
+    };
+    let (Ok(page), Ok(votes)) = (page, votes) else {
+        return false;
+    };
     let mut pipe = redis::pipe();
     for (member, _) in &page {
         // The server's own field list, so the floor is the same work.
@@ -294,6 +379,57 @@ pub async fn raw_front_page(conn: &mut redis::aio::MultiplexedConnection) -> boo
             .arg(member)
             .arg(&votegraph::store::ARTICLE_FIELDS[..]);
     }
+    if let (Some(votes), false) = (&votes, page.is_empty()) {
+        let zmscore = pipe.cmd("ZMSCORE").arg(votes);
+        for (member, _) in &page {
+            zmscore.arg(member);
+        }
+    }
+    let expected = pipe.len();
     let replies: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(conn).await;
-    replies.is_ok_and(|r| r.len() == page.len())
+    replies.is_ok_and(|r| r.len() == expected)
+}
+
+/// The bench's own N+1 baseline: the same Redis commands as
+/// [`raw_front_page`], sent one round trip at a time — the session, the
+/// range, then each article's hash and the reader's vote on it (`ZSCORE`
+/// of their vote index) one after another — as
+/// a server that loads each article on its own would. No HTTP or GraphQL:
+/// it is the fastest any N+1 server could be, so batched ÷ this is what
+/// batching buys at the least.
+pub async fn raw_n_plus_1(
+    conn: &mut redis::aio::MultiplexedConnection,
+    session: Option<&str>,
+) -> bool {
+    let votes = match session {
+        None => None,
+        Some(session) => match session_votes(conn, session).await {
+            Ok(votes) => votes,
+            Err(_) => return false,
+        },
+    };
+    let Ok(page) = front_page_range(conn).await else {
+        return false;
+    };
+    for (member, _) in &page {
+        let hash: redis::RedisResult<redis::Value> = redis::cmd("HMGET")
+            .arg(member)
+            .arg(&votegraph::store::ARTICLE_FIELDS[..])
+            .query_async(conn)
+            .await;
+        if hash.is_err() {
+            return false;
+        }
+        if let Some(votes) = &votes {
+            let vote: redis::RedisResult<Option<f64>> = redis::cmd("ZSCORE")
+                .arg(votes)
+                .arg(member)
+                .query_async(conn)
+                .await;
+            if vote.is_err() {
+                return false;
+            }
+        }
+    }
+    true
 }

@@ -5,10 +5,13 @@
 //! pipelines, and drives each scenario for a fixed time with N concurrent
 //! keep-alive clients, printing a Markdown table and writing JSON. Floors are
 //! measured in the same run: the same Redis work issued directly (no HTTP, no
-//! GraphQL), and votegraph with batching off (N+1), also behind a simulated
-//! network hop to Redis.
+//! GraphQL), batched as votegraph sends it and one round trip at a time
+//! (N+1), also behind a simulated network hop to Redis; and a Node peer
+//! (Fastify + Mercurius, `peer.rs`) serving the same page from the same
+//! Redis.
 
 mod load;
+mod peer;
 mod proxy;
 mod seed;
 mod subscribers;
@@ -24,8 +27,7 @@ use clap::Parser;
 use serde_json::json;
 
 use load::{
-    article_query, group_query, logged_in_page_query, page_query, raw_front_page, vote_query, Gql,
-    Stats,
+    article_query, group_query, logged_in_page_query, page_query, raw_page, vote_query, Gql, Stats,
 };
 
 #[derive(Parser, Debug)]
@@ -68,6 +70,15 @@ struct Args {
     /// Skip the simulated-hop and N+1 runs.
     #[arg(long)]
     quick: bool,
+    /// Skip the Node peer (Fastify + Mercurius).
+    #[arg(long)]
+    no_peer: bool,
+    /// The node program that runs the peer.
+    #[arg(long, default_value = "node")]
+    node: String,
+    /// The npm program that installs the peer's dependencies.
+    #[arg(long, default_value = "npm")]
+    npm: String,
     /// Run only the scenarios whose names contain one of these (repeatable),
     /// e.g. `--only uncached --only "raw Redis"` to compare one change
     /// (`subscribers` names the subscription run).
@@ -82,7 +93,13 @@ impl Args {
 }
 
 const HOP_1_BATCHED: &str = "front page, 1 ms hop, 1 client, uncached";
-const HOP_1_N_PLUS_1: &str = "front page, 1 ms hop, 1 client, N+1";
+const RAW: &str = "raw Redis front page";
+const RAW_LOGGED_IN: &str = "raw Redis front page, logged in";
+const RAW_N_PLUS_1: &str = "raw Redis N+1";
+const RAW_N_PLUS_1_LOGGED_IN: &str = "raw Redis N+1, logged in";
+const RAW_HOP_N_PLUS_1: &str = "raw Redis N+1, 1 ms hop";
+const RAW_HOP_1_BATCHED: &str = "raw Redis front page, 1 ms hop, 1 client";
+const RAW_HOP_1_N_PLUS_1: &str = "raw Redis N+1, 1 ms hop, 1 client";
 
 /// How a votegraph under test is configured.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -91,8 +108,6 @@ enum Mode {
     Default,
     /// No response cache: every request does its Redis work.
     Uncached,
-    /// No cache and no batching: one round trip per article.
-    NPlusOne,
 }
 
 /// Runs a scenario that sends one fixed anonymous document.
@@ -108,6 +123,32 @@ async fn fixed(
     load::run(name, n, warmup, duration, move |_, _| {
         let (g, body) = (g.clone(), body.clone());
         async move { g.post(body.as_str().to_owned(), None).await }
+    })
+    .await
+}
+
+/// Runs the logged-in front page: distinct readers in turn, each with their
+/// own `myVote` on every article, the same sequence of readers on any server.
+async fn logged_in(
+    gql: &Gql,
+    name: &str,
+    users: usize,
+    n: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Stats {
+    let (g, next, body) = (
+        gql.clone(),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(logged_in_page_query()),
+    );
+    load::run(name, n, warmup, duration, move |_, _| {
+        let (g, body) = (g.clone(), body.clone());
+        let user = next.fetch_add(1, Ordering::Relaxed) % users;
+        async move {
+            g.post(body.as_str().to_owned(), Some(&seed::token(user)))
+                .await
+        }
     })
     .await
 }
@@ -209,8 +250,6 @@ async fn start_votegraph(
     if mode != Mode::Default {
         command.arg("--no-response-cache");
     }
-    // The server no longer has an N+1 switch; until the bench's own N+1
-    // baseline lands, the N+1 rows run the batched server.
     let proc = Proc(
         command
             .spawn()
@@ -287,23 +326,7 @@ async fn main() -> anyhow::Result<()> {
     }
     const LOGGED_IN: &str = "front page, logged in";
     if args.wants(LOGGED_IN) {
-        // Distinct readers, each with their own `myVote` on every article.
-        let (g, users, body) = (
-            gql.clone(),
-            next_user.clone(),
-            Arc::new(logged_in_page_query()),
-        );
-        results.push(
-            load::run(LOGGED_IN, n, warmup, duration, move |_, _| {
-                let (g, body) = (g.clone(), body.clone());
-                let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
-                async move {
-                    g.post(body.as_str().to_owned(), Some(&seed::token(user)))
-                        .await
-                }
-            })
-            .await,
-        );
+        results.push(logged_in(&gql, LOGGED_IN, load_users, n, warmup, duration).await);
     }
     if args.wants("article by id") {
         let (g, ids) = (gql.clone(), open.clone());
@@ -359,6 +382,29 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
     }
     let rss_after_load = subscribers::rss_kib(pid);
+
+    // The Node peer on the same pages, checked against this server first.
+    let (want_peer_logged_in, want_peer_uncached) =
+        (args.wants(peer::LOGGED_IN), args.wants(peer::UNCACHED));
+    let (peer_report, peer_failure) =
+        if !args.no_peer && (want_peer_logged_in || want_peer_uncached) {
+            let run = peer::Run {
+                node: &args.node,
+                npm: &args.npm,
+                redis_addr: &redis_addr,
+                votegraph: &base,
+                open: &seeded.open,
+                users: load_users,
+                logged_in: want_peer_logged_in,
+                uncached: want_peer_uncached,
+                connections: n,
+                warmup,
+                duration,
+            };
+            peer::measure(run, &mut results).await
+        } else {
+            (json!({ "status": "not run" }), None)
+        };
     drop(server);
 
     // Without the response cache: every request does its Redis work.
@@ -399,44 +445,40 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // The floor: the same Redis work as a front page, straight from here.
-    const RAW: &str = "raw Redis front page";
-    if args.wants(RAW) {
-        load::probe_server(None);
-        let mut raw_conns = Vec::new();
-        for _ in 0..8 {
-            raw_conns.push(client.get_multiplexed_async_connection().await?);
+    load::probe_server(None);
+    for (name, reader) in [(RAW, false), (RAW_LOGGED_IN, true)] {
+        if args.wants(name) {
+            let page = raw_page(&redis_addr, 8, false, reader, load_users).await?;
+            results.push(load::run(name, n, warmup, duration, page).await);
         }
-        let raw = Arc::new(raw_conns);
-        results.push(
-            load::run(RAW, n, warmup, duration, move |w, _| {
-                let mut c = raw[w % raw.len()].clone();
-                async move { raw_front_page(&mut c).await }
-            })
-            .await,
-        );
     }
 
     if !args.quick {
         let hop = proxy::start(redis_addr.clone(), Duration::from_millis(1))?;
         let hop_addr = format!("127.0.0.1:{hop}");
-        // The hop again with one client: there latency, not CPU, sets the
-        // pace, and the round trips batching saves show in full.
-        for (redis, mode, name, clients) in [
-            (&redis_addr, Mode::NPlusOne, "front page, N+1", n),
-            (
-                &hop_addr,
-                Mode::Uncached,
-                "front page, 1 ms hop, uncached",
-                n,
-            ),
-            (&hop_addr, Mode::NPlusOne, "front page, 1 ms hop, N+1", n),
-            (&hop_addr, Mode::Uncached, HOP_1_BATCHED, 1),
-            (&hop_addr, Mode::NPlusOne, HOP_1_N_PLUS_1, 1),
+        // The N+1 baseline: the same commands, one round trip at a time,
+        // from here (no server needed to be slow).
+        load::probe_server(None);
+        for (redis, name, clients, n_plus_1, reader) in [
+            (&redis_addr, RAW_N_PLUS_1, n, true, false),
+            (&redis_addr, RAW_N_PLUS_1_LOGGED_IN, n, true, true),
+            (&hop_addr, RAW_HOP_N_PLUS_1, n, true, false),
+            (&hop_addr, RAW_HOP_1_BATCHED, 1, false, false),
+            (&hop_addr, RAW_HOP_1_N_PLUS_1, 1, true, false),
         ] {
+            if args.wants(name) {
+                let conns = clients.min(8);
+                let page = raw_page(redis, conns, n_plus_1, reader, load_users).await?;
+                results.push(load::run(name, clients, warmup, duration, page).await);
+            }
+        }
+        // votegraph behind the hop, batched; with one client, latency, not
+        // CPU, sets the pace, and the round trips batching saves show in full.
+        for (name, clients) in [("front page, 1 ms hop, uncached", n), (HOP_1_BATCHED, 1)] {
             if !args.wants(name) {
                 continue;
             }
-            let (p, pbase, _) = start_votegraph(&bin, redis, mode).await?;
+            let (p, pbase, _) = start_votegraph(&bin, &hop_addr, Mode::Uncached).await?;
             load::probe_server(Some(p.0.id()));
             results.push(
                 fixed(
@@ -482,12 +524,29 @@ async fn main() -> anyhow::Result<()> {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
         _ => None,
     };
+    let cpu = |name: &str| {
+        results
+            .iter()
+            .find(|s| s.scenario == name)
+            .and_then(|s| s.server_cpu_us_per_request)
+    };
+    // req/s ratios are votegraph ÷ the other; the N+1 ones compare
+    // votegraph's batched page with the bench's own raw N+1 baseline, which
+    // has no HTTP or GraphQL to pay for: a lower bound of what batching buys.
     let ratios = json!({
-        "front_page_vs_raw_redis": ratio(rps("front page"), rps("raw Redis front page")),
-        "front_page_uncached_vs_raw_redis": ratio(rps("front page, uncached"), rps("raw Redis front page")),
-        "batched_vs_n_plus_1": ratio(rps("front page, uncached"), rps("front page, N+1")),
-        "batched_vs_n_plus_1_with_1ms_hop": ratio(rps("front page, 1 ms hop, uncached"), rps("front page, 1 ms hop, N+1")),
-        "batched_vs_n_plus_1_with_1ms_hop_1_client": ratio(rps(HOP_1_BATCHED), rps(HOP_1_N_PLUS_1)),
+        "front_page_vs_raw_redis": ratio(rps("front page"), rps(RAW)),
+        "front_page_uncached_vs_raw_redis": ratio(rps("front page, uncached"), rps(RAW)),
+        "logged_in_vs_raw_redis": ratio(rps(LOGGED_IN), rps(RAW_LOGGED_IN)),
+        "logged_in_vs_node_peer": ratio(rps(LOGGED_IN), rps(peer::LOGGED_IN)),
+        "logged_in_cpu_per_request_node_peer_vs_votegraph": ratio(cpu(peer::LOGGED_IN), cpu(LOGGED_IN)),
+        "node_peer_logged_in_vs_raw_redis": ratio(rps(peer::LOGGED_IN), rps(RAW_LOGGED_IN)),
+        "front_page_uncached_vs_node_peer": ratio(rps("front page, uncached"), rps(peer::UNCACHED)),
+        "batched_vs_raw_n_plus_1": ratio(rps("front page, uncached"), rps(RAW_N_PLUS_1)),
+        "raw_batched_vs_raw_n_plus_1": ratio(rps(RAW), rps(RAW_N_PLUS_1)),
+        "batched_vs_raw_n_plus_1_with_1ms_hop": ratio(rps("front page, 1 ms hop, uncached"), rps(RAW_HOP_N_PLUS_1)),
+        "batched_vs_raw_n_plus_1_with_1ms_hop_1_client": ratio(rps(HOP_1_BATCHED), rps(RAW_HOP_1_N_PLUS_1)),
+        "raw_batched_vs_raw_n_plus_1_with_1ms_hop_1_client": ratio(rps(RAW_HOP_1_BATCHED), rps(RAW_HOP_1_N_PLUS_1)),
+        "raw_logged_in_batched_vs_raw_n_plus_1": ratio(rps(RAW_LOGGED_IN), rps(RAW_N_PLUS_1_LOGGED_IN)),
         "group_cold_vs_warm_p50": ratio(p50("group page, cold, uncached"), p50("group page, warm, uncached")),
         "mix_response_cache_hit_rate": hit_rate,
     });
@@ -519,6 +578,21 @@ async fn main() -> anyhow::Result<()> {
         "\nstart-up {startup_ms:.0} ms; resident memory after the load {} MiB",
         rss_after_load / 1024
     );
+    let shown = |key: &str| {
+        ratios[key]
+            .as_f64()
+            .map_or("-".into(), |r| format!("{r:.2}"))
+    };
+    if ratios["logged_in_vs_node_peer"].is_f64() {
+        println!(
+            "logged-in front page: votegraph ÷ Node peer {}× req/s (the peer spends {}× votegraph's CPU per request); votegraph ÷ raw-Redis floor {}×",
+            shown("logged_in_vs_node_peer"),
+            shown("logged_in_cpu_per_request_node_peer_vs_votegraph"),
+            shown("logged_in_vs_raw_redis"),
+        );
+    } else if let Some(reason) = peer_report["reason"].as_str() {
+        println!("Node peer not measured: {reason}");
+    }
     println!("ratios: {}", serde_json::to_string(&ratios)?);
     if let Some(s) = &sub_stats {
         println!(
@@ -535,9 +609,13 @@ async fn main() -> anyhow::Result<()> {
         "rss_after_load_kib": rss_after_load,
         "scenarios": results,
         "ratios": ratios,
+        "node_peer": peer_report,
         "subscribers": sub_stats,
     });
     std::fs::write(&args.json, serde_json::to_string_pretty(&out)?)?;
     eprintln!("wrote {}", args.json.display());
+    if let Some(why) = peer_failure {
+        bail!("the Node peer's page differs from votegraph's: {why}");
+    }
     Ok(())
 }

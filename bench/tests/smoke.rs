@@ -13,20 +13,58 @@ fn votegraph_binary() -> std::path::PathBuf {
 
 /// Runs the benchmark with `args` on 300 articles and returns its JSON.
 fn run_bench(args: &[&str]) -> serde_json::Value {
+    run_bench_logged(args).0
+}
+
+/// Like [`run_bench`], also returning what the bench wrote to stderr.
+fn run_bench_logged(args: &[&str]) -> (serde_json::Value, String) {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("bench.json");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
         .args(["--articles", "300"])
         .args(args)
         .arg("--votegraph")
         .arg(votegraph_binary())
         .arg("--json")
         .arg(&json)
-        .status()
+        .output()
         .expect("run votegraph-bench");
-    assert!(status.success());
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{}\n{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let results = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (results, stderr)
 }
+
+/// Whether this machine can run the Node peer.
+fn node_present() -> bool {
+    ["node", "npm"].iter().all(|program| {
+        std::process::Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// The arguments of a short logged-in run, for the peer tests.
+const LOGGED_IN_RUN: [&str; 13] = [
+    "--users",
+    "200",
+    "--connections",
+    "2",
+    "--duration",
+    "0.3",
+    "--warmup",
+    "0.1",
+    "--subscribers",
+    "0",
+    "--quick",
+    "--only",
+    "logged in",
+];
 
 #[test]
 fn the_benchmark_runs_every_scenario() {
@@ -43,9 +81,11 @@ fn the_benchmark_runs_every_scenario() {
         "10",
         "--vote-rate",
         "20",
+        // The peer has tests of its own.
+        "--no-peer",
     ]);
     let scenarios = results["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 16, "{results}");
+    assert_eq!(scenarios.len(), 19, "{results}");
     for s in scenarios {
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert_eq!(s["errors"], 0, "{s}");
@@ -60,9 +100,8 @@ fn the_benchmark_runs_every_scenario() {
     };
     for s in scenarios {
         assert!(s["redis_commands_per_request"].is_f64(), "{s}");
-        if s["scenario"] != "raw Redis front page" {
-            assert!(s["server_cpu_us_per_request"].is_f64(), "{s}");
-        }
+        let raw = s["scenario"].as_str().unwrap().starts_with("raw Redis");
+        assert_eq!(s["server_cpu_us_per_request"].is_f64(), !raw, "{s}");
     }
     // The anonymous front page comes from the response cache; a logged-in
     // reader's page is read from Redis, myVote included.
@@ -77,6 +116,39 @@ fn the_benchmark_runs_every_scenario() {
         "{}",
         cmds("front page, logged in")
     );
+    // The N+1 baseline sends what the batched floor sends, one at a time:
+    // the same commands per page.
+    for (batched, n_plus_1) in [
+        ("raw Redis front page", "raw Redis N+1"),
+        (
+            "raw Redis front page, 1 ms hop, 1 client",
+            "raw Redis N+1, 1 ms hop, 1 client",
+        ),
+    ] {
+        assert!(
+            (cmds(batched) - cmds(n_plus_1)).abs() < 1.0,
+            "{batched} {} vs {n_plus_1} {}",
+            cmds(batched),
+            cmds(n_plus_1)
+        );
+    }
+    // Logged in, the batched page adds the session and one ZMSCORE of the
+    // reader's votes; N+1 adds the session and one ZSCORE per article.
+    let anonymous = cmds("raw Redis front page");
+    assert!((cmds("raw Redis front page, logged in") - (anonymous + 2.0)).abs() < 1.0);
+    let per_article = anonymous - 1.0;
+    assert!((cmds("raw Redis N+1, logged in") - (anonymous + 1.0 + per_article)).abs() < 1.0);
+    for key in [
+        "batched_vs_raw_n_plus_1",
+        "raw_batched_vs_raw_n_plus_1",
+        "batched_vs_raw_n_plus_1_with_1ms_hop",
+        "batched_vs_raw_n_plus_1_with_1ms_hop_1_client",
+        "raw_batched_vs_raw_n_plus_1_with_1ms_hop_1_client",
+        "logged_in_vs_raw_redis",
+    ] {
+        assert!(results["ratios"][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    assert_eq!(results["node_peer"]["status"], "not run");
     let subs = &results["subscribers"];
     assert_eq!(subs["subscribers"], 10);
     assert!(subs["votes"].as_u64().unwrap() > 0);
@@ -100,6 +172,7 @@ fn only_runs_the_named_scenarios() {
         "raw Redis",
         "--only",
         "article by id",
+        "--quick",
     ]);
     let names: Vec<&str> = results["scenarios"]
         .as_array()
@@ -107,6 +180,95 @@ fn only_runs_the_named_scenarios() {
         .iter()
         .map(|s| s["scenario"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["article by id", "raw Redis front page"]);
+    assert_eq!(
+        names,
+        [
+            "article by id",
+            "raw Redis front page",
+            "raw Redis front page, logged in"
+        ]
+    );
     assert!(results["subscribers"].is_null(), "{results}");
+    assert_eq!(results["node_peer"]["status"], "not run");
+}
+
+/// With Node, the peer is installed (or reused), checked against votegraph,
+/// measured on the logged-in page, and compared; without, the bench says so
+/// in one line and measures the rest.
+#[test]
+fn the_node_peer_runs_beside_votegraph_when_node_is_present() {
+    let (results, stderr) = run_bench_logged(&LOGGED_IN_RUN);
+    let peer = &results["node_peer"];
+    let scenarios = results["scenarios"].as_array().unwrap();
+    let names: Vec<&str> = scenarios
+        .iter()
+        .map(|s| s["scenario"].as_str().unwrap())
+        .collect();
+    if !node_present() {
+        assert_eq!(peer["status"], "skipped", "{results}");
+        assert_eq!(stderr.matches("Node peer skipped: ").count(), 1, "{stderr}");
+        assert_eq!(
+            names,
+            ["front page, logged in", "raw Redis front page, logged in"]
+        );
+        return;
+    }
+    assert_eq!(peer["status"], "measured", "{results}\n{stderr}");
+    assert!(
+        peer["check"].as_str().unwrap().starts_with("identical"),
+        "{peer}"
+    );
+    assert_eq!(
+        names,
+        [
+            "front page, logged in",
+            "front page, logged in, Node peer",
+            "raw Redis front page, logged in"
+        ]
+    );
+    let node = &scenarios[1];
+    assert!(node["requests"].as_u64().unwrap() > 0, "{node}");
+    assert_eq!(node["errors"], 0, "{node}");
+    assert!(node["server_cpu_us_per_request"].is_f64(), "{node}");
+    // The same Redis work as votegraph's logged-in page.
+    let cmds = |s: &serde_json::Value| s["redis_commands_per_request"].as_f64().unwrap();
+    assert!(
+        (cmds(node) - cmds(&scenarios[0])).abs() < 1.0,
+        "{node} {}",
+        scenarios[0]
+    );
+    for key in [
+        "logged_in_vs_node_peer",
+        "logged_in_vs_raw_redis",
+        "logged_in_cpu_per_request_node_peer_vs_votegraph",
+    ] {
+        assert!(results["ratios"][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+}
+
+/// Without Node the peer is skipped with one line, whatever this machine
+/// has: `--node` names a program that does not exist.
+#[test]
+fn a_missing_node_skips_the_peer_in_one_line() {
+    let mut args = LOGGED_IN_RUN.to_vec();
+    args.extend(["--node", "/nonexistent/votegraph-bench/node"]);
+    let (results, stderr) = run_bench_logged(&args);
+    let skipped: Vec<&str> = stderr.lines().filter(|l| l.contains("Node peer")).collect();
+    assert_eq!(skipped.len(), 1, "{stderr}");
+    assert!(skipped[0].starts_with("Node peer skipped: "), "{stderr}");
+    assert!(
+        skipped[0].contains("/nonexistent/votegraph-bench/node"),
+        "{stderr}"
+    );
+    assert_eq!(results["node_peer"]["status"], "skipped");
+    let names: Vec<&str> = results["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["front page, logged in", "raw Redis front page, logged in"]
+    );
 }
