@@ -403,6 +403,7 @@ pub async fn health(
     pubsub: Data<&PubSub>,
     caches: Data<&Arc<Caches>>,
     schema: Data<&Api>,
+    ws: Data<&WebSockets>,
 ) -> Response {
     let redis = match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
         Ok(Ok(())) => Ok(()),
@@ -412,6 +413,7 @@ pub async fn health(
     let body = serde_json::json!({
         "status": if redis.is_ok() { "ok" } else { "unavailable" },
         "subscriptions": pubsub.subscribers(),
+        "sharedSubscriptions": ws.shared_stats(),
         "responseCache": caches.responses.as_ref().map(|c| c.stats()),
         "documentCache": schema.guard().document_stats(),
     });

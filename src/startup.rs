@@ -94,14 +94,18 @@ impl Application {
             .at("/health", get(routes::health))
             .data(schema)
             .data(store)
-            .data(pubsub)
+            .data(pubsub.clone())
             .data(caches)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,
                 timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
             })
-            .data(WebSockets::new(settings.ws_limits(), shutdown.clone()))
+            .data(WebSockets::new(
+                settings.ws_limits(),
+                shutdown.clone(),
+                pubsub,
+            ))
             .with(cors)
             .around(routes::access_log)
             .boxed();

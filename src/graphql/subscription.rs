@@ -7,6 +7,7 @@ use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::loader;
+use super::shared::SharedExecution;
 use super::types::{Article, DateTime};
 use crate::domain::{ArticleId, GroupName};
 use crate::pubsub::{PubSub, ScoreEvent};
@@ -32,10 +33,19 @@ impl SubscriptionRoot {
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
         let article = article.map(|id| id.to_string());
-        let receiver = ctx.data_unchecked::<PubSub>().subscribe();
+        // A shared execution's receiver stands for all its subscribers,
+        // which are counted instead (see `shared.rs`); the `Uncounted`
+        // comes second so it is dropped after the receiver.
+        let events = match ctx.data_opt::<SharedExecution>() {
+            Some(shared) => {
+                let (receiver, uncounted) = shared.subscribe();
+                (receiver, Some(uncounted))
+            }
+            None => (ctx.data_unchecked::<PubSub>().subscribe(), None),
+        };
         Ok(futures_util::stream::unfold(
-            receiver,
-            move |mut receiver| {
+            events,
+            move |(mut receiver, uncounted)| {
                 let (article, group) = (article.clone(), group.clone());
                 async move {
                     loop {
@@ -46,7 +56,7 @@ impl SubscriptionRoot {
                                         event.groups.iter().any(|e| e == g.as_str())
                                     });
                                 if wanted {
-                                    return Some((ScoreChange(event), receiver));
+                                    return Some((ScoreChange(event), (receiver, uncounted)));
                                 }
                             }
                             Err(RecvError::Lagged(missed)) => {
