@@ -303,3 +303,42 @@ async fn distinct_shared_streams_are_bounded() {
         "one read for both"
     );
 }
+
+#[tokio::test]
+async fn an_error_an_event_yields_is_shared_like_its_data() {
+    let app = app_with(|_| {}).await;
+    let mut clients = Vec::new();
+    for protocol in [TRANSPORT_WS, LEGACY_WS] {
+        let mut client = WsClient::connect(&app, protocol).await;
+        client.subscribe("s", WITH_TITLE, json!({})).await;
+        clients.push(client);
+    }
+    wait_for(&app, 2, 1, 2).await;
+    // An event for an article that does not exist (any more), published
+    // as the vote script would.
+    let event =
+        json!({ "id": "999", "score": "1", "votes": 1, "downvotes": 0, "at": "1.0", "groups": {} });
+    let _: i64 = redis::AsyncCommands::publish(
+        &mut app.redis.conn().await,
+        "votegraph:score-changed",
+        event.to_string(),
+    )
+    .await
+    .unwrap();
+    let mut payloads = Vec::new();
+    for client in &mut clients {
+        let message = client.next_raw().await;
+        assert_eq!(message["id"], "s", "{message}");
+        payloads.push(message["payload"].clone());
+    }
+    assert_eq!(payloads[0], payloads[1], "the same response for both");
+    let error = &payloads[0]["errors"][0];
+    assert_eq!(error["extensions"]["code"], "NOT_FOUND", "{error}");
+    assert_eq!(
+        payloads[0]["data"],
+        json!({ "scoreChanged": { "votes": 1 } }),
+        "async-graphql leaves the failed field out"
+    );
+    // The stream goes on.
+    assert_eq!(shared(&app).await["streams"], 1);
+}
