@@ -149,10 +149,14 @@ pub async fn run(
             }
             let _ = ready.send(()).await;
             drop(ready);
+            // One stop future for the whole loop, not a new one per message.
+            let stopped = stop.wait_for(|stop| *stop);
+            tokio::pin!(stopped);
             loop {
                 let next = tokio::select! {
+                    biased;
                     next = socket.next() => next,
-                    _ = stop.wait_for(|stop| *stop) => break,
+                    _ = &mut stopped => break,
                 };
                 match next {
                     Some(Ok(Message::Text(text))) => {
