@@ -92,6 +92,13 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
     pub ws_send_timeout_secs: u64,
 
+    /// Distinct subscription streams run once and shared by all their
+    /// subscribers (a subscription that cannot depend on its caller, keyed
+    /// by document, operation name and variables). Past it a new one runs
+    /// unshared, as every subscription once did; 0 shares none.
+    #[arg(long, env = "VOTEGRAPH_WS_MAX_SHARED_STREAMS", default_value_t = 1_000)]
+    pub ws_max_shared_streams: usize,
+
     /// Membership checks a group page may spend walking the global ranking
     /// when the group's own ranking is not cached; beyond it the ranking is
     /// built with ZINTERSTORE (0: always build it, as the book does).
@@ -292,7 +299,8 @@ impl Settings {
         }
     }
 
-    /// The WebSocket limits, each at least 1 (0 would refuse everything).
+    /// The WebSocket limits, each at least 1 (0 would refuse everything),
+    /// but the shared streams' (0 only turns sharing off).
     pub fn ws_limits(&self) -> crate::ws::Limits {
         crate::ws::Limits {
             keep_alive: Duration::from_secs(self.ws_keepalive_secs.max(1)),
@@ -301,6 +309,7 @@ impl Settings {
             max_message_bytes: self.ws_max_message_bytes.max(1),
             max_subscriptions: self.ws_max_subscriptions.max(1),
             max_connections_per_client: self.ws_max_connections_per_client.max(1),
+            max_shared_streams: self.ws_max_shared_streams,
         }
     }
 

@@ -14,7 +14,15 @@
 //! - when the connection drops, it is re-established with exponential backoff
 //!   (100 ms up to 5 s) and subscribers stay subscribed; events published
 //!   while it was down are not replayed (Redis pub/sub is at-most-once).
+//!
+//! A subscription whose result cannot depend on its caller runs once for
+//! all its subscribers (see [`crate::graphql::shared`]): that execution's
+//! receiver is not a client subscription itself, so it is taken with
+//! [`PubSub::subscribe_uncounted`] and the subscribers it serves are counted
+//! with [`PubSub::add_shared`], keeping [`PubSub::subscribers`] the number
+//! of client subscriptions either way.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,8 +84,21 @@ pub struct PubSub {
     tx: broadcast::Sender<Arc<ScoreEvent>>,
     /// Receivers held by the server itself (the response cache), which are
     /// not client subscriptions.
-    internal: Arc<std::sync::atomic::AtomicUsize>,
+    internal: Arc<AtomicUsize>,
+    /// Client subscriptions served by shared executions, whose receivers
+    /// are among `internal`.
+    shared: Arc<AtomicUsize>,
     _task: Arc<AbortOnDrop>,
+}
+
+/// Keeps a receiver out of [`PubSub::subscribers`] while it lives; dropped
+/// after the receiver it was taken with, it gives the count back.
+pub struct Uncounted(Arc<AtomicUsize>);
+
+impl Drop for Uncounted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Stops the listener when the last handle goes (tests run many servers in
@@ -98,6 +119,7 @@ impl PubSub {
         Self {
             tx,
             internal: Arc::default(),
+            shared: Arc::default(),
             _task: Arc::new(AbortOnDrop(task.abort_handle())),
         }
     }
@@ -110,16 +132,33 @@ impl PubSub {
     /// A receiver for the server's own use, kept for the life of the process
     /// and not counted by [`PubSub::subscribers`].
     pub fn subscribe_internal(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
-        self.internal
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.internal.fetch_add(1, Ordering::Relaxed);
         self.tx.subscribe()
     }
 
-    /// How many client subscriptions are live in this process.
+    /// A receiver that is not counted by [`PubSub::subscribers`] while the
+    /// [`Uncounted`] lives (drop it after the receiver): the one receiver
+    /// of a shared execution, whose subscribers are counted instead.
+    pub fn subscribe_uncounted(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
+        self.internal.fetch_add(1, Ordering::Relaxed);
+        (self.tx.subscribe(), Uncounted(self.internal.clone()))
+    }
+
+    /// `n` more client subscriptions are served by shared executions.
+    pub fn add_shared(&self, n: usize) {
+        self.shared.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `n` fewer client subscriptions are served by shared executions.
+    pub fn remove_shared(&self, n: usize) {
+        self.shared.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// How many client subscriptions are live in this process: receivers
+    /// of their own, plus those served by shared executions.
     pub fn subscribers(&self) -> usize {
-        self.tx
-            .receiver_count()
-            .saturating_sub(self.internal.load(std::sync::atomic::Ordering::Relaxed))
+        (self.tx.receiver_count() + self.shared.load(Ordering::Relaxed))
+            .saturating_sub(self.internal.load(Ordering::Relaxed))
     }
 }
 

@@ -356,7 +356,7 @@ pub async fn graphql(
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
 /// also tells how many subscriptions this process is serving.
 #[handler]
-pub async fn health(schema: Data<&Api>) -> Response {
+pub async fn health(schema: Data<&Api>, ws: Data<&WebSockets>) -> Response {
     let state = schema.state();
     let redis = match tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await {
         Ok(Ok(())) => Ok(()),
@@ -366,6 +366,7 @@ pub async fn health(schema: Data<&Api>) -> Response {
     let body = serde_json::json!({
         "status": if redis.is_ok() { "ok" } else { "unavailable" },
         "subscriptions": state.pubsub().subscribers(),
+        "sharedSubscriptions": ws.shared_stats(),
         "responseCache": state.responses().map(|c| c.stats()),
         "documentCache": schema.guard().document_stats(),
     });

@@ -92,13 +92,17 @@ impl Application {
             )
             .at("/graphql", get(routes::graphql_get).post(routes::graphql))
             .at("/health", get(routes::health))
-            .data(api)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,
                 timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
             })
-            .data(WebSockets::new(settings.ws_limits(), shutdown.clone()))
+            .data(WebSockets::new(
+                settings.ws_limits(),
+                shutdown.clone(),
+                api.state().pubsub().clone(),
+            ))
+            .data(api)
             .with(cors)
             .around(routes::access_log)
             .boxed();

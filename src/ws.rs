@@ -10,6 +10,11 @@
 //! drops clients that stop reading, and says goodbye (1001) on shutdown.
 //! Operations still run through [`Api`], so every rule the executor applies
 //! to HTTP requests applies here too.
+//!
+//! A subscription whose result cannot depend on its caller joins a shared
+//! stream ([`SharedStreams`]): its events arrive already serialised, and
+//! the frame is assembled around them (`{"id":…,"type":"next","payload":…}`)
+//! rather than serialised again for every subscriber.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -29,7 +34,9 @@ use tokio::sync::watch;
 use crate::auth::Session;
 use crate::client::ClientAddr;
 use crate::error::{AppError, AppResult};
+use crate::graphql::shared::SharedStreams;
 use crate::graphql::{Api, RequestContext};
+use crate::pubsub::PubSub;
 use crate::store::Store;
 
 /// How long a closing connection waits for the client's half of the close
@@ -55,25 +62,35 @@ pub struct Limits {
     pub max_subscriptions: usize,
     /// Connections one client address may hold at once.
     pub max_connections_per_client: usize,
+    /// Distinct shared subscription streams in the process (0: none).
+    pub max_shared_streams: usize,
 }
 
 /// Process-wide WebSocket state, shared with the upgrade handler as poem
-/// data: the limits, the count of connections per address and the shutdown
-/// notifier.
+/// data: the limits, the count of connections per address, the shared
+/// subscription streams and the shutdown notifier.
 #[derive(Clone)]
 pub struct WebSockets {
     limits: Limits,
     connections: ConnectionCounts,
+    shared: SharedStreams,
     shutdown: Shutdown,
 }
 
 impl WebSockets {
-    pub fn new(limits: Limits, shutdown: Shutdown) -> Self {
+    /// `pubsub` counts the subscribers of shared streams.
+    pub fn new(limits: Limits, shutdown: Shutdown, pubsub: PubSub) -> Self {
         Self {
             limits,
             connections: ConnectionCounts::default(),
+            shared: SharedStreams::new(limits.max_shared_streams, pubsub),
             shutdown,
         }
+    }
+
+    /// The shared subscription streams, for `/health`.
+    pub fn shared_stats(&self) -> Value {
+        self.shared.stats()
     }
 
     /// Tungstenite refuses larger messages itself, before buffering them.
@@ -125,6 +142,7 @@ impl WebSockets {
             header_auth,
             client,
             limits: self.limits,
+            shared: self.shared.clone(),
             shutdown: self.shutdown.listen(),
             _slot: slot,
         }
@@ -203,6 +221,7 @@ pub struct Connection {
     /// are rate-limited by.
     client: ClientAddr,
     limits: Limits,
+    shared: SharedStreams,
     shutdown: watch::Receiver<bool>,
     _slot: ConnectionSlot,
 }
@@ -222,6 +241,7 @@ impl Connection {
             header_auth: self.header_auth,
             client: self.client,
             limits: self.limits,
+            shared: self.shared,
             shutdown: self.shutdown,
             init_received: false,
             data: None,
@@ -313,14 +333,21 @@ struct Outgoing<'a, P: Serialize> {
     payload: Option<P>,
 }
 
-type Item = (Arc<str>, Option<Response>);
+/// One result of an operation: a response of its own, or a shared
+/// stream's payload, serialised once for all its subscribers.
+enum Payload {
+    Own(Box<Response>),
+    Shared(Arc<str>),
+}
+
+type Item = (Arc<str>, Option<Payload>);
 
 /// What woke the connection's loop.
 enum Event {
     Shutdown,
     InitTimeout,
     Frame(Option<std::io::Result<Message>>),
-    Response(Arc<str>, Option<Response>),
+    Response(Arc<str>, Option<Payload>),
     KeepAlive,
 }
 
@@ -332,6 +359,7 @@ struct State {
     header_auth: Option<String>,
     client: ClientAddr,
     limits: Limits,
+    shared: SharedStreams,
     shutdown: watch::Receiver<bool>,
     init_received: bool,
     /// The connection's data once acknowledged: its session and loaders.
@@ -521,9 +549,15 @@ impl State {
         }
         let id: Arc<str> = id.into();
         let key = id.clone();
-        let responses = self
-            .schema
-            .execute_stream(request, Some(data))
+        let payloads = match self.shared.join(&self.schema, request) {
+            Ok(shared) => shared.map(Payload::Shared).boxed(),
+            Err(request) => self
+                .schema
+                .execute_stream(*request, Some(data))
+                .map(|response| Payload::Own(Box::new(response)))
+                .boxed(),
+        };
+        let responses = payloads
             .map(Some)
             .chain(stream::once(async { None }))
             .map(move |response| (id.clone(), response));
@@ -544,14 +578,19 @@ impl State {
         }
     }
 
-    async fn on_response(&mut self, id: Arc<str>, response: Option<Response>) -> Result<(), End> {
+    async fn on_response(&mut self, id: Arc<str>, response: Option<Payload>) -> Result<(), End> {
+        let kind = match self.protocol {
+            Protocol::GraphQLWS => "next",
+            Protocol::SubscriptionsTransportWS => "data",
+        };
         match response {
-            Some(response) => {
-                let kind = match self.protocol {
-                    Protocol::GraphQLWS => "next",
-                    Protocol::SubscriptionsTransportWS => "data",
-                };
-                self.send(kind, Some(&id), Some(&response)).await
+            Some(Payload::Own(response)) => self.send(kind, Some(&id), Some(&response)).await,
+            Some(Payload::Shared(payload)) => {
+                let text = frame(&id, kind, &payload).map_err(|e| {
+                    tracing::error!(error = %e, "serialising a WebSocket message id");
+                    self.refuse(INTERNAL)
+                })?;
+                self.out.send(Message::Text(text)).await
             }
             None => {
                 self.operations.remove(&*id);
@@ -660,6 +699,22 @@ fn payload_authorization(fields: &serde_json::Map<String, Value>) -> Option<Stri
     }
 }
 
+/// The message `{"id":<id>,"type":<kind>,"payload":<payload>}` around an
+/// already serialised payload, in the field order [`Outgoing`] writes;
+/// only the id is escaped.
+fn frame(id: &str, kind: &str, payload: &str) -> serde_json::Result<String> {
+    let id = serde_json::to_string(id)?;
+    let mut text = String::with_capacity(id.len() + kind.len() + payload.len() + 32);
+    text.push_str(r#"{"id":"#);
+    text.push_str(&id);
+    text.push_str(r#","type":""#);
+    text.push_str(kind);
+    text.push_str(r#"","payload":"#);
+    text.push_str(payload);
+    text.push('}');
+    Ok(text)
+}
+
 fn connection_error(message: &str) -> String {
     serde_json::json!({ "type": "connection_error", "payload": { "message": message } }).to_string()
 }
@@ -703,8 +758,29 @@ mod tests {
         }
     }
 
+    /// A hub whose listener fails at once and retries in the background.
+    fn pubsub() -> PubSub {
+        PubSub::start(redis::Client::open("redis://127.0.0.1:1").unwrap())
+    }
+
     #[test]
-    fn slots_are_given_back_and_empty_entries_removed() {
+    fn shared_frames_match_serialised_ones() {
+        let payload = r#"{"data":{"scoreChanged":{"votes":2}}}"#;
+        let value: Value = serde_json::from_str(payload).unwrap();
+        for id in ["1", "a \"quoted\" \\ id\n", "é"] {
+            let assembled = frame(id, "next", payload).unwrap();
+            let serialised = serde_json::to_string(&Outgoing {
+                id: Some(id),
+                kind: "next",
+                payload: Some(&value),
+            })
+            .unwrap();
+            assert_eq!(assembled, serialised);
+        }
+    }
+
+    #[tokio::test]
+    async fn slots_are_given_back_and_empty_entries_removed() {
         let limits = Limits {
             keep_alive: Duration::from_secs(1),
             init_timeout: Duration::from_secs(1),
@@ -712,8 +788,9 @@ mod tests {
             max_message_bytes: 1024,
             max_subscriptions: 1,
             max_connections_per_client: 2,
+            max_shared_streams: 0,
         };
-        let ws = WebSockets::new(limits, Shutdown::default());
+        let ws = WebSockets::new(limits, Shutdown::default(), pubsub());
         let ip: IpAddr = [127, 0, 0, 1].into();
         let a = ws.admit(Some(ip));
         let b = ws.admit(Some(ip));

@@ -495,23 +495,33 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    let sub_stats = if args.subscribers > 0 && args.wants("subscribers") {
+    // Each subscription run on a fresh server, with voters of its own (a
+    // repeated vote publishes nothing).
+    let mut sub_stats = Vec::new();
+    let votes_per_run = (args.vote_rate * args.duration).ceil() as usize + 1;
+    for (name, document) in [
+        ("subscribers", subscribers::SCORES),
+        ("subscribers, article", subscribers::WITH_ARTICLE),
+    ] {
+        if args.subscribers == 0 || !args.wants(name) {
+            continue;
+        }
         let (sproc, sbase, _) = start_votegraph(&bin, &redis_addr, Mode::Default).await?;
+        eprintln!("{name}: {document}");
         let stats = subscribers::run(
             &sbase,
             sproc.0.id(),
+            document,
             args.subscribers,
             args.vote_rate,
             duration,
             &seeded.open,
-            load_users,
+            load_users + sub_stats.len() * votes_per_run,
         )
         .await?;
         drop(sproc);
-        Some(stats)
-    } else {
-        None
-    };
+        sub_stats.push(stats);
+    }
 
     let rps = |name: &str| results.iter().find(|s| s.scenario == name).map(|s| s.rps);
     let p50 = |name: &str| {
@@ -594,10 +604,10 @@ async fn main() -> anyhow::Result<()> {
         println!("Node peer not measured: {reason}");
     }
     println!("ratios: {}", serde_json::to_string(&ratios)?);
-    if let Some(s) = &sub_stats {
+    for s in &sub_stats {
         println!(
-            "\nsubscribers: {} connected, {} votes at {:.0}/s → {} of {} events delivered, {:.0} deliveries/s, server CPU {:.1} µs per delivery, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms, {:.1} KiB per subscriber ({} → {} KiB)",
-            s.subscribers, s.votes, args.vote_rate, s.delivered, s.expected_deliveries, s.deliveries_per_sec, s.server_cpu_us_per_delivery, s.p50_ms, s.p99_ms, s.max_ms, s.kib_per_subscriber, s.rss_idle_kib, s.rss_subscribed_kib
+            "\nsubscribers of `{}`: {} connected, {} votes at {:.0}/s → {} of {} events delivered, {:.0} deliveries/s, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms; server CPU {:.1} µs per delivery ({:.2} cores), bench clients {:.1} µs per delivery ({:.2} cores); {:.1} KiB per subscriber ({} → {} KiB)",
+            s.document, s.subscribers, s.votes, args.vote_rate, s.delivered, s.expected_deliveries, s.deliveries_per_sec, s.p50_ms, s.p99_ms, s.max_ms, s.server_cpu_us_per_delivery, s.server_cores, s.bench_cpu_us_per_delivery, s.bench_cores, s.kib_per_subscriber, s.rss_idle_kib, s.rss_subscribed_kib
         );
     }
     let out = json!({

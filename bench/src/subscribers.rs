@@ -1,5 +1,7 @@
 //! Many WebSocket subscribers on one server while votes stream in:
-//! deliveries per second, vote-to-delivery latency, memory per subscriber.
+//! deliveries per second, vote-to-delivery latency, memory per subscriber,
+//! and the CPU of both the server and the bench's own clients (which share
+//! the machine, so their cost is part of what the latency shows).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +17,8 @@ use crate::seed::{now, token, Rng};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SubStats {
+    /// The subscription every client runs.
+    pub document: String,
     pub subscribers: usize,
     pub votes: u64,
     pub expected_deliveries: u64,
@@ -23,6 +27,12 @@ pub struct SubStats {
     pub deliveries_per_sec: f64,
     /// votegraph's CPU time (user + system) over that time, per delivery.
     pub server_cpu_us_per_delivery: f64,
+    /// votegraph's CPU time over that time, in cores.
+    pub server_cores: f64,
+    /// This process' CPU time (the simulated clients, the voters and their
+    /// parsing) over that time, per delivery and in cores.
+    pub bench_cpu_us_per_delivery: f64,
+    pub bench_cores: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
@@ -57,18 +67,45 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-const SUBSCRIPTION: &str = r#"{"id":"1","type":"subscribe","payload":{"query":"subscription { scoreChanged { votes at } }"}}"#;
+/// The subscription of the plain run: nothing read from Redis per event.
+pub const SCORES: &str = "subscription { scoreChanged { votes at } }";
+/// One that reads the article for every event.
+pub const WITH_ARTICLE: &str = "subscription { scoreChanged { at article { id title score } } }";
+
+/// Descriptors this process may open (the soft limit), from /proc.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
 
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     base: &str,
     pid: u32,
+    document: &str,
     subscribers: usize,
     vote_rate: f64,
     duration: Duration,
     open: &[u64],
     first_user: usize,
 ) -> anyhow::Result<SubStats> {
+    // One descriptor per client here, and one per client in the server
+    // (which inherits this limit).
+    if let Some(limit) = open_files_limit() {
+        if limit < subscribers as u64 + 512 {
+            anyhow::bail!(
+                "{subscribers} subscribers need more open files than the limit of {limit}: raise it (ulimit -n {})",
+                subscribers + 512
+            );
+        }
+    }
+    let subscribe = serde_json::json!({
+        "id": "1",
+        "type": "subscribe",
+        "payload": { "query": document },
+    })
+    .to_string();
     let rss_idle = rss_kib(pid);
     let ws_url = format!("{}/graphql", base.replacen("http", "ws", 1));
     let connected = Arc::new(AtomicU64::new(0));
@@ -80,7 +117,8 @@ pub async fn run(
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(subscribers.max(1));
     let mut clients = Vec::with_capacity(subscribers);
     for _ in 0..subscribers {
-        let (ws_url, connected, delivered, last_delivery, mut stop, ready) = (
+        let (subscribe, ws_url, connected, delivered, last_delivery, mut stop, ready) = (
+            subscribe.clone(),
             ws_url.clone(),
             connected.clone(),
             delivered.clone(),
@@ -105,16 +143,20 @@ pub async fn run(
                 .send(Message::text(r#"{"type":"connection_init"}"#))
                 .await;
             let _ack = socket.next().await;
-            let sub = socket.send(Message::text(SUBSCRIPTION)).await;
+            let sub = socket.send(Message::text(subscribe)).await;
             if init.is_ok() && sub.is_ok() {
                 connected.fetch_add(1, Ordering::Relaxed);
             }
             let _ = ready.send(()).await;
             drop(ready);
+            // One stop future for the whole loop, not a new one per message.
+            let stopped = stop.wait_for(|stop| *stop);
+            tokio::pin!(stopped);
             loop {
                 let next = tokio::select! {
+                    biased;
                     next = socket.next() => next,
-                    _ = stop.wait_for(|stop| *stop) => break,
+                    _ = &mut stopped => break,
                 };
                 match next {
                     Some(Ok(Message::Text(text))) => {
@@ -149,6 +191,7 @@ pub async fn run(
     let gql = Gql::new(base, 16);
     let votes_ok = Arc::new(AtomicU64::new(0));
     let cpu_before = cpu_secs(pid);
+    let bench_before = cpu_secs(std::process::id());
     let started = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / vote_rate));
     let mut rng = Rng::new(7);
@@ -182,6 +225,8 @@ pub async fn run(
         }
     }
     let cpu = cpu_secs(pid) - cpu_before;
+    let bench_cpu = cpu_secs(std::process::id()) - bench_before;
+    let window = started.elapsed().as_secs_f64();
     let _ = stop_tx.send(true);
     let mut all = Vec::new();
     for c in clients {
@@ -201,13 +246,18 @@ pub async fn run(
         }
     };
     let votes = votes_ok.load(Ordering::Relaxed);
+    let deliveries = delivered.load(Ordering::Relaxed).max(1) as f64;
     Ok(SubStats {
+        document: document.to_owned(),
         subscribers: live,
         votes,
         expected_deliveries: votes * live as u64,
         delivered: delivered.load(Ordering::Relaxed),
         deliveries_per_sec: delivered.load(Ordering::Relaxed) as f64 / elapsed.max(0.001),
-        server_cpu_us_per_delivery: cpu * 1e6 / delivered.load(Ordering::Relaxed).max(1) as f64,
+        server_cpu_us_per_delivery: cpu * 1e6 / deliveries,
+        server_cores: cpu / window,
+        bench_cpu_us_per_delivery: bench_cpu * 1e6 / deliveries,
+        bench_cores: bench_cpu / window,
         p50_ms: pct(0.5),
         p99_ms: pct(0.99),
         max_ms: all.last().map_or(0.0, |m| *m as f64 / 1000.0),
@@ -217,10 +267,26 @@ pub async fn run(
     })
 }
 
-/// The `at` of a `next` message, in Unix seconds.
+/// The `at` of a `next` message, in Unix seconds. Found by its field name
+/// rather than by parsing the whole message: the clients share the machine
+/// with the server, and every microsecond they spend is one it lacks.
 fn event_time(text: &str) -> Option<f64> {
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    let at = value["payload"]["data"]["scoreChanged"]["at"].as_str()?;
+    let (_, rest) = text.split_once(r#""at":""#)?;
+    let (at, _) = rest.split_once('"')?;
     let parsed = chrono::DateTime::parse_from_rfc3339(at).ok()?;
     Some(parsed.timestamp_micros() as f64 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn event_times_are_read_from_either_document() {
+        for text in [
+            r#"{"id":"1","type":"next","payload":{"data":{"scoreChanged":{"votes":3,"at":"2026-11-22T18:47:58.250000Z"}}}}"#,
+            r#"{"id":"1","type":"next","payload":{"data":{"scoreChanged":{"at":"2026-11-22T18:47:58.250000Z","article":{"id":"7","title":"a \"quoted\" title","score":1.5}}}}}"#,
+        ] {
+            assert_eq!(super::event_time(text), Some(1795373278.25));
+        }
+        assert_eq!(super::event_time(r#"{"type":"ka"}"#), None);
+    }
 }

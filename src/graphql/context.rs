@@ -223,6 +223,19 @@ impl RequestContext {
         self.articles.load_one(id).await
     }
 
+    /// One article, read at once: for a resolver that knows no other read
+    /// can join its batch (a subscription event), where the DataLoader's
+    /// 1 ms wait would only delay it.
+    pub async fn article_unbatched(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
+        self.record(|deps| deps.article(&id.to_string()));
+        Ok(self
+            .articles
+            .loader()
+            .load_ranked(&[(id, None)])
+            .await?
+            .remove(&id))
+    }
+
     pub async fn article_by_slug(&self, slug: &str) -> Result<Option<ArticleRecord>> {
         match self.store().article_id_by_slug(slug).await? {
             Some(id) => self.article(id).await,

@@ -9,6 +9,7 @@ pub mod limits;
 mod loaders;
 mod mutation;
 mod query;
+pub mod shared;
 mod subscription;
 mod types;
 

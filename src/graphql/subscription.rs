@@ -6,6 +6,7 @@ use async_graphql::{Context, Object, Result, Subscription, ID};
 use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::shared::SharedExecution;
 use super::types::{Article, DateTime};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};
@@ -32,10 +33,19 @@ impl SubscriptionRoot {
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
         let article = article.map(|id| id.to_string());
-        let receiver = RequestContext::of(ctx)?.score_events();
+        // A shared execution's receiver stands for all its subscribers,
+        // which are counted instead (see `shared.rs`); the `Uncounted`
+        // comes second so it is dropped after the receiver.
+        let events = match ctx.data_opt::<SharedExecution>() {
+            Some(shared) => {
+                let (receiver, uncounted) = shared.subscribe();
+                (receiver, Some(uncounted))
+            }
+            None => (RequestContext::of(ctx)?.score_events(), None),
+        };
         Ok(futures_util::stream::unfold(
-            receiver,
-            move |mut receiver| {
+            events,
+            move |(mut receiver, uncounted)| {
                 let (article, group) = (article.clone(), group.clone());
                 async move {
                     loop {
@@ -46,7 +56,7 @@ impl SubscriptionRoot {
                                         event.groups.iter().any(|e| e == g.as_str())
                                     });
                                 if wanted {
-                                    return Some((ScoreChange(event), receiver));
+                                    return Some((ScoreChange(event), (receiver, uncounted)));
                                 }
                             }
                             Err(RecvError::Lagged(missed)) => {
@@ -70,7 +80,11 @@ impl ScoreChange {
     /// selected).
     async fn article(&self, ctx: &Context<'_>) -> Result<Article> {
         let id = ArticleId::parse(&self.0.id, "articleId")?;
-        match RequestContext::of(ctx)?.article(id).await? {
+        // An event shows one article, so there is nothing to batch: going
+        // through the DataLoader would only add its 1 ms delay (and a
+        // spawned task) to every event, in a shared stream before every
+        // subscriber's delivery.
+        match RequestContext::of(ctx)?.article_unbatched(id).await? {
             Some(record) => Ok(Article(record)),
             None => Err(crate::store::not_found(id).into()),
         }

@@ -74,6 +74,15 @@ impl ScalarType for DateTime {
 
 pub struct Article(pub ArticleRecord);
 
+/// Fields whose value depends on who asks (the session, or the client
+/// address). A subscription that selects any of them runs once per
+/// subscriber; any other runs once and is shared by all its subscribers
+/// ([`super::shared`]). A new field that reads the caller belongs here, or
+/// every subscriber of a shared stream would see the first one's answer
+/// (they see an anonymous caller's); `shared.rs` has a test that lists
+/// every field a subscription can reach, to make adding one a decision.
+pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote"];
+
 // Serial: every field is already in memory (only `poster`'s own fields may
 // load anything, and those still batch across the articles of a list), so
 // resolving the fields one after another skips async-graphql's per-object
@@ -127,6 +136,7 @@ impl Article {
 
     /// The logged-in user's vote on this article; null when not logged in.
     /// Voters are forgotten when voting closes, so it is NONE after a week.
+    // Depends on the caller: listed in `CALLER_DEPENDENT_FIELDS`.
     async fn my_vote(&self) -> Option<VoteDirection> {
         self.0.my_vote.map(Into::into)
     }

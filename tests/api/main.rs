@@ -17,6 +17,7 @@ mod rate_limits;
 mod resilience;
 mod schema;
 mod server;
+mod shared_subscriptions;
 mod slugs;
 mod subscriptions;
 mod validation;

@@ -284,6 +284,9 @@ async fn a_client_that_never_reads_does_not_hold_up_the_others() {
         .subscribe("r", "subscription { scoreChanged { votes } }", json!({}))
         .await;
     wait_for_subscriptions(&app, 2).await;
+    // Both run as shared streams, so the skipping below is their bounded
+    // fan-out's (graphql/shared.rs), not the event hub's.
+    assert_eq!(app.health().await["sharedSubscriptions"]["streams"], 2);
 
     // Publish as the vote script does, straight into Redis, in batches the
     // reader keeps up with; `votes` numbers the events.

@@ -62,6 +62,17 @@ impl WsClient {
             .await;
     }
 
+    /// Stops operation `id` (`complete`, or the legacy `stop`, which the
+    /// server answers with a `complete` of its own).
+    pub async fn complete(&mut self, id: &str) {
+        let kind = if self.protocol == TRANSPORT_WS {
+            "complete"
+        } else {
+            "stop"
+        };
+        self.send(json!({ "type": kind, "id": id })).await;
+    }
+
     /// The next protocol message, keep-alives skipped; fails after 10 s.
     async fn next_message(&mut self) -> Value {
         loop {

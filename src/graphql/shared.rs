@@ -1,0 +1,541 @@
+//! Subscriptions executed once per distinct document and shared by all
+//! their subscribers.
+//!
+//! Thousands of clients usually subscribe with the same few documents
+//! (`scoreChanged { votes article { title } }`). Run one stream per
+//! subscriber and every vote is resolved (the article read from Redis) and
+//! serialised to JSON once per subscriber; run it once per distinct
+//! request and it costs the same for one subscriber or five thousand.
+//!
+//! - **What is shared**: a subscription operation whose result cannot
+//!   depend on the caller, i.e. whose document selects none of
+//!   [`CALLER_DEPENDENT_FIELDS`] (anywhere in the document, any operation
+//!   or fragment: a cheap, conservative test). Anything else, and queries
+//!   and mutations sent over a socket, run per subscriber as before.
+//! - **Key**: the document text as sent, the operation name and the
+//!   variables as canonical JSON (object keys sorted), so clients of either
+//!   WebSocket protocol that send the same request share one stream; a
+//!   different text or different variables is a different stream.
+//! - **Execution**: the first subscriber of a key starts one task that runs
+//!   the operation through the [`Api`] (the same limits and error codes)
+//!   as an anonymous caller (no session), serialises each response once
+//!   and fans it out over a `tokio::sync::broadcast` of [`CAPACITY`]
+//!   payloads; later subscribers of the key join it and get events from
+//!   then on. Errors an event yields (the article vanished) are part of the
+//!   shared response, like its data, as neither depends on the caller.
+//! - **Slow subscribers** skip the oldest payloads once they are
+//!   [`CAPACITY`] behind, and never hold up the others.
+//! - **Lifetime**: when the last subscriber leaves, the task is aborted and
+//!   the entry removed; when the operation ends by itself (it failed to
+//!   start, e.g. an invalid argument) the entry is removed first, so a new
+//!   subscriber runs it afresh and sees its own error.
+//! - **Bounds**: at most `max_streams` distinct shared streams
+//!   (`--ws-max-shared-streams`); a new key past it runs unshared (the
+//!   subscriber is served as before, only without sharing) and is counted
+//!   in `/health`. Keys longer than [`MAX_KEY_BYTES`] run unshared too, so
+//!   the registry's memory is bounded by both.
+//!
+//! A shared execution's one pub/sub receiver is not a client subscription;
+//! the subscribers it serves are counted instead (see [`PubSub`]), from the
+//! moment the resolver has subscribed, so `/health`'s `subscriptions` still
+//! means "client subscriptions that receive events from now on".
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::{Executor, Request, Response};
+use futures_util::stream::{BoxStream, StreamExt};
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::AbortHandle;
+
+pub use super::types::CALLER_DEPENDENT_FIELDS;
+use super::{Api, RequestContext};
+use crate::auth::Session;
+use crate::client::ClientAddr;
+use crate::pubsub::{PubSub, ScoreEvent, Uncounted};
+
+/// Payloads a shared stream keeps for its slowest subscriber; one further
+/// behind skips the oldest. Each is an `Arc` shared by every subscriber,
+/// and a slot holds its payload only until all have read it.
+pub const CAPACITY: usize = 1024;
+
+/// Longest key (document, operation name and variables) that is shared;
+/// the guard already bounds documents, this bounds what the registry keeps.
+pub const MAX_KEY_BYTES: usize = 8 * 1024;
+
+/// How many of the largest streams `/health` lists.
+const LISTED_STREAMS: usize = 10;
+
+/// The process-wide registry of shared subscription streams; cheap to clone.
+#[derive(Clone)]
+pub struct SharedStreams(Arc<Registry>);
+
+struct Registry {
+    streams: Mutex<HashMap<Arc<Key>, Arc<Entry>>>,
+    max_streams: usize,
+    pubsub: PubSub,
+    /// Subscriptions that could have been shared but ran unshared because
+    /// `max_streams` streams were running.
+    unshared_at_limit: AtomicU64,
+}
+
+/// What makes two requests the same stream.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Key {
+    document: Box<str>,
+    operation: Option<Box<str>>,
+    /// Canonical JSON: object keys sorted.
+    variables: Box<str>,
+}
+
+impl Key {
+    fn len(&self) -> usize {
+        self.document.len() + self.operation.as_ref().map_or(0, |o| o.len()) + self.variables.len()
+    }
+}
+
+/// One shared stream.
+struct Entry {
+    key: Arc<Key>,
+    state: Mutex<EntryState>,
+}
+
+struct EntryState {
+    /// Where joiners subscribe; `None` once nobody may join (the entry left
+    /// the registry), so its channel closes when the task ends.
+    sender: Option<broadcast::Sender<Arc<str>>>,
+    subscribers: usize,
+    /// Whether the resolver has subscribed to score events: from then on
+    /// the subscribers are counted as client subscriptions.
+    live: bool,
+    task: Option<AbortHandle>,
+}
+
+impl SharedStreams {
+    /// An empty registry of at most `max_streams` streams (0: nothing is
+    /// shared). `pubsub` counts the subscribers it serves.
+    pub fn new(max_streams: usize, pubsub: PubSub) -> Self {
+        Self(Arc::new(Registry {
+            streams: Mutex::new(HashMap::new()),
+            max_streams,
+            pubsub,
+            unshared_at_limit: AtomicU64::new(0),
+        }))
+    }
+
+    /// The shared payloads of `request`, joining or starting its stream, or
+    /// the request back when it is not to be shared (not a subscription,
+    /// caller-dependent, refused by the document limits, too long a key,
+    /// or the registry is full): the caller then runs it itself.
+    pub fn join(
+        &self,
+        api: &Api,
+        request: Request,
+    ) -> Result<BoxStream<'static, Arc<str>>, Box<Request>> {
+        let registry = &self.0;
+        if registry.max_streams == 0 {
+            return Err(Box::new(request));
+        }
+        let Some(key) = shareable_key(api, &request) else {
+            return Err(Box::new(request));
+        };
+        let mut streams = lock(&registry.streams);
+        if let Some(entry) = streams.get(&key).cloned() {
+            if let Some(receiver) = entry.join(&registry.pubsub) {
+                drop(streams);
+                return Ok(self.payloads(receiver, entry));
+            }
+        }
+        if streams.len() >= registry.max_streams {
+            drop(streams);
+            registry.unshared_at_limit.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                max = registry.max_streams,
+                "shared subscription streams at their limit; running one unshared"
+            );
+            return Err(Box::new(request));
+        }
+        let (sender, receiver) = broadcast::channel(CAPACITY);
+        let key = Arc::new(key);
+        let entry = Arc::new(Entry {
+            key: key.clone(),
+            state: Mutex::new(EntryState {
+                sender: Some(sender.clone()),
+                subscribers: 1,
+                live: false,
+                task: None,
+            }),
+        });
+        streams.insert(key, entry.clone());
+        // Nobody in particular: no session, and an address no client has.
+        let anonymous = ClientAddr::from(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let mut data =
+            RequestContext::new(api.state(), Session::from_authorization(None), anonymous)
+                .into_connection_data();
+        data.insert(SharedExecution {
+            entry: entry.clone(),
+            pubsub: registry.pubsub.clone(),
+        });
+        let responses = api.execute_stream(request, Some(Arc::new(data)));
+        let task = tokio::spawn(run(responses, sender, entry.clone(), self.clone()));
+        lock(&entry.state).task = Some(task.abort_handle());
+        drop(streams);
+        Ok(self.payloads(receiver, entry))
+    }
+
+    /// A subscriber's payloads; dropping the stream leaves the entry.
+    fn payloads(
+        &self,
+        receiver: broadcast::Receiver<Arc<str>>,
+        entry: Arc<Entry>,
+    ) -> BoxStream<'static, Arc<str>> {
+        // The receiver is dropped before the membership (tuple order), so
+        // the last one out finds the channel with no receivers.
+        let member = Member {
+            registry: self.clone(),
+            entry,
+        };
+        futures_util::stream::unfold((receiver, member), |(mut receiver, member)| async move {
+            loop {
+                match receiver.recv().await {
+                    Ok(payload) => return Some((payload, (receiver, member))),
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::debug!(missed, "slow subscriber skipped shared events");
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        })
+        .boxed()
+    }
+
+    /// Removes `entry` from the registry (if it is still there) and closes
+    /// it to joiners.
+    fn detach(&self, entry: &Arc<Entry>) {
+        let mut streams = lock(&self.0.streams);
+        if streams
+            .get(&entry.key)
+            .is_some_and(|current| Arc::ptr_eq(current, entry))
+        {
+            streams.remove(&entry.key);
+        }
+        lock(&entry.state).sender = None;
+    }
+
+    /// Streams, subscribers and the largest streams' subscriber counts, for
+    /// `/health`.
+    pub fn stats(&self) -> serde_json::Value {
+        let registry = &self.0;
+        let mut counts: Vec<usize> = lock(&registry.streams)
+            .values()
+            .map(|entry| lock(&entry.state).subscribers)
+            .collect();
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        let subscribers: usize = counts.iter().sum();
+        let streams = counts.len();
+        counts.truncate(LISTED_STREAMS);
+        serde_json::json!({
+            "streams": streams,
+            "subscribers": subscribers,
+            "largest": counts,
+            "maxStreams": registry.max_streams,
+            "unsharedAtLimit": registry.unshared_at_limit.load(Ordering::Relaxed),
+        })
+    }
+}
+
+impl Entry {
+    /// A receiver for one more subscriber, unless the entry is closed.
+    fn join(&self, pubsub: &PubSub) -> Option<broadcast::Receiver<Arc<str>>> {
+        let mut state = lock(&self.state);
+        let receiver = state.sender.as_ref()?.subscribe();
+        state.subscribers += 1;
+        if state.live {
+            pubsub.add_shared(1);
+        }
+        Some(receiver)
+    }
+
+    fn is_live(&self) -> bool {
+        lock(&self.state).live
+    }
+}
+
+/// One subscriber's membership of a shared stream; dropping it leaves, and
+/// the last one out stops the task and removes the entry.
+struct Member {
+    registry: SharedStreams,
+    entry: Arc<Entry>,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let registry = &self.registry.0;
+        let mut streams = lock(&registry.streams);
+        let mut state = lock(&self.entry.state);
+        state.subscribers = state.subscribers.saturating_sub(1);
+        if state.live {
+            registry.pubsub.remove_shared(1);
+        }
+        if state.subscribers == 0 {
+            if streams
+                .get(&self.entry.key)
+                .is_some_and(|current| Arc::ptr_eq(current, &self.entry))
+            {
+                streams.remove(&self.entry.key);
+            }
+            state.sender = None;
+            if let Some(task) = state.task.take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// Request data of a shared execution: the resolver subscribes through it,
+/// so its receiver is not counted as a client subscription and its
+/// subscribers are, from that moment.
+pub struct SharedExecution {
+    entry: Arc<Entry>,
+    pubsub: PubSub,
+}
+
+impl SharedExecution {
+    /// The shared execution's receiver of score events; the [`Uncounted`]
+    /// is to be dropped after it.
+    pub fn subscribe(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
+        let taken = self.pubsub.subscribe_uncounted();
+        let mut state = lock(&self.entry.state);
+        if !state.live {
+            state.live = true;
+            self.pubsub.add_shared(state.subscribers);
+        }
+        taken
+    }
+}
+
+/// The shared execution: each response serialised once and sent to every
+/// subscriber. A response that comes before the resolver subscribed means
+/// the operation failed to start (and is ending): the entry leaves the
+/// registry first, so later subscribers run it afresh rather than join a
+/// stream that ends without telling them why.
+async fn run(
+    mut responses: BoxStream<'static, Response>,
+    sender: broadcast::Sender<Arc<str>>,
+    entry: Arc<Entry>,
+    registry: SharedStreams,
+) {
+    while let Some(response) = responses.next().await {
+        if !entry.is_live() {
+            registry.detach(&entry);
+        }
+        let payload = match serde_json::to_string(&response) {
+            Ok(text) => Arc::<str>::from(text),
+            Err(e) => {
+                tracing::error!(error = %e, "serialising a shared subscription response");
+                continue;
+            }
+        };
+        if sender.send(payload).is_err() {
+            break;
+        }
+    }
+    registry.detach(&entry);
+}
+
+/// The key of `request` if it is to be shared.
+fn shareable_key(api: &Api, request: &Request) -> Option<Key> {
+    let checked = api.guard().check(request).ok()??;
+    if checked.operation != OperationType::Subscription || !caller_independent(&checked.document) {
+        return None;
+    }
+    key(request)
+}
+
+/// The key of `request`, unless it is longer than [`MAX_KEY_BYTES`].
+fn key(request: &Request) -> Option<Key> {
+    let mut variables = serde_json::to_value(&request.variables).ok()?;
+    variables.sort_all_objects();
+    let key = Key {
+        document: request.query.as_str().into(),
+        operation: request.operation_name.as_deref().map(Into::into),
+        variables: variables.to_string().into(),
+    };
+    (key.len() <= MAX_KEY_BYTES).then_some(key)
+}
+
+/// Whether no field of `document` (any operation, any fragment, used or
+/// not) is one of [`CALLER_DEPENDENT_FIELDS`]. Field names are compared
+/// whatever their type: conservative, and no schema lookup. Iterative, as
+/// documents may nest deeply.
+fn caller_independent(document: &ExecutableDocument) -> bool {
+    let mut pending: Vec<&SelectionSet> = document
+        .operations
+        .iter()
+        .map(|(_, op)| &op.node.selection_set.node)
+        .chain(
+            document
+                .fragments
+                .values()
+                .map(|f| &f.node.selection_set.node),
+        )
+        .collect();
+    while let Some(set) = pending.pop() {
+        for item in &set.items {
+            match &item.node {
+                Selection::Field(field) => {
+                    if CALLER_DEPENDENT_FIELDS.contains(&field.node.name.node.as_str()) {
+                        return false;
+                    }
+                    pending.push(&field.node.selection_set.node);
+                }
+                Selection::InlineFragment(inline) => pending.push(&inline.node.selection_set.node),
+                // Every fragment's own selection is scanned above.
+                Selection::FragmentSpread(_) => {}
+            }
+        }
+    }
+    true
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use async_graphql::parser::types::{BaseType, Type, TypeKind, TypeSystemDefinition};
+    use async_graphql::Variables;
+
+    use super::*;
+
+    fn independent(query: &str) -> bool {
+        caller_independent(&async_graphql::parser::parse_query(query).unwrap())
+    }
+
+    #[test]
+    fn a_caller_dependent_field_anywhere_keeps_a_document_unshared() {
+        assert!(independent(
+            "subscription { scoreChanged { votes article { id title } } }"
+        ));
+        for query in [
+            "subscription { scoreChanged { article { myVote } } }",
+            "subscription { scoreChanged { article { mine: myVote } } }",
+            "subscription { scoreChanged { article { ... on Article { myVote } } } }",
+            "subscription { scoreChanged { article { ...A } } } fragment A on Article { myVote }",
+            // Even in a fragment or operation the selected one does not use.
+            "subscription { scoreChanged { votes } } fragment A on Article { myVote }",
+            "subscription S { scoreChanged { votes } } query Q { article(id: \"1\") { myVote } }",
+        ] {
+            assert!(!independent(query), "{query}");
+        }
+    }
+
+    fn request(query: &str, variables: serde_json::Value) -> Request {
+        Request::new(query).variables(Variables::from_json(variables))
+    }
+
+    #[test]
+    fn keys_ignore_the_order_of_variables_but_not_their_values() {
+        let query =
+            "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { votes } }";
+        let one = key(&request(query, serde_json::json!({ "a": "1", "g": "x" }))).unwrap();
+        let same = key(&request(query, serde_json::json!({ "g": "x", "a": "1" }))).unwrap();
+        let other = key(&request(query, serde_json::json!({ "a": "2", "g": "x" }))).unwrap();
+        assert_eq!(one, same);
+        assert_ne!(one, other);
+        let named =
+            key(&request(query, serde_json::json!({ "a": "1", "g": "x" })).operation_name("S"));
+        assert_ne!(Some(one), named);
+    }
+
+    #[test]
+    fn keys_past_the_size_limit_are_not_shared() {
+        let query = "subscription($g: String) { scoreChanged(group: $g) { votes } }";
+        let fits = "g".repeat(MAX_KEY_BYTES - query.len() - 16);
+        assert!(key(&request(query, serde_json::json!({ "g": fits }))).is_some());
+        let long = "g".repeat(MAX_KEY_BYTES);
+        assert!(key(&request(query, serde_json::json!({ "g": long }))).is_none());
+    }
+
+    /// Every field a subscription can reach, as reviewed for whether it
+    /// depends on the caller (those that do are in
+    /// [`CALLER_DEPENDENT_FIELDS`]).
+    const REVIEWED: &[&str] = &[
+        "Article.downvotes",
+        "Article.groups",
+        "Article.id",
+        "Article.link",
+        "Article.myVote",
+        "Article.postedAt",
+        "Article.poster",
+        "Article.score",
+        "Article.slug",
+        "Article.title",
+        "Article.views",
+        "Article.votes",
+        "ScoreChange.article",
+        "ScoreChange.at",
+        "ScoreChange.downvotes",
+        "ScoreChange.score",
+        "ScoreChange.votes",
+        "Subscription.scoreChanged",
+        "User.articles",
+        "User.karma",
+        "User.name",
+        "User.rank",
+    ];
+
+    /// A field added to any type a subscription reaches fails this test
+    /// until someone has decided whether it depends on the caller: a field
+    /// that does, left out of `CALLER_DEPENDENT_FIELDS`, would show every
+    /// subscriber of a shared stream an anonymous caller's answer.
+    #[test]
+    fn every_field_a_subscription_reaches_was_reviewed() {
+        let sdl = crate::graphql::sdl();
+        let document = async_graphql::parser::parse_schema(&sdl).unwrap();
+        let mut objects = HashMap::new();
+        for definition in &document.definitions {
+            if let TypeSystemDefinition::Type(ty) = definition {
+                if let TypeKind::Object(object) = &ty.node.kind {
+                    objects.insert(ty.node.name.node.to_string(), &object.fields);
+                }
+            }
+        }
+        fn named(ty: &Type) -> String {
+            match &ty.base {
+                BaseType::Named(name) => name.to_string(),
+                BaseType::List(inner) => named(inner),
+            }
+        }
+        let mut reached = BTreeSet::new();
+        let mut seen = BTreeSet::from(["Subscription".to_owned()]);
+        let mut pending = vec!["Subscription".to_owned()];
+        while let Some(type_name) = pending.pop() {
+            for field in objects[&type_name].iter() {
+                reached.insert(format!("{type_name}.{}", field.node.name.node));
+                let target = named(&field.node.ty.node);
+                if objects.contains_key(&target) && seen.insert(target.clone()) {
+                    pending.push(target);
+                }
+            }
+        }
+        let reviewed: BTreeSet<String> = REVIEWED.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            reached, reviewed,
+            "the fields a subscription reaches changed: decide whether each new one depends on the caller (then add it to CALLER_DEPENDENT_FIELDS) and update REVIEWED"
+        );
+        for field in CALLER_DEPENDENT_FIELDS {
+            assert!(
+                reached.iter().any(|r| r.ends_with(&format!(".{field}"))),
+                "{field} is not in the schema"
+            );
+        }
+    }
+}
