@@ -159,8 +159,9 @@ fn the_benchmark_runs_every_scenario() {
         assert_eq!(subs["delivered"], subs["expected_deliveries"], "{subs}");
         assert!(subs["deliveries_per_sec"].as_f64().unwrap() > 0.0, "{subs}");
         assert!(subs["server_cpu_us_per_delivery"].is_f64(), "{subs}");
+        // Measured in 10 ms clock ticks: a run this small may read 0.
         assert!(
-            subs["bench_cpu_us_per_delivery"].as_f64().unwrap() > 0.0,
+            subs["bench_cpu_us_per_delivery"].as_f64().unwrap() >= 0.0,
             "{subs}"
         );
     }

@@ -187,9 +187,7 @@ impl RequestContext {
         let ids = async {
             match list {
                 ArticleList::Site => store.ranking_page(ranking, page).await,
-                ArticleList::Group(group) => {
-                    Ok(unscored(store.group_page(group, ranking, page).await?))
-                }
+                ArticleList::Group(group) => store.group_page(group, ranking, page).await,
                 ArticleList::User(name) => Ok(unscored(
                     store.user_articles_page(name, ranking, page).await?,
                 )),

@@ -126,13 +126,14 @@ impl Store {
         Ok(members_to_ids(&members))
     }
 
-    /// One page of a group's ranking, built and cached as the book does.
+    /// One page of a group's ranking, built and cached as the book does. A
+    /// page of the score ranking comes with each article's score.
     pub async fn group_page(
         &self,
         group: &GroupName,
         ranking: Ranking,
         page: PageRequest,
-    ) -> AppResult<Vec<ArticleId>> {
+    ) -> AppResult<Vec<Ranked>> {
         let mut conn = self.conn().await?;
         let members = scripts::group_page(
             &mut conn,
@@ -142,7 +143,14 @@ impl Store {
             self.group_scan_budget,
         )
         .await?;
-        Ok(members_to_ids(&members.0))
+        Ok(members
+            .0
+            .iter()
+            .filter_map(|(member, score)| {
+                let id = ArticleId::from_member(member)?;
+                Some((id, (ranking == Ranking::Score).then_some(*score)))
+            })
+            .collect())
     }
 
     /// Number of ranked articles.

@@ -598,18 +598,22 @@ pub async fn set_groups(
 
 // --- group page ---------------------------------------------------------
 
-/// The members of a page, best first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Members(pub Vec<String>);
+/// The members of a page, best first, each with its score in the ranking
+/// read (flat `member, score` pairs, as `WITHSCORES` gives them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredMembers(pub Vec<(String, f64)>);
 
-impl ScriptReply for Members {
+impl ScriptReply for ScoredMembers {
     fn read(reply: &Value) -> Option<Self> {
         let Value::Array(items) = reply else {
             return None;
         };
+        if items.len() % 2 != 0 {
+            return None;
+        }
         items
-            .iter()
-            .map(|m| value_str(m).map(str::to_owned))
+            .chunks_exact(2)
+            .map(|pair| Some((value_str(&pair[0])?.to_owned(), value_f64(&pair[1])?)))
             .collect::<Option<_>>()
             .map(Self)
     }
@@ -619,35 +623,39 @@ const GROUP_PAGE_LUA: &str = r#"
 local group, ranking, cached = KEYS[1], KEYS[2], KEYS[3]
 local start, stop, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if redis.call('EXISTS', cached) == 1 then
-  return redis.call('ZREVRANGE', cached, start, stop)
+  return redis.call('ZREVRANGE', cached, start, stop, 'WITHSCORES')
 end
 local size = redis.call('SCARD', group)
 if size == 0 then return {} end
 local total = redis.call('ZCARD', ranking)
 local need = stop + 1
 if need * total / size <= budget then
-  local found, offset, chunk = {}, 0, 128
+  local found, scores, offset, chunk = {}, {}, 0, 128
   while #found < need and offset < total and offset < 4 * budget do
-    local batch = redis.call('ZREVRANGE', ranking, offset, offset + chunk - 1)
+    local batch = redis.call('ZREVRANGE', ranking, offset, offset + chunk - 1, 'WITHSCORES')
     if #batch == 0 then break end
-    for _, member in ipairs(batch) do
-      if redis.call('SISMEMBER', group, member) == 1 then
-        found[#found + 1] = member
+    for i = 1, #batch, 2 do
+      if redis.call('SISMEMBER', group, batch[i]) == 1 then
+        found[#found + 1] = batch[i]
+        scores[#scores + 1] = batch[i + 1]
         if #found == need then break end
       end
     end
-    offset = offset + #batch
+    offset = offset + #batch / 2
     chunk = math.min(chunk * 2, 4096)
   end
   if #found == need or offset >= total then
     local page = {}
-    for i = start + 1, #found do page[#page + 1] = found[i] end
+    for i = start + 1, #found do
+      page[#page + 1] = found[i]
+      page[#page + 1] = scores[i]
+    end
     return page
   end
 end
 redis.call('ZINTERSTORE', cached, 2, group, ranking, 'AGGREGATE', 'MAX')
 redis.call('EXPIRE', cached, $GROUP_CACHE_SECS)
-return redis.call('ZREVRANGE', cached, start, stop)
+return redis.call('ZREVRANGE', cached, start, stop, 'WITHSCORES')
 "#;
 
 /// One page of a group's ranking.
@@ -659,7 +667,10 @@ return redis.call('ZREVRANGE', cached, start, stop)
 /// dozen for a big group's first page. Only when that would pass the budget
 /// is the ranking built with the book's `ZINTERSTORE … AGGREGATE MAX` and
 /// cached 60 s, as in the book. Either way the order is the cached one's.
-static GROUP_PAGE: LazyLock<Lua<Members>> =
+///
+/// Every member comes with its score in the ranking read (score or post
+/// time), so a score page needs no `ZSCORE` per article afterwards.
+static GROUP_PAGE: LazyLock<Lua<ScoredMembers>> =
     LazyLock::new(|| Lua::new("group-page", GROUP_PAGE_LUA));
 
 /// Runs the group-page script for ranks `start..=stop`, spending at most
@@ -670,7 +681,7 @@ pub async fn group_page(
     ranking: Ranking,
     (start, stop): (isize, isize),
     budget: u32,
-) -> AppResult<Members> {
+) -> AppResult<ScoredMembers> {
     let mut invocation = GROUP_PAGE.invocation();
     invocation
         .key(keys::group(group))
@@ -1133,8 +1144,15 @@ mod tests {
             Some(SetGroupsReply::TooManyGroups)
         );
         assert_eq!(
-            Members::read(&reply(&["article:1", "article:2"])),
-            Some(Members(vec!["article:1".into(), "article:2".into()]))
+            ScoredMembers::read(&reply(&["article:1", "12.5", "article:2", "7"])),
+            Some(ScoredMembers(vec![
+                ("article:1".into(), 12.5),
+                ("article:2".into(), 7.0)
+            ]))
+        );
+        assert_eq!(
+            ScoredMembers::read(&reply(&["article:1", "12.5", "article:2"])),
+            None
         );
     }
 
