@@ -22,6 +22,11 @@
 //! ([`Flight`]): an expiring front page costs one execution, not one per
 //! waiting client.
 //!
+//! Each entry is a [`Cached`] body with its validator (an `ETag`) and the
+//! compressed forms made for it so far (made on the first request that
+//! asks for each coding, then served as they are), all counted in the
+//! cache's byte budget.
+//!
 //! Whole-cache invalidation is a generation counter: entries written under
 //! an older generation are dead. A response is stored only if no
 //! invalidation, and no vote that affects it, happened while it was computed
@@ -29,13 +34,14 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_graphql::parser::types::ExecutableDocument;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
+use crate::compression::{Encoding, Level};
 use crate::pubsub::{PubSub, ScoreEvent};
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
@@ -121,8 +127,73 @@ pub type DepsCollector = Arc<Mutex<Deps>>;
 struct Entry {
     generation: u64,
     stored: Instant,
-    body: bytes::Bytes,
+    cached: Arc<Cached>,
     deps: Deps,
+}
+
+/// A response body as it is served: the bytes, a strong validator (made
+/// when first asked for), and its compressed forms (one per [`Encoding`],
+/// made on demand).
+#[derive(Debug)]
+pub struct Cached {
+    body: bytes::Bytes,
+    /// Whether the response had no errors (only those are cached, by this
+    /// cache or by HTTP caches).
+    ok: bool,
+    tag: OnceLock<String>,
+    encoded: Mutex<[Option<bytes::Bytes>; 3]>,
+}
+
+/// Length of a [`Cached::tag`]: 128 bits in hex.
+const TAG_LEN: usize = 32;
+
+impl Cached {
+    /// The body of a response without errors.
+    pub fn new(body: bytes::Bytes) -> Self {
+        Self {
+            body,
+            ok: true,
+            tag: OnceLock::new(),
+            encoded: Mutex::new([None, None, None]),
+        }
+    }
+
+    /// The body of a response with errors: served, never cached.
+    pub fn failed(body: bytes::Bytes) -> Self {
+        Self {
+            ok: false,
+            ..Self::new(body)
+        }
+    }
+
+    pub fn body(&self) -> &bytes::Bytes {
+        &self.body
+    }
+
+    pub fn ok(&self) -> bool {
+        self.ok
+    }
+
+    /// The first 128 bits of the body's SHA-256, in hex: it changes
+    /// whenever the body does, and the `ETag` is built from it. Computed
+    /// once, so a cached response is hashed once, not per request.
+    pub fn tag(&self) -> &str {
+        self.tag.get_or_init(|| {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(&self.body);
+            hex::encode(&digest[..TAG_LEN / 2])
+        })
+    }
+
+    /// The compressed form already made for `encoding`, if any.
+    fn encoded(&self, encoding: Encoding) -> Option<bytes::Bytes> {
+        lock(&self.encoded)[encoding.index()].clone()
+    }
+
+    /// Bytes held by the compressed forms.
+    fn encoded_bytes(&self) -> usize {
+        lock(&self.encoded).iter().flatten().map(|b| b.len()).sum()
+    }
 }
 
 /// Where the cache stood when a response started to be computed.
@@ -167,7 +238,7 @@ impl Entries {
     /// What storing `entry` under `key` costs in bytes, indexes included.
     fn footprint(key: &str, entry: &Entry) -> usize {
         let copies = 1 + entry.deps.ids.len() + 1;
-        entry.body.len() + key.len() * copies + entry.deps.ids.len() * 16 + 128
+        entry.cached.body.len() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 128
     }
 
     fn insert(&mut self, key: String, entry: Entry, max_bytes: usize) {
@@ -195,7 +266,8 @@ impl Entries {
         }
         self.bytes += size;
         if let Some(old) = self.map.insert(key, entry) {
-            self.bytes = self.bytes.saturating_sub(old.body.len());
+            let held = old.cached.body.len() + old.cached.encoded_bytes();
+            self.bytes = self.bytes.saturating_sub(held);
         }
     }
 
@@ -236,6 +308,8 @@ pub struct ResponseCache {
     misses: AtomicU64,
     invalidations: AtomicU64,
     evictions: AtomicU64,
+    /// Compressed forms made (see [`ResponseCache::encoded`]).
+    compressions: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -299,13 +373,13 @@ impl ResponseCache {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<bytes::Bytes> {
+    pub fn get(&self, key: &str) -> Option<Arc<Cached>> {
         let generation = self.generation.load(Ordering::Acquire);
         let hit = lock(&self.entries)
             .map
             .get(key)
             .filter(|e| e.generation == generation && e.stored.elapsed() < MAX_AGE)
-            .map(|e| e.body.clone());
+            .map(|e| e.cached.clone());
         let counter = if hit.is_some() {
             &self.hits
         } else {
@@ -334,9 +408,40 @@ impl ResponseCache {
         })
     }
 
+    /// `cached` compressed with `encoding`: the form kept with the entry
+    /// if one was made, else made now (outside the locks) and kept when
+    /// `cached` is still the entry under `key` and the byte budget has
+    /// room for it (a form that does not fit is simply made again). None
+    /// if the codec failed.
+    pub fn encoded(
+        &self,
+        key: &str,
+        cached: &Arc<Cached>,
+        encoding: Encoding,
+    ) -> Option<bytes::Bytes> {
+        if let Some(form) = cached.encoded(encoding) {
+            return Some(form);
+        }
+        let form = encoding.compress(&cached.body, Level::Fast)?;
+        self.compressions.fetch_add(1, Ordering::Relaxed);
+        let mut entries = lock(&self.entries);
+        let current = entries
+            .map
+            .get(key)
+            .is_some_and(|e| Arc::ptr_eq(&e.cached, cached));
+        if current && entries.bytes + form.len() <= self.max_bytes {
+            let mut forms = lock(&cached.encoded);
+            if forms[encoding.index()].is_none() {
+                forms[encoding.index()] = Some(form.clone());
+                entries.bytes += form.len();
+            }
+        }
+        Some(form)
+    }
+
     /// Stores a response computed from `start` on, unless something it
     /// depends on changed meanwhile.
-    pub fn put(&self, key: String, start: Position, deps: Deps, body: bytes::Bytes) {
+    pub fn put(&self, key: String, start: Position, deps: Deps, cached: Arc<Cached>) {
         let votes = lock(&self.votes);
         if start.generation != self.generation.load(Ordering::Acquire) {
             return;
@@ -354,7 +459,7 @@ impl ResponseCache {
             Entry {
                 generation: start.generation,
                 stored: Instant::now(),
-                body,
+                cached,
                 deps,
             },
             self.max_bytes,
@@ -375,6 +480,7 @@ impl ResponseCache {
             "misses": self.misses.load(Ordering::Relaxed),
             "invalidations": self.invalidations.load(Ordering::Relaxed),
             "evictedByVotes": self.evictions.load(Ordering::Relaxed),
+            "compressions": self.compressions.load(Ordering::Relaxed),
         })
     }
 }
@@ -393,7 +499,7 @@ impl ResponseCache {
 struct Flights(Arc<Mutex<HashMap<String, (Position, Landing)>>>);
 
 /// Where a computed body lands: None until it does.
-type Landing = watch::Receiver<Option<bytes::Bytes>>;
+type Landing = watch::Receiver<Option<Arc<Cached>>>;
 
 /// What a request that missed the cache does.
 pub enum Flight {
@@ -409,12 +515,12 @@ pub enum Flight {
 pub struct Lead {
     flights: Flights,
     key: String,
-    sender: watch::Sender<Option<bytes::Bytes>>,
+    sender: watch::Sender<Option<Arc<Cached>>>,
 }
 
 impl Lead {
     /// Hands the body to every request waiting for it.
-    pub fn land(self, body: bytes::Bytes) {
+    pub fn land(self, body: Arc<Cached>) {
         let _ = self.sender.send(Some(body));
     }
 }
@@ -436,7 +542,7 @@ pub struct Follow(Landing);
 impl Follow {
     /// The leader's body, or None when it gave up or `patience` ran out
     /// (the caller then computes the response itself).
-    pub async fn wait(mut self, patience: Duration) -> Option<bytes::Bytes> {
+    pub async fn wait(mut self, patience: Duration) -> Option<Arc<Cached>> {
         let landed = tokio::time::timeout(patience, self.0.wait_for(Option::is_some)).await;
         match landed {
             Ok(Ok(body)) => body.clone(),
@@ -474,10 +580,13 @@ impl DocumentCache {
         lock(&self.documents).map.get(query).cloned()
     }
 
-    /// Parses `query` and keeps it; None when it does not parse
-    /// (async-graphql then reports the syntax error itself).
-    pub fn parse(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
-        let doc = Arc::new(async_graphql::parser::parse_query(query).ok()?);
+    /// Parses `query` and keeps it; the parser's error when it does not
+    /// parse (nothing is kept then).
+    pub fn parse(
+        &self,
+        query: &str,
+    ) -> Result<Arc<ExecutableDocument>, async_graphql::parser::Error> {
+        let doc = Arc::new(async_graphql::parser::parse_query(query)?);
         if query.len() <= MAX_CACHED_DOCUMENT {
             let mut documents = lock(&self.documents);
             if documents.map.len() >= MAX_DOCUMENTS
@@ -488,7 +597,7 @@ impl DocumentCache {
             documents.text_bytes += query.len();
             documents.map.insert(query.to_owned(), doc.clone());
         }
-        Some(doc)
+        Ok(doc)
     }
 
     /// Documents and text bytes kept, for `/health`.
@@ -505,7 +614,7 @@ mod tests {
     #[test]
     fn documents_are_parsed_once_and_bounded_in_bytes() {
         let documents = DocumentCache::default();
-        assert!(documents.parse("{ articles { id ").is_none());
+        assert!(documents.parse("{ articles { id ").is_err());
         assert!(documents.get("{ articleCount }").is_none());
         let a = documents.parse("{ articleCount }").unwrap();
         // A second lookup is the same parsed document.
@@ -513,7 +622,7 @@ mod tests {
         // Distinct documents never hold more than the text budget.
         let padding = "#".repeat(15_000);
         for i in 0..400 {
-            documents.parse(&format!("{{ articleCount }} {padding} {i}"));
+            let _ = documents.parse(&format!("{{ articleCount }} {padding} {i}"));
             assert!(lock(&documents.documents).text_bytes <= MAX_DOCUMENT_TEXT_BYTES);
         }
     }
@@ -521,25 +630,67 @@ mod tests {
     #[test]
     fn the_response_cache_is_bounded_in_bytes() {
         let cache = ResponseCache::with_max_bytes(1024 * 1024);
-        let body = bytes::Bytes::from(vec![b'x'; 30_000]);
+        // Bodies that barely compress, so their forms weigh too.
+        let noise: Vec<u8> = (0..30_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         for i in 0..200 {
+            let key = format!("k{i}");
+            let mut body = noise.clone();
+            body[0] = i as u8;
+            let cached = Arc::new(Cached::new(bytes::Bytes::from(body)));
             cache.put(
-                format!("k{i}"),
+                key.clone(),
                 cache.position(),
                 Deps::default(),
-                body.clone(),
+                cached.clone(),
             );
+            for encoding in Encoding::ALL {
+                cache.encoded(&key, &cached, encoding);
+            }
             assert!(lock(&cache.entries).bytes <= 1024 * 1024);
         }
         assert!(cache.get("k199").is_some(), "recent entries are kept");
         // An entry larger than a sixteenth of the budget is not kept at all.
         let huge = bytes::Bytes::from(vec![b'x'; 100_000]);
-        cache.put("huge".into(), cache.position(), Deps::default(), huge);
+        cache.put(
+            "huge".into(),
+            cache.position(),
+            Deps::default(),
+            cached(huge),
+        );
         assert!(cache.get("huge").is_none());
     }
 
-    fn body(text: &'static str) -> bytes::Bytes {
-        bytes::Bytes::from_static(text.as_bytes())
+    #[test]
+    fn compressed_forms_are_made_once_and_kept_with_the_entry() {
+        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
+        let text = br#"{"data":{"articles":[{"id":"1"}]}}"#.repeat(100);
+        let kept = cached(bytes::Bytes::from(text));
+        cache.put("k".into(), cache.position(), Deps::default(), kept.clone());
+        let before = lock(&cache.entries).bytes;
+        let first = cache.encoded("k", &kept, Encoding::Br).unwrap();
+        assert!(first.len() < kept.body().len() / 10);
+        let after = lock(&cache.entries).bytes;
+        assert_eq!(after, before + first.len(), "the form is counted");
+        // The second request gets the very same bytes, not a new compression.
+        let second = cache
+            .encoded("k", &cache.get("k").unwrap(), Encoding::Br)
+            .unwrap();
+        assert_eq!(first.as_ptr(), second.as_ptr());
+        // A body that is no longer the entry's is compressed but not kept.
+        let stray = cached(bytes::Bytes::from(vec![b'y'; 5_000]));
+        cache.encoded("k", &stray, Encoding::Gzip);
+        assert!(stray.encoded(Encoding::Gzip).is_none());
+        assert_eq!(lock(&cache.entries).bytes, after);
+    }
+
+    fn cached(body: bytes::Bytes) -> Arc<Cached> {
+        Arc::new(Cached::new(body))
+    }
+
+    fn body(text: &'static str) -> Arc<Cached> {
+        cached(bytes::Bytes::from_static(text.as_bytes()))
     }
 
     fn vote(id: &str, score: f64, groups: &[&str]) -> Arc<ScoreEvent> {
@@ -564,7 +715,8 @@ mod tests {
         };
         let waiting = tokio::spawn(follow.wait(Duration::from_secs(5)));
         lead.land(body("page"));
-        assert_eq!(waiting.await.unwrap().as_deref(), Some(&b"page"[..]));
+        let landed = waiting.await.unwrap().unwrap();
+        assert_eq!(landed.body().as_ref(), b"page");
         // Landed and dropped: the next miss leads again.
         assert!(matches!(cache.flight("k"), Flight::Lead(_)));
 
@@ -592,7 +744,7 @@ mod tests {
         let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
         let start = cache.position();
         cache.put("k".into(), start, Deps::default(), body("1"));
-        assert_eq!(cache.get("k").as_deref(), Some(&b"1"[..]));
+        assert_eq!(cache.get("k").unwrap().body().as_ref(), b"1");
         cache.invalidate();
         assert!(cache.get("k").is_none());
         // A response computed before an invalidation is not stored.

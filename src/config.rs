@@ -267,6 +267,21 @@ pub struct Settings {
     /// past it the request fails with INTERNAL "storage unavailable".
     #[arg(long, env = "VOTEGRAPH_REDIS_TIMEOUT_MS", default_value_t = 1_000)]
     pub redis_timeout_ms: u64,
+
+    // --- Automatic persisted queries (see `persisted.rs`) ---
+    /// Most persisted documents kept in Redis; registering one more drops
+    /// the oldest. With `--max-query-bytes` this bounds their memory
+    /// (5,000 × 32 KiB at worst; real documents are a few hundred bytes).
+    #[arg(long, env = "VOTEGRAPH_PERSISTED_QUERIES_MAX", default_value_t = 5_000)]
+    pub persisted_queries_max: u64,
+
+    /// Seconds a persisted document is kept after its last registration.
+    #[arg(
+        long,
+        env = "VOTEGRAPH_PERSISTED_QUERY_TTL_SECS",
+        default_value_t = 86_400
+    )]
+    pub persisted_query_ttl_secs: u64,
 }
 
 impl Settings {
@@ -315,6 +330,13 @@ impl Settings {
 
     pub fn pool_timeout(&self) -> Duration {
         Duration::from_millis(self.pool_timeout_ms)
+    }
+
+    pub fn persisted_limits(&self) -> crate::persisted::PersistedLimits {
+        crate::persisted::PersistedLimits {
+            ttl_secs: self.persisted_query_ttl_secs.max(1),
+            max_documents: self.persisted_queries_max.max(1),
+        }
     }
 
     pub fn document_limits(&self) -> crate::graphql::limits::DocumentLimits {

@@ -5,7 +5,7 @@
 //! and other internal failures are logged with their cause and reach the
 //! client only as a generic message, so no internal detail leaks.
 
-use async_graphql::ServerError;
+use async_graphql::{Pos, ServerError};
 use poem::http::StatusCode;
 
 use crate::store::keys::RateAction;
@@ -83,11 +83,32 @@ pub enum AppError {
     UnsupportedMediaType,
     #[error("only queries can be sent with GET; send mutations with POST")]
     MethodNotAllowed,
+    /// A method `/graphql` does not serve (PUT, DELETE…).
+    #[error("/graphql serves GET (queries only) and POST")]
+    UnsupportedMethod,
     #[error("the request body was not received in time")]
     RequestTimeout,
     /// The server is at its connection limit.
     #[error("the server is at its connection limit; try again shortly")]
     Overloaded,
+    /// The document does not parse; `pos` is where the parser stopped
+    /// (sent in `locations`, so the message needs no excerpt).
+    #[error("{message}")]
+    Syntax { message: String, pos: Option<Pos> },
+    /// The document parses but breaks a rule the parser checks (two
+    /// anonymous operations, a fragment defined twice).
+    #[error("{message}")]
+    InvalidDocument { message: String, pos: Option<Pos> },
+    /// A variable's value cannot be coerced to its declared type (a
+    /// required one is missing or null); checked before execution.
+    #[error("{message}")]
+    VariableCoercion { message: String, pos: Option<Pos> },
+    /// An automatic persisted query whose hash this server does not know.
+    /// The message is the protocol's own constant: Apollo Client matches
+    /// the code, urql and others match this exact message, and either way
+    /// the client resends the request with the query text.
+    #[error("PersistedQueryNotFound")]
+    PersistedQueryNotFound,
 }
 
 impl AppError {
@@ -129,9 +150,13 @@ impl AppError {
             AppError::UndeclaredVariable(_) => "GRAPHQL_VALIDATION_FAILED",
             AppError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             AppError::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
-            AppError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            AppError::MethodNotAllowed | AppError::UnsupportedMethod => "METHOD_NOT_ALLOWED",
             AppError::RequestTimeout => "REQUEST_TIMEOUT",
             AppError::Overloaded => "SERVICE_UNAVAILABLE",
+            AppError::Syntax { .. } => "GRAPHQL_PARSE_FAILED",
+            AppError::InvalidDocument { .. } => "GRAPHQL_VALIDATION_FAILED",
+            AppError::VariableCoercion { .. } => "BAD_USER_INPUT",
+            AppError::PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
         }
     }
 
@@ -142,13 +167,36 @@ impl AppError {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AppError::MethodNotAllowed | AppError::UnsupportedMethod => {
+                StatusCode::METHOD_NOT_ALLOWED
+            }
             AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             AppError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             AppError::RateLimited { .. } | AppError::TooManyConnections { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
             _ => StatusCode::OK,
+        }
+    }
+
+    /// The HTTP status of the same refusal when the client asked for
+    /// `application/graphql-response+json`. That media type has no `200`
+    /// for a response without `data`: a document that does not parse or
+    /// validate, or variables that do not coerce, answer `400`; an
+    /// unknown persisted query `404` (as Apollo's servers do); a storage
+    /// failure `503`. Errors raised while executing never come here.
+    pub fn graphql_response_status(&self) -> StatusCode {
+        match self {
+            AppError::PersistedQueryNotFound => StatusCode::NOT_FOUND,
+            AppError::Storage(_) | AppError::StorageTimeout { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            AppError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            _ => match self.http_status() {
+                StatusCode::OK => StatusCode::BAD_REQUEST,
+                status => status,
+            },
         }
     }
 
@@ -170,13 +218,26 @@ impl AppError {
     /// The JSON body of a response refused before any GraphQL execution:
     /// `{"errors": [...]}`, with no `data` key since nothing ran.
     pub fn to_json_body(self) -> String {
-        serde_json::json!({ "errors": [self.to_server_error()] }).to_string()
+        #[derive(serde::Serialize)]
+        struct Errors {
+            errors: [ServerError; 1],
+        }
+        serde_json::to_string(&Errors {
+            errors: [self.to_server_error()],
+        })
+        .unwrap_or_default()
     }
 
     /// This error as a GraphQL error with its code, for failures outside
     /// any resolver (document limits, deadlines, HTTP-level problems).
     pub fn to_server_error(self) -> ServerError {
-        let mut error = ServerError::new(self.to_string(), None);
+        let pos = match &self {
+            AppError::Syntax { pos, .. }
+            | AppError::InvalidDocument { pos, .. }
+            | AppError::VariableCoercion { pos, .. } => *pos,
+            _ => None,
+        };
+        let mut error = ServerError::new(self.to_string(), pos);
         error.source = Some(std::sync::Arc::new(self));
         assign_code(&mut error);
         error

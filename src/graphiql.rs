@@ -6,14 +6,17 @@
 //! the WebSocket reads the `Authorization` header from GraphiQL's headers
 //! editor when it connects.
 
-use poem::http::{header, StatusCode};
+use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::{Html, Path};
 use poem::{handler, IntoResponse, Response};
+use tokio::sync::OnceCell;
+
+use crate::compression::{Encoding, Level};
 
 /// Bumped with the vendored files, so browsers may cache them for long.
 const ASSET_VERSION: &str = "3.8.3-1";
 
-const ASSETS: &[(&str, &str, &[u8])] = &[
+const ASSETS: [(&str, &str, &[u8]); 5] = [
     (
         "graphiql.min.js",
         "text/javascript; charset=utf-8",
@@ -113,14 +116,51 @@ pub async fn page() -> Html<String> {
     ))
 }
 
-/// `GET /assets/graphiql/:file`.
+/// Codings the assets are offered in, preferred first. Brotli at quality 9
+/// makes GraphiQL's script 14 % smaller than gzip 9; zstd would need level
+/// 19 (2 s) to match brotli, so it is not offered.
+const ASSET_ENCODINGS: [Encoding; 2] = [Encoding::Br, Encoding::Gzip];
+
+/// Each asset's compressed forms, made once per process on first request
+/// (on a blocking thread: the script takes 0.7 s at brotli 9).
+static COMPRESSED: [[OnceCell<Option<bytes::Bytes>>; 2]; 5] = [
+    [OnceCell::const_new(), OnceCell::const_new()],
+    [OnceCell::const_new(), OnceCell::const_new()],
+    [OnceCell::const_new(), OnceCell::const_new()],
+    [OnceCell::const_new(), OnceCell::const_new()],
+    [OnceCell::const_new(), OnceCell::const_new()],
+];
+
+/// `GET /assets/graphiql/:file`, compressed by `Accept-Encoding`.
 #[handler]
-pub async fn asset(Path(file): Path<String>) -> Response {
-    match ASSETS.iter().find(|(name, _, _)| *name == file) {
-        Some((_, content_type, bytes)) => Response::builder()
-            .header(header::CONTENT_TYPE, *content_type)
-            .header(header::CACHE_CONTROL, "public, max-age=31536000, immutable")
-            .body(*bytes),
-        None => StatusCode::NOT_FOUND.into_response(),
+pub async fn asset(Path(file): Path<String>, headers: &HeaderMap) -> Response {
+    let Some(index) = ASSETS.iter().position(|(name, _, _)| *name == file) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let (_, content_type, bytes) = ASSETS[index];
+    let response = Response::builder()
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CACHE_CONTROL, "public, max-age=31536000, immutable")
+        .header(header::VARY, "Accept-Encoding");
+    let Some(encoding) = Encoding::negotiate(headers, &ASSET_ENCODINGS) else {
+        return response.body(bytes);
+    };
+    let slot = ASSET_ENCODINGS
+        .iter()
+        .position(|e| *e == encoding)
+        .unwrap_or(0);
+    let form = COMPRESSED[index][slot]
+        .get_or_init(|| async move {
+            tokio::task::spawn_blocking(move || encoding.compress(bytes, Level::Best))
+                .await
+                .ok()
+                .flatten()
+        })
+        .await;
+    match form {
+        Some(form) => response
+            .header(header::CONTENT_ENCODING, encoding.name())
+            .body(form.clone()),
+        None => response.body(bytes),
     }
 }

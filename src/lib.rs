@@ -9,12 +9,15 @@
 pub mod auth;
 pub mod cache;
 pub mod client;
+pub mod compression;
 pub mod config;
+pub mod cors;
 pub mod domain;
 pub mod error;
 pub mod graphiql;
 pub mod graphql;
 pub mod local_redis;
+pub mod persisted;
 pub mod pubsub;
 pub mod routes;
 pub mod server;

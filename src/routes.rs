@@ -1,4 +1,10 @@
-//! HTTP endpoints: GraphQL over HTTP, GraphiQL and the health check.
+//! HTTP endpoints: GraphQL over HTTP, the WebSocket upgrade and the
+//! health check.
+//!
+//! The HTTP contract (see the README's "HTTP" section): media types
+//! negotiated from `Accept`, a JSON GraphQL error with a code for every
+//! refusal, automatic persisted queries (`persisted.rs`), caching headers
+//! (`Cache-Control`, `ETag`, `304`) and compression by `Accept-Encoding`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +20,12 @@ use tokio::io::AsyncReadExt;
 use tracing::Instrument;
 
 use crate::auth::Session;
-use crate::cache::Flight;
+use crate::cache::{Cached, Flight, ResponseCache};
 use crate::client::{ClientAddr, TrustedProxies};
+use crate::compression::{self, Encoding};
 use crate::error::AppError;
 use crate::graphql::{Api, RequestContext};
+use crate::persisted::PersistedQueries;
 use crate::ws::WebSockets;
 
 /// Seconds a client refused for holding too many WebSockets is told to
@@ -26,12 +34,13 @@ use crate::ws::WebSockets;
 const CONNECTION_RETRY_AFTER_SECS: u64 = 5;
 
 /// `GET /graphql`: a WebSocket upgrade for subscriptions, or a query in the
-/// URL (`?query=…`) like `POST`.
+/// URL (`?query=…`, or only a persisted query's hash) like `POST`.
 #[handler]
 pub async fn graphql_get(
     req: &Request,
     body: Body,
     schema: Data<&Api>,
+    persisted: Data<&Arc<PersistedQueries>>,
     trusted: Data<&TrustedProxies>,
     sockets: Data<&WebSockets>,
 ) -> poem::Result<Response> {
@@ -45,12 +54,30 @@ pub async fn graphql_get(
     if !upgrade {
         let request = match request_from_url(req.uri().query().unwrap_or("")) {
             Ok(request) => request,
-            Err(e) => return Ok(error_response(e)),
+            Err(e) => return Ok(refusal(e, Media::of(req.headers()))),
         };
-        return Ok(execute(&schema, req.headers(), client, Method::Get, request).await);
+        return Ok(execute(
+            &schema,
+            &persisted,
+            req.headers(),
+            client,
+            Method::Get,
+            request,
+        )
+        .await);
     }
-    let websocket = WebSocket::from_request(req, &mut body).await?;
-    let protocol = GraphQLProtocol::from_request(req, &mut body).await?;
+    // Checked before the upgrade, so a client that forgot the subprotocol
+    // reads why instead of an empty 400.
+    let Ok(protocol) = GraphQLProtocol::from_request(req, &mut body).await else {
+        return Ok(error_response(AppError::BadRequest(
+            "a GraphQL WebSocket needs the subprotocol graphql-transport-ws (or the legacy graphql-ws) in Sec-WebSocket-Protocol".to_owned(),
+        )));
+    };
+    let Ok(websocket) = WebSocket::from_request(req, &mut body).await else {
+        return Ok(error_response(AppError::BadRequest(
+            "not a valid WebSocket upgrade: Sec-WebSocket-Key and Sec-WebSocket-Version: 13 are required".to_owned(),
+        )));
+    };
     let Some(slot) = sockets.admit(Some(client.ip())) else {
         return Ok(error_response(AppError::TooManyConnections {
             websocket: true,
@@ -66,6 +93,19 @@ pub async fn graphql_get(
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| connection.run(socket))
         .into_response())
+}
+
+/// Any other method on `/graphql`: a JSON `405` naming the methods it
+/// serves (poem's own is plain text).
+pub async fn graphql_other_methods<E: Endpoint>(
+    endpoint: Arc<E>,
+    req: Request,
+) -> poem::Result<Response> {
+    use poem::http::Method as M;
+    if matches!(*req.method(), M::GET | M::POST | M::HEAD) {
+        return endpoint.call(req).await.map(IntoResponse::into_response);
+    }
+    Ok(error_response(AppError::UnsupportedMethod))
 }
 
 /// The request's client address: its socket peer, or what a trusted proxy
@@ -97,16 +137,110 @@ enum Method {
 /// Asks for `extensions.cost` in the response (any value).
 pub const COST_HEADER: &str = "x-query-cost";
 
+/// The media type of the GraphQL-over-HTTP spec, answered when asked for.
+pub const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
+
+/// `Cache-Control` of an anonymous `GET` query answered without errors: a
+/// CDN or browser may reuse it for as long as votegraph's own response
+/// cache would (1 s), and serve it up to 10 s stale while it fetches a
+/// fresh one in the background.
+pub const PUBLIC_CACHE_CONTROL: &str = "public, max-age=1, stale-while-revalidate=10";
+/// `Cache-Control` of everything else on `/graphql`: logged-in answers,
+/// mutations, `POST`s, errors.
+pub const PRIVATE_CACHE_CONTROL: &str = "private, no-store";
+/// The request headers a `/graphql` answer depends on (CORS adds `Origin`).
+const VARY: &str = "Accept, Accept-Encoding, Authorization, X-Query-Cost";
+
+/// The media type a response is sent as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Media {
+    /// `application/json`: the default, and what a client that does not
+    /// name `application/graphql-response+json` gets. Requests that fail
+    /// before execution answer `200` (the spec's legacy rules), with no
+    /// `data` key.
+    Json,
+    /// `application/graphql-response+json`: a response without `data`
+    /// answers `4xx`/`5xx` (see [`AppError::graphql_response_status`]).
+    GraphqlResponse,
+}
+
+impl Media {
+    /// From `Accept`: `application/graphql-response+json` when it is
+    /// listed with a `q` at least that of `application/json` (or of a
+    /// wildcard); `application/json` otherwise, including without `Accept`.
+    pub fn of(headers: &HeaderMap) -> Self {
+        let (mut graphql_q, mut json_q) = (0.0f32, 0.0f32);
+        for value in headers.get_all(header::ACCEPT) {
+            let Ok(value) = value.to_str() else { continue };
+            for item in value.split(',') {
+                let mut parts = item.split(';');
+                let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+                let q = parts
+                    .filter_map(|p| p.split_once('='))
+                    .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                    .map(|(_, v)| v.trim().parse::<f32>().unwrap_or(0.0))
+                    .unwrap_or(1.0);
+                match media.as_str() {
+                    GRAPHQL_RESPONSE_JSON => graphql_q = graphql_q.max(q),
+                    "application/json" | "application/*" | "*/*" => json_q = json_q.max(q),
+                    _ => {}
+                }
+            }
+        }
+        if graphql_q > 0.0 && graphql_q >= json_q {
+            Media::GraphqlResponse
+        } else {
+            Media::Json
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Media::Json => "application/json",
+            Media::GraphqlResponse => GRAPHQL_RESPONSE_JSON,
+        }
+    }
+
+    fn status(self, error: &AppError) -> StatusCode {
+        match self {
+            Media::Json => error.http_status(),
+            Media::GraphqlResponse => error.graphql_response_status(),
+        }
+    }
+}
+
+/// What the client asked for: a media type and a content coding.
+#[derive(Clone, Copy, Debug)]
+struct Wants {
+    media: Media,
+    encoding: Option<Encoding>,
+}
+
+impl Wants {
+    fn of(headers: &HeaderMap) -> Self {
+        Self {
+            media: Media::of(headers),
+            encoding: Encoding::negotiate(headers, &Encoding::ALL),
+        }
+    }
+}
+
 async fn execute(
     schema: &Api,
+    persisted: &PersistedQueries,
     headers: &HeaderMap,
     client: ClientAddr,
     method: Method,
     mut request: async_graphql::Request,
 ) -> Response {
+    let wants = Wants::of(headers);
+    let registration = match persisted.resolve(&mut request).await {
+        Ok(registration) => registration,
+        Err(e) => return refusal(e, wants.media),
+    };
     let checked = match schema.guard().check(&request) {
         Ok(checked) => checked,
-        Err(e) => return error_response(e),
+        Err(e) => return refusal(e, wants.media),
     };
     let (operation, cost) = match &checked {
         Some(c) => (Some(c.operation), Some(c.cost)),
@@ -114,34 +248,33 @@ async fn execute(
     };
     if method == Method::Get && operation.is_some_and(|op| op != OperationType::Query) {
         // A GET must be safe: a link prefetcher must not vote.
-        return error_response(AppError::MethodNotAllowed);
+        return refusal(AppError::MethodNotAllowed, wants.media);
+    }
+    if let Some(registration) = registration {
+        // Only a document that passed every limit is kept.
+        persisted.register(registration, &request.query).await;
     }
     let want_cost = headers.contains_key(COST_HEADER);
     let auth = authorization(headers);
+    let anonymous_query = auth.is_none() && operation == Some(OperationType::Query) && !want_cost;
+    // Only an anonymous GET query may be kept by shared HTTP caches.
+    let public = anonymous_query && method == Method::Get;
     // Anonymous queries may be answered from (and stored in) the cache.
-    let cache = match (auth, schema.state().responses(), operation, want_cost) {
-        (None, Some(cache), Some(OperationType::Query), false) => Some(cache),
-        _ => None,
-    };
+    let cache = schema.state().responses().filter(|_| anonymous_query);
     let mut stored = None;
     if let Some(cache) = cache {
         let key = cache_key(&request);
-        if let Some(body) = cache.get(&key) {
-            return json(body);
+        if let Some(hit) = cache.get(&key) {
+            return reply(headers, wants, &hit, Some((cache, &key)), public);
         }
         let lead = match cache.flight(&key) {
             Flight::Lead(lead) => Some(lead),
             Flight::Follow(follow) => match follow.wait(schema.deadline()).await {
-                Some(body) => return json(body),
+                Some(landed) => return reply(headers, wants, &landed, Some((cache, &key)), public),
                 None => None,
             },
         };
         stored = Some((cache, key, cache.position(), lead));
-    }
-    // The parsed document is cloned only here, on the way to execution: a
-    // response-cache hit never pays for it.
-    if let Some(checked) = checked {
-        request.set_parsed_query(checked.document.as_ref().clone());
     }
     let session = Session::from_authorization(auth);
     let context = match stored {
@@ -149,7 +282,9 @@ async fn execute(
         None => RequestContext::new(schema.state(), session, client),
     };
     let (request, recorded) = context.attach(request);
-    let mut response = schema.execute_checked(request).await;
+    let mut response = schema
+        .execute_checked(request, checked.map(|c| c.document))
+        .await;
     if let (true, Some(cost)) = (want_cost, cost) {
         response.extensions.insert(
             "cost".to_owned(),
@@ -160,32 +295,172 @@ async fn execute(
             .unwrap_or_default(),
         );
     }
-    let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
-    if let Some((cache, key, start, lead)) = stored {
-        if let (true, Some(deps)) = (response.is_ok(), recorded.take()) {
-            cache.put(key, start, deps, body.clone());
-        }
-        if let Some(lead) = lead {
-            lead.land(body.clone());
-        }
+    if is_request_error(&response) {
+        return request_error(&response, wants.media);
     }
-    json(body)
+    let ok = response.is_ok();
+    let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
+    let cached = Arc::new(if ok {
+        Cached::new(body)
+    } else {
+        Cached::failed(body)
+    });
+    let Some((cache, key, start, lead)) = stored else {
+        return reply(headers, wants, &cached, None, public);
+    };
+    if let (true, Some(deps)) = (ok, recorded.take()) {
+        cache.put(key.clone(), start, deps, cached.clone());
+    }
+    if let Some(lead) = lead {
+        lead.land(cached.clone());
+    }
+    reply(headers, wants, &cached, Some((cache, &key)), public)
 }
 
-/// A request that fails before execution: a JSON GraphQL error (no `data`
-/// key: nothing ran) with its code and HTTP status, `Allow` after a `405`
-/// and `Retry-After` when the error says when to try again.
-pub fn error_response(error: AppError) -> Response {
+/// Whether `response` failed before execution: nothing but parse,
+/// validation or variable errors, none inside a field, and no data. The
+/// GraphQL spec then wants no `data` key at all.
+fn is_request_error(response: &async_graphql::Response) -> bool {
+    response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| {
+            let code = e.extensions.as_ref().and_then(|x| x.get("code"));
+            let before_execution = matches!(
+                code,
+                Some(async_graphql::Value::String(c))
+                    if matches!(c.as_str(), "GRAPHQL_PARSE_FAILED" | "GRAPHQL_VALIDATION_FAILED" | "BAD_USER_INPUT")
+            );
+            e.path.is_empty() && before_execution
+        })
+}
+
+/// The answer to a request that failed before execution: its errors
+/// without `data`, `400` under `application/graphql-response+json`.
+fn request_error(response: &async_graphql::Response, media: Media) -> Response {
+    #[derive(serde::Serialize)]
+    struct WithoutData<'a> {
+        errors: &'a [async_graphql::ServerError],
+        #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        extensions: &'a std::collections::BTreeMap<String, async_graphql::Value>,
+    }
+    let body = serde_json::to_string(&WithoutData {
+        errors: &response.errors,
+        extensions: &response.extensions,
+    })
+    .unwrap_or_default();
+    let status = match media {
+        Media::Json => StatusCode::OK,
+        Media::GraphqlResponse => StatusCode::BAD_REQUEST,
+    };
+    Response::builder()
+        .status(status)
+        .content_type(media.content_type())
+        .header(header::CACHE_CONTROL, PRIVATE_CACHE_CONTROL)
+        .header(header::VARY, VARY)
+        .body(body)
+}
+
+/// A response body as `wants` asks: its media type, compressed above
+/// [`compression::MIN_BYTES`] when the client accepts a coding (a cached
+/// response's compressed form is kept with it, see
+/// [`ResponseCache::encoded`]), and its caching headers. A `public`
+/// response without errors gets [`PUBLIC_CACHE_CONTROL`] and an `ETag`, and
+/// a matching `If-None-Match` gets `304` without a body; everything else
+/// is [`PRIVATE_CACHE_CONTROL`].
+fn reply(
+    headers: &HeaderMap,
+    wants: Wants,
+    cached: &Arc<Cached>,
+    entry: Option<(&ResponseCache, &str)>,
+    public: bool,
+) -> Response {
+    let public = public && cached.ok();
+    let compressed = wants
+        .encoding
+        .filter(|_| cached.body().len() >= compression::MIN_BYTES)
+        .and_then(|encoding| {
+            let form = match entry {
+                Some((cache, key)) => cache.encoded(key, cached, encoding),
+                None => encoding.compress(cached.body(), compression::Level::Fast),
+            };
+            form.map(|form| (encoding, form))
+        });
+    let mut response = Response::builder().header(header::VARY, VARY);
+    if public {
+        let etag = etag(
+            cached.tag(),
+            wants.media,
+            compressed.as_ref().map(|(e, _)| *e),
+        );
+        response = response
+            .header(header::CACHE_CONTROL, PUBLIC_CACHE_CONTROL)
+            .header(header::ETAG, &etag);
+        if if_none_match(headers, &etag) {
+            return response.status(StatusCode::NOT_MODIFIED).finish();
+        }
+    } else {
+        response = response.header(header::CACHE_CONTROL, PRIVATE_CACHE_CONTROL);
+    }
+    response = response.content_type(wants.media.content_type());
+    match compressed {
+        Some((encoding, form)) => response
+            .header(header::CONTENT_ENCODING, encoding.name())
+            .body(form),
+        None => response.body(cached.body().clone()),
+    }
+}
+
+/// A strong validator per representation: the body's tag, plus what makes
+/// this representation differ from the others of the same body (media
+/// type, content coding).
+fn etag(tag: &str, media: Media, encoding: Option<Encoding>) -> String {
+    let media = match media {
+        Media::Json => "",
+        Media::GraphqlResponse => ".gr",
+    };
+    let encoding = encoding
+        .map(|e| format!(".{}", e.name()))
+        .unwrap_or_default();
+    format!("\"{tag}{media}{encoding}\"")
+}
+
+/// Whether `If-None-Match` names `etag` (or is `*`), compared weakly as
+/// the header's semantics require for `GET`.
+fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim())
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
+}
+
+/// A request that fails before any GraphQL execution: a JSON GraphQL
+/// error (no `data` key: nothing ran) with its code and the HTTP status for
+/// `media`, `Allow` after a `405` and `Retry-After` when the error says
+/// when to try again.
+fn refusal(error: AppError, media: Media) -> Response {
     let mut response = Response::builder()
-        .status(error.http_status())
-        .content_type("application/json");
-    if matches!(error, AppError::MethodNotAllowed) {
-        response = response.header(header::ALLOW, "POST");
+        .status(media.status(&error))
+        .content_type(media.content_type())
+        .header(header::CACHE_CONTROL, PRIVATE_CACHE_CONTROL)
+        .header(header::VARY, VARY);
+    match error {
+        AppError::MethodNotAllowed => response = response.header(header::ALLOW, "POST"),
+        AppError::UnsupportedMethod => response = response.header(header::ALLOW, "GET, POST"),
+        _ => {}
     }
     if let Some(secs) = error.retry_after() {
         response = response.header(header::RETRY_AFTER, secs);
     }
     response.body(error.to_json_body())
+}
+
+/// [`refusal`] as `application/json`, for answers outside the GraphQL
+/// exchange (WebSocket upgrades, other methods).
+pub fn error_response(error: AppError) -> Response {
+    refusal(error, Media::Json)
 }
 
 /// A GraphQL request from a GET URL's query string.
@@ -214,7 +489,7 @@ fn request_from_url(query: &str) -> Result<async_graphql::Request, AppError> {
             _ => {}
         }
     }
-    if !has_query {
+    if !has_query && !request.extensions.contains_key("persistedQuery") {
         return Err(AppError::BadRequest(
             "the query parameter is missing".to_owned(),
         ));
@@ -274,7 +549,15 @@ async fn request_from_body(
             "batched requests are not supported: send one operation per request".to_owned(),
         ));
     }
-    if !value.get("query").is_some_and(serde_json::Value::is_string) {
+    // Only an automatic persisted query may leave the text out.
+    let persisted = value
+        .get("extensions")
+        .is_some_and(|e| e.get("persistedQuery").is_some());
+    let has_text = match value.get("query") {
+        Some(query) => query.is_string(),
+        None => persisted,
+    };
+    if !has_text {
         return Err(AppError::BadRequest(
             "the request needs a query string".to_owned(),
         ));
@@ -330,16 +613,11 @@ fn cache_key(request: &async_graphql::Request) -> String {
     )
 }
 
-fn json(body: bytes::Bytes) -> Response {
-    Response::builder()
-        .content_type("application/json")
-        .body(body)
-}
-
 /// `POST /graphql`.
 #[handler]
 pub async fn graphql(
     schema: Data<&Api>,
+    persisted: Data<&Arc<PersistedQueries>>,
     limits: Data<&BodyLimits>,
     trusted: Data<&TrustedProxies>,
     req: &Request,
@@ -348,15 +626,19 @@ pub async fn graphql(
     let headers = req.headers();
     let client = client_addr(req, &trusted);
     match request_from_body(headers, body, *limits.0).await {
-        Ok(request) => execute(&schema, headers, client, Method::Post, request).await,
-        Err(e) => error_response(e),
+        Ok(request) => execute(&schema, &persisted, headers, client, Method::Post, request).await,
+        Err(e) => refusal(e, Media::of(headers)),
     }
 }
 
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
 /// also tells how many subscriptions this process is serving.
 #[handler]
-pub async fn health(schema: Data<&Api>, ws: Data<&WebSockets>) -> Response {
+pub async fn health(
+    schema: Data<&Api>,
+    ws: Data<&WebSockets>,
+    persisted: Data<&Arc<PersistedQueries>>,
+) -> Response {
     let state = schema.state();
     let redis = match tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await {
         Ok(Ok(())) => Ok(()),
@@ -369,6 +651,7 @@ pub async fn health(schema: Data<&Api>, ws: Data<&WebSockets>) -> Response {
         "sharedSubscriptions": ws.shared_stats(),
         "responseCache": state.responses().map(|c| c.stats()),
         "documentCache": schema.guard().document_stats(),
+        "persistedQueries": persisted.stats(),
     });
     match redis {
         Ok(()) => Json(body).into_response(),

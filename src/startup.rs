@@ -4,17 +4,20 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use poem::middleware::{Compression, Cors};
+use std::sync::Arc;
+
 use poem::{get, EndpointExt, Route};
 use tokio::net::TcpListener;
 
 use crate::auth::PasswordHasher;
 use crate::cache::ResponseCache;
 use crate::config::Settings;
+use crate::cors::Cors;
 use crate::graphiql;
 use crate::graphql::limits::Guard;
 use crate::graphql::{build_api, AppState};
 use crate::local_redis::LocalRedis;
+use crate::persisted::PersistedQueries;
 use crate::pubsub::PubSub;
 use crate::routes;
 use crate::server::{self, ServerLimits};
@@ -56,6 +59,10 @@ impl Application {
         )
         .context("invalid Redis URL")?
         .with_group_scan_budget(settings.group_scan_budget);
+        let persisted = Arc::new(PersistedQueries::new(
+            store.clone(),
+            settings.persisted_limits(),
+        ));
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub = PubSub::start(
             redis::Client::open(connection_info(&redis_url)?).context("invalid Redis URL")?,
@@ -79,19 +86,18 @@ impl Application {
 
         let shutdown = Shutdown::default();
 
-        let cors = if settings.cors_origins.iter().any(|o| o == "*") {
-            Cors::new()
-        } else {
-            Cors::new().allow_origins(settings.cors_origins.iter().filter(|o| !o.is_empty()))
-        };
+        let cors = Cors::new(&settings.cors_origins);
         let route = Route::new()
             .at("/", get(graphiql::page))
+            .at("/assets/graphiql/:file", get(graphiql::asset))
             .at(
-                "/assets/graphiql/:file",
-                get(graphiql::asset).with(Compression::new()),
+                "/graphql",
+                get(routes::graphql_get)
+                    .post(routes::graphql)
+                    .around(routes::graphql_other_methods),
             )
-            .at("/graphql", get(routes::graphql_get).post(routes::graphql))
             .at("/health", get(routes::health))
+            .data(persisted)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,

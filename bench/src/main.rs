@@ -324,6 +324,32 @@ async fn main() -> anyhow::Result<()> {
             results.push(fixed(&gql, name, body, n, warmup, duration).await);
         }
     }
+    // As a browser asks: compressed. A cached page keeps its compressed
+    // form; a logged-in page is compressed on every request.
+    const COMPRESSED: &str = "front page (br)";
+    if args.wants(COMPRESSED) {
+        let gql_br = Gql::accepting(&base, n, "gzip, deflate, br");
+        results.push(fixed(&gql_br, COMPRESSED, page_query(1), n, warmup, duration).await);
+    }
+    const LOGGED_IN_COMPRESSED: &str = "logged-in page (br)";
+    if args.wants(LOGGED_IN_COMPRESSED) {
+        let (g, users, body) = (
+            Gql::accepting(&base, n, "gzip, deflate, br"),
+            next_user.clone(),
+            Arc::new(logged_in_page_query()),
+        );
+        results.push(
+            load::run(LOGGED_IN_COMPRESSED, n, warmup, duration, move |_, _| {
+                let (g, body) = (g.clone(), body.clone());
+                let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
+                async move {
+                    g.post(body.as_str().to_owned(), Some(&seed::token(user)))
+                        .await
+                }
+            })
+            .await,
+        );
+    }
     const LOGGED_IN: &str = "front page, logged in";
     if args.wants(LOGGED_IN) {
         results.push(logged_in(&gql, LOGGED_IN, load_users, n, warmup, duration).await);

@@ -100,9 +100,10 @@ impl Guard {
         self.documents.stats()
     }
 
-    /// Checks `request`; the parsed document comes back for execution.
-    /// A document that does not parse is passed on with `None`, so that
-    /// async-graphql reports the syntax error in its usual form.
+    /// Checks `request`; the parsed document comes back for execution
+    /// (`None` when no operation can be selected: async-graphql reports
+    /// that itself). A document that does not parse is refused here with a
+    /// readable message and its position (see [`parse_error`]).
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         let query = request.query.as_str();
         let limits = &self.limits;
@@ -122,10 +123,7 @@ impl Guard {
                         limits.max_tokens
                     )));
                 }
-                match self.documents.parse(query) {
-                    Some(document) => document,
-                    None => return Ok(None),
-                }
+                self.documents.parse(query).map_err(parse_error)?
             }
         };
         let operation = self.analyze(
@@ -224,7 +222,42 @@ fn too_complex(message: String) -> AppError {
     AppError::QueryTooComplex(message)
 }
 
-fn select_operation<'a>(
+/// The parser's error as a client should read it. A syntax error's own
+/// message is pest's report, which quotes the document with an ASCII
+/// arrow (` --> 1:17 | … ^---`); only its last line, what was expected, is
+/// kept, and the position goes to `locations`.
+fn parse_error(error: async_graphql::parser::Error) -> AppError {
+    use async_graphql::parser::Error;
+    let pos = error.positions().next();
+    match error {
+        Error::Syntax { message, .. } => {
+            let expected = message
+                .lines()
+                .rev()
+                .find_map(|line| line.trim_start().strip_prefix("= "))
+                .unwrap_or(message.as_str())
+                .trim()
+                .replace('_', " ");
+            let at = pos
+                .map(|p| format!(" at line {}, column {}", p.line, p.column))
+                .unwrap_or_default();
+            AppError::Syntax {
+                message: format!("syntax error{at}: {expected}"),
+                pos,
+            }
+        }
+        Error::RecursionLimitExceeded => {
+            too_complex("the document is nested too deeply".to_owned())
+        }
+        other => AppError::InvalidDocument {
+            message: other.to_string(),
+            pos,
+        },
+    }
+}
+
+/// The operation a request runs: the named one, or the only one.
+pub(crate) fn select_operation<'a>(
     document: &'a ExecutableDocument,
     name: Option<&str>,
 ) -> Option<&'a Positioned<OperationDefinition>> {
@@ -236,7 +269,27 @@ fn select_operation<'a>(
     }
 }
 
+/// Refuses variables the operation does not declare, and required ones
+/// (non-null, no default) that are missing or null: coercing the variables
+/// comes before execution, so that is a request error (async-graphql would
+/// only notice inside the first resolver that reads one).
 fn check_variables(operation: &OperationDefinition, variables: &Variables) -> AppResult<()> {
+    for definition in &operation.variable_definitions {
+        let definition = &definition.node;
+        let ty = &definition.var_type.node;
+        let missing = variables
+            .get(&definition.name.node)
+            .is_none_or(|v| matches!(v, Value::Null));
+        if !ty.nullable && definition.default_value.is_none() && missing {
+            return Err(AppError::VariableCoercion {
+                message: format!(
+                    "variable ${} of required type {ty} was not provided",
+                    definition.name.node
+                ),
+                pos: Some(definition.name.pos),
+            });
+        }
+    }
     for (name, _) in variables.iter() {
         let declared = operation
             .variable_definitions

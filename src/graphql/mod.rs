@@ -8,6 +8,7 @@ mod context;
 pub mod limits;
 mod loaders;
 mod mutation;
+mod order;
 mod query;
 pub mod shared;
 mod subscription;
@@ -16,7 +17,7 @@ mod types;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::parser::types::OperationType;
+use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::{Executor, Response, Schema};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
@@ -93,28 +94,73 @@ impl Api {
     }
 
     /// Runs a request that already passed [`limits::Guard::check`], with
-    /// its parsed document set, under the deadline.
-    pub async fn execute_checked(&self, request: async_graphql::Request) -> Response {
+    /// its parsed document (None when it has no selectable operation:
+    /// async-graphql reports that), under the deadline. The parsed document
+    /// is cloned only here, on the way to execution.
+    pub async fn execute_checked(
+        &self,
+        mut request: async_graphql::Request,
+        document: Option<Arc<ExecutableDocument>>,
+    ) -> Response {
+        let Some(document) = document else {
+            return self.run(request).await;
+        };
+        request.set_parsed_query(document.as_ref().clone());
+        let ordering = Ordering::of(&request, document);
+        let mut response = self.run(request).await;
+        ordering.apply(&mut response);
+        response
+    }
+
+    async fn run(&self, request: async_graphql::Request) -> Response {
         match tokio::time::timeout(self.deadline, self.schema.execute(request)).await {
             Ok(response) => with_codes(response),
             Err(_) => timed_out(self.deadline),
         }
     }
 
-    /// Checks a request: on success its parsed document is set and its
-    /// operation type comes back (None when it does not parse or cannot be
-    /// selected: async-graphql then reports that itself).
+    /// Checks a request: its parsed document comes back with its operation
+    /// type (None when it cannot be selected: async-graphql then reports
+    /// that itself).
     fn admit(
         &self,
-        request: &mut async_graphql::Request,
-    ) -> Result<Option<OperationType>, Box<Response>> {
+        request: &async_graphql::Request,
+    ) -> Result<Option<(Arc<ExecutableDocument>, OperationType)>, Box<Response>> {
         match self.guard.check(request) {
-            Ok(Some(checked)) => {
-                request.set_parsed_query(checked.document.as_ref().clone());
-                Ok(Some(checked.operation))
-            }
+            Ok(Some(checked)) => Ok(Some((checked.document, checked.operation))),
             Ok(None) => Ok(None),
             Err(e) => Err(Box::new(rejection(e))),
+        }
+    }
+}
+
+/// What putting a response's keys in document order needs (see
+/// [`order`]), kept from the request that execution consumes.
+struct Ordering {
+    document: Arc<ExecutableDocument>,
+    operation_name: Option<String>,
+    variables: async_graphql::Variables,
+}
+
+impl Ordering {
+    fn of(request: &async_graphql::Request, document: Arc<ExecutableDocument>) -> Self {
+        Self {
+            document,
+            operation_name: request.operation_name.clone(),
+            variables: request.variables.clone(),
+        }
+    }
+
+    fn apply(&self, response: &mut Response) {
+        if let Some(operation) =
+            limits::select_operation(&self.document, self.operation_name.as_deref())
+        {
+            order::in_document_order(
+                &mut response.data,
+                &self.document,
+                &operation.node,
+                &self.variables,
+            );
         }
     }
 }
@@ -132,11 +178,14 @@ fn timed_out(deadline: Duration) -> Response {
 }
 
 impl Executor for Api {
-    async fn execute(&self, mut request: async_graphql::Request) -> Response {
-        if let Err(response) = self.admit(&mut request) {
-            return *response;
+    async fn execute(&self, request: async_graphql::Request) -> Response {
+        match self.admit(&request) {
+            Err(response) => *response,
+            Ok(admitted) => {
+                self.execute_checked(request, admitted.map(|(document, _)| document))
+                    .await
+            }
         }
-        self.execute_checked(request).await
     }
 
     /// Subscriptions are long-lived, so the deadline does not apply to
@@ -147,14 +196,24 @@ impl Executor for Api {
         mut request: async_graphql::Request,
         session_data: Option<Arc<async_graphql::Data>>,
     ) -> BoxStream<'static, Response> {
-        let operation = match self.admit(&mut request) {
-            Ok(operation) => operation,
+        let (ordering, operation) = match self.admit(&request) {
+            Ok(Some((document, operation))) => {
+                request.set_parsed_query(document.as_ref().clone());
+                (Some(Ordering::of(&request, document)), Some(operation))
+            }
+            Ok(None) => (None, None),
             Err(response) => return futures_util::stream::once(async move { *response }).boxed(),
         };
         let stream = self
             .schema
             .execute_stream_with_session_data(request, session_data.unwrap_or_default())
-            .map(with_codes);
+            .map(move |response| {
+                let mut response = with_codes(response);
+                if let Some(ordering) = &ordering {
+                    ordering.apply(&mut response);
+                }
+                response
+            });
         if operation == Some(OperationType::Subscription) {
             return stream.boxed();
         }

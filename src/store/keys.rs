@@ -244,6 +244,18 @@ impl Ranking {
     }
 }
 
+/// `document:<sha256>`: the text of an automatic persisted query, by the
+/// hex SHA-256 of that text; it expires with the persisted-query TTL.
+pub fn document(sha256_hex: &str) -> String {
+    format!("document:{sha256_hex}")
+}
+
+/// Sorted set `document:<sha256>` → Unix time of its registration: the
+/// persisted documents, oldest first, so their number is capped (the
+/// registration script drops the oldest) and expired ones are pruned.
+/// Members are whole key names, so the script deletes them as they are.
+pub const DOCUMENTS: &str = "document:registered";
+
 #[cfg(test)]
 mod tests {
     use super::*;

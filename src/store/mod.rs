@@ -5,6 +5,7 @@
 //! [`Store`], which keep the book-compatible keyspace consistent.
 
 mod articles;
+mod documents;
 pub mod keys;
 mod scripts;
 mod users;

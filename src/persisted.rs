@@ -1,0 +1,239 @@
+//! Automatic persisted queries, in Apollo's protocol.
+//!
+//! A client sends `extensions.persistedQuery {version: 1, sha256Hash}`
+//! instead of the query text. When the hash is unknown the answer is the
+//! error `PERSISTED_QUERY_NOT_FOUND` (message `PersistedQueryNotFound`),
+//! and the client sends the same request again with the text and the hash:
+//! the server checks that the text hashes to it and registers it. From then
+//! on the hash alone works, from any instance, and over `GET` a query is a
+//! short URL a CDN can cache.
+//!
+//! Documents live in Redis (`document:<sha256>`, see `store/documents.rs`):
+//! shared by all instances, at most `--persisted-queries-max` of them, each
+//! expiring `--persisted-query-ttl-secs` after its last registration, and
+//! none longer than `--max-query-bytes` (a registration runs only after the
+//! document passed every limit of `graphql::limits`). In front of Redis,
+//! each process keeps the texts it has seen by hash ([`Local`]), so a warm
+//! hash costs no Redis round trip; its parse is then found in the
+//! parsed-document cache like any other text.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_graphql::Value;
+use sha2::Digest;
+
+use crate::error::{AppError, AppResult};
+use crate::store::Store;
+
+/// Texts kept in-process at most (by count and bytes); past either bound
+/// the map starts over. Distinct documents are few: an app's queries.
+const LOCAL_MAX_DOCUMENTS: usize = 1024;
+const LOCAL_MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
+
+/// How long and how many documents Redis keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct PersistedLimits {
+    pub ttl_secs: u64,
+    pub max_documents: u64,
+}
+
+/// The registry: Redis behind an in-process map.
+pub struct PersistedQueries {
+    store: Store,
+    limits: PersistedLimits,
+    local: Mutex<Local>,
+    local_hits: AtomicU64,
+    redis_hits: AtomicU64,
+    misses: AtomicU64,
+    registrations: AtomicU64,
+}
+
+/// Texts by hash, bounded like the parsed-document cache.
+#[derive(Default)]
+struct Local {
+    map: HashMap<String, Arc<str>>,
+    text_bytes: usize,
+}
+
+/// A request that carries a text to register under its (verified) hash,
+/// once the document passed the limits.
+pub struct Registration {
+    hash: String,
+}
+
+fn lock(m: &Mutex<Local>) -> std::sync::MutexGuard<'_, Local> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The lower-case hex SHA-256 of `text`.
+pub fn sha256_hex(text: &str) -> String {
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// The hash a request's `extensions.persistedQuery` names, if it has one;
+/// a malformed one is a `BAD_REQUEST`.
+pub fn requested_hash(
+    extensions: &HashMap<String, async_graphql::Value>,
+) -> AppResult<Option<String>> {
+    let Some(persisted) = extensions.get("persistedQuery") else {
+        return Ok(None);
+    };
+    let bad = |what: &str| AppError::BadRequest(format!("extensions.persistedQuery: {what}"));
+    let Value::Object(persisted) = persisted else {
+        return Err(bad("must be an object {version: 1, sha256Hash}"));
+    };
+    match persisted.get("version") {
+        Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
+        _ => return Err(bad("only version 1 is supported")),
+    }
+    match persisted.get("sha256Hash") {
+        Some(Value::String(hash))
+            if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            Ok(Some(hash.to_ascii_lowercase()))
+        }
+        _ => Err(bad("sha256Hash must be 64 hexadecimal digits")),
+    }
+}
+
+impl PersistedQueries {
+    pub fn new(store: Store, limits: PersistedLimits) -> Self {
+        Self {
+            store,
+            limits,
+            local: Mutex::default(),
+            local_hits: AtomicU64::new(0),
+            redis_hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            registrations: AtomicU64::new(0),
+        }
+    }
+
+    /// Applies the protocol to `request`. With a hash and no text, the
+    /// registered text becomes the request's query (or the request fails
+    /// with `PERSISTED_QUERY_NOT_FOUND`); with both, the text must hash to
+    /// the hash, and the registration to make comes back.
+    pub async fn resolve(
+        &self,
+        request: &mut async_graphql::Request,
+    ) -> AppResult<Option<Registration>> {
+        let Some(hash) = requested_hash(&request.extensions)? else {
+            return Ok(None);
+        };
+        if request.query.is_empty() {
+            let text = self
+                .lookup(&hash)
+                .await?
+                .ok_or(AppError::PersistedQueryNotFound)?;
+            request.query = text.to_string();
+            return Ok(None);
+        }
+        if sha256_hex(&request.query) != hash {
+            return Err(AppError::BadRequest(
+                "extensions.persistedQuery.sha256Hash is not the SHA-256 of the query".to_owned(),
+            ));
+        }
+        Ok(Some(Registration { hash }))
+    }
+
+    /// Registers a checked document. A failure is logged and the request
+    /// goes on: it has its text, and the client registers again on the
+    /// next miss.
+    pub async fn register(&self, registration: Registration, text: &str) {
+        let Registration { hash } = registration;
+        let stored = self
+            .store
+            .register_document(&hash, text, self.limits.ttl_secs, self.limits.max_documents)
+            .await;
+        match stored {
+            Ok(()) => {
+                self.registrations.fetch_add(1, Ordering::Relaxed);
+                self.keep(hash, Arc::from(text));
+            }
+            Err(e) => tracing::warn!(error = %e, "persisted query not registered"),
+        }
+    }
+
+    /// The text under `hash`: from this process' map, else from Redis.
+    async fn lookup(&self, hash: &str) -> AppResult<Option<Arc<str>>> {
+        if let Some(text) = lock(&self.local).map.get(hash).cloned() {
+            self.local_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(text));
+        }
+        let Some(text) = self.store.persisted_document(hash).await? else {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        };
+        if sha256_hex(&text) != hash {
+            // Written by someone else under a wrong name: not ours to run.
+            tracing::warn!("a persisted document in Redis does not match its hash");
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        self.redis_hits.fetch_add(1, Ordering::Relaxed);
+        let text: Arc<str> = Arc::from(text);
+        self.keep(hash.to_owned(), text.clone());
+        Ok(Some(text))
+    }
+
+    fn keep(&self, hash: String, text: Arc<str>) {
+        let mut local = lock(&self.local);
+        if local.map.contains_key(&hash) {
+            return;
+        }
+        if local.map.len() >= LOCAL_MAX_DOCUMENTS
+            || local.text_bytes + text.len() > LOCAL_MAX_TEXT_BYTES
+        {
+            *local = Local::default();
+        }
+        local.text_bytes += text.len();
+        local.map.insert(hash, text);
+    }
+
+    /// Counters and sizes, for `/health`.
+    pub fn stats(&self) -> serde_json::Value {
+        let (entries, text_bytes) = {
+            let local = lock(&self.local);
+            (local.map.len(), local.text_bytes)
+        };
+        serde_json::json!({
+            "entries": entries,
+            "textBytes": text_bytes,
+            "localHits": self.local_hits.load(Ordering::Relaxed),
+            "redisHits": self.redis_hits.load(Ordering::Relaxed),
+            "misses": self.misses.load(Ordering::Relaxed),
+            "registrations": self.registrations.load(Ordering::Relaxed),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extensions(value: serde_json::Value) -> HashMap<String, Value> {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_persisted_query_extension_is_read_strictly() {
+        let hash = sha256_hex("{ articleCount }");
+        assert_eq!(hash.len(), 64);
+        let ok = extensions(serde_json::json!({
+            "persistedQuery": { "version": 1, "sha256Hash": hash.to_uppercase() }
+        }));
+        assert_eq!(requested_hash(&ok).unwrap(), Some(hash.clone()));
+        assert_eq!(requested_hash(&HashMap::new()).unwrap(), None);
+        for bad in [
+            serde_json::json!({ "persistedQuery": "x" }),
+            serde_json::json!({ "persistedQuery": { "version": 2, "sha256Hash": hash } }),
+            serde_json::json!({ "persistedQuery": { "version": 1, "sha256Hash": "abc" } }),
+            serde_json::json!({ "persistedQuery": { "version": 1 } }),
+        ] {
+            let err = requested_hash(&extensions(bad.clone())).unwrap_err();
+            assert_eq!(err.code(), "BAD_REQUEST", "{bad}");
+        }
+    }
+}
