@@ -1,6 +1,7 @@
 //! Wires configuration, Redis, the schema and the HTTP server together.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -15,10 +16,12 @@ use crate::graphiql;
 use crate::graphql::limits::Guard;
 use crate::graphql::{build_api, AppState};
 use crate::local_redis::LocalRedis;
+use crate::metrics::{self, RequestMetrics, Scrape};
 use crate::pubsub::PubSub;
 use crate::routes;
 use crate::server::{self, ServerLimits};
 use crate::store::{connection_info, Store};
+use crate::telemetry;
 use crate::ws::{Shutdown, WebSockets};
 
 /// A bound, ready-to-run server.
@@ -32,6 +35,8 @@ pub struct Application {
     shutdown: Shutdown,
     /// How long a WebSocket's goodbye may take, as any write.
     send_timeout: Duration,
+    /// The `--metrics-bind` listener and its one route.
+    metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
 }
 
 impl Application {
@@ -75,6 +80,38 @@ impl Application {
         );
 
         let shutdown = Shutdown::default();
+        check_redis(
+            api.state().store().clone(),
+            if local_redis.is_some() {
+                "the local redis-server"
+            } else {
+                "REDIS_URL"
+            },
+        );
+        let sockets = WebSockets::new(settings.ws_limits(), shutdown.clone());
+        let requests = Arc::new(RequestMetrics::default());
+        let scrape = Scrape {
+            requests: requests.clone(),
+            api: api.clone(),
+            sockets: sockets.clone(),
+            open: false,
+        };
+        let metrics_listener = match &settings.metrics_bind {
+            Some(bind) => {
+                let listener = TcpListener::bind(bind.as_str())
+                    .await
+                    .with_context(|| format!("binding the metrics listener {bind}"))?;
+                let route = Route::new()
+                    .at("/metrics", get(metrics::metrics))
+                    .data(Scrape {
+                        open: true,
+                        ..scrape.clone()
+                    })
+                    .boxed();
+                Some((listener, route))
+            }
+            None => None,
+        };
 
         let cors = if settings.cors_origins.iter().any(|o| o == "*") {
             Cors::new()
@@ -89,15 +126,17 @@ impl Application {
             )
             .at("/graphql", get(routes::graphql_get).post(routes::graphql))
             .at("/health", get(routes::health))
+            .at("/metrics", get(metrics::metrics))
+            .data(scrape)
             .data(api)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,
                 timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
             })
-            .data(WebSockets::new(settings.ws_limits(), shutdown.clone()))
+            .data(sockets)
             .with(cors)
-            .around(routes::access_log)
+            .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
             .boxed();
 
         let listener = TcpListener::bind(settings.bind.as_str())
@@ -120,11 +159,18 @@ impl Application {
             local_redis,
             shutdown,
             send_timeout: settings.ws_limits().send_timeout,
+            metrics_listener,
         })
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The port of the `--metrics-bind` listener, if there is one.
+    pub fn metrics_port(&self) -> Option<u16> {
+        let (listener, _) = self.metrics_listener.as_ref()?;
+        Some(listener.local_addr().ok()?.port())
     }
 
     /// Serves until Ctrl-C or SIGTERM.
@@ -138,12 +184,36 @@ impl Application {
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         tracing::info!(port = self.port, "votegraph listening");
         let shutdown = self.shutdown.clone();
+        let (stopping, stopped) = tokio::sync::watch::channel(false);
         // WebSockets are told as soon as the signal comes, so their goodbyes
         // go out while HTTP requests finish.
         let signal = async move {
             signal.await;
             shutdown.trigger();
+            stopping.send_replace(true);
         };
+        let metrics = self.metrics_listener.map(|(listener, route)| {
+            if let Ok(addr) = listener.local_addr() {
+                tracing::info!(%addr, "metrics listening");
+            }
+            let mut stopped = stopped.clone();
+            let limits = ServerLimits {
+                max_connections: METRICS_CONNECTIONS,
+                max_per_client: METRICS_CONNECTIONS,
+                header_timeout: self.limits.header_timeout,
+                trusted: Default::default(),
+            };
+            let stop = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            tokio::spawn(server::serve(
+                listener,
+                route,
+                limits,
+                stop,
+                Duration::from_secs(1),
+            ))
+        });
         let served = server::serve(
             self.listener,
             self.route,
@@ -161,11 +231,35 @@ impl Application {
         {
             tracing::warn!("some WebSockets were still closing at shutdown");
         }
+        if let Some(metrics) = metrics {
+            // It stopped with the signal; a scrape in flight has a second.
+            let _ = tokio::time::timeout(Duration::from_secs(2), metrics).await;
+        }
         if let Some(redis) = self.local_redis {
             redis.stop().await;
         }
         served.context("server failed")
     }
+}
+
+/// Connections the metrics listener holds at once: a scraper or two.
+const METRICS_CONNECTIONS: usize = 16;
+
+/// Logs, in the background, whether Redis answers, naming the cause when
+/// it does not: a wrong `REDIS_URL` shows in the log at startup, not only
+/// as "storage unavailable" on the first request. The server starts either
+/// way and serves once Redis answers.
+fn check_redis(store: Store, source: &'static str) {
+    tokio::spawn(async move {
+        match store.check().await {
+            Ok(()) => tracing::info!(redis = %store.address(), "redis answers"),
+            Err(cause) => tracing::error!(
+                redis = %store.address(),
+                error = %cause,
+                "redis does not answer; check {source}. Requests fail with \"storage unavailable\" until it does"
+            ),
+        }
+    });
 }
 
 async fn shutdown_signal() {

@@ -12,6 +12,8 @@ mod graphiql;
 mod groups;
 mod helpers;
 mod karma;
+mod logs;
+mod metrics;
 mod rate_limits;
 mod resilience;
 mod schema;
