@@ -15,16 +15,24 @@ fn votegraph_binary() -> std::path::PathBuf {
 fn run_bench(args: &[&str]) -> serde_json::Value {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("bench.json");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
+    // The tables the benchmark prints are kept, not shown: `cargo test`
+    // stays quiet unless this fails.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
         .args(["--articles", "300"])
         .args(args)
         .arg("--votegraph")
         .arg(votegraph_binary())
         .arg("--json")
         .arg(&json)
-        .status()
+        .output()
         .expect("run votegraph-bench");
-    assert!(status.success());
+    assert!(
+        out.status.success(),
+        "votegraph-bench failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
