@@ -14,6 +14,7 @@ mod helpers;
 mod karma;
 mod logs;
 mod metrics;
+mod proxy;
 mod rate_limits;
 mod resilience;
 mod schema;
