@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. The tests start their own redis-server processes
-# (temporary directories, unix sockets) and a headless Chromium for the
-# GraphiQL test, so both only need to be installed; this installs them.
+# (temporary directories, unix sockets), a headless Chromium for the
+# GraphiQL test and nginx for the reverse-proxy example, and check /metrics
+# with Prometheus' Python parser, so those only need to be installed; this
+# installs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
 scripts/ensure-chromium.sh
+scripts/ensure-nginx.sh
+scripts/ensure-prometheus-client.sh
 exec cargo test --all-targets "$@"

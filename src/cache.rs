@@ -561,6 +561,8 @@ impl Follow {
 #[derive(Default)]
 pub struct DocumentCache {
     documents: Mutex<Documents>,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 #[derive(Default)]
@@ -577,7 +579,14 @@ pub const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
 impl DocumentCache {
     /// The cached parse of `query`, if any.
     pub fn get(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
-        lock(&self.documents).map.get(query).cloned()
+        let found = lock(&self.documents).map.get(query).cloned();
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
     }
 
     /// Parses `query` and keeps it; the parser's error when it does not
@@ -600,10 +609,16 @@ impl DocumentCache {
         Ok(doc)
     }
 
-    /// Documents and text bytes kept, for `/health`.
+    /// Documents and text bytes kept, and lookups, for `/health` and
+    /// `/metrics`.
     pub fn stats(&self) -> serde_json::Value {
         let documents = lock(&self.documents);
-        serde_json::json!({ "entries": documents.map.len(), "textBytes": documents.text_bytes })
+        serde_json::json!({
+            "entries": documents.map.len(),
+            "textBytes": documents.text_bytes,
+            "hits": self.hits.load(Ordering::Relaxed),
+            "misses": self.misses.load(Ordering::Relaxed),
+        })
     }
 }
 

@@ -23,6 +23,18 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_BIND", default_value = "127.0.0.1:8000")]
     pub bind: String,
 
+    /// Log lines as `text` (for people) or `json` (one object per line,
+    /// for log shippers).
+    #[arg(long, env = "VOTEGRAPH_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: crate::telemetry::LogFormat,
+
+    /// A second listener that serves only `GET /metrics`, to anyone who can
+    /// reach it (e.g. `10.0.0.5:9464` on a private network). Without it,
+    /// `/metrics` on `--bind` answers only clients on this machine that
+    /// did not come through a proxy.
+    #[arg(long, env = "VOTEGRAPH_METRICS_BIND")]
+    pub metrics_bind: Option<String>,
+
     /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `redis+unix:///run/redis.sock`.
     /// When unset, votegraph runs its own `redis-server` in `--data-dir`.
     #[arg(long, env = "REDIS_URL")]

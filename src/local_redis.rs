@@ -4,6 +4,13 @@
 //! It listens only on a unix socket inside the data directory (nothing else
 //! on the machine can reach it), keeps an append-only file there, and is shut
 //! down with a final save when votegraph stops.
+//!
+//! One data directory has one Redis: two Redis processes appending to one
+//! file would corrupt it, and a second one would take the first's socket.
+//! So votegraph holds a lock on `votegraph.lock` in the directory for as
+//! long as it runs (the kernel drops it when the process dies, however it
+//! dies), and refuses to start a Redis where one still answers (one a
+//! killed votegraph left behind).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -15,7 +22,12 @@ use tokio::process::{Child, Command};
 pub struct LocalRedis {
     child: Child,
     url: String,
+    /// Held until votegraph exits; see the module's doc.
+    _lock: std::fs::File,
 }
+
+/// The lock file in the data directory.
+const LOCK_FILE: &str = "votegraph.lock";
 
 /// Unix socket paths are limited to about 108 bytes by the kernel.
 const MAX_SOCKET_PATH: usize = 100;
@@ -27,7 +39,17 @@ impl LocalRedis {
         let dir = data_dir
             .canonicalize()
             .with_context(|| format!("resolving {}", data_dir.display()))?;
+        let lock = lock_data_dir(&dir)?;
         let socket = socket_path(&dir);
+        if answers_ping(&socket).await {
+            bail!(
+                "a redis-server is already running on {socket} (left behind by a votegraph that \
+                 was killed?), and starting a second one on the same data would corrupt it.\n\
+                 Stop it with `redis-cli -s {socket} shutdown save`, then start votegraph again; \
+                 or use it as it is with REDIS_URL=redis+unix://{socket}",
+                socket = socket.display()
+            );
+        }
         let _ = std::fs::remove_file(&socket);
         let mut command = Command::new(program);
         command
@@ -58,7 +80,11 @@ impl LocalRedis {
             Err(e) => return Err(e).context(format!("starting `{program}`")),
         };
         let url = format!("redis+unix://{}", socket.display());
-        let mut local = Self { child, url };
+        let mut local = Self {
+            child,
+            url,
+            _lock: lock,
+        };
         local.wait_ready().await?;
         tracing::info!(dir = %dir.display(), "started a local redis-server");
         Ok(local)
@@ -107,6 +133,71 @@ impl LocalRedis {
             }
         }
     }
+}
+
+/// Takes the data directory's lock, or says who holds it.
+fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read as _, Seek as _, Write as _};
+    let path = dir.join(LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let pid = if holder.is_empty() {
+                String::new()
+            } else {
+                format!(" (pid {holder})")
+            };
+            bail!(
+                "another votegraph{pid} is already running on the data directory {dir}, with \
+                 its own redis-server there.\n\
+                 Stop it first (Ctrl-C), or give this one another directory with --data-dir \
+                 (VOTEGRAPH_DATA_DIR), or share its Redis with \
+                 REDIS_URL=redis+unix://{socket}",
+                dir = dir.display(),
+                socket = socket_path(dir).display(),
+            );
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+    // Who holds it, for the message a second instance shows.
+    let _ = file.set_len(0);
+    let _ = file.rewind();
+    let _ = write!(file, "{}", std::process::id());
+    Ok(file)
+}
+
+/// Whether a Redis answers PING on `socket` (within a second).
+async fn answers_ping(socket: &Path) -> bool {
+    if !socket.exists() {
+        return false;
+    }
+    let url = format!("redis+unix://{}", socket.display());
+    let Ok(client) = redis::Client::open(url.as_str()) else {
+        return false;
+    };
+    let ping = async {
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), ping).await,
+        Ok(Some(_))
+    )
 }
 
 fn socket_path(dir: &Path) -> PathBuf {

@@ -7,19 +7,14 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use tracing_subscriber::EnvFilter;
 use votegraph::config::Settings;
 use votegraph::startup::Application;
+use votegraph::telemetry;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,poem=info")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
     let settings = Settings::parse();
+    telemetry::init_logging(settings.log_format);
     let app = Application::build(settings).await?;
     app.run_until_stopped().await
 }

@@ -22,7 +22,7 @@
 //! with [`PubSub::add_shared`], keeping [`PubSub::subscribers`] the number
 //! of client subscriptions either way.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,10 +78,49 @@ fn groups_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
     })
 }
 
+/// What the listener has seen, for `/metrics`.
+#[derive(Default)]
+pub struct PubSubStats {
+    events: AtomicU64,
+    malformed: AtomicU64,
+    subscribed: AtomicU64,
+    failures: AtomicU64,
+    connected: AtomicBool,
+}
+
+impl PubSubStats {
+    /// Score-change events received.
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
+    }
+
+    /// Messages on the channel that were not events.
+    pub fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+
+    /// Subscriptions made after the first one: each follows a lost
+    /// connection (a Redis restart, `CLIENT KILL`).
+    pub fn reconnections(&self) -> u64 {
+        self.subscribed.load(Ordering::Relaxed).saturating_sub(1)
+    }
+
+    /// Failed attempts to connect or subscribe.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Whether the connection is subscribed now.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+}
+
 /// Handle to the process' event hub; cheap to clone.
 #[derive(Clone)]
 pub struct PubSub {
     tx: broadcast::Sender<Arc<ScoreEvent>>,
+    stats: Arc<PubSubStats>,
     /// Receivers held by the server itself (the response cache), which are
     /// not client subscriptions.
     internal: Arc<AtomicUsize>,
@@ -115,9 +154,11 @@ impl PubSub {
     /// Starts listening in the background; it keeps trying while Redis is down.
     pub fn start(client: redis::Client) -> Self {
         let (tx, _) = broadcast::channel(CAPACITY);
-        let task = tokio::spawn(listen(client, tx.clone()));
+        let stats = Arc::new(PubSubStats::default());
+        let task = tokio::spawn(listen(client, tx.clone(), stats.clone()));
         Self {
             tx,
+            stats,
             internal: Arc::default(),
             shared: Arc::default(),
             _task: Arc::new(AbortOnDrop(task.abort_handle())),
@@ -134,6 +175,11 @@ impl PubSub {
     pub fn subscribe_internal(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
         self.internal.fetch_add(1, Ordering::Relaxed);
         self.tx.subscribe()
+    }
+
+    /// The listener's counters.
+    pub fn stats(&self) -> &PubSubStats {
+        &self.stats
     }
 
     /// A receiver that is not counted by [`PubSub::subscribers`] while the
@@ -162,27 +208,48 @@ impl PubSub {
     }
 }
 
-async fn listen(client: redis::Client, tx: broadcast::Sender<Arc<ScoreEvent>>) {
+async fn listen(
+    client: redis::Client,
+    tx: broadcast::Sender<Arc<ScoreEvent>>,
+    stats: Arc<PubSubStats>,
+) {
+    // Where Redis is (never the password), so a wrong REDIS_URL is named.
+    let redis = client.get_connection_info().addr().to_string();
     let mut backoff = MIN_BACKOFF;
     loop {
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => match pubsub.subscribe(SCORE_CHANNEL).await {
                 Ok(()) => {
-                    tracing::info!(channel = SCORE_CHANNEL, "subscribed to score changes");
+                    tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
+                    stats.subscribed.fetch_add(1, Ordering::Relaxed);
+                    stats.connected.store(true, Ordering::Relaxed);
                     backoff = MIN_BACKOFF;
                     let mut messages = pubsub.into_on_message();
                     while let Some(message) = messages.next().await {
                         match serde_json::from_slice::<ScoreEvent>(message.get_payload_bytes()) {
                             // No receivers is fine: nobody is subscribed.
-                            Ok(event) => drop(tx.send(Arc::new(event))),
-                            Err(e) => tracing::warn!(error = %e, "malformed score event"),
+                            Ok(event) => {
+                                stats.events.fetch_add(1, Ordering::Relaxed);
+                                drop(tx.send(Arc::new(event)))
+                            }
+                            Err(e) => {
+                                stats.malformed.fetch_add(1, Ordering::Relaxed);
+                                tracing::warn!(error = %e, "malformed score event")
+                            }
                         }
                     }
-                    tracing::warn!("pub/sub connection closed; reconnecting");
+                    stats.connected.store(false, Ordering::Relaxed);
+                    tracing::warn!(%redis, "pub/sub connection closed; reconnecting");
                 }
-                Err(e) => tracing::warn!(error = %e, "subscribing to score changes failed"),
+                Err(e) => {
+                    stats.failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%redis, error = %e, "subscribing to score changes failed")
+                }
             },
-            Err(e) => tracing::warn!(error = %e, "pub/sub connection failed"),
+            Err(e) => {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%redis, error = %e, "pub/sub connection failed")
+            }
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);

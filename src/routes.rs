@@ -25,7 +25,9 @@ use crate::client::{ClientAddr, TrustedProxies};
 use crate::compression::{self, Encoding};
 use crate::error::AppError;
 use crate::graphql::{Api, RequestContext};
+use crate::metrics::Operation;
 use crate::persisted::PersistedQueries;
+use crate::telemetry;
 use crate::ws::WebSockets;
 
 /// Seconds a client refused for holding too many WebSockets is told to
@@ -88,10 +90,13 @@ pub async fn graphql_get(
     // the `connection_init` payload.
     let header_auth = authorization(req.headers()).map(str::to_owned);
     let connection = sockets.connection(schema.clone(), protocol.0, header_auth, client, slot);
+    // The connection outlives the request; its log lines keep the
+    // request's span (and request id).
+    let span = tracing::Span::current();
     Ok(websocket
         .config(sockets.config())
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |socket| connection.run(socket))
+        .on_upgrade(move |socket| connection.run(socket).instrument(span))
         .into_response())
 }
 
@@ -246,6 +251,13 @@ async fn execute(
         Some(c) => (Some(c.operation), Some(c.cost)),
         None => (None, None),
     };
+    if let Some(c) = &checked {
+        telemetry::note_operation(Operation::of(
+            c.operation,
+            &c.document,
+            request.operation_name.as_deref(),
+        ));
+    }
     if method == Method::Get && operation.is_some_and(|op| op != OperationType::Query) {
         // A GET must be safe: a link prefetcher must not vote.
         return refusal(AppError::MethodNotAllowed, wants.media);
@@ -285,6 +297,7 @@ async fn execute(
     let mut response = schema
         .execute_checked(request, checked.map(|c| c.document))
         .await;
+    telemetry::note_response(&response);
     if let (true, Some(cost)) = (want_cost, cost) {
         response.extensions.insert(
             "cost".to_owned(),
@@ -441,6 +454,7 @@ fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
 /// `media`, `Allow` after a `405` and `Retry-After` when the error says
 /// when to try again.
 fn refusal(error: AppError, media: Media) -> Response {
+    telemetry::note_code(error.code());
     let mut response = Response::builder()
         .status(media.status(&error))
         .content_type(media.content_type())
@@ -658,41 +672,6 @@ pub async fn health(
         Err(e) => {
             tracing::warn!(error = %e, "health check: redis unavailable");
             (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
-        }
-    }
-}
-
-/// One log line per request: method, path, status and time, in a span
-/// that every log line of the request carries. The query string is left
-/// out on purpose (a GET may carry a logIn's password in it), and so are
-/// bodies: no secret reaches the log at any level.
-pub async fn access_log<E: Endpoint>(endpoint: Arc<E>, req: Request) -> poem::Result<Response> {
-    let span = tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = %req.uri().path(),
-        peer = %req.remote_addr(),
-    );
-    let started = std::time::Instant::now();
-    let result = endpoint.call(req).instrument(span.clone()).await;
-    let _entered = span.enter();
-    match result {
-        Ok(response) => {
-            let response = response.into_response();
-            tracing::info!(
-                status = response.status().as_u16(),
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "served"
-            );
-            Ok(response)
-        }
-        Err(e) => {
-            tracing::info!(
-                status = e.status().as_u16(),
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "served"
-            );
-            Err(e)
         }
     }
 }

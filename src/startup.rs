@@ -1,10 +1,10 @@
 //! Wires configuration, Redis, the schema and the HTTP server together.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use std::sync::Arc;
 
 use poem::{get, EndpointExt, Route};
 use tokio::net::TcpListener;
@@ -17,11 +17,13 @@ use crate::graphiql;
 use crate::graphql::limits::Guard;
 use crate::graphql::{build_api, AppState};
 use crate::local_redis::LocalRedis;
+use crate::metrics::{self, RequestMetrics, Scrape};
 use crate::persisted::PersistedQueries;
 use crate::pubsub::PubSub;
 use crate::routes;
 use crate::server::{self, ServerLimits};
 use crate::store::{connection_info, Store};
+use crate::telemetry;
 use crate::ws::{Shutdown, WebSockets};
 
 /// A bound, ready-to-run server.
@@ -38,6 +40,8 @@ pub struct Application {
     /// For the vote-index backfill started with the server.
     store: Store,
     reconcile_votes: bool,
+    /// The `--metrics-bind` listener and its one route.
+    metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
 }
 
 impl Application {
@@ -85,6 +89,42 @@ impl Application {
         );
 
         let shutdown = Shutdown::default();
+        check_redis(
+            api.state().store().clone(),
+            if local_redis.is_some() {
+                "the local redis-server"
+            } else {
+                "REDIS_URL"
+            },
+        );
+        let sockets = WebSockets::new(
+            settings.ws_limits(),
+            shutdown.clone(),
+            api.state().pubsub().clone(),
+        );
+        let requests = Arc::new(RequestMetrics::default());
+        let scrape = Scrape {
+            requests: requests.clone(),
+            api: api.clone(),
+            sockets: sockets.clone(),
+            open: false,
+        };
+        let metrics_listener = match &settings.metrics_bind {
+            Some(bind) => {
+                let listener = TcpListener::bind(bind.as_str())
+                    .await
+                    .with_context(|| format!("binding the metrics listener {bind}"))?;
+                let route = Route::new()
+                    .at("/metrics", get(metrics::metrics))
+                    .data(Scrape {
+                        open: true,
+                        ..scrape.clone()
+                    })
+                    .boxed();
+                Some((listener, route))
+            }
+            None => None,
+        };
 
         let cors = Cors::new(&settings.cors_origins);
         let route = Route::new()
@@ -97,20 +137,18 @@ impl Application {
                     .around(routes::graphql_other_methods),
             )
             .at("/health", get(routes::health))
+            .at("/metrics", get(metrics::metrics))
+            .data(scrape)
             .data(persisted)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,
                 timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
             })
-            .data(WebSockets::new(
-                settings.ws_limits(),
-                shutdown.clone(),
-                api.state().pubsub().clone(),
-            ))
+            .data(sockets)
             .data(api)
             .with(cors)
-            .around(routes::access_log)
+            .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
             .boxed();
 
         let listener = TcpListener::bind(settings.bind.as_str())
@@ -135,11 +173,18 @@ impl Application {
             send_timeout: settings.ws_limits().send_timeout,
             store,
             reconcile_votes: settings.reconcile_votes,
+            metrics_listener,
         })
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The port of the `--metrics-bind` listener, if there is one.
+    pub fn metrics_port(&self) -> Option<u16> {
+        let (listener, _) = self.metrics_listener.as_ref()?;
+        Some(listener.local_addr().ok()?.port())
     }
 
     /// Serves until Ctrl-C or SIGTERM.
@@ -155,12 +200,36 @@ impl Application {
         // Runs beside the server and stops with it.
         let backfill = self.store.start_vote_index_backfill(self.reconcile_votes);
         let shutdown = self.shutdown.clone();
+        let (stopping, stopped) = tokio::sync::watch::channel(false);
         // WebSockets are told as soon as the signal comes, so their goodbyes
         // go out while HTTP requests finish.
         let signal = async move {
             signal.await;
             shutdown.trigger();
+            stopping.send_replace(true);
         };
+        let metrics = self.metrics_listener.map(|(listener, route)| {
+            if let Ok(addr) = listener.local_addr() {
+                tracing::info!(%addr, "metrics listening");
+            }
+            let mut stopped = stopped.clone();
+            let limits = ServerLimits {
+                max_connections: METRICS_CONNECTIONS,
+                max_per_client: METRICS_CONNECTIONS,
+                header_timeout: self.limits.header_timeout,
+                trusted: Default::default(),
+            };
+            let stop = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            tokio::spawn(server::serve(
+                listener,
+                route,
+                limits,
+                stop,
+                Duration::from_secs(1),
+            ))
+        });
         let served = server::serve(
             self.listener,
             self.route,
@@ -179,11 +248,35 @@ impl Application {
         {
             tracing::warn!("some WebSockets were still closing at shutdown");
         }
+        if let Some(metrics) = metrics {
+            // It stopped with the signal; a scrape in flight has a second.
+            let _ = tokio::time::timeout(Duration::from_secs(2), metrics).await;
+        }
         if let Some(redis) = self.local_redis {
             redis.stop().await;
         }
         served.context("server failed")
     }
+}
+
+/// Connections the metrics listener holds at once: a scraper or two.
+const METRICS_CONNECTIONS: usize = 16;
+
+/// Logs, in the background, whether Redis answers, naming the cause when
+/// it does not: a wrong `REDIS_URL` shows in the log at startup, not only
+/// as "storage unavailable" on the first request. The server starts either
+/// way and serves once Redis answers.
+fn check_redis(store: Store, source: &'static str) {
+    tokio::spawn(async move {
+        match store.check().await {
+            Ok(()) => tracing::info!(redis = %store.address(), "redis answers"),
+            Err(cause) => tracing::error!(
+                redis = %store.address(),
+                error = %cause,
+                "redis does not answer; check {source}. Requests fail with \"storage unavailable\" until it does"
+            ),
+        }
+    });
 }
 
 async fn shutdown_signal() {

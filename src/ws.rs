@@ -127,6 +127,12 @@ impl WebSockets {
         })
     }
 
+    /// Open WebSocket connections (those whose address is known), for
+    /// `/metrics`.
+    pub fn open_connections(&self) -> usize {
+        self.connections.lock().values().sum()
+    }
+
     /// Everything one upgraded connection needs, captured before the upgrade.
     pub fn connection(
         &self,

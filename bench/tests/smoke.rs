@@ -20,6 +20,8 @@ fn run_bench(args: &[&str]) -> serde_json::Value {
 fn run_bench_logged(args: &[&str]) -> (serde_json::Value, String) {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("bench.json");
+    // The tables the benchmark prints are kept, not shown: `cargo test`
+    // stays quiet unless this fails.
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
         .args(["--articles", "300"])
         .args(args)
@@ -32,7 +34,8 @@ fn run_bench_logged(args: &[&str]) -> (serde_json::Value, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
-        "{}\n{stderr}",
+        "votegraph-bench failed ({}):\n{}\n{stderr}",
+        output.status,
         String::from_utf8_lossy(&output.stdout)
     );
     let results = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

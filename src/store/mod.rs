@@ -11,9 +11,9 @@ mod scripts;
 mod users;
 mod votes;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bb8_redis::RedisConnectionManager;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -28,6 +28,7 @@ pub use users::{LoginLimit, Standing};
 pub use votes::{Backfill, BackfillReport};
 
 use crate::error::{AppError, AppResult};
+use crate::metrics::Histogram;
 
 /// A pooled multiplexed connection that remembers when it broke.
 ///
@@ -36,26 +37,80 @@ use crate::error::{AppError, AppResult};
 /// connection on I/O errors lets bb8 drop it and dial a new one, which is how
 /// the server recovers by itself without a PING on every checkout. The flag
 /// is shared by clones, because requests run on clones (see [`Store::conn`]).
+///
+/// Every command passes through here, so this is also where Redis latency
+/// and errors are measured ([`RedisMetrics`]).
 #[derive(Clone)]
 pub struct Conn {
     inner: MultiplexedConnection,
     broken: Arc<AtomicBool>,
-    /// Where the connection goes, for the log.
+    /// Where the connection goes (for the log) and the store's metrics.
+    shared: Arc<Shared>,
+}
+
+/// What every connection of a store shares.
+pub struct Shared {
     address: Arc<str>,
+    metrics: RedisMetrics,
+}
+
+/// Redis command latencies and failures, as `/metrics` shows them.
+pub struct RedisMetrics {
+    /// Single commands (scripts included), send to reply.
+    pub commands: Histogram,
+    /// Pipelines, send to the last reply, one observation each.
+    pub pipelines: Histogram,
+    /// Failures by [`RedisMetrics::ERROR_KINDS`].
+    errors: [AtomicU64; 4],
+}
+
+impl Default for RedisMetrics {
+    fn default() -> Self {
+        Self {
+            commands: Histogram::new(crate::metrics::REDIS_BOUNDS),
+            pipelines: Histogram::new(crate::metrics::REDIS_BOUNDS),
+            errors: Default::default(),
+        }
+    }
+}
+
+impl RedisMetrics {
+    /// A broken or refused connection, a reply past the command timeout,
+    /// an error reply from Redis (a script error, NOSCRIPT), anything else.
+    pub const ERROR_KINDS: [&'static str; 4] = ["connection", "timeout", "reply", "other"];
+
+    /// Failures so far, by kind.
+    pub fn errors(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Self::ERROR_KINDS
+            .iter()
+            .zip(&self.errors)
+            .map(|(kind, n)| (*kind, n.load(Ordering::Relaxed)))
+    }
+
+    fn error(&self, kind: usize) {
+        self.errors[kind].fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl Conn {
     fn note<T>(&self, result: &redis::RedisResult<T>) {
-        if let Err(e) = result {
-            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                if !self.broken.swap(true, Ordering::Relaxed) {
-                    // Once per connection: a storm of failing requests on
-                    // one broken socket must not flood the log.
-                    tracing::warn!(redis = %self.address, error = %e, "redis connection broken");
-                }
-            } else if e.is_timeout() {
-                tracing::warn!(redis = %self.address, error = %e, "redis command timed out");
+        let Err(e) = result else { return };
+        let address = &self.shared.address;
+        let metrics = &self.shared.metrics;
+        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+            metrics.error(0);
+            if !self.broken.swap(true, Ordering::Relaxed) {
+                // Once per connection: a storm of failing requests on
+                // one broken socket must not flood the log.
+                tracing::warn!(redis = %address, error = %e, "redis connection broken");
             }
+        } else if e.is_timeout() {
+            metrics.error(1);
+            tracing::warn!(redis = %address, error = %e, "redis command timed out");
+        } else if e.code().is_some() {
+            metrics.error(2);
+        } else {
+            metrics.error(3);
         }
     }
 }
@@ -63,7 +118,9 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            let started = Instant::now();
             let r = self.inner.req_packed_command(cmd).await;
+            self.shared.metrics.commands.observe(started.elapsed());
             self.note(&r);
             r
         })
@@ -76,10 +133,12 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            let started = Instant::now();
             let r = self
                 .inner
                 .req_packed_commands(pipeline, offset, count)
                 .await;
+            self.shared.metrics.pipelines.observe(started.elapsed());
             self.note(&r);
             r
         })
@@ -100,7 +159,7 @@ pub struct Manager {
     /// no connection came in time; the dial's own error is kept here so the
     /// log can say "connection refused" rather than "timed out".
     last_error: Arc<Mutex<Option<String>>>,
-    address: Arc<str>,
+    shared: Arc<Shared>,
 }
 
 impl bb8::ManageConnection for Manager {
@@ -116,10 +175,11 @@ impl bb8::ManageConnection for Manager {
             Ok(inner) => Ok(Conn {
                 inner,
                 broken: Arc::new(AtomicBool::new(false)),
-                address: self.address.clone(),
+                shared: self.shared.clone(),
             }),
             Err(e) => {
-                tracing::warn!(redis = %self.address, error = %e, "cannot connect to redis");
+                self.shared.metrics.error(0);
+                tracing::warn!(redis = %self.shared.address, error = %e, "cannot connect to redis");
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
                 Err(e)
             }
@@ -147,6 +207,10 @@ pub struct Store {
     /// the log.
     address: Arc<str>,
     last_error: Arc<Mutex<Option<String>>>,
+    /// The connections' shared part, for their metrics.
+    shared: Arc<Shared>,
+    /// The pool's size, for `/metrics`.
+    pool_size: u32,
     /// Membership checks a cold group page may spend before the group's
     /// ranking is built with ZINTERSTORE instead (see the group-page script).
     group_scan_budget: u32,
@@ -169,6 +233,10 @@ impl Store {
         let address: Arc<str> = info.addr().to_string().into();
         let client = redis::Client::open(info.clone()).map_err(AppError::Storage)?;
         let last_error = Arc::new(Mutex::new(None));
+        let shared = Arc::new(Shared {
+            address: address.clone(),
+            metrics: RedisMetrics::default(),
+        });
         let manager = Manager {
             inner: RedisConnectionManager::new(info).map_err(AppError::Storage)?,
             client,
@@ -176,7 +244,7 @@ impl Store {
                 .set_response_timeout(Some(command_timeout))
                 .set_connection_timeout(Some(command_timeout.min(timeout))),
             last_error: last_error.clone(),
-            address: address.clone(),
+            shared: shared.clone(),
         };
         let pool = bb8::Pool::builder()
             .max_size(max_size.max(1))
@@ -190,6 +258,8 @@ impl Store {
             pool,
             address,
             last_error,
+            shared,
+            pool_size: max_size.max(1),
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
         })
     }
@@ -224,11 +294,37 @@ impl Store {
         &self.address
     }
 
+    /// The command latencies and failures of this store's connections.
+    pub fn redis_metrics(&self) -> &RedisMetrics {
+        &self.shared.metrics
+    }
+
+    /// The pool's connections and checkout counts (no Redis call).
+    pub fn pool_state(&self) -> bb8::State {
+        self.pool.state()
+    }
+
+    pub fn pool_size(&self) -> u32 {
+        self.pool_size
+    }
+
     /// Answers whether Redis replies to PING.
     pub async fn ping(&self) -> AppResult<()> {
         let mut conn = self.conn().await?;
         let _: String = redis::cmd("PING").query_async(&mut conn).await?;
         Ok(())
+    }
+
+    /// PINGs Redis and says why it failed (a refused dial, a wrong
+    /// password, a timeout), for the log at startup: a wrong `REDIS_URL`
+    /// is named before the first request fails.
+    pub async fn check(&self) -> Result<(), String> {
+        match self.ping().await {
+            Ok(()) => Ok(()),
+            Err(AppError::StorageTimeout { cause, .. }) => Err(cause),
+            Err(AppError::Storage(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("{e:?}")),
+        }
     }
 }
 

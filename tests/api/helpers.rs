@@ -104,6 +104,8 @@ impl Drop for TestRedis {
 
 pub struct TestApp {
     pub address: String,
+    /// The port of the `--metrics-bind` listener, when the settings ask for one.
+    pub metrics_port: Option<u16>,
     pub redis: TestRedis,
     pub client: reqwest::Client,
     _instance: Instance,
@@ -180,6 +182,7 @@ pub async fn spawn_app() -> TestApp {
 /// Another server instance on `settings`' Redis; it stops when dropped.
 pub struct Instance {
     pub address: String,
+    pub metrics_port: Option<u16>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -192,10 +195,15 @@ impl Drop for Instance {
 pub async fn spawn_server(settings: Settings) -> Instance {
     let app = Application::build(settings).await.expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
+    let metrics_port = app.metrics_port();
     let server = tokio::spawn(async move {
         app.run_until(std::future::pending()).await.expect("server");
     });
-    Instance { address, server }
+    Instance {
+        address,
+        metrics_port,
+        server,
+    }
 }
 
 /// A server that stops when `stop` fires (or its sender is dropped), as
@@ -203,13 +211,18 @@ pub async fn spawn_server(settings: Settings) -> Instance {
 pub async fn spawn_server_until(settings: Settings, stop: oneshot::Receiver<()>) -> Instance {
     let app = Application::build(settings).await.expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
+    let metrics_port = app.metrics_port();
     let server = tokio::spawn(async move {
         let signal = async {
             let _ = stop.await;
         };
         app.run_until(signal).await.expect("server");
     });
-    Instance { address, server }
+    Instance {
+        address,
+        metrics_port,
+        server,
+    }
 }
 
 impl Instance {
@@ -226,6 +239,7 @@ pub async fn spawn_app_with(
     let instance = spawn_server(configure(&redis)).await;
     TestApp {
         address: instance.address.clone(),
+        metrics_port: instance.metrics_port,
         redis,
         client: reqwest::Client::new(),
         _instance: instance,
@@ -394,8 +408,19 @@ pub struct Binary {
 
 impl Binary {
     /// Starts the binary on `redis_url` with the test settings' cheap
-    /// hashing, plus `env` (`VOTEGRAPH_…` settings).
+    /// hashing, plus `env` (`VOTEGRAPH_…` settings), and waits until
+    /// `/health` answers 200.
     pub async fn start(redis_url: &str, env: &[(&str, &str)]) -> Self {
+        Self::launch(redis_url, env, true).await
+    }
+
+    /// Like [`Binary::start`], but waits only for `/health` to answer at
+    /// all (503 while Redis is unreachable).
+    pub async fn start_answering(redis_url: &str, env: &[(&str, &str)]) -> Self {
+        Self::launch(redis_url, env, false).await
+    }
+
+    async fn launch(redis_url: &str, env: &[(&str, &str)], healthy: bool) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("vgb")
             .tempdir()
@@ -428,7 +453,7 @@ impl Binary {
         };
         for _ in 0..200 {
             if let Ok(r) = reqwest::get(format!("{}/health", binary.address)).await {
-                if r.status().is_success() {
+                if r.status().is_success() || !healthy {
                     return binary;
                 }
             }

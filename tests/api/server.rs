@@ -214,3 +214,191 @@ async fn cors_can_be_limited_to_named_origins() {
         .get("access-control-allow-origin")
         .is_none());
 }
+
+/// A votegraph binary on its own data directory, stopped with SIGTERM (so
+/// its redis-server saves and stops too) when dropped, on every path.
+struct Running {
+    child: std::process::Child,
+    address: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return; // Already stopped (and its pid perhaps reused).
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..200 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the binary on `data` until it exits (it should refuse at once),
+/// and returns whether it succeeded and its stderr.
+fn run_to_exit(data: &std::path::Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_votegraph"))
+        .env_remove("REDIS_URL")
+        .env("VOTEGRAPH_BIND", "127.0.0.1:0")
+        .env("VOTEGRAPH_DATA_DIR", data)
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_second_server_on_the_same_data_directory_refuses_and_touches_nothing() {
+    let data = tempfile::Builder::new().prefix("vgd").tempdir().unwrap();
+    let (child, address) = start_binary(data.path()).await;
+    let first = Running { child, address };
+    let token = gql(
+        &first.address,
+        "mutation { signUp(name: \"alice\", password: \"password1\") { token } }",
+        None,
+    )
+    .await["data"]["signUp"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let (ok, stderr) = run_to_exit(data.path());
+    assert!(!ok, "the second server must not start");
+    assert!(
+        stderr.contains("another votegraph")
+            && stderr.contains("already running on the data directory")
+            && stderr.contains(&first.child.id().to_string()),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--data-dir"), "says what to do: {stderr}");
+
+    // The first one is untouched: its Redis, its socket, its data.
+    assert_eq!(redis_processes_in(data.path()), 1);
+    assert!(data.path().join("redis.sock").exists());
+    let posted = gql(
+        &first.address,
+        "mutation { post(title: \"still here\", link: \"https://e.com\") { id } }",
+        Some(&token),
+    )
+    .await;
+    assert_eq!(posted["data"]["post"]["id"], "1", "{posted}");
+    let mut first = first;
+    stop_gracefully(&mut first.child, data.path()).await;
+}
+
+/// A redis-server started by hand on a data directory, as a votegraph
+/// killed with SIGKILL leaves it; killed when dropped.
+struct Orphan(std::process::Child);
+
+impl Drop for Orphan {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_redis_left_running_on_the_data_directory_is_not_replaced() {
+    let data = tempfile::Builder::new().prefix("vgd").tempdir().unwrap();
+    let socket = data.path().join("redis.sock");
+    let orphan = Orphan(
+        Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--unixsocket"])
+            .arg(&socket)
+            .arg("--dir")
+            .arg(data.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server"),
+    );
+    let client = redis::Client::open(format!("redis+unix://{}", socket.display())).unwrap();
+    let mut conn = None;
+    for _ in 0..100 {
+        if let Ok(c) = client.get_multiplexed_async_connection().await {
+            conn = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut conn = conn.expect("the orphan answers");
+    let _: () = redis::cmd("SET")
+        .arg("mine")
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let (ok, stderr) = run_to_exit(data.path());
+    assert!(!ok, "votegraph must not start a second Redis there");
+    assert!(stderr.contains("already running"), "{stderr}");
+    assert!(
+        stderr.contains("redis-cli -s"),
+        "says how to stop it: {stderr}"
+    );
+    // The orphan still serves on its socket, with its data.
+    let kept: Option<String> = redis::cmd("GET")
+        .arg("mine")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(kept.as_deref(), Some("1"));
+    drop(orphan);
+}
+
+#[test]
+fn every_flag_is_in_the_readme_configuration_table() {
+    use clap::CommandFactory;
+    let readme = include_str!("../../README.md");
+    let command = votegraph::config::Settings::command();
+    let mut flags = 0;
+    for arg in command.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if ["help", "version"].contains(&long) {
+            continue;
+        }
+        let env = arg
+            .get_env()
+            .and_then(|e| e.to_str())
+            .unwrap_or_else(|| panic!("--{long} has no environment variable"));
+        let row = format!("| `--{long}` | `{env}` |");
+        assert!(
+            readme.contains(&row),
+            "README's configuration table lacks {row}"
+        );
+        flags += 1;
+    }
+    assert!(flags > 40, "{flags}");
+}
+
+#[test]
+fn the_readme_example_scores_count_the_automatic_upvote() {
+    let readme = include_str!("../../README.md");
+    let posted_at = readme
+        .split("\"postedAt\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("an example postedAt");
+    let time = chrono::DateTime::parse_from_rfc3339(posted_at).unwrap();
+    let time = time.timestamp() as f64 + f64::from(time.timestamp_subsec_micros()) / 1e6;
+    let scores: Vec<f64> = readme
+        .split("\"score\":")
+        .skip(1)
+        .filter_map(|rest| rest.split([',', '}']).next()?.parse().ok())
+        .collect();
+    assert!(scores.len() >= 3, "{scores:?}");
+    for score in scores {
+        // Posting counts the poster's own upvote: time + 432.
+        assert!((score - (time + 432.0)).abs() < 0.01, "{score} vs {time}");
+    }
+}
