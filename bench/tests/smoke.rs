@@ -42,6 +42,16 @@ fn run_bench_logged(args: &[&str]) -> (serde_json::Value, String) {
     (results, stderr)
 }
 
+/// The names of the scenarios a run measured, in order.
+fn scenario_names(results: &serde_json::Value) -> Vec<&str> {
+    results["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["scenario"].as_str().unwrap())
+        .collect()
+}
+
 /// Whether this machine can run the Node peer.
 fn node_present() -> bool {
     ["node", "npm"].iter().all(|program| {
@@ -187,12 +197,7 @@ fn only_runs_the_named_scenarios() {
         "article by id",
         "--quick",
     ]);
-    let names: Vec<&str> = results["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["scenario"].as_str().unwrap())
-        .collect();
+    let names = scenario_names(&results);
     assert_eq!(
         names,
         [
@@ -213,10 +218,7 @@ fn the_node_peer_runs_beside_votegraph_when_node_is_present() {
     let (results, stderr) = run_bench_logged(&LOGGED_IN_RUN);
     let peer = &results["node_peer"];
     let scenarios = results["scenarios"].as_array().unwrap();
-    let names: Vec<&str> = scenarios
-        .iter()
-        .map(|s| s["scenario"].as_str().unwrap())
-        .collect();
+    let names = scenario_names(&results);
     if !node_present() {
         assert_eq!(peer["status"], "skipped", "{results}");
         assert_eq!(stderr.matches("Node peer skipped: ").count(), 1, "{stderr}");
@@ -274,12 +276,7 @@ fn a_missing_node_skips_the_peer_in_one_line() {
         "{stderr}"
     );
     assert_eq!(results["node_peer"]["status"], "skipped");
-    let names: Vec<&str> = results["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["scenario"].as_str().unwrap())
-        .collect();
+    let names = scenario_names(&results);
     assert_eq!(
         names,
         ["front page, logged in", "raw Redis front page, logged in"]
