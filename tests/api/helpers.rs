@@ -176,7 +176,11 @@ pub fn test_settings(redis: &TestRedis) -> Settings {
 
 pub async fn spawn_app() -> TestApp {
     let redis = TestRedis::start().await;
-    spawn_app_with(redis, test_settings).await
+    let app = spawn_app_with(redis, test_settings).await;
+    // A first start indexes the book's votes in the background; waiting
+    // for it keeps that Redis work out of tests that count commands.
+    wait_for_vote_index(&mut app.redis.conn().await, None).await;
+    app
 }
 
 /// Another server instance on `settings`' Redis; it stops when dropped.

@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    reads_processed, spawn_app, spawn_app_with, test_settings, TestApp, TestRedis,
+    reads_processed, spawn_app, spawn_app_with, test_settings, wait_for_vote_index, TestApp,
+    TestRedis,
 };
 use crate::ws::{WsClient, TRANSPORT_WS};
 
@@ -373,6 +374,9 @@ async fn a_scrape_makes_no_redis_call() {
     let app = spawn_app().await;
     app.gql_ok("{ articleCount }", json!({}), None).await;
     let mut conn = app.redis.conn().await;
+    // The server's only background Redis work, the vote-index backfill
+    // of a first start, is over once its marker is set.
+    wait_for_vote_index(&mut conn, None).await;
     let before = reads_processed(&mut conn).await;
     for _ in 0..5 {
         metrics_text(&app.client, &app.address).await;
