@@ -26,7 +26,6 @@ use crate::compression::{self, Encoding};
 use crate::error::AppError;
 use crate::graphql::{Api, RequestContext};
 use crate::metrics::Operation;
-use crate::persisted::PersistedQueries;
 use crate::telemetry;
 use crate::ws::WebSockets;
 
@@ -42,7 +41,6 @@ pub async fn graphql_get(
     req: &Request,
     body: Body,
     schema: Data<&Api>,
-    persisted: Data<&Arc<PersistedQueries>>,
     trusted: Data<&TrustedProxies>,
     sockets: Data<&WebSockets>,
 ) -> poem::Result<Response> {
@@ -58,15 +56,7 @@ pub async fn graphql_get(
             Ok(request) => request,
             Err(e) => return Ok(refusal(e, Media::of(req.headers()))),
         };
-        return Ok(execute(
-            &schema,
-            &persisted,
-            req.headers(),
-            client,
-            Method::Get,
-            request,
-        )
-        .await);
+        return Ok(execute(&schema, req.headers(), client, Method::Get, request).await);
     }
     // Checked before the upgrade, so a client that forgot the subprotocol
     // reads why instead of an empty 400.
@@ -232,14 +222,13 @@ impl Wants {
 
 async fn execute(
     schema: &Api,
-    persisted: &PersistedQueries,
     headers: &HeaderMap,
     client: ClientAddr,
     method: Method,
     mut request: async_graphql::Request,
 ) -> Response {
     let wants = Wants::of(headers);
-    let registration = match persisted.resolve(&mut request).await {
+    let registration = match schema.state().persisted().resolve(&mut request).await {
         Ok(registration) => registration,
         Err(e) => return refusal(e, wants.media),
     };
@@ -264,7 +253,11 @@ async fn execute(
     }
     if let Some(registration) = registration {
         // Only a document that passed every limit is kept.
-        persisted.register(registration, &request.query).await;
+        schema
+            .state()
+            .persisted()
+            .register(registration, &request.query)
+            .await;
     }
     let want_cost = headers.contains_key(COST_HEADER);
     let auth = authorization(headers);
@@ -631,7 +624,6 @@ fn cache_key(request: &async_graphql::Request) -> String {
 #[handler]
 pub async fn graphql(
     schema: Data<&Api>,
-    persisted: Data<&Arc<PersistedQueries>>,
     limits: Data<&BodyLimits>,
     trusted: Data<&TrustedProxies>,
     req: &Request,
@@ -640,7 +632,7 @@ pub async fn graphql(
     let headers = req.headers();
     let client = client_addr(req, &trusted);
     match request_from_body(headers, body, *limits.0).await {
-        Ok(request) => execute(&schema, &persisted, headers, client, Method::Post, request).await,
+        Ok(request) => execute(&schema, headers, client, Method::Post, request).await,
         Err(e) => refusal(e, Media::of(headers)),
     }
 }
@@ -648,11 +640,7 @@ pub async fn graphql(
 /// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
 /// also tells how many subscriptions this process is serving.
 #[handler]
-pub async fn health(
-    schema: Data<&Api>,
-    ws: Data<&WebSockets>,
-    persisted: Data<&Arc<PersistedQueries>>,
-) -> Response {
+pub async fn health(schema: Data<&Api>, ws: Data<&WebSockets>) -> Response {
     let state = schema.state();
     let redis = match tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await {
         Ok(Ok(())) => Ok(()),
@@ -665,7 +653,7 @@ pub async fn health(
         "sharedSubscriptions": ws.shared_stats(),
         "responseCache": state.responses().map(|c| c.stats()),
         "documentCache": schema.guard().document_stats(),
-        "persistedQueries": persisted.stats(),
+        "persistedQueries": state.persisted().stats(),
     });
     match redis {
         Ok(()) => Json(body).into_response(),

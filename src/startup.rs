@@ -63,10 +63,7 @@ impl Application {
         )
         .context("invalid Redis URL")?
         .with_group_scan_budget(settings.group_scan_budget);
-        let persisted = Arc::new(PersistedQueries::new(
-            store.clone(),
-            settings.persisted_limits(),
-        ));
+        let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits());
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub = PubSub::start(
             redis::Client::open(connection_info(&redis_url)?).context("invalid Redis URL")?,
@@ -79,6 +76,7 @@ impl Application {
             hasher,
             pubsub,
             responses,
+            persisted,
             settings.login_limit(),
             settings.rate_limits(),
         );
@@ -139,7 +137,6 @@ impl Application {
             .at("/health", get(routes::health))
             .at("/metrics", get(metrics::metrics))
             .data(scrape)
-            .data(persisted)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,

@@ -23,6 +23,7 @@ use crate::config::RateLimits;
 use crate::domain::UserName;
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug};
 use crate::error::AppError;
+use crate::persisted::PersistedQueries;
 use crate::pubsub::{PubSub, ScoreEvent};
 use crate::store::keys::Ranking;
 use crate::store::{ArticleRecord, LoginLimit, Ranked, Standing, Store, Viewer, VoteDirection};
@@ -35,6 +36,7 @@ pub struct AppState {
     hasher: PasswordHasher,
     pubsub: PubSub,
     responses: Option<Arc<ResponseCache>>,
+    persisted: PersistedQueries,
     login: LoginLimit,
     rates: RateLimits,
 }
@@ -45,6 +47,7 @@ impl AppState {
         hasher: PasswordHasher,
         pubsub: PubSub,
         responses: Option<Arc<ResponseCache>>,
+        persisted: PersistedQueries,
         login: LoginLimit,
         rates: RateLimits,
     ) -> Arc<Self> {
@@ -53,6 +56,7 @@ impl AppState {
             hasher,
             pubsub,
             responses,
+            persisted,
             login,
             rates,
         })
@@ -69,6 +73,11 @@ impl AppState {
     /// The anonymous response cache, when enabled.
     pub fn responses(&self) -> Option<&Arc<ResponseCache>> {
         self.responses.as_ref()
+    }
+
+    /// The automatic persisted queries' documents.
+    pub fn persisted(&self) -> &PersistedQueries {
+        &self.persisted
     }
 }
 
