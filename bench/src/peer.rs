@@ -235,10 +235,7 @@ impl Drop for Peer {
 /// Starts the peer on a free loopback port against `redis_addr` and waits
 /// until it answers its health check.
 pub async fn start(installed: &Installed, redis_addr: &str) -> Result<Peer, String> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))?
-        .port();
+    let port = crate::free_port().map_err(|e| format!("no free port: {e}"))?;
     let mut child = Command::new(&installed.node)
         // A larger young generation: the peer allocates a page's replies and
         // answer per request, and the default 16 MiB semi-space made it

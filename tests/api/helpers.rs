@@ -430,10 +430,7 @@ impl Binary {
             .tempdir()
             .expect("temp dir");
         let log = dir.path().join("votegraph.log");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
+        let port = free_port();
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_votegraph"));
@@ -491,6 +488,14 @@ impl Drop for Binary {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
 }
 
 /// The marker the vote-index backfill sets when its pass is done.

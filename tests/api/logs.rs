@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::helpers::{spawn_app, Binary, TestRedis};
+use crate::helpers::{free_port, spawn_app, Binary, TestRedis};
 
 fn is_generated_id(id: &str) -> bool {
     id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -166,11 +166,7 @@ async fn json_logs_put_the_request_id_on_every_line_of_a_request() {
 #[tokio::test]
 async fn a_wrong_redis_url_is_named_in_the_log_and_never_to_clients() {
     // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let url = format!("redis://127.0.0.1:{port}/0");
     let server = Binary::start_answering(&url, &[("VOTEGRAPH_POOL_TIMEOUT_MS", "300")]).await;
     let client = reqwest::Client::new();

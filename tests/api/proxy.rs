@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app_with, test_settings, TestRedis};
+use crate::helpers::{free_port, spawn_app_with, test_settings, TestRedis};
 
 fn nginx_installed() -> bool {
     let on_path = std::env::var_os("PATH")
@@ -34,14 +34,6 @@ fn nginx_or_skip(test: &str) -> bool {
     );
     eprintln!("SKIPPED {test}: nginx is not installed (scripts/test.sh installs it)");
     false
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn script(name: &str) -> PathBuf {

@@ -5,15 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::spawn_app;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::helpers::{free_port, spawn_app};
 
 /// Starts the binary with its own redis-server in `data`; returns it and its address.
 async fn start_binary(data: &std::path::Path) -> (std::process::Child, String) {
