@@ -42,6 +42,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use crate::compression::{Encoding, Level};
+use crate::personal::Template;
 use crate::pubsub::{PubSub, ScoreEvent};
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
@@ -142,6 +143,20 @@ pub struct Cached {
     ok: bool,
     tag: OnceLock<String>,
     encoded: Mutex<[Option<bytes::Bytes>; 3]>,
+    /// What a logged-in query's entry holds instead of a body to serve.
+    personal: Personal,
+}
+
+/// The entry of a logged-in query (see [`crate::personal`]).
+#[derive(Debug)]
+enum Personal {
+    /// Not one: an anonymous response.
+    No,
+    /// Its template, whose anonymous form is the body.
+    Template(Template),
+    /// The query reads who the caller is: it runs whole every time. The
+    /// entry remembers that, so it is not tried as a template again.
+    Whole,
 }
 
 /// Length of a [`Cached::tag`]: 128 bits in hex.
@@ -155,6 +170,45 @@ impl Cached {
             ok: true,
             tag: OnceLock::new(),
             encoded: Mutex::new([None, None, None]),
+            personal: Personal::No,
+        }
+    }
+
+    /// A logged-in query's template; its body is the anonymous form.
+    pub fn template(template: Template) -> Self {
+        Self {
+            body: template.anonymous(),
+            personal: Personal::Template(template),
+            ..Self::new(bytes::Bytes::new())
+        }
+    }
+
+    /// A logged-in query that cannot be a template.
+    pub fn whole() -> Self {
+        Self {
+            personal: Personal::Whole,
+            ..Self::new(bytes::Bytes::new())
+        }
+    }
+
+    /// The template, for a logged-in query's entry that has one.
+    pub fn as_template(&self) -> Option<&Template> {
+        match &self.personal {
+            Personal::Template(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a logged-in query's entry that says "run it whole".
+    pub fn is_whole(&self) -> bool {
+        matches!(self.personal, Personal::Whole)
+    }
+
+    /// Bytes held by the body (and a template's hole list).
+    fn size(&self) -> usize {
+        match &self.personal {
+            Personal::Template(t) => t.size(),
+            _ => self.body.len(),
         }
     }
 
@@ -238,7 +292,7 @@ impl Entries {
     /// What storing `entry` under `key` costs in bytes, indexes included.
     fn footprint(key: &str, entry: &Entry) -> usize {
         let copies = 1 + entry.deps.ids.len() + 1;
-        entry.cached.body.len() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 128
+        entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 128
     }
 
     fn insert(&mut self, key: String, entry: Entry, max_bytes: usize) {
@@ -266,7 +320,7 @@ impl Entries {
         }
         self.bytes += size;
         if let Some(old) = self.map.insert(key, entry) {
-            let held = old.cached.body.len() + old.cached.encoded_bytes();
+            let held = old.cached.size() + old.cached.encoded_bytes();
             self.bytes = self.bytes.saturating_sub(held);
         }
     }

@@ -19,6 +19,7 @@ pub mod graphql;
 pub mod local_redis;
 pub mod metrics;
 pub mod persisted;
+pub mod personal;
 pub mod pubsub;
 pub mod routes;
 pub mod server;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
-use async_graphql::parser::types::OperationType;
+use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql_poem::GraphQLProtocol;
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::websocket::WebSocket;
@@ -281,6 +281,15 @@ async fn execute(
         };
         stored = Some((cache, key, cache.position(), lead));
     }
+    let personal_query = auth.is_some() && operation == Some(OperationType::Query) && !want_cost;
+    if let (true, Some(cache), Some(checked)) =
+        (personal_query, schema.state().responses(), &checked)
+    {
+        let document = checked.document.clone();
+        if let Some(body) = personal_page(schema, cache, client, auth, &request, document).await {
+            return reply(headers, wants, &Arc::new(Cached::new(body)), None, false);
+        }
+    }
     let session = Session::from_authorization(auth);
     let context = match stored {
         Some(_) => RequestContext::recorded(schema.state(), session, client),
@@ -321,6 +330,77 @@ async fn execute(
         lead.land(cached.clone());
     }
     reply(headers, wants, &cached, Some((cache, &key)), public)
+}
+
+/// A logged-in query's body, from its template (see [`crate::personal`]):
+/// the caller's session is looked up while the template is found (or
+/// computed), then their votes on its articles fill it. None when the
+/// query must run whole: it reads who the caller is, it failed, or Redis
+/// did (the whole run then reports that properly).
+async fn personal_page(
+    schema: &Api,
+    cache: &Arc<ResponseCache>,
+    client: ClientAddr,
+    auth: Option<&str>,
+    request: &async_graphql::Request,
+    document: Arc<ExecutableDocument>,
+) -> Option<bytes::Bytes> {
+    let key = format!("\u{1}{}", cache_key(request));
+    let session = Session::from_authorization(auth);
+    let store = schema.state().store();
+    let (cached, viewer) = futures_util::join!(
+        template(schema, cache, &key, client, request, document),
+        session.user(store)
+    );
+    let cached = cached?;
+    let template = cached.as_template()?;
+    match viewer.ok()? {
+        // An unknown or expired token reads as anonymous, as everywhere.
+        None => Some(template.anonymous()),
+        Some(user) => {
+            let votes = store.my_votes(&user, &template.ids()).await.ok()?;
+            Some(template.fill(&votes))
+        }
+    }
+}
+
+/// The cache entry of a logged-in query under `key`: a template, or the
+/// mark that it runs whole. Concurrent misses compute it once.
+async fn template(
+    schema: &Api,
+    cache: &Arc<ResponseCache>,
+    key: &str,
+    client: ClientAddr,
+    request: &async_graphql::Request,
+    document: Arc<ExecutableDocument>,
+) -> Option<Arc<Cached>> {
+    if let Some(hit) = cache.get(key) {
+        return Some(hit);
+    }
+    let lead = match cache.flight(key) {
+        Flight::Lead(lead) => lead,
+        Flight::Follow(follow) => return follow.wait(schema.deadline()).await,
+    };
+    let start = cache.position();
+    let mut copy =
+        async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
+    copy.operation_name = request.operation_name.clone();
+    let (copy, recorded) = RequestContext::template(schema.state(), client).attach(copy);
+    let mut response = schema.execute_checked(copy, Some(document)).await;
+    let holes = recorded.holes()?;
+    let cached = if holes.is_personal() {
+        Cached::whole()
+    } else if response.is_ok() {
+        Cached::template(holes.template(&mut response)?)
+    } else {
+        return None;
+    };
+    let cached = Arc::new(cached);
+    if let Some(deps) = recorded.take() {
+        cache.put(key.to_owned(), start, deps, cached.clone());
+    }
+    lead.land(cached.clone());
+    Some(cached)
 }
 
 /// Whether `response` failed before execution: nothing but parse,

@@ -24,6 +24,7 @@ use crate::domain::UserName;
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug};
 use crate::error::AppError;
 use crate::persisted::PersistedQueries;
+use crate::personal::Holes;
 use crate::pubsub::{PubSub, ScoreEvent};
 use crate::store::keys::Ranking;
 use crate::store::{ArticleRecord, LoginLimit, Ranked, Standing, Store, Viewer, VoteDirection};
@@ -97,6 +98,8 @@ pub struct RequestContext {
     session: Arc<Session>,
     client: ClientAddr,
     deps: Option<DepsCollector>,
+    /// Set when the request computes a logged-in page's template.
+    holes: Option<Arc<Holes>>,
     articles: DataLoader<ArticleLoader>,
     standings: DataLoader<StandingLoader>,
 }
@@ -105,6 +108,16 @@ impl RequestContext {
     /// The context of a request whose response is not cached.
     pub fn new(app: &Arc<AppState>, session: Session, client: ClientAddr) -> Self {
         Self::build(app, session, client, None)
+    }
+
+    /// The context that computes a logged-in query's template (see
+    /// [`crate::personal`]): anonymous and recorded, with a hole for every
+    /// `myVote` instead of a vote.
+    pub fn template(app: &Arc<AppState>, client: ClientAddr) -> Self {
+        Self {
+            holes: Some(Arc::default()),
+            ..Self::recorded(app, Session::from_authorization(None), client)
+        }
     }
 
     /// The context of a request whose response may be cached: it records
@@ -132,6 +145,7 @@ impl RequestContext {
             session,
             client,
             deps,
+            holes: None,
         }
     }
 
@@ -145,7 +159,7 @@ impl RequestContext {
     /// gives what the response showed, once it ran (None when not
     /// recorded).
     pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recorded) {
-        let recorded = Recorded(self.deps.clone());
+        let recorded = Recorded(self.deps.clone(), self.holes.clone());
         (request.data(self), recorded)
     }
 
@@ -168,7 +182,28 @@ impl RequestContext {
 
     /// The logged-in user, looked up once per request.
     pub async fn viewer(&self) -> Result<Option<UserName>> {
+        self.shows_caller();
         Ok(self.session.user(self.store()).await?)
+    }
+
+    /// A template cannot show who its caller is: it is computed for
+    /// nobody and served to everyone.
+    fn shows_caller(&self) {
+        if let Some(holes) = &self.holes {
+            holes.personal();
+        }
+    }
+
+    /// The caller's vote on `article`. A template leaves a hole there,
+    /// filled per reader.
+    pub fn my_vote(&self, ctx: &Context<'_>, article: &ArticleRecord) -> Option<VoteDirection> {
+        match &self.holes {
+            Some(holes) => {
+                holes.hole(ctx.path_node.as_ref(), article.id);
+                None
+            }
+            None => article.my_vote,
+        }
     }
 
     /// The logged-in user, or `UNAUTHENTICATED`. Writes check it again
@@ -176,6 +211,7 @@ impl RequestContext {
     /// hears about the login before any complaint about its input (the
     /// lookup is made once per request).
     pub async fn viewer_required(&self) -> Result<UserName> {
+        self.shows_caller();
         Ok(self.session.require_user(self.store()).await?)
     }
 
@@ -202,7 +238,9 @@ impl RequestContext {
                 )),
             }
         };
-        let (ids, viewer) = futures_util::join!(ids, self.viewer());
+        // The lookup only warms the session for the loader (a template's
+        // is anonymous): it shows nothing of the caller by itself.
+        let (ids, viewer) = futures_util::join!(ids, self.session.user(store));
         viewer?;
         let ids = ids?;
         self.record(|deps| ids.iter().for_each(|(id, _)| deps.article(&id.to_string())));
@@ -411,12 +449,18 @@ impl RequestContext {
 }
 
 /// What a response showed, taken once it ran (see [`RequestContext::attach`]).
-pub struct Recorded(Option<DepsCollector>);
+pub struct Recorded(Option<DepsCollector>, Option<Arc<Holes>>);
 
 impl Recorded {
-    pub fn take(self) -> Option<Deps> {
+    pub fn take(&self) -> Option<Deps> {
         self.0
+            .as_ref()
             .map(|deps| std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner())))
+    }
+
+    /// A template's holes (see [`RequestContext::template`]).
+    pub fn holes(&self) -> Option<&Holes> {
+        self.1.as_deref()
     }
 }
 

@@ -137,8 +137,10 @@ impl Article {
     /// The logged-in user's vote on this article; null when not logged in.
     /// Voters are forgotten when voting closes, so it is NONE after a week.
     // Depends on the caller: listed in `CALLER_DEPENDENT_FIELDS`.
-    async fn my_vote(&self) -> Option<VoteDirection> {
-        self.0.my_vote.map(Into::into)
+    async fn my_vote(&self, ctx: &Context<'_>) -> Result<Option<VoteDirection>> {
+        Ok(RequestContext::of(ctx)?
+            .my_vote(ctx, &self.0)
+            .map(Into::into))
     }
 
     /// Unique, URL-friendly handle derived from the title (`hello-world`,

@@ -22,7 +22,8 @@ use super::articles::VoteDirection;
 use super::keys;
 use super::scripts::{self, Cursor};
 use super::{value_f64, Store};
-use crate::error::AppResult;
+use crate::domain::{ArticleId, UserName};
+use crate::error::{AppError, AppResult};
 
 /// Articles per backfill batch: a few hundred, one script call each.
 const BATCH_ARTICLES: u32 = 250;
@@ -87,6 +88,30 @@ pub struct Backfill(JoinHandle<()>);
 impl Drop for Backfill {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+impl Store {
+    /// A user's votes on `ids`, in order, with one `ZMSCORE` of their
+    /// index (how a logged-in page's template is filled).
+    pub async fn my_votes(
+        &self,
+        viewer: &UserName,
+        ids: &[ArticleId],
+    ) -> AppResult<Vec<VoteDirection>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("ZMSCORE");
+        cmd.arg(keys::user_votes(viewer.as_str()));
+        for &id in ids {
+            cmd.arg(keys::article(id));
+        }
+        let mut conn = self.conn().await?;
+        let reply: Value = cmd.query_async(&mut conn).await?;
+        votes_from_reply(&reply, ids.len()).ok_or_else(|| {
+            AppError::Internal(format!("ZMSCORE of the vote index answered {reply:?}"))
+        })
     }
 }
 

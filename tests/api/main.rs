@@ -18,6 +18,7 @@ mod logs;
 mod metrics;
 mod my_vote;
 mod persisted;
+mod personal;
 mod proxy;
 mod rate_limits;
 mod resilience;

@@ -1,0 +1,284 @@
+//! Logged-in pages from shared templates: the response of a logged-in
+//! query differs from an anonymous one only in `myVote`, so it is computed
+//! once, anonymously, with a hole where each `myVote` goes, kept in the
+//! response cache like an anonymous page, and filled per reader with one
+//! `ZMSCORE` of their vote index.
+//!
+//! Why: a logged-in reader's page used to run the whole executor (25
+//! articles × a dozen fields) and read every article for every request;
+//! with a template it costs the session lookup, one command for the votes
+//! and a copy of the body. The template follows the anonymous cache's rules
+//! (see [`crate::cache`]): it records what it shows, votes drop the ones
+//! they can change, and it is never older than a second. The reader's own
+//! votes are read fresh on every request, and a vote through this instance
+//! drops the templates it changes before its mutation answers, so readers
+//! always see their own votes.
+//!
+//! What may be a template is decided while it is computed, not by a list:
+//! a resolver that asks the request context who the caller is (`me`)
+//! marks the document personal, and such documents run whole for every
+//! request, as before.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use async_graphql::context::{QueryPathNode, QueryPathSegment};
+use async_graphql::{Name, Value};
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::domain::ArticleId;
+use crate::store::VoteDirection;
+
+/// One step of a response path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Key(Name),
+    Index(usize),
+}
+
+/// Where a `myVote` goes in a response, and for which article.
+#[derive(Debug)]
+struct Hole {
+    path: Vec<Step>,
+    id: ArticleId,
+}
+
+/// What a template's computation learned: its holes, and whether it read
+/// the caller (then it cannot be a template).
+#[derive(Debug, Default)]
+pub struct Holes {
+    holes: Mutex<Vec<Hole>>,
+    personal: AtomicBool,
+}
+
+impl Holes {
+    /// A `myVote` of article `id` at `path`.
+    pub fn hole(&self, path: Option<&QueryPathNode<'_>>, id: ArticleId) {
+        let mut steps: Vec<Step> = path
+            .into_iter()
+            .flat_map(|node| std::iter::once(node).chain(node.parents()))
+            .map(|node| match node.segment {
+                QueryPathSegment::Name(name) => Step::Key(Name::new(name)),
+                QueryPathSegment::Index(i) => Step::Index(i),
+            })
+            .collect();
+        steps.reverse();
+        lock(&self.holes).push(Hole { path: steps, id });
+    }
+
+    /// The response read who the caller is.
+    pub fn personal(&self) {
+        self.personal.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the response read who the caller is.
+    pub fn is_personal(&self) -> bool {
+        self.personal.load(Ordering::Relaxed)
+    }
+
+    /// The template of `response`, computed with these holes. None when a
+    /// hole cannot be placed (its path is not in the data), which would be
+    /// a bug: the caller then runs the request whole.
+    pub fn template(&self, response: &mut async_graphql::Response) -> Option<Template> {
+        let holes = std::mem::take(&mut *lock(&self.holes));
+        let nonce = nonce();
+        for (i, hole) in holes.iter().enumerate() {
+            *slot(&mut response.data, &hole.path)? = Value::String(format!("{nonce}{i}"));
+        }
+        let marked = serde_json::to_vec(&response).ok()?;
+        Template::from_marked(&marked, &holes, nonce)
+    }
+}
+
+/// A response body with a `null` in place of every `myVote`, and the
+/// article each one is for.
+#[derive(Debug)]
+pub struct Template {
+    body: Bytes,
+    /// Byte offsets of the holes' `null`s, ascending, with their articles.
+    holes: Box<[(usize, ArticleId)]>,
+}
+
+const NULL: &[u8] = b"null";
+
+impl Template {
+    /// Finds the markers `{nonce}{i}` (as JSON strings) that stand for the
+    /// holes in a serialised response, and puts `null`s in their place.
+    fn from_marked(marked: &[u8], holes: &[Hole], nonce: &str) -> Option<Self> {
+        // The nonce starts with a control character, so serde_json wrote
+        // it escaped; nothing a user wrote can forge it (it is random).
+        let escaped = serde_json::to_string(nonce).ok()?;
+        let opening = &escaped.as_bytes()[..escaped.len() - 1];
+        let mut body = BytesMut::with_capacity(marked.len());
+        let mut found = vec![false; holes.len()];
+        let mut offsets = Vec::with_capacity(holes.len());
+        let mut rest = marked;
+        while let Some(at) = find(rest, opening) {
+            body.put_slice(&rest[..at]);
+            let after = &rest[at + opening.len()..];
+            let end = after.iter().position(|&b| b == b'"')?;
+            let i: usize = std::str::from_utf8(&after[..end]).ok()?.parse().ok()?;
+            if std::mem::replace(found.get_mut(i)?, true) {
+                return None;
+            }
+            offsets.push((body.len(), holes[i].id));
+            body.put_slice(NULL);
+            rest = &after[end + 1..];
+        }
+        body.put_slice(rest);
+        if found.iter().any(|f| !f) {
+            return None;
+        }
+        Some(Self {
+            body: body.freeze(),
+            holes: offsets.into_boxed_slice(),
+        })
+    }
+
+    /// The articles whose votes fill the holes, in the holes' order.
+    pub fn ids(&self) -> Vec<ArticleId> {
+        self.holes.iter().map(|&(_, id)| id).collect()
+    }
+
+    /// The body with no reader: every `myVote` null, as anonymous readers
+    /// (and unknown or expired tokens) get it.
+    pub fn anonymous(&self) -> Bytes {
+        self.body.clone()
+    }
+
+    /// The body for a reader whose votes on [`Template::ids`] are `votes`.
+    pub fn fill(&self, votes: &[VoteDirection]) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.body.len() + 2 * self.holes.len());
+        let mut from = 0;
+        for (&(at, _), vote) in self.holes.iter().zip(votes) {
+            out.put_slice(&self.body[from..at]);
+            out.put_slice(match vote {
+                VoteDirection::Up => b"\"UP\"",
+                VoteDirection::Down => b"\"DOWN\"",
+                VoteDirection::None => b"\"NONE\"",
+            });
+            from = at + NULL.len();
+        }
+        out.put_slice(&self.body[from..]);
+        out.freeze()
+    }
+
+    /// Bytes held, for the cache's budget.
+    pub fn size(&self) -> usize {
+        self.body.len() + self.holes.len() * std::mem::size_of::<(usize, ArticleId)>()
+    }
+}
+
+/// The value at `path` in `data`.
+fn slot<'a>(data: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
+    path.iter()
+        .try_fold(data, |value, step| match (value, step) {
+            (Value::Object(map), Step::Key(key)) => map.get_mut(key),
+            (Value::List(items), Step::Index(i)) => items.get_mut(*i),
+            _ => None,
+        })
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A marker prefix no response can contain by chance or by a user's
+/// doing: a control character and 128 random bits, drawn once per process.
+fn nonce() -> &'static str {
+    static NONCE: OnceLock<String> = OnceLock::new();
+    NONCE.get_or_init(|| format!("\u{1}{:032x}:", rand::random::<u128>()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(json: serde_json::Value) -> async_graphql::Response {
+        async_graphql::Response::new(Value::from_json(json).unwrap())
+    }
+
+    fn path(steps: &[&str]) -> Vec<Step> {
+        steps
+            .iter()
+            .map(|s| match s.parse() {
+                Ok(i) => Step::Index(i),
+                Err(_) => Step::Key(Name::new(s)),
+            })
+            .collect()
+    }
+
+    fn holes(list: Vec<(Vec<Step>, u64)>) -> Holes {
+        let holes = Holes::default();
+        *lock(&holes.holes) = list
+            .into_iter()
+            .map(|(path, id)| Hole {
+                path,
+                id: ArticleId(id),
+            })
+            .collect();
+        holes
+    }
+
+    #[test]
+    fn fills_each_hole_with_its_articles_vote() {
+        let mut r = response(serde_json::json!({
+            "articles": [
+                {"id": "1", "title": "a \"quoted\" title", "myVote": null},
+                {"id": "2", "title": "null", "myVote": null},
+            ],
+            "again": {"myVote": null},
+        }));
+        let h = holes(vec![
+            (path(&["articles", "1", "myVote"]), 2),
+            (path(&["articles", "0", "myVote"]), 1),
+            (path(&["again", "myVote"]), 1),
+        ]);
+        let t = h.template(&mut r).unwrap();
+        // In the body's order (`again` serialises first), not the holes'.
+        assert_eq!(t.ids(), vec![ArticleId(1), ArticleId(1), ArticleId(2)]);
+        let body = t.fill(&[VoteDirection::Up, VoteDirection::Up, VoteDirection::Down]);
+        let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            got,
+            serde_json::json!({"data": {
+                "articles": [
+                    {"id": "1", "title": "a \"quoted\" title", "myVote": "UP"},
+                    {"id": "2", "title": "null", "myVote": "DOWN"},
+                ],
+                "again": {"myVote": "UP"},
+            }})
+        );
+        let anonymous: serde_json::Value = serde_json::from_slice(&t.anonymous()).unwrap();
+        assert_eq!(
+            anonymous["data"]["articles"][1]["myVote"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[test]
+    fn a_title_that_looks_like_a_marker_is_left_alone() {
+        // A user cannot know the process' nonce; a title spelling the
+        // marker's shape without it stays text.
+        let mut r = response(serde_json::json!({
+            "a": {"title": "\u{1}0", "myVote": null},
+        }));
+        let h = holes(vec![(path(&["a", "myVote"]), 5)]);
+        let t = h.template(&mut r).unwrap();
+        let body = t.fill(&[VoteDirection::None]);
+        let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(got["data"]["a"]["title"], "\u{1}0");
+        assert_eq!(got["data"]["a"]["myVote"], "NONE");
+    }
+
+    #[test]
+    fn a_hole_outside_the_data_is_no_template() {
+        let mut r = response(serde_json::json!({"a": {"myVote": null}}));
+        let h = holes(vec![(path(&["b", "myVote"]), 5)]);
+        assert!(h.template(&mut r).is_none());
+    }
+}

@@ -1,0 +1,220 @@
+//! Logged-in pages from shared templates (`src/personal.rs`): readers share
+//! one computation of a page, each sees their own `myVote`, their own votes
+//! show at once, and a query that reads the caller (`me`) runs whole.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::helpers::{gql_at, spawn_app, spawn_server, test_settings, TestApp};
+
+const VOTE: &str =
+    "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }";
+
+const PAGE: &str =
+    "{ articles(order: SCORE, page: 1, pageSize: 25) { id title votes downvotes score groups myVote } }";
+
+/// `myVote` by article id on a page's `articles`.
+fn votes_of(page: &Value) -> HashMap<String, Value> {
+    page["articles"]
+        .as_array()
+        .expect("a list of articles")
+        .iter()
+        .map(|a| (a["id"].as_str().unwrap().to_owned(), a["myVote"].clone()))
+        .collect()
+}
+
+/// The page without `myVote`, to compare what readers share.
+fn without_votes(page: &Value) -> Value {
+    let mut page = page.clone();
+    for article in page["articles"].as_array_mut().unwrap() {
+        article.as_object_mut().unwrap().remove("myVote");
+    }
+    page
+}
+
+async fn vote(app: &TestApp, token: &str, id: &str, direction: &str) {
+    app.gql_ok(VOTE, json!({ "id": id, "d": direction }), Some(token))
+        .await;
+}
+
+/// Calls of each Redis command since the last `CONFIG RESETSTAT`.
+async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            let calls = rest.split(',').next()?.parse().ok()?;
+            let own = name == "info" || name.starts_with("config");
+            (!own).then(|| (name.to_owned(), calls))
+        })
+        .collect()
+}
+
+async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn readers_share_one_page_and_each_sees_their_own_votes() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let carol = app.sign_up("carol").await;
+    for i in 0..30 {
+        app.post(&alice, &format!("article {i}"), &[]).await;
+    }
+    vote(&app, &bob, "30", "UP").await;
+    vote(&app, &bob, "29", "DOWN").await;
+    vote(&app, &carol, "28", "DOWN").await;
+    vote(&app, &carol, "30", "DOWN").await;
+    // dave's upvotes keep the downvoted articles on the first page.
+    let dave = app.sign_up("dave").await;
+    vote(&app, &dave, "29", "UP").await;
+    vote(&app, &dave, "28", "UP").await;
+
+    let bobs = app.gql_ok(PAGE, json!({}), Some(&bob)).await;
+    let mut conn = app.redis.conn().await;
+    reset_stats(&mut conn).await;
+    let carols = app.gql_ok(PAGE, json!({}), Some(&carol)).await;
+    let counted = calls(&mut conn).await;
+    // carol's page is bob's, filled with her votes: her session and one
+    // ZMSCORE, no article read.
+    assert_eq!(
+        counted,
+        HashMap::from([("get".to_owned(), 1), ("zmscore".to_owned(), 1)]),
+        "carol's page ran {counted:?}"
+    );
+    let anonymous = app.gql_ok(PAGE, json!({}), None).await;
+    assert_eq!(without_votes(&bobs), without_votes(&anonymous));
+    assert_eq!(without_votes(&carols), without_votes(&anonymous));
+
+    let (b, c) = (votes_of(&bobs), votes_of(&carols));
+    assert_eq!(b.len(), 25);
+    for (id, bob_wants, carol_wants) in [
+        ("30", "UP", "DOWN"),
+        ("29", "DOWN", "NONE"),
+        ("28", "NONE", "DOWN"),
+        ("27", "NONE", "NONE"),
+    ] {
+        assert_eq!(b[id], bob_wants, "bob's vote on {id}");
+        assert_eq!(c[id], carol_wants, "carol's vote on {id}");
+    }
+    // alice posted them all: her own upvote on each.
+    let alices = app.gql_ok(PAGE, json!({}), Some(&alice)).await;
+    assert!(votes_of(&alices).values().all(|v| v == "UP"), "{alices}");
+    assert!(votes_of(&anonymous).values().all(Value::is_null));
+}
+
+#[tokio::test]
+async fn a_readers_vote_shows_on_their_next_page() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    for i in 0..5 {
+        app.post(&alice, &format!("article {i}"), &[]).await;
+    }
+    let query = "{ articles(order: SCORE) { id votes downvotes myVote } article(id: \"2\") { votes myVote } }";
+    let before = app.gql_ok(query, json!({}), Some(&bob)).await;
+    assert_eq!(before["article"], json!({ "votes": 1, "myVote": "NONE" }));
+    for (direction, votes, downvotes, mine) in [
+        ("UP", 2, 0, "UP"),
+        ("DOWN", 1, 1, "DOWN"),
+        ("NONE", 1, 0, "NONE"),
+    ] {
+        vote(&app, &bob, "2", direction).await;
+        let page = app.gql_ok(query, json!({}), Some(&bob)).await;
+        assert_eq!(
+            page["article"],
+            json!({ "votes": votes, "myVote": mine }),
+            "after {direction}"
+        );
+        let listed = page["articles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == "2")
+            .unwrap();
+        assert_eq!(
+            listed,
+            &json!({ "id": "2", "votes": votes, "downvotes": downvotes, "myVote": mine }),
+            "after {direction}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_query_that_reads_the_caller_runs_whole_for_each_reader() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    app.post(&alice, "first", &[]).await;
+    let query = "{ me { name } articles { id myVote } }";
+    for _ in 0..2 {
+        for (token, name, mine) in [(&alice, "alice", "UP"), (&bob, "bob", "NONE")] {
+            let page = app.gql_ok(query, json!({}), Some(token)).await;
+            assert_eq!(
+                page,
+                json!({ "me": { "name": name }, "articles": [{ "id": "1", "myVote": mine }] })
+            );
+        }
+    }
+    // A token nobody holds reads like no token: no caller, null votes.
+    let page = app.gql_ok(query, json!({}), Some("not-a-token")).await;
+    assert_eq!(
+        page,
+        json!({ "me": null, "articles": [{ "id": "1", "myVote": null }] })
+    );
+    let page = app
+        .gql_ok("{ articles { id myVote } }", json!({}), Some("not-a-token"))
+        .await;
+    assert_eq!(page, json!({ "articles": [{ "id": "1", "myVote": null }] }));
+}
+
+#[tokio::test]
+async fn a_vote_through_another_instance_reaches_a_logged_in_page_within_a_second() {
+    let app = spawn_app().await;
+    let other = spawn_server(test_settings(&app.redis)).await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    app.post(&alice, "first", &[]).await;
+    let query = "{ articles { id votes myVote } }";
+    let page = app.gql_ok(query, json!({}), Some(&alice)).await;
+    assert_eq!(page["articles"][0]["votes"], 1);
+
+    let voted = gql_at(
+        &app.client,
+        &other.address,
+        VOTE,
+        json!({ "id": "1", "d": "UP" }),
+        Some(&bob),
+        None,
+    )
+    .await;
+    assert!(voted.get("errors").is_none(), "{voted}");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let page = app.gql_ok(query, json!({}), Some(&alice)).await;
+        if page["articles"][0]["votes"] == 2 {
+            assert_eq!(page["articles"][0]["myVote"], "UP");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bob's vote through the other instance never showed: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And bob, reading through this instance, sees his own vote.
+    let page = app.gql_ok(query, json!({}), Some(&bob)).await;
+    assert_eq!(page["articles"][0]["myVote"], "UP");
+}
