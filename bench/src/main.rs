@@ -407,6 +407,31 @@ async fn main() -> anyhow::Result<()> {
         hit_rate = Some(hits as f64 / (hits + misses).max(1) as f64);
         eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
     }
+    // Logged-in readers while others vote: the votes drop the shared
+    // templates their articles are on (see `src/personal.rs`), so this is
+    // what the template costs when it keeps being recomputed.
+    const MIX_LOGGED_IN: &str = "mix logged in, 90% read / 10% vote";
+    if args.wants(MIX_LOGGED_IN) {
+        let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
+        let body = Arc::new(logged_in_page_query());
+        results.push(
+            load::run(MIX_LOGGED_IN, n, warmup, duration, move |w, i| {
+                let (g, body) = (g.clone(), body.clone());
+                let vote = (w as u64 + i).is_multiple_of(10);
+                let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
+                let id = ids[((w as u64 * 31 + i * 7_727) % ids.len() as u64) as usize];
+                async move {
+                    let token = seed::token(user);
+                    if vote {
+                        g.post(vote_query(id), Some(&token)).await
+                    } else {
+                        g.post(body.as_str().to_owned(), Some(&token)).await
+                    }
+                }
+            })
+            .await,
+        );
+    }
     let rss_after_load = subscribers::rss_kib(pid);
 
     // The Node peer on the same pages, checked against this server first.
