@@ -15,8 +15,10 @@
 //! - every other write through this instance (except a page view) drops the
 //!   whole cache at once, so a client reads its own writes;
 //! - only anonymous requests whose operation is a query are cached, and only
-//!   responses without errors; `myVote` and `me` need a login, so they are
-//!   never cached.
+//!   responses without errors. A logged-in query's entry is its template
+//!   (computed anonymously, with a hole per `myVote`, filled per reader: see
+//!   [`crate::personal`]), under the same rules; a query that reads the
+//!   caller (`me`) is never cached.
 //!
 //! Requests that miss one entry together share one computation of it
 //! ([`Flight`]): an expiring front page costs one execution, not one per
