@@ -1,5 +1,6 @@
 //! Starts real `redis-server`s and real votegraph servers for the tests.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -383,6 +384,34 @@ pub async fn reads_processed(conn: &mut MultiplexedConnection) -> u64 {
         .find_map(|l| l.strip_prefix("total_reads_processed:"))
         .and_then(|v| v.trim().parse().ok())
         .expect("total_reads_processed in INFO")
+}
+
+/// Calls of each Redis command since the last [`reset_command_stats`],
+/// leaving out the test's own `INFO` and `CONFIG`.
+pub async fn command_stats(conn: &mut MultiplexedConnection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            let calls = rest.split(',').next()?.parse().ok()?;
+            // `config|resetstat` on Redis 7, `config` before.
+            let own = name == "info" || name.starts_with("config");
+            (!own).then(|| (name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Zeroes Redis' command counters (see [`command_stats`]).
+pub async fn reset_command_stats(conn: &mut MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .expect("CONFIG RESETSTAT");
 }
 
 /// How many times Redis ran `command` so far.

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{gql_at, spawn_app, spawn_server, test_settings, TestApp};
+use crate::helpers::{
+    command_stats, gql_at, reset_command_stats, spawn_app, spawn_server, test_settings, TestApp,
+};
 
 const VOTE: &str =
     "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }";
@@ -39,31 +41,6 @@ async fn vote(app: &TestApp, token: &str, id: &str, direction: &str) {
         .await;
 }
 
-/// Calls of each Redis command since the last `CONFIG RESETSTAT`.
-async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter_map(|l| {
-            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(":calls=")?;
-            let calls = rest.split(',').next()?.parse().ok()?;
-            let own = name == "info" || name.starts_with("config");
-            (!own).then(|| (name.to_owned(), calls))
-        })
-        .collect()
-}
-
-async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(conn)
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn readers_share_one_page_and_each_sees_their_own_votes() {
     let app = spawn_app().await;
@@ -84,9 +61,9 @@ async fn readers_share_one_page_and_each_sees_their_own_votes() {
 
     let bobs = app.gql_ok(PAGE, json!({}), Some(&bob)).await;
     let mut conn = app.redis.conn().await;
-    reset_stats(&mut conn).await;
+    reset_command_stats(&mut conn).await;
     let carols = app.gql_ok(PAGE, json!({}), Some(&carol)).await;
-    let counted = calls(&mut conn).await;
+    let counted = command_stats(&mut conn).await;
     // carol's page is bob's, filled with her votes: her session and one
     // ZMSCORE, no article read.
     assert_eq!(
