@@ -196,6 +196,7 @@ impl Application {
         tracing::info!(port = self.port, "votegraph listening");
         // Runs beside the server and stops with it.
         let backfill = self.store.start_vote_index_backfill(self.reconcile_votes);
+        let top_index = self.store.start_top_index(self.reconcile_votes);
         let shutdown = self.shutdown.clone();
         let (stopping, stopped) = tokio::sync::watch::channel(false);
         // WebSockets are told as soon as the signal comes, so their goodbyes
@@ -236,6 +237,7 @@ impl Application {
         )
         .await;
         drop(backfill);
+        drop(top_index);
         // The serve loop waited for every connection, upgraded ones
         // included; this only bounds a socket still saying goodbye.
         let goodbyes = self.send_timeout + Duration::from_secs(2);

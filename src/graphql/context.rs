@@ -27,7 +27,9 @@ use crate::persisted::PersistedQueries;
 use crate::personal::Holes;
 use crate::pubsub::{PubSub, ScoreEvent};
 use crate::store::keys::Ranking;
-use crate::store::{ArticleRecord, LoginLimit, Ranked, Standing, Store, Viewer, VoteDirection};
+use crate::store::{
+    ArticleRecord, Cursor, List, LoginLimit, Order, Ranked, Standing, Store, Viewer, VoteDirection,
+};
 
 /// What every request of this process shares, registered once: the HTTP
 /// routes, the WebSocket loop and the resolvers (through their
@@ -225,10 +227,22 @@ impl RequestContext {
     pub async fn ranked(
         &self,
         list: ArticleList<'_>,
-        ranking: Ranking,
+        order: Order,
         page: PageRequest,
     ) -> Result<Vec<ArticleRecord>> {
         let store = self.store();
+        let ranking = match order {
+            Order::Score => Ranking::Score,
+            Order::Time => Ranking::Time,
+            Order::Top(period) => {
+                let (start, stop) = page.range();
+                let size = (stop - start + 1) as usize;
+                let ids = store.top_page(list.into(), period, start as usize, size);
+                let (ids, viewer) = futures_util::join!(ids, self.session.user(store));
+                viewer?;
+                return self.shown(list, order, &ids?, false).await;
+            }
+        };
         let ids = async {
             match list {
                 ArticleList::Site => store.ranking_page(ranking, page).await,
@@ -243,23 +257,77 @@ impl RequestContext {
         let (ids, viewer) = futures_util::join!(ids, self.session.user(store));
         viewer?;
         let ids = ids?;
+        let full = ids.len() == page.page_size as usize;
+        self.shown(list, order, &ids, full).await
+    }
+
+    /// Loads the articles of a page of `list` in `order`, recording what
+    /// the page shows: its articles, and what votes can change it (`full`:
+    /// the page has as many articles as it could hold, so an article
+    /// rising from below must pass its lowest one to join it).
+    async fn shown(
+        &self,
+        list: ArticleList<'_>,
+        order: Order,
+        ids: &[Ranked],
+        full: bool,
+    ) -> Result<Vec<ArticleRecord>> {
         self.record(|deps| ids.iter().for_each(|(id, _)| deps.article(&id.to_string())));
-        let mut found = self.articles.loader().load_ranked(&ids).await?;
+        let mut found = self.articles.loader().load_ranked(ids).await?;
         let articles: Vec<ArticleRecord> =
             ids.iter().filter_map(|(id, _)| found.remove(id)).collect();
-        if ranking == Ranking::Score {
-            self.record(|deps| {
+        match order {
+            Order::Score => self.record(|deps| {
                 let scores: Vec<f64> = articles.iter().map(|a| a.score).collect();
-                let full = articles.len() == page.page_size as usize;
                 match list {
                     ArticleList::Site => deps.score_window(None, &scores, full),
                     ArticleList::Group(g) => deps.score_window(Some(g.as_str()), &scores, full),
                     // Any vote on the user's articles may reorder the page.
                     ArticleList::User(_) => deps.any_vote(),
                 }
-            });
+            }),
+            // Net votes are not in the vote events' scores: any vote may
+            // reorder a net-vote page.
+            Order::Top(_) => self.record(Deps::any_vote),
+            Order::Time => {}
         }
         Ok(articles)
+    }
+
+    /// A page of a feed: up to `first` articles of `list` in `order` after
+    /// the cursor `after`, each with its own cursor.
+    pub async fn feed(
+        &self,
+        list: ArticleList<'_>,
+        order: Order,
+        first: usize,
+        after: Option<&str>,
+    ) -> Result<Feed> {
+        let store = self.store();
+        let position = after
+            .map(|cursor| Cursor::decode(cursor, order, &list.into()))
+            .transpose()?;
+        let page = store.feed(list.into(), order, position.as_ref(), first);
+        let (page, viewer) = futures_util::join!(page, self.session.user(store));
+        viewer?;
+        let page = page?;
+        let ids: Vec<Ranked> = page.entries.iter().map(|(ranked, _)| *ranked).collect();
+        let full = page.has_next || ids.len() == first;
+        let records = self.shown(list, order, &ids, full).await?;
+        let mut cursors: std::collections::HashMap<_, _> = page
+            .entries
+            .iter()
+            .map(|((id, _), position)| (*id, Cursor::encode(order, &list.into(), position)))
+            .collect();
+        let edges = records
+            .into_iter()
+            .filter_map(|record| Some((cursors.remove(&record.id)?, record)))
+            .collect();
+        Ok(Feed {
+            edges,
+            has_next: page.has_next,
+            total: page.total,
+        })
     }
 
     /// One article (batched with the request's other single-article reads).
@@ -467,6 +535,23 @@ impl Recorded {
 /// What a failed logIn answers, whichever rule the credentials broke.
 pub fn invalid_credentials() -> AppError {
     AppError::Unauthenticated("invalid name or password")
+}
+
+/// A page of a feed: its articles with their cursors, in order.
+pub struct Feed {
+    pub edges: Vec<(String, ArticleRecord)>,
+    pub has_next: bool,
+    pub total: u64,
+}
+
+impl<'a> From<ArticleList<'a>> for List<'a> {
+    fn from(list: ArticleList<'a>) -> Self {
+        match list {
+            ArticleList::Site => List::Site,
+            ArticleList::Group(g) => List::Group(g),
+            ArticleList::User(u) => List::User(u),
+        }
+    }
 }
 
 /// Page entries read without scores (groups, a user's articles, newest).

@@ -367,7 +367,10 @@ struct CostModel {
 }
 
 /// Arguments that size a list field.
-const SIZE_ARGUMENTS: [&str; 2] = ["pageSize", "limit"];
+const SIZE_ARGUMENTS: [&str; 3] = ["pageSize", "limit", "first"];
+
+/// The type names of Relay connections (see [`CostModel::from_sdl`]).
+const CONNECTION_SUFFIX: &str = "Connection";
 
 /// Assumed length of a list with no size argument and no estimate. No such
 /// field exists in the schema today (a unit test checks it); the number
@@ -432,7 +435,15 @@ impl CostModel {
                 let field = &field.node;
                 let (type_name, is_list) = unwrap_type(&field.ty.node);
                 let leaf = leaves.contains(&type_name);
-                let list = is_list.then(|| {
+                // A Relay connection (`feed(first:)`) is sized by its
+                // `first`, and its `edges` count once inside it: a page of
+                // n edges costs n × an edge.
+                let connection = name.ends_with(CONNECTION_SUFFIX);
+                let sized = is_list || type_name.ends_with(CONNECTION_SUFFIX);
+                let list = sized.then(|| {
+                    if connection && field.name.node.as_str() == "edges" {
+                        return ListSize::Fixed(1);
+                    }
                     field
                         .arguments
                         .iter()
@@ -799,6 +810,24 @@ mod tests {
 
     const ALL_FIELDS: &str =
         "id title link poster { name karma rank } postedAt votes score groups downvotes myVote slug views";
+
+    #[test]
+    fn a_feed_costs_its_first_times_an_edge() {
+        // edges (1 × (edge 1 + node 1 + poster 1)) + pageInfo 1 + the
+        // connection 1, times `first`.
+        assert_eq!(
+            cost("{ feed(first: 10) { edges { node { id poster { name } } } pageInfo { hasNextPage } } }")
+                .unwrap(),
+            10 * (3 + 1 + 1)
+        );
+        assert_eq!(cost("{ feed { totalCount } }").unwrap(), 25);
+        assert_eq!(
+            cost("{ feed(first: 10) { edges { node { poster { feed(first: 5) { totalCount } } } } } }")
+                .unwrap(),
+            10 * (1 + 1 + 1 + 5 + 1)
+        );
+        rejected("{ a: feed(first: 100) { edges { node { poster { feed(first: 100) { edges { node { id } } } } } } } }");
+    }
 
     #[test]
     fn lists_multiply_through_nesting() {

@@ -2,7 +2,7 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::types::{Article, ArticleOrder, Group, RankedUser, User};
+use super::types::{self, Article, ArticleConnection, ArticleOrder, Group, RankedUser, User};
 use super::{ArticleList, RequestContext};
 use crate::domain::{parse_limit, ArticleId, GroupName, PageRequest};
 
@@ -24,6 +24,20 @@ impl QueryRoot {
             .ranked(ArticleList::Site, order.into(), page)
             .await?;
         Ok(records.into_iter().map(Article).collect())
+    }
+
+    /// The site's articles as a feed to scroll (Relay connection): each
+    /// edge's cursor is its article's position in the ranking (value and
+    /// id), so the page after it starts right below that article however
+    /// many votes moved others meanwhile.
+    async fn feed(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default_with = "ArticleOrder::Score")] order: ArticleOrder,
+        #[graphql(default = 25)] first: i32,
+        after: Option<String>,
+    ) -> Result<ArticleConnection> {
+        types::feed(ctx, ArticleList::Site, order, first, after).await
     }
 
     /// Number of articles on the site.

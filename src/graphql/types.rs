@@ -6,10 +6,12 @@ use async_graphql::{
 };
 use chrono::{SecondsFormat, TimeZone, Utc};
 
+use super::connection::PageInfo;
 use super::{ArticleList, RequestContext};
 use crate::domain::{GroupName, PageRequest, UserName};
-use crate::store::keys::Ranking;
-use crate::store::ArticleRecord;
+use crate::error::AppError;
+use crate::store::keys::Period;
+use crate::store::{ArticleRecord, Order};
 
 /// How a list of articles is ordered.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
@@ -19,15 +21,89 @@ pub enum ArticleOrder {
     Score,
     /// Most recently posted first.
     Newest,
+    /// Posted within the last day, most net votes (upvotes − downvotes)
+    /// first, newest first among equals.
+    TopDay,
+    /// Posted within the last 7 days, by net votes.
+    TopWeek,
+    /// Posted within the last 30 days, by net votes.
+    TopMonth,
+    /// Posted within the last 365 days, by net votes.
+    TopYear,
+    /// Every article, by net votes.
+    TopAll,
 }
 
-impl From<ArticleOrder> for Ranking {
+impl From<ArticleOrder> for Order {
     fn from(order: ArticleOrder) -> Self {
         match order {
-            ArticleOrder::Score => Ranking::Score,
-            ArticleOrder::Newest => Ranking::Time,
+            ArticleOrder::Score => Order::Score,
+            ArticleOrder::Newest => Order::Time,
+            ArticleOrder::TopDay => Order::Top(Period::Day),
+            ArticleOrder::TopWeek => Order::Top(Period::Week),
+            ArticleOrder::TopMonth => Order::Top(Period::Month),
+            ArticleOrder::TopYear => Order::Top(Period::Year),
+            ArticleOrder::TopAll => Order::Top(Period::All),
         }
     }
+}
+
+/// How many articles a `feed` page holds: 1–100.
+fn feed_size(first: i32) -> Result<usize> {
+    if !(1..=FEED_MAX).contains(&first) {
+        return Err(AppError::bad_input("first", format!("first must be between 1 and {FEED_MAX}")).into());
+    }
+    Ok(first as usize)
+}
+
+/// The largest `first` of a `feed` page.
+pub const FEED_MAX: i32 = 100;
+
+/// A page of a feed, as a Relay connection.
+pub(super) async fn feed(
+    ctx: &Context<'_>,
+    list: ArticleList<'_>,
+    order: ArticleOrder,
+    first: i32,
+    after: Option<String>,
+) -> Result<ArticleConnection> {
+    let first = feed_size(first)?;
+    let page = RequestContext::of(ctx)?
+        .feed(list, order.into(), first, after.as_deref())
+        .await?;
+    let end_cursor = page.edges.last().map(|(cursor, _)| cursor.clone());
+    Ok(ArticleConnection {
+        edges: page
+            .edges
+            .into_iter()
+            .map(|(cursor, record)| ArticleEdge {
+                cursor,
+                node: Article(record),
+            })
+            .collect(),
+        page_info: PageInfo {
+            has_next_page: page.has_next,
+            end_cursor,
+        },
+        total_count: page.total as i64,
+    })
+}
+
+/// A page of articles in a feed (Relay's connection).
+#[derive(SimpleObject)]
+pub struct ArticleConnection {
+    pub edges: Vec<ArticleEdge>,
+    pub page_info: PageInfo,
+    /// Articles in the whole feed.
+    pub total_count: i64,
+}
+
+/// An article and its position in the feed.
+#[derive(SimpleObject)]
+pub struct ArticleEdge {
+    /// Opaque: pass it as `after` for the articles below this one.
+    pub cursor: String,
+    pub node: Article,
 }
 
 /// A user's vote on an article.
@@ -183,6 +259,19 @@ impl Group {
         Ok(records.into_iter().map(Article).collect())
     }
 
+    /// The group's articles as a feed to scroll: cursors hold positions
+    /// in the ranking, so votes that move other articles never make a page
+    /// repeat or skip an article that did not move.
+    async fn feed(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default_with = "ArticleOrder::Score")] order: ArticleOrder,
+        #[graphql(default = 25)] first: i32,
+        after: Option<String>,
+    ) -> Result<ArticleConnection> {
+        feed(ctx, ArticleList::Group(&self.group), order, first, after).await
+    }
+
     /// Number of articles in the group.
     async fn article_count(&self, ctx: &Context<'_>) -> Result<i64> {
         Ok(RequestContext::of(ctx)?.group_count(&self.group).await? as i64)
@@ -235,6 +324,17 @@ impl User {
             .ranked(ArticleList::User(&self.name), order.into(), page)
             .await?;
         Ok(records.into_iter().map(Article).collect())
+    }
+
+    /// The user's articles as a feed to scroll (see `Query.feed`).
+    async fn feed(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default_with = "ArticleOrder::Score")] order: ArticleOrder,
+        #[graphql(default = 25)] first: i32,
+        after: Option<String>,
+    ) -> Result<ArticleConnection> {
+        feed(ctx, ArticleList::User(&self.name), order, first, after).await
     }
 }
 

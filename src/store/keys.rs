@@ -244,6 +244,97 @@ impl Ranking {
     }
 }
 
+/// A period of the `TOP_*` orders: articles posted within it, ranked by
+/// net votes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Period {
+    Day,
+    Week,
+    Month,
+    Year,
+    All,
+}
+
+impl Period {
+    pub const ALL: [Period; 5] = [
+        Period::Day,
+        Period::Week,
+        Period::Month,
+        Period::Year,
+        Period::All,
+    ];
+
+    /// The name in keys (`top:week`) and cursors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Period::Day => "day",
+            Period::Week => "week",
+            Period::Month => "month",
+            Period::Year => "year",
+            Period::All => "all",
+        }
+    }
+
+    /// How far back the period reaches; None for all time.
+    pub fn secs(self) -> Option<u64> {
+        const DAY: u64 = 24 * 60 * 60;
+        match self {
+            Period::Day => Some(DAY),
+            Period::Week => Some(7 * DAY),
+            Period::Month => Some(30 * DAY),
+            Period::Year => Some(365 * DAY),
+            Period::All => None,
+        }
+    }
+}
+
+/// Prefix of the site's net-vote rankings, `top:<period>`.
+pub const TOP_PREFIX: &str = "top:";
+/// Infix of a group's net-vote rankings, `group:<name>:top:<period>`.
+pub const GROUP_TOP_INFIX: &str = ":top:";
+/// Infix of a user's net-vote rankings, `user:<name>:articles:top:<period>`.
+pub const USER_TOP_INFIX: &str = ":articles:top:";
+/// A net-vote ranking's score: net votes × 2^32 + the post time in whole
+/// seconds, so one `ZREVRANGE` ranks by net votes, then newest first, and
+/// the post time is read back from the score (the period filter).
+pub const TOP_STEP: f64 = 4_294_967_296.0;
+
+/// `top:<period>`: sorted set `article:<id>` → net votes × 2^32 + post time
+/// (whole seconds), of the articles posted within the period. Kept by the
+/// post and vote scripts, pruned of articles that grew too old, and rebuilt
+/// from the book's `score:` and `time:` (net votes = (score − time) / 432)
+/// by the top-index pass (see `top.rs`).
+pub fn top(period: Period) -> String {
+    format!("{TOP_PREFIX}{}", period.name())
+}
+
+/// `group:<name>:top:<period>`: a group's net-vote ranking, built by
+/// `ZINTERSTORE` of `top:<period>` and the group, cached like the book's
+/// `score:<group>` and kept current by the write scripts while it lives.
+pub fn group_top(name: &GroupName, period: Period) -> String {
+    format!(
+        "{GROUP_PREFIX}{}{GROUP_TOP_INFIX}{}",
+        name.as_str(),
+        period.name()
+    )
+}
+
+/// `user:<name>:articles:top:<period>`: a user's net-vote ranking, built
+/// and kept like a group's.
+pub fn user_top(name: &str, period: Period) -> String {
+    format!("{USER_PREFIX}{name}{USER_TOP_INFIX}{}", period.name())
+}
+
+/// Present once the `top:<period>` rankings hold every article of `time:`
+/// (built from `score:` and `time:`); a string holding the Unix time.
+pub const TOP_INDEX_BUILT: &str = "index:top:built";
+
+/// `index:top:<period>:pruned`: the post time up to which articles have
+/// been removed from `top:<period>` (the pruning's resume point).
+pub fn top_pruned(period: Period) -> String {
+    format!("index:{TOP_PREFIX}{}:pruned", period.name())
+}
+
 /// `document:<sha256>`: the text of an automatic persisted query, by the
 /// hex SHA-256 of that text; it expires with the persisted-query TTL.
 pub fn document(sha256_hex: &str) -> String {

@@ -6,6 +6,7 @@
 
 mod articles;
 mod documents;
+mod feeds;
 pub mod keys;
 mod scripts;
 mod users;
@@ -24,6 +25,7 @@ use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Valu
 pub use articles::{
     not_found, ArticleRecord, Ranked, ViewOutcome, Viewer, VoteDirection, ARTICLE_FIELDS,
 };
+pub use feeds::{Cursor, FeedPage, List, Order, Position, TopIndex};
 pub use users::{LoginLimit, Standing};
 pub use votes::{Backfill, BackfillReport};
 

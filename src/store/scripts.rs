@@ -28,7 +28,7 @@ use std::sync::LazyLock;
 use redis::{Script, ScriptInvocation, Value};
 
 use super::articles::VoteDirection;
-use super::keys::{self, Ranking, RateAction};
+use super::keys::{self, Period, Ranking, RateAction};
 use super::{value_f64, value_str, Conn};
 use crate::config::RateLimit;
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
@@ -58,7 +58,11 @@ impl<R: ScriptReply> Lua<R> {
             .replace("$WEEK", &keys::VOTING_WINDOW_SECS.to_string())
             .replace("$VOTE_SCORE", &keys::VOTE_SCORE.to_string())
             .replace("$GROUP_CACHE_SECS", &keys::GROUP_CACHE_SECS.to_string())
-            .replace("$MAX_GROUPS", &GroupName::MAX_PER_ARTICLE.to_string());
+            .replace("$MAX_GROUPS", &GroupName::MAX_PER_ARTICLE.to_string())
+            .replace("$TOP_STEP", &format!("{:.0}", keys::TOP_STEP))
+            .replace("$GROUP_KEYS", &GROUP_KEYS.to_string())
+            .replace("$MAX_TIES", &MAX_TIES.to_string())
+            .replace("$FEED_SCAN", &FEED_SCAN.to_string());
         Self {
             name,
             script: Script::new(&code),
@@ -199,13 +203,34 @@ end
 "#;
 
 /// The KEYS of one group named in a call, in the order the group loops of
-/// the post and set-groups scripts read them: `group:<g>`, `score:<g>`,
-/// `time:<g>`.
+/// the post and set-groups scripts read them ([`GROUP_KEYS`] of them):
+/// `group:<g>`, `score:<g>`, `time:<g>`, then `group:<g>:top:<period>` for
+/// each of [`Period::ALL`].
 fn group_keys(invocation: &mut ScriptInvocation<'_>, group: &GroupName) {
     invocation
         .key(keys::group(group))
         .key(keys::group_ranking(group, Ranking::Score))
         .key(keys::group_ranking(group, Ranking::Time));
+    for period in Period::ALL {
+        invocation.key(keys::group_top(group, period));
+    }
+}
+
+/// Members sharing the value of a feed cursor whose own member moved,
+/// read to find where the page starts (ties are rare: values hold times).
+const MAX_TIES: usize = 1000;
+/// Members a feed page may skip as too old for its period before it
+/// stops short (pruning keeps them to a second's worth of posts).
+const FEED_SCAN: usize = 2000;
+
+/// KEYS per group in [`group_keys`] (the Lua loops' stride).
+const GROUP_KEYS: usize = 3 + Period::ALL.len();
+
+/// The five `top:<period>` keys, in [`Period::ALL`]'s order.
+fn top_keys(invocation: &mut ScriptInvocation<'_>) {
+    for period in Period::ALL {
+        invocation.key(keys::top(period));
+    }
 }
 
 // --- post ---------------------------------------------------------------
@@ -238,7 +263,9 @@ impl ScriptReply for PostReply {
 const POST_LUA: &str = r#"
 local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local first_group_key = 11
+-- KEYS[11..15]: top:<period>; KEYS[16..20]: the poster's
+-- user:<name>:articles:top:<period>; then $GROUP_KEYS per group.
+local first_group_key = 21
 local poster, stem = ARGV[1], ARGV[4]
 local article_prefix, voted_prefix, groups_suffix = ARGV[7], ARGV[8], ARGV[9]
 local first_group = 10
@@ -271,12 +298,21 @@ redis.call('ZADD', mine_time, ts, article)
 redis.call('ZADD', mine_score, score, article)
 add_karma(karma, poster, 1, now)
 index_vote(my_votes, article, tonumber(ts), 'up', now)
+-- Net votes 1 (the poster's own upvote), then the post time.
+local top = string.format('%.0f', $TOP_STEP + math.floor(now))
+for k = 11, 15 do redis.call('ZADD', KEYS[k], top, article) end
+for k = 16, 20 do
+  if redis.call('EXISTS', KEYS[k]) == 1 then redis.call('ZADD', KEYS[k], top, article) end
+end
 for i = first_group, #ARGV do
-  local g, k = ARGV[i], first_group_key + 3 * (i - first_group)
+  local g, k = ARGV[i], first_group_key + $GROUP_KEYS * (i - first_group)
   redis.call('SADD', KEYS[k], article)
   redis.call('SADD', groups_key, g)
   if redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
   if redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], ts, article) end
+  for j = k + 3, k + $GROUP_KEYS - 1 do
+    if redis.call('EXISTS', KEYS[j]) == 1 then redis.call('ZADD', KEYS[j], top, article) end
+  end
 end
 list_groups(article, groups_key)
 return {'posted', id, slug}
@@ -318,7 +354,12 @@ pub async fn post(
         .key(keys::SLUG_SUFFIXES)
         .key(keys::user_articles(poster.as_str(), Ranking::Time))
         .key(keys::user_articles(poster.as_str(), Ranking::Score))
-        .key(keys::user_votes(poster.as_str()))
+        .key(keys::user_votes(poster.as_str()));
+    top_keys(&mut invocation);
+    for period in Period::ALL {
+        invocation.key(keys::user_top(poster.as_str(), period));
+    }
+    invocation
         .arg(poster.member())
         .arg(title)
         .arg(link)
@@ -426,6 +467,17 @@ local groups = redis.call('SMEMBERS', groups_key)
 for _, g in ipairs(groups) do
   redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
 end
+-- The net-vote rankings (KEYS[10..14] and the cached ones of the poster
+-- and the groups, where they exist) move by whole votes.
+local step = (dup - ddown) * $TOP_STEP
+local group_prefix, group_top, user_top = ARGV[10], ARGV[11], ARGV[12]
+for k = 10, 14 do redis.call('ZADD', KEYS[k], 'XX', 'INCR', step, article) end
+for p = 13, #ARGV do
+  if poster then redis.call('ZADD', poster .. user_top .. ARGV[p], 'XX', 'INCR', step, article) end
+  for _, g in ipairs(groups) do
+    redis.call('ZADD', group_prefix .. g .. group_top .. ARGV[p], 'XX', 'INCR', step, article)
+  end
+end
 local counts = redis.call('HMGET', article, 'votes', 'downvotes')
 -- cjson prints numbers with 14 digits; score and time go as exact strings.
 redis.call('PUBLISH', channel, cjson.encode({
@@ -475,7 +527,9 @@ pub async fn vote(
         .key(keys::downvoted(id))
         .key(keys::article_groups(id))
         .key(keys::KARMA)
-        .key(keys::user_votes(voter.as_str()))
+        .key(keys::user_votes(voter.as_str()));
+    top_keys(&mut invocation);
+    invocation
         .arg(id.0)
         .arg(voter.member())
         .arg(direction.as_arg())
@@ -484,7 +538,13 @@ pub async fn vote(
         .arg(keys::USER_PREFIX)
         .arg(Ranking::Score.user_articles_suffix())
         .arg(Ranking::Score.group_prefix())
-        .arg(keys::SCORE_CHANNEL);
+        .arg(keys::SCORE_CHANNEL)
+        .arg(keys::GROUP_PREFIX)
+        .arg(keys::GROUP_TOP_INFIX)
+        .arg(keys::USER_TOP_INFIX);
+    for period in Period::ALL {
+        invocation.arg(period.name());
+    }
     VOTE.call(&invocation, conn).await
 }
 
@@ -521,8 +581,8 @@ impl ScriptReply for SetGroupsReply {
 }
 
 const SET_GROUPS_LUA: &str = r#"
-local rate, article, groups_key, by_score, by_time = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local first_group_key = 6
+local rate, article, groups_key, by_score, by_time, top_all = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local first_group_key = 7
 local caller, nadd, user_prefix = ARGV[1], tonumber(ARGV[2]), ARGV[5]
 local first_group = 6
 local wait = rate_limit(rate, ARGV[3], ARGV[4])
@@ -539,18 +599,21 @@ end
 if count > $MAX_GROUPS then return {'too-many-groups'} end
 local score = redis.call('ZSCORE', by_score, article)
 local time = redis.call('ZSCORE', by_time, article)
+local top = redis.call('ZSCORE', top_all, article)
 for i = first_group, #ARGV do
-  local g, k = ARGV[i], first_group_key + 3 * (i - first_group)
+  local g, k = ARGV[i], first_group_key + $GROUP_KEYS * (i - first_group)
   if i < first_group + nadd then
     redis.call('SADD', KEYS[k], article)
     redis.call('SADD', groups_key, g)
     if score and redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
     if time and redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], time, article) end
+    for j = k + 3, k + $GROUP_KEYS - 1 do
+      if top and redis.call('EXISTS', KEYS[j]) == 1 then redis.call('ZADD', KEYS[j], top, article) end
+    end
   else
     redis.call('SREM', KEYS[k], article)
     redis.call('SREM', groups_key, g)
-    redis.call('ZREM', KEYS[k + 1], article)
-    redis.call('ZREM', KEYS[k + 2], article)
+    for j = k + 1, k + $GROUP_KEYS - 1 do redis.call('ZREM', KEYS[j], article) end
   end
 end
 list_groups(article, groups_key)
@@ -584,6 +647,7 @@ pub async fn set_groups(
         .key(keys::article_groups(id))
         .key(keys::SCORE)
         .key(keys::TIME)
+        .key(keys::top(Period::All))
         .arg(caller.member())
         .arg(add.len())
         .arg(limit.count())
@@ -653,7 +717,7 @@ if need * total / size <= budget then
     return page
   end
 end
-redis.call('ZINTERSTORE', cached, 2, group, ranking, 'AGGREGATE', 'MAX')
+redis.call('ZINTERSTORE', cached, 2, group, ranking, 'WEIGHTS', 0, 1)
 redis.call('EXPIRE', cached, $GROUP_CACHE_SECS)
 return redis.call('ZREVRANGE', cached, start, stop, 'WITHSCORES')
 "#;
@@ -665,7 +729,8 @@ return redis.call('ZREVRANGE', cached, start, stop, 'WITHSCORES')
 /// the global ranking from the top and keeping the group's members, which
 /// costs about (stop + 1) × articles / group size membership checks: a few
 /// dozen for a big group's first page. Only when that would pass the budget
-/// is the ranking built with the book's `ZINTERSTORE … AGGREGATE MAX` and
+/// is the ranking built with the book's `ZINTERSTORE` (weighted so the
+/// ranking's scores pass through, negative net-vote scores included) and
 /// cached 60 s, as in the book. Either way the order is the cached one's.
 ///
 /// Every member comes with its score in the ranking read (score or post
@@ -691,6 +756,231 @@ pub async fn group_page(
         .arg(stop)
         .arg(budget);
     GROUP_PAGE.call(&invocation, conn).await
+}
+
+// --- feeds: a page after a position -------------------------------------
+
+/// A feed page: the list's size and up to `first + 1` members after the
+/// position asked for, each with its ranking value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeedReply {
+    pub total: u64,
+    pub members: Vec<(String, f64)>,
+}
+
+impl ScriptReply for FeedReply {
+    fn read(reply: &Value) -> Option<Self> {
+        let Value::Array(parts) = reply else {
+            return None;
+        };
+        let [total, members] = parts.as_slice() else {
+            return None;
+        };
+        Some(Self {
+            total: value_f64(total)? as u64,
+            members: ScoredMembers::read(members)?.0,
+        })
+    }
+}
+
+const FEED_LUA: &str = r#"
+local key, source, members = KEYS[1], KEYS[2], KEYS[3]
+local build, want, min_time = ARGV[1] == '1', tonumber(ARGV[2]) + 1, tonumber(ARGV[3])
+if build and redis.call('EXISTS', key) == 0 then
+  redis.call('ZINTERSTORE', key, 2, source, members, 'WEIGHTS', 1, 0)
+  redis.call('EXPIRE', key, $GROUP_CACHE_SECS)
+end
+local rank = tonumber(ARGV[4])
+if ARGV[5] then
+  -- After (s, m): below s, or at s with a member before m (ties run by
+  -- member, descending, as ZREVRANGE gives them).
+  local s, m = ARGV[5], ARGV[6]
+  local now = redis.call('ZSCORE', key, m)
+  if now and tonumber(now) == tonumber(s) then
+    rank = redis.call('ZREVRANK', key, m) + 1
+  else
+    rank = redis.call('ZCOUNT', key, '(' .. s, '+inf')
+    for _, tie in ipairs(redis.call('ZRANGE', key, s, s, 'BYSCORE', 'LIMIT', 0, $MAX_TIES)) do
+      if tie >= m then rank = rank + 1 end
+    end
+  end
+end
+-- Net-vote rankings hold the post time in their scores' low bits: members
+-- older than the period (not pruned yet) are skipped, within a budget.
+local out, scanned = {}, 0
+while #out < 2 * want and scanned < $FEED_SCAN do
+  local batch = redis.call('ZRANGE', key, rank, rank + want - 1, 'REV', 'WITHSCORES')
+  if #batch == 0 then break end
+  for i = 1, #batch, 2 do
+    local v = tonumber(batch[i + 1])
+    local fresh = min_time == 0 or v - math.floor(v / $TOP_STEP) * $TOP_STEP >= min_time
+    if fresh and #out < 2 * want then
+      out[#out + 1] = batch[i]
+      out[#out + 1] = batch[i + 1]
+    end
+  end
+  scanned = scanned + #batch / 2
+  rank = rank + #batch / 2
+end
+return {redis.call('ZCARD', key), out}
+"#;
+
+/// A page of a ranking (`KEYS[1]`), from a rank or right after a position
+/// (a value and a member), with one more member than asked to tell whether
+/// there is a next page. A cached ranking (a group's or a user's) that is
+/// missing is built first from `KEYS[2]` ∩ `KEYS[3]`, as deep group pages
+/// are. Reaching a position costs `O(log n)` (`ZREVRANK`, or `ZCOUNT` when
+/// the member moved or left), so a deep page costs what the first does.
+static FEED: LazyLock<Lua<FeedReply>> = LazyLock::new(|| Lua::new("feed", FEED_LUA));
+
+/// Where a feed page starts.
+pub enum Start<'a> {
+    Rank(usize),
+    /// Right after this ranking value (written exactly) and member.
+    After { value: &'a str, member: &'a str },
+}
+
+/// What [`feed`] reads: the ranking, and the two sets it is built from when
+/// it is a cache that may be missing.
+pub struct FeedSource {
+    pub key: String,
+    pub build: Option<(String, String)>,
+    /// Skip members posted before this Unix time (net-vote rankings).
+    pub min_time: u64,
+}
+
+/// Runs the feed script: `first + 1` members at most.
+pub async fn feed(
+    conn: &mut Conn,
+    source: &FeedSource,
+    start: Start<'_>,
+    first: usize,
+) -> AppResult<FeedReply> {
+    let mut invocation = FEED.invocation();
+    invocation.key(&source.key);
+    match &source.build {
+        Some((from, members)) => invocation.key(from).key(members).arg(1),
+        None => invocation.key(&source.key).key(&source.key).arg(0),
+    };
+    invocation.arg(first).arg(source.min_time);
+    match start {
+        Start::Rank(rank) => invocation.arg(rank),
+        Start::After { value, member } => invocation.arg(0).arg(value).arg(member),
+    };
+    FEED.call(&invocation, conn).await
+}
+
+// --- net-vote rankings: pruning and building ------------------------------
+
+const PRUNE_TOP_LUA: &str = r#"
+local top, by_time, mark = KEYS[1], KEYS[2], KEYS[3]
+local cutoff, batch = ARGV[1], tonumber(ARGV[2])
+local from = redis.call('GET', mark)
+local min = '-inf'
+if from then min = '(' .. from end
+local old = redis.call('ZRANGEBYSCORE', by_time, min, cutoff, 'WITHSCORES', 'LIMIT', 0, batch)
+local n = #old / 2
+for i = 1, #old, 2 do redis.call('ZREM', top, old[i]) end
+if n == batch then redis.call('SET', mark, old[#old]) else redis.call('SET', mark, cutoff) end
+return {'pruned', n}
+"#;
+
+/// Removes from `top:<period>` up to `batch` articles posted at or before
+/// `cutoff`, resuming where the last call stopped (`index:top:<p>:pruned`).
+static PRUNE_TOP: LazyLock<Lua<Counted>> =
+    LazyLock::new(|| Lua::new("prune-top", PRUNE_TOP_LUA));
+
+/// A script's `{status, n}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted(pub u64);
+
+impl ScriptReply for Counted {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("pruned" | "built", [n]) => Some(Self(value_f64(n)? as u64)),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the pruning of one period; answers how many articles left it.
+pub async fn prune_top(conn: &mut Conn, period: Period, cutoff: u64, batch: usize) -> AppResult<u64> {
+    let mut invocation = PRUNE_TOP.invocation();
+    invocation
+        .key(keys::top(period))
+        .key(keys::TIME)
+        .key(keys::top_pruned(period))
+        .arg(cutoff)
+        .arg(batch);
+    Ok(PRUNE_TOP.call(&invocation, conn).await?.0)
+}
+
+const BUILD_TOP_LUA: &str = r#"
+local by_time, by_score = KEYS[1], KEYS[2]
+local from, batch, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local items = redis.call('ZRANGEBYSCORE', by_time, from, '+inf', 'WITHSCORES', 'LIMIT', 0, batch)
+for i = 1, #items, 2 do
+  local m, t = items[i], tonumber(items[i + 1])
+  local s = tonumber(redis.call('ZSCORE', by_score, m))
+  if s then
+    local v = math.floor((s - t) / $VOTE_SCORE + 0.5) * $TOP_STEP + math.floor(t)
+    for j = 1, 4 do
+      if now - t < tonumber(ARGV[3 + j]) then redis.call('ZADD', KEYS[2 + j], v, m) end
+    end
+    redis.call('ZADD', KEYS[7], v, m)
+  end
+end
+if #items / 2 < batch then return {'built', #items / 2} end
+return {'more', #items / 2, items[#items]}
+"#;
+
+/// Writes the net-vote scores of up to `batch` articles of `time:`, from
+/// post time `from` on, derived from the book's keys: net votes =
+/// (`score:` − `time:`) / 432. Answers the articles written and where the
+/// next batch starts (None at the end).
+static BUILD_TOP: LazyLock<Lua<BuildTopReply>> =
+    LazyLock::new(|| Lua::new("build-top", BUILD_TOP_LUA));
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildTopReply {
+    pub articles: u64,
+    /// The post time of the batch's last article (the next batch starts
+    /// after it), or None when this was the last batch.
+    pub next: Option<String>,
+}
+
+impl ScriptReply for BuildTopReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("built", [n]) => Some(Self {
+                articles: value_f64(n)? as u64,
+                next: None,
+            }),
+            ("more", [n, last]) => Some(Self {
+                articles: value_f64(n)? as u64,
+                next: Some(value_str(last)?.to_owned()),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Runs one batch of the net-vote build; `from` is a `ZRANGEBYSCORE` bound
+/// (`-inf`, or `(<time>` after a batch).
+pub async fn build_top(
+    conn: &mut Conn,
+    from: &str,
+    batch: usize,
+    now: u64,
+) -> AppResult<BuildTopReply> {
+    let mut invocation = BUILD_TOP.invocation();
+    invocation.key(keys::TIME).key(keys::SCORE);
+    top_keys(&mut invocation);
+    invocation.arg(from).arg(batch).arg(now);
+    for period in &Period::ALL[..4] {
+        invocation.arg(period.secs().unwrap_or(u64::MAX));
+    }
+    BUILD_TOP.call(&invocation, conn).await
 }
 
 // --- sign up ------------------------------------------------------------

@@ -1,0 +1,395 @@
+//! Feeds: pages of a ranking that start after a position (cursors), the
+//! net-vote rankings of the `TOP_*` orders, and the background work that
+//! keeps those rankings to their periods and in step with the book's keys.
+//!
+//! **Positions, not offsets.** A cursor holds the last article's ranking
+//! value and member, so the next page starts right below it however many
+//! votes moved other articles meanwhile (see the README's cursor paragraph).
+//!
+//! **Net-vote rankings.** `top:<period>` ranks the articles posted within
+//! the period by net votes × 2^32 + post time (whole seconds): net votes
+//! first, newest first among equals, and the post time readable from the
+//! score. The post and vote scripts keep them; they are derived data of the
+//! book's `score:` and `time:` (net votes = (score − time) / 432), so:
+//! - a first build writes them for every article of `time:` (marker
+//!   [`keys::TOP_INDEX_BUILT`]; `--reconcile-votes` runs it again);
+//! - every second, each instance prunes articles that grew too old for a
+//!   period, and re-derives a batch of open articles (those still in the
+//!   voting window, the only ones whose votes can change) from `score:` and
+//!   `time:`, so votes written by the book's own code reach the `TOP_*`
+//!   orders within one sweep of the window (`open articles / 1,000`
+//!   seconds; votegraph's own votes at once).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::task::JoinHandle;
+
+use super::keys::{self, Period, Ranking};
+use super::scripts::{self, FeedSource, Start};
+use super::{Ranked, Store};
+use crate::domain::{ArticleId, GroupName};
+use crate::error::{AppError, AppResult};
+
+/// How a list is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Score,
+    Time,
+    Top(Period),
+}
+
+impl Order {
+    fn name(self) -> &'static str {
+        match self {
+            Order::Score => "score",
+            Order::Time => "newest",
+            Order::Top(p) => match p {
+                Period::Day => "top-day",
+                Period::Week => "top-week",
+                Period::Month => "top-month",
+                Period::Year => "top-year",
+                Period::All => "top-all",
+            },
+        }
+    }
+}
+
+/// Which articles a feed ranks.
+#[derive(Debug, Clone, Copy)]
+pub enum List<'a> {
+    Site,
+    Group(&'a GroupName),
+    User(&'a str),
+}
+
+impl List<'_> {
+    fn name(&self) -> String {
+        match self {
+            List::Site => "site".to_owned(),
+            List::Group(g) => format!("group:{}", g.as_str()),
+            List::User(u) => format!("user:{u}"),
+        }
+    }
+
+    /// The ranking a feed of this list in `order` reads, and how a cached
+    /// one is built when missing.
+    fn source(&self, order: Order) -> FeedSource {
+        let min_time = match order {
+            Order::Top(p) => p.secs().map_or(0, |secs| unix_now().saturating_sub(secs)),
+            _ => 0,
+        };
+        let (key, build) = match (self, order) {
+            (List::Site, Order::Score) => (keys::SCORE.to_owned(), None),
+            (List::Site, Order::Time) => (keys::TIME.to_owned(), None),
+            (List::Site, Order::Top(p)) => (keys::top(p), None),
+            (List::Group(g), Order::Score | Order::Time) => {
+                let ranking = if order == Order::Score {
+                    Ranking::Score
+                } else {
+                    Ranking::Time
+                };
+                (
+                    keys::group_ranking(g, ranking),
+                    Some((ranking.key().to_owned(), keys::group(g))),
+                )
+            }
+            (List::Group(g), Order::Top(p)) => {
+                (keys::group_top(g, p), Some((keys::top(p), keys::group(g))))
+            }
+            (List::User(u), Order::Score) => (keys::user_articles(u, Ranking::Score), None),
+            (List::User(u), Order::Time) => (keys::user_articles(u, Ranking::Time), None),
+            (List::User(u), Order::Top(p)) => (
+                keys::user_top(u, p),
+                Some((keys::top(p), keys::user_articles(u, Ranking::Time))),
+            ),
+        };
+        FeedSource {
+            key,
+            build,
+            min_time,
+        }
+    }
+}
+
+/// Where a page of a feed ended: its last article's ranking value and id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Position {
+    value: f64,
+    id: ArticleId,
+}
+
+/// An opaque cursor: the position, and the order and list it belongs to,
+/// so a cursor of another feed is refused rather than misread.
+pub struct Cursor;
+
+const CURSOR_VERSION: &str = "v1";
+
+impl Cursor {
+    pub fn encode(order: Order, list: &List<'_>, position: &Position) -> String {
+        hex::encode(format!(
+            "{CURSOR_VERSION}\n{}\n{}\n{:?}\n{}",
+            order.name(),
+            list.name(),
+            position.value,
+            position.id
+        ))
+    }
+
+    /// The position in `cursor`, if it is one of this order and list.
+    pub fn decode(cursor: &str, order: Order, list: &List<'_>) -> AppResult<Position> {
+        let malformed = || AppError::bad_input("after", "the cursor is malformed");
+        let bytes = hex::decode(cursor).map_err(|_| malformed())?;
+        let text = String::from_utf8(bytes).map_err(|_| malformed())?;
+        let parts: Vec<&str> = text.split('\n').collect();
+        let [version, their_order, their_list, value, id] = parts.as_slice() else {
+            return Err(malformed());
+        };
+        if *version != CURSOR_VERSION {
+            return Err(malformed());
+        }
+        if *their_order != order.name() {
+            return Err(AppError::bad_input(
+                "after",
+                "the cursor belongs to a feed in another order",
+            ));
+        }
+        if *their_list != list.name() {
+            return Err(AppError::bad_input(
+                "after",
+                "the cursor belongs to another feed",
+            ));
+        }
+        let value: f64 = value.parse().map_err(|_| malformed())?;
+        let id: u64 = id.parse().map_err(|_| malformed())?;
+        if !value.is_finite() {
+            return Err(malformed());
+        }
+        Ok(Position {
+            value,
+            id: ArticleId(id),
+        })
+    }
+}
+
+/// One page of a feed.
+#[derive(Debug)]
+pub struct FeedPage {
+    /// The articles (with the score when the ranking is by score, which
+    /// spares reading it again) and each one's position.
+    pub entries: Vec<(Ranked, Position)>,
+    pub has_next: bool,
+    /// Articles in the list (for `TOP_*`, those not pruned yet: at most a
+    /// second's worth of posts more than the period holds).
+    pub total: u64,
+}
+
+/// Articles the background work prunes or re-derives per call.
+const BATCH: usize = 1000;
+const TICK: Duration = Duration::from_secs(1);
+
+impl Store {
+    /// Up to `first` articles of `list` in `order` after `after` (from the
+    /// top without it).
+    pub async fn feed(
+        &self,
+        list: List<'_>,
+        order: Order,
+        after: Option<&Position>,
+        first: usize,
+    ) -> AppResult<FeedPage> {
+        let value;
+        let member;
+        let start = match after {
+            Some(position) => {
+                value = format!("{:?}", position.value);
+                member = keys::article(position.id);
+                Start::After {
+                    value: &value,
+                    member: &member,
+                }
+            }
+            None => Start::Rank(0),
+        };
+        self.feed_from(list, order, start, first).await
+    }
+
+    /// One page by rank, for the offset pages of `articles(order: TOP_*)`.
+    pub async fn top_page(
+        &self,
+        list: List<'_>,
+        period: Period,
+        start: usize,
+        size: usize,
+    ) -> AppResult<Vec<Ranked>> {
+        let page = self
+            .feed_from(list, Order::Top(period), Start::Rank(start), size)
+            .await?;
+        Ok(page
+            .entries
+            .into_iter()
+            .take(size)
+            .map(|(ranked, _)| ranked)
+            .collect())
+    }
+
+    async fn feed_from(
+        &self,
+        list: List<'_>,
+        order: Order,
+        start: Start<'_>,
+        first: usize,
+    ) -> AppResult<FeedPage> {
+        let source = list.source(order);
+        let mut conn = self.conn().await?;
+        let reply = scripts::feed(&mut conn, &source, start, first).await?;
+        let mut entries: Vec<(Ranked, Position)> = reply
+            .members
+            .iter()
+            .filter_map(|(member, value)| {
+                let id = ArticleId::from_member(member)?;
+                let score = (order == Order::Score).then_some(*value);
+                Some(((id, score), Position { value: *value, id }))
+            })
+            .collect();
+        let has_next = entries.len() > first;
+        entries.truncate(first);
+        Ok(FeedPage {
+            entries,
+            has_next,
+            total: reply.total,
+        })
+    }
+
+    /// Builds the net-vote rankings from `time:` and `score:` for every
+    /// article posted from `from` on (a `ZRANGEBYSCORE` bound), in batches.
+    /// Answers the articles written.
+    async fn build_top(&self, mut from: String) -> AppResult<u64> {
+        let mut written = 0;
+        loop {
+            let mut conn = self.conn().await?;
+            let batch = scripts::build_top(&mut conn, &from, BATCH, unix_now()).await?;
+            written += batch.articles;
+            match batch.next {
+                Some(last) => from = format!("({last}"),
+                None => return Ok(written),
+            }
+        }
+    }
+
+    /// The first build, unless the marker says it ran (`force` runs it
+    /// anyway); sets the marker.
+    pub async fn build_top_index(&self, force: bool) -> AppResult<Option<u64>> {
+        let mut conn = self.conn().await?;
+        if !force {
+            let built: bool = redis::cmd("EXISTS")
+                .arg(keys::TOP_INDEX_BUILT)
+                .query_async(&mut conn)
+                .await?;
+            if built {
+                return Ok(None);
+            }
+        }
+        let written = self.build_top("-inf".to_owned()).await?;
+        let () = redis::cmd("SET")
+            .arg(keys::TOP_INDEX_BUILT)
+            .arg(unix_now())
+            .query_async(&mut conn)
+            .await?;
+        Ok(Some(written))
+    }
+
+    /// One round of upkeep: prunes each period of what grew too old, and
+    /// re-derives one batch of open articles from `from` on; answers where
+    /// the next batch of the sweep starts (None: the window is done).
+    async fn tend_top(&self, from: Option<String>) -> AppResult<Option<String>> {
+        let now = unix_now();
+        let mut conn = self.conn().await?;
+        for period in Period::ALL {
+            if let Some(secs) = period.secs() {
+                scripts::prune_top(&mut conn, period, now.saturating_sub(secs), BATCH).await?;
+            }
+        }
+        let from = from.unwrap_or_else(|| now.saturating_sub(keys::VOTING_WINDOW_SECS).to_string());
+        let batch = scripts::build_top(&mut conn, &from, BATCH, now).await?;
+        Ok(batch.next.map(|last| format!("({last}")))
+    }
+
+    /// Starts the net-vote rankings' background work (see the module doc);
+    /// dropping the handle stops it. Failures (Redis down) are logged and
+    /// tried again on the next tick.
+    pub fn start_top_index(&self, force: bool) -> TopIndex {
+        let store = self.clone();
+        TopIndex(tokio::spawn(async move {
+            let mut built = false;
+            let mut sweep = None;
+            let mut ticks = tokio::time::interval(TICK);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if !built {
+                    match store.build_top_index(force).await {
+                        Ok(written) => {
+                            if let Some(articles) = written {
+                                tracing::info!(articles, "net-vote rankings built from score: and time:");
+                            }
+                            built = true;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "building the net-vote rankings failed");
+                            continue;
+                        }
+                    }
+                }
+                match store.tend_top(sweep.take()).await {
+                    Ok(next) => sweep = next,
+                    Err(e) => tracing::warn!(error = %e, "tending the net-vote rankings failed"),
+                }
+            }
+        }))
+    }
+}
+
+/// The net-vote rankings' background work; dropping it stops the work
+/// (between two scripts, each of which is atomic).
+pub struct TopIndex(JoinHandle<()>);
+
+impl Drop for TopIndex {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_carry_their_feed_and_refuse_others() {
+        let group = GroupName::parse("rust").unwrap();
+        let position = Position {
+            value: 1_732_400_000.123_456,
+            id: ArticleId(42),
+        };
+        let site = List::Site;
+        let cursor = Cursor::encode(Order::Score, &site, &position);
+        assert_eq!(Cursor::decode(&cursor, Order::Score, &site).unwrap(), position);
+        for (order, list) in [
+            (Order::Time, List::Site),
+            (Order::Top(Period::Week), List::Site),
+            (Order::Score, List::Group(&group)),
+            (Order::Score, List::User("alice")),
+        ] {
+            assert!(Cursor::decode(&cursor, order, &list).is_err());
+        }
+        for bad in ["", "zz", "00", &hex::encode("v1\nscore\nsite\nNaN\n1")] {
+            assert!(Cursor::decode(bad, Order::Score, &site).is_err(), "{bad}");
+        }
+    }
+}
