@@ -125,6 +125,14 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES")]
     pub reconcile_votes: bool,
 
+    /// How often (milliseconds, 100–60000) each instance tends the
+    /// `TOP_*` rankings: prunes articles too old for a period and
+    /// re-derives 1,000 open articles' net votes from `score:` and `time:`
+    /// (how votes written by the book's code reach the `TOP_*` orders).
+    #[arg(long, env = "VOTEGRAPH_TOP_UPKEEP_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub top_upkeep_ms: u64,
+
     /// Do not cache anonymous query responses (see `cache.rs`); for
     /// measurements.
     #[arg(long, env = "VOTEGRAPH_NO_RESPONSE_CACHE")]

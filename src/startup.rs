@@ -40,6 +40,7 @@ pub struct Application {
     /// For the vote-index backfill started with the server.
     store: Store,
     reconcile_votes: bool,
+    top_upkeep: Duration,
     /// The `--metrics-bind` listener and its one route.
     metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
 }
@@ -170,6 +171,7 @@ impl Application {
             send_timeout: settings.ws_limits().send_timeout,
             store,
             reconcile_votes: settings.reconcile_votes,
+            top_upkeep: Duration::from_millis(settings.top_upkeep_ms),
             metrics_listener,
         })
     }
@@ -196,7 +198,9 @@ impl Application {
         tracing::info!(port = self.port, "votegraph listening");
         // Runs beside the server and stops with it.
         let backfill = self.store.start_vote_index_backfill(self.reconcile_votes);
-        let top_index = self.store.start_top_index(self.reconcile_votes);
+        let top_index = self
+            .store
+            .start_top_index(self.reconcile_votes, self.top_upkeep);
         let shutdown = self.shutdown.clone();
         let (stopping, stopped) = tokio::sync::watch::channel(false);
         // WebSockets are told as soon as the signal comes, so their goodbyes

@@ -410,7 +410,7 @@ async fn main() -> anyhow::Result<()> {
     // Logged-in readers while others vote: the votes drop the shared
     // templates their articles are on (see `src/personal.rs`), so this is
     // what the template costs when it keeps being recomputed.
-    const MIX_LOGGED_IN: &str = "mix logged in, 90% read / 10% vote";
+    const MIX_LOGGED_IN: &str = "mix with logged-in readers, 90% read / 10% vote";
     if args.wants(MIX_LOGGED_IN) {
         let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
         let body = Arc::new(logged_in_page_query());

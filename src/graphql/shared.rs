@@ -480,6 +480,15 @@ mod tests {
         "Article.title",
         "Article.views",
         "Article.votes",
+        // A feed page and its cursors are the same for every caller (the
+        // articles' `myVote` is reviewed on its own).
+        "ArticleConnection.edges",
+        "ArticleConnection.pageInfo",
+        "ArticleConnection.totalCount",
+        "ArticleEdge.cursor",
+        "ArticleEdge.node",
+        "PageInfo.endCursor",
+        "PageInfo.hasNextPage",
         "ScoreChange.article",
         "ScoreChange.at",
         "ScoreChange.downvotes",
@@ -487,6 +496,7 @@ mod tests {
         "ScoreChange.votes",
         "Subscription.scoreChanged",
         "User.articles",
+        "User.feed",
         "User.karma",
         "User.name",
         "User.rank",

@@ -51,7 +51,11 @@ impl From<ArticleOrder> for Order {
 /// How many articles a `feed` page holds: 1–100.
 fn feed_size(first: i32) -> Result<usize> {
     if !(1..=FEED_MAX).contains(&first) {
-        return Err(AppError::bad_input("first", format!("first must be between 1 and {FEED_MAX}")).into());
+        return Err(AppError::bad_input(
+            "first",
+            format!("first must be between 1 and {FEED_MAX}"),
+        )
+        .into());
     }
     Ok(first as usize)
 }

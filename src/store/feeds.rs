@@ -185,7 +185,6 @@ pub struct FeedPage {
 
 /// Articles the background work prunes or re-derives per call.
 const BATCH: usize = 1000;
-const TICK: Duration = Duration::from_secs(1);
 
 impl Store {
     /// Up to `first` articles of `list` in `order` after `after` (from the
@@ -304,25 +303,26 @@ impl Store {
     async fn tend_top(&self, from: Option<String>) -> AppResult<Option<String>> {
         let now = unix_now();
         let mut conn = self.conn().await?;
+        let from = from.unwrap_or_else(|| now.saturating_sub(keys::VOTING_WINDOW_SECS).to_string());
+        let batch = scripts::build_top(&mut conn, &from, BATCH, now).await?;
+        // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {
             if let Some(secs) = period.secs() {
                 scripts::prune_top(&mut conn, period, now.saturating_sub(secs), BATCH).await?;
             }
         }
-        let from = from.unwrap_or_else(|| now.saturating_sub(keys::VOTING_WINDOW_SECS).to_string());
-        let batch = scripts::build_top(&mut conn, &from, BATCH, now).await?;
         Ok(batch.next.map(|last| format!("({last}")))
     }
 
     /// Starts the net-vote rankings' background work (see the module doc);
     /// dropping the handle stops it. Failures (Redis down) are logged and
     /// tried again on the next tick.
-    pub fn start_top_index(&self, force: bool) -> TopIndex {
+    pub fn start_top_index(&self, force: bool, every: Duration) -> TopIndex {
         let store = self.clone();
         TopIndex(tokio::spawn(async move {
             let mut built = false;
             let mut sweep = None;
-            let mut ticks = tokio::time::interval(TICK);
+            let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
@@ -330,7 +330,10 @@ impl Store {
                     match store.build_top_index(force).await {
                         Ok(written) => {
                             if let Some(articles) = written {
-                                tracing::info!(articles, "net-vote rankings built from score: and time:");
+                                tracing::info!(
+                                    articles,
+                                    "net-vote rankings built from score: and time:"
+                                );
                             }
                             built = true;
                         }
@@ -379,7 +382,10 @@ mod tests {
         };
         let site = List::Site;
         let cursor = Cursor::encode(Order::Score, &site, &position);
-        assert_eq!(Cursor::decode(&cursor, Order::Score, &site).unwrap(), position);
+        assert_eq!(
+            Cursor::decode(&cursor, Order::Score, &site).unwrap(),
+            position
+        );
         for (order, list) in [
             (Order::Time, List::Site),
             (Order::Top(Period::Week), List::Site),

@@ -329,11 +329,9 @@ pub fn user_top(name: &str, period: Period) -> String {
 /// (built from `score:` and `time:`); a string holding the Unix time.
 pub const TOP_INDEX_BUILT: &str = "index:top:built";
 
-/// `index:top:<period>:pruned`: the post time up to which articles have
-/// been removed from `top:<period>` (the pruning's resume point).
-pub fn top_pruned(period: Period) -> String {
-    format!("index:{TOP_PREFIX}{}:pruned", period.name())
-}
+/// Hash period → the post time up to which articles have been removed
+/// from `top:<period>` (where the pruning resumes).
+pub const TOP_PRUNED: &str = "index:top:pruned";
 
 /// `document:<sha256>`: the text of an automatic persisted query, by the
 /// hex SHA-256 of that text; it expires with the persisted-query TTL.

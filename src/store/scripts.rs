@@ -263,8 +263,8 @@ impl ScriptReply for PostReply {
 const POST_LUA: &str = r#"
 local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
--- KEYS[11..15]: top:<period>; KEYS[16..20]: the poster's
--- user:<name>:articles:top:<period>; then $GROUP_KEYS per group.
+-- KEYS[11..15]: the net-vote rankings of the site, one per period;
+-- KEYS[16..20]: those of the poster; then $GROUP_KEYS per group.
 local first_group_key = 21
 local poster, stem = ARGV[1], ARGV[4]
 local article_prefix, voted_prefix, groups_suffix = ARGV[7], ARGV[8], ARGV[9]
@@ -298,7 +298,7 @@ redis.call('ZADD', mine_time, ts, article)
 redis.call('ZADD', mine_score, score, article)
 add_karma(karma, poster, 1, now)
 index_vote(my_votes, article, tonumber(ts), 'up', now)
--- Net votes 1 (the poster's own upvote), then the post time.
+-- Net votes 1 (the own upvote of the poster), then the post time.
 local top = string.format('%.0f', $TOP_STEP + math.floor(now))
 for k = 11, 15 do redis.call('ZADD', KEYS[k], top, article) end
 for k = 16, 20 do
@@ -805,7 +805,7 @@ if ARGV[5] then
     end
   end
 end
--- Net-vote rankings hold the post time in their scores' low bits: members
+-- Net-vote rankings hold the post time in the low bits of their scores: members
 -- older than the period (not pruned yet) are skipped, within a budget.
 local out, scanned = {}, 0
 while #out < 2 * want and scanned < $FEED_SCAN do
@@ -837,7 +837,10 @@ static FEED: LazyLock<Lua<FeedReply>> = LazyLock::new(|| Lua::new("feed", FEED_L
 pub enum Start<'a> {
     Rank(usize),
     /// Right after this ranking value (written exactly) and member.
-    After { value: &'a str, member: &'a str },
+    After {
+        value: &'a str,
+        member: &'a str,
+    },
 }
 
 /// What [`feed`] reads: the ranking, and the two sets it is built from when
@@ -873,22 +876,21 @@ pub async fn feed(
 // --- net-vote rankings: pruning and building ------------------------------
 
 const PRUNE_TOP_LUA: &str = r#"
-local top, by_time, mark = KEYS[1], KEYS[2], KEYS[3]
-local cutoff, batch = ARGV[1], tonumber(ARGV[2])
-local from = redis.call('GET', mark)
+local top, by_time, marks = KEYS[1], KEYS[2], KEYS[3]
+local cutoff, batch, period = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local from = redis.call('HGET', marks, period)
 local min = '-inf'
 if from then min = '(' .. from end
 local old = redis.call('ZRANGEBYSCORE', by_time, min, cutoff, 'WITHSCORES', 'LIMIT', 0, batch)
 local n = #old / 2
 for i = 1, #old, 2 do redis.call('ZREM', top, old[i]) end
-if n == batch then redis.call('SET', mark, old[#old]) else redis.call('SET', mark, cutoff) end
+if n == batch then redis.call('HSET', marks, period, old[#old]) else redis.call('HSET', marks, period, cutoff) end
 return {'pruned', n}
 "#;
 
 /// Removes from `top:<period>` up to `batch` articles posted at or before
-/// `cutoff`, resuming where the last call stopped (`index:top:<p>:pruned`).
-static PRUNE_TOP: LazyLock<Lua<Counted>> =
-    LazyLock::new(|| Lua::new("prune-top", PRUNE_TOP_LUA));
+/// `cutoff`, resuming where the last call stopped (`index:top:pruned`).
+static PRUNE_TOP: LazyLock<Lua<Counted>> = LazyLock::new(|| Lua::new("prune-top", PRUNE_TOP_LUA));
 
 /// A script's `{status, n}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -904,14 +906,20 @@ impl ScriptReply for Counted {
 }
 
 /// Runs the pruning of one period; answers how many articles left it.
-pub async fn prune_top(conn: &mut Conn, period: Period, cutoff: u64, batch: usize) -> AppResult<u64> {
+pub async fn prune_top(
+    conn: &mut Conn,
+    period: Period,
+    cutoff: u64,
+    batch: usize,
+) -> AppResult<u64> {
     let mut invocation = PRUNE_TOP.invocation();
     invocation
         .key(keys::top(period))
         .key(keys::TIME)
-        .key(keys::top_pruned(period))
+        .key(keys::TOP_PRUNED)
         .arg(cutoff)
-        .arg(batch);
+        .arg(batch)
+        .arg(period.name());
     Ok(PRUNE_TOP.call(&invocation, conn).await?.0)
 }
 
@@ -925,7 +933,11 @@ for i = 1, #items, 2 do
   if s then
     local v = math.floor((s - t) / $VOTE_SCORE + 0.5) * $TOP_STEP + math.floor(t)
     for j = 1, 4 do
-      if now - t < tonumber(ARGV[3 + j]) then redis.call('ZADD', KEYS[2 + j], v, m) end
+      if now - t < tonumber(ARGV[3 + j]) then
+        redis.call('ZADD', KEYS[2 + j], v, m)
+      else
+        redis.call('ZREM', KEYS[2 + j], m)
+      end
     end
     redis.call('ZADD', KEYS[7], v, m)
   end
@@ -1469,7 +1481,7 @@ mod tests {
     }
 
     /// Every Lua body this module loads.
-    const BODIES: [&str; 13] = [
+    const BODIES: [&str; 16] = [
         KARMA_LUA,
         RATE_LUA,
         GROUP_LIST_LUA,
@@ -1483,6 +1495,9 @@ mod tests {
         VIEW_LUA,
         INDEX_LUA,
         BACKFILL_LUA,
+        FEED_LUA,
+        PRUNE_TOP_LUA,
+        BUILD_TOP_LUA,
     ];
 
     /// The string literals of a Lua body ('…' and "…").

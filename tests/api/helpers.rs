@@ -172,6 +172,9 @@ pub fn test_settings(redis: &TestRedis) -> Settings {
     settings.rate_vote = generous;
     settings.rate_set_groups = generous;
     settings.rate_rename_slug = generous;
+    // The TOP_* upkeep runs once at startup and then stays out of the way
+    // of tests that count Redis commands; `feed.rs` sets its own pace.
+    settings.top_upkeep_ms = 60_000;
     settings
 }
 
@@ -180,8 +183,29 @@ pub async fn spawn_app() -> TestApp {
     let app = spawn_app_with(redis, test_settings).await;
     // A first start indexes the book's votes in the background; waiting
     // for it keeps that Redis work out of tests that count commands.
-    wait_for_vote_index(&mut app.redis.conn().await, None).await;
+    let mut conn = app.redis.conn().await;
+    wait_for_vote_index(&mut conn, None).await;
+    wait_for_top_index(&mut conn).await;
     app
+}
+
+/// Waits until the first round of the TOP_* rankings' upkeep is done: the
+/// build from `score:` and `time:`, then the pruning, whose last period
+/// leaves its mark.
+pub async fn wait_for_top_index(conn: &mut MultiplexedConnection) {
+    for _ in 0..500 {
+        let done: bool = redis::cmd("HEXISTS")
+            .arg("index:top:pruned")
+            .arg("year")
+            .query_async(conn)
+            .await
+            .expect("EXISTS");
+        if done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the TOP_* rankings were not built within 5 s");
 }
 
 /// Another server instance on `settings`' Redis; it stops when dropped.

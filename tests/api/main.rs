@@ -8,6 +8,7 @@ mod batching;
 mod book;
 mod browser;
 mod cache;
+mod feed;
 mod graphiql;
 mod groups;
 mod helpers;
