@@ -821,7 +821,7 @@ impl Scrape {
             (
                 "votegraph_pubsub_events_total",
                 Kind::Counter,
-                "Score-change events received from Redis pub/sub.",
+                "Events received from Redis pub/sub (score changes and new posts).",
                 stats.events(),
             ),
             (

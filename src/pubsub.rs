@@ -1,10 +1,13 @@
-//! Score-change events, from Redis pub/sub to every subscriber in the process.
+//! Score-change and new-post events, from Redis pub/sub to every subscriber
+//! in the process.
 //!
-//! The vote script publishes each change on `votegraph:score-changed` from
-//! inside the atomic write, so events arrive in write order and votes made on
-//! any server instance reach the subscribers of every instance. A process
-//! holds **one** pub/sub connection, whatever its number of subscribers, and
-//! fans events out through a `tokio::sync::broadcast` channel:
+//! The vote script publishes each change on `votegraph:score-changed`, and
+//! the post script each new article on `votegraph:article-posted`, from
+//! inside the atomic write, so events arrive in write order and writes made
+//! on any server instance reach the subscribers of every instance. A
+//! process holds **one** pub/sub connection, subscribed to both channels,
+//! whatever its number of subscribers, and fans events out through one
+//! `tokio::sync::broadcast` channel per kind:
 //!
 //! - memory is bounded: the channel keeps the last [`CAPACITY`] events, shared
 //!   by all subscribers (each event is an `Arc`);
@@ -30,7 +33,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio::sync::broadcast;
 
-use crate::store::keys::SCORE_CHANNEL;
+use crate::store::keys::{POSTED_CHANNEL, SCORE_CHANNEL};
 
 /// Events kept for slow subscribers before they start skipping.
 pub const CAPACITY: usize = 4096;
@@ -51,6 +54,18 @@ pub struct ScoreEvent {
     #[serde(deserialize_with = "number")]
     pub at: f64,
     /// Lua's cjson encodes an empty table as `{}`, hence the lenient parse.
+    #[serde(default, deserialize_with = "groups_list")]
+    pub groups: Vec<String>,
+}
+
+/// A new article, as published by the post script.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PostedEvent {
+    /// The article id, as text (`"7"`).
+    pub id: String,
+    /// Unix seconds (Redis' clock) when it was posted.
+    #[serde(deserialize_with = "number")]
+    pub at: f64,
     #[serde(default, deserialize_with = "groups_list")]
     pub groups: Vec<String>,
 }
@@ -89,7 +104,7 @@ pub struct PubSubStats {
 }
 
 impl PubSubStats {
-    /// Score-change events received.
+    /// Events received (score changes and new posts).
     pub fn events(&self) -> u64 {
         self.events.load(Ordering::Relaxed)
     }
@@ -120,6 +135,7 @@ impl PubSubStats {
 #[derive(Clone)]
 pub struct PubSub {
     tx: broadcast::Sender<Arc<ScoreEvent>>,
+    posts: broadcast::Sender<Arc<PostedEvent>>,
     stats: Arc<PubSubStats>,
     /// Receivers held by the server itself (the response cache), which are
     /// not client subscriptions.
@@ -154,10 +170,17 @@ impl PubSub {
     /// Starts listening in the background; it keeps trying while Redis is down.
     pub fn start(client: redis::Client) -> Self {
         let (tx, _) = broadcast::channel(CAPACITY);
+        let (posts, _) = broadcast::channel(CAPACITY);
         let stats = Arc::new(PubSubStats::default());
-        let task = tokio::spawn(listen(client, tx.clone(), stats.clone()));
+        let hub = Hub {
+            scores: tx.clone(),
+            posts: posts.clone(),
+            stats: stats.clone(),
+        };
+        let task = tokio::spawn(listen(client, hub));
         Self {
             tx,
+            posts,
             stats,
             internal: Arc::default(),
             shared: Arc::default(),
@@ -175,6 +198,17 @@ impl PubSub {
     pub fn subscribe_internal(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
         self.internal.fetch_add(1, Ordering::Relaxed);
         self.tx.subscribe()
+    }
+
+    /// A new receiver of every new post from now on.
+    pub fn subscribe_posts(&self) -> broadcast::Receiver<Arc<PostedEvent>> {
+        self.posts.subscribe()
+    }
+
+    /// Like [`PubSub::subscribe_uncounted`], for new posts.
+    pub fn subscribe_posts_uncounted(&self) -> (broadcast::Receiver<Arc<PostedEvent>>, Uncounted) {
+        self.internal.fetch_add(1, Ordering::Relaxed);
+        (self.posts.subscribe(), Uncounted(self.internal.clone()))
     }
 
     /// The listener's counters.
@@ -203,22 +237,52 @@ impl PubSub {
     /// How many client subscriptions are live in this process: receivers
     /// of their own, plus those served by shared executions.
     pub fn subscribers(&self) -> usize {
-        (self.tx.receiver_count() + self.shared.load(Ordering::Relaxed))
-            .saturating_sub(self.internal.load(Ordering::Relaxed))
+        (self.tx.receiver_count()
+            + self.posts.receiver_count()
+            + self.shared.load(Ordering::Relaxed))
+        .saturating_sub(self.internal.load(Ordering::Relaxed))
     }
 }
 
-async fn listen(
-    client: redis::Client,
-    tx: broadcast::Sender<Arc<ScoreEvent>>,
+/// Where the listener sends what it receives.
+struct Hub {
+    scores: broadcast::Sender<Arc<ScoreEvent>>,
+    posts: broadcast::Sender<Arc<PostedEvent>>,
     stats: Arc<PubSubStats>,
-) {
+}
+
+impl Hub {
+    /// Sends one message on to the subscribers of its kind (having no
+    /// subscribers is fine).
+    fn dispatch(&self, message: &redis::Msg) {
+        let payload = message.get_payload_bytes();
+        let sent = if message.get_channel_name() == POSTED_CHANNEL {
+            serde_json::from_slice::<PostedEvent>(payload)
+                .map(|e| drop(self.posts.send(Arc::new(e))))
+        } else {
+            serde_json::from_slice::<ScoreEvent>(payload)
+                .map(|e| drop(self.scores.send(Arc::new(e))))
+        };
+        match sent {
+            Ok(()) => {
+                self.stats.events.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(channel = message.get_channel_name(), error = %e, "malformed event");
+            }
+        }
+    }
+}
+
+async fn listen(client: redis::Client, hub: Hub) {
+    let stats = hub.stats.clone();
     // Where Redis is (never the password), so a wrong REDIS_URL is named.
     let redis = client.get_connection_info().addr().to_string();
     let mut backoff = MIN_BACKOFF;
     loop {
         match client.get_async_pubsub().await {
-            Ok(mut pubsub) => match pubsub.subscribe(SCORE_CHANNEL).await {
+            Ok(mut pubsub) => match pubsub.subscribe(&[SCORE_CHANNEL, POSTED_CHANNEL]).await {
                 Ok(()) => {
                     tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
                     stats.subscribed.fetch_add(1, Ordering::Relaxed);
@@ -226,17 +290,7 @@ async fn listen(
                     backoff = MIN_BACKOFF;
                     let mut messages = pubsub.into_on_message();
                     while let Some(message) = messages.next().await {
-                        match serde_json::from_slice::<ScoreEvent>(message.get_payload_bytes()) {
-                            // No receivers is fine: nobody is subscribed.
-                            Ok(event) => {
-                                stats.events.fetch_add(1, Ordering::Relaxed);
-                                drop(tx.send(Arc::new(event)))
-                            }
-                            Err(e) => {
-                                stats.malformed.fetch_add(1, Ordering::Relaxed);
-                                tracing::warn!(error = %e, "malformed score event")
-                            }
-                        }
+                        hub.dispatch(&message);
                     }
                     stats.connected.store(false, Ordering::Relaxed);
                     tracing::warn!(%redis, "pub/sub connection closed; reconnecting");

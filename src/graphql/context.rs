@@ -25,7 +25,7 @@ use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Passw
 use crate::error::AppError;
 use crate::persisted::PersistedQueries;
 use crate::personal::Holes;
-use crate::pubsub::{PubSub, ScoreEvent};
+use crate::pubsub::{PostedEvent, PubSub, ScoreEvent};
 use crate::store::keys::Ranking;
 use crate::store::{
     ArticleRecord, Cursor, List, LoginLimit, Order, Ranked, Standing, Store, Viewer, VoteDirection,
@@ -381,6 +381,18 @@ impl RequestContext {
     /// Score changes from now on, from the process' one pub/sub connection.
     pub fn score_events(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
         self.app.pubsub.subscribe()
+    }
+
+    /// Reads articles for a stream that outlives each event's resolution
+    /// (new posts): as this request's caller, with their votes. Streams
+    /// are never cached, so it records nothing.
+    pub fn article_reader(&self) -> ArticleLoader {
+        ArticleLoader::new(self.app.store.clone(), self.session.clone())
+    }
+
+    /// New posts from now on, from the same connection.
+    pub fn posted_events(&self) -> broadcast::Receiver<Arc<PostedEvent>> {
+        self.app.pubsub.subscribe_posts()
     }
 
     /// Creates an account and its first session; returns the token.

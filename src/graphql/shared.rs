@@ -56,7 +56,7 @@ pub use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{Api, RequestContext};
 use crate::auth::Session;
 use crate::client::ClientAddr;
-use crate::pubsub::{PubSub, ScoreEvent, Uncounted};
+use crate::pubsub::{PostedEvent, PubSub, ScoreEvent, Uncounted};
 
 /// Payloads a shared stream keeps for its slowest subscriber; one further
 /// behind skips the oldest. Each is an `Arc` shared by every subscriber,
@@ -309,12 +309,24 @@ impl SharedExecution {
     /// is to be dropped after it.
     pub fn subscribe(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
         let taken = self.pubsub.subscribe_uncounted();
+        self.go_live();
+        taken
+    }
+
+    /// Like [`SharedExecution::subscribe`], for new posts.
+    pub fn subscribe_posts(&self) -> (broadcast::Receiver<Arc<PostedEvent>>, Uncounted) {
+        let taken = self.pubsub.subscribe_posts_uncounted();
+        self.go_live();
+        taken
+    }
+
+    /// From now on the subscribers are counted as served by this execution.
+    fn go_live(&self) {
         let mut state = lock(&self.entry.state);
         if !state.live {
             state.live = true;
             self.pubsub.add_shared(state.subscribers);
         }
-        taken
     }
 }
 
@@ -494,6 +506,7 @@ mod tests {
         "ScoreChange.downvotes",
         "ScoreChange.score",
         "ScoreChange.votes",
+        "Subscription.articlePosted",
         "Subscription.scoreChanged",
         "User.articles",
         "User.feed",

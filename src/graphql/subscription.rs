@@ -10,7 +10,7 @@ use super::shared::SharedExecution;
 use super::types::{Article, DateTime};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};
-use crate::pubsub::ScoreEvent;
+use crate::pubsub::{PostedEvent, ScoreEvent};
 
 pub struct SubscriptionRoot;
 
@@ -48,26 +48,84 @@ impl SubscriptionRoot {
             move |(mut receiver, uncounted)| {
                 let (article, group) = (article.clone(), group.clone());
                 async move {
-                    loop {
-                        match receiver.recv().await {
-                            Ok(event) => {
-                                let wanted = article.as_ref().is_none_or(|a| *a == event.id)
-                                    && group.as_ref().is_none_or(|g| {
-                                        event.groups.iter().any(|e| e == g.as_str())
-                                    });
-                                if wanted {
-                                    return Some((ScoreChange(event), (receiver, uncounted)));
-                                }
+                    let event = next_wanted(&mut receiver, |event: &ScoreEvent| {
+                        article.as_ref().is_none_or(|a| *a == event.id)
+                            && group
+                                .as_ref()
+                                .is_none_or(|g| event.groups.iter().any(|e| e == g.as_str()))
+                    })
+                    .await?;
+                    Some((ScoreChange(event), (receiver, uncounted)))
+                }
+            },
+        ))
+    }
+
+    /// Every article posted from now on (through any instance), or only
+    /// those posted to `group`. Articles added to a group later
+    /// (`setGroups`) are not new posts. A client that reads too slowly
+    /// skips the oldest posts it missed.
+    async fn article_posted(
+        &self,
+        ctx: &Context<'_>,
+        group: Option<String>,
+    ) -> Result<impl Stream<Item = Article>> {
+        let group = group
+            .map(|g| GroupName::parse_field(&g, "group"))
+            .transpose()?;
+        let events = match ctx.data_opt::<SharedExecution>() {
+            Some(shared) => {
+                let (receiver, uncounted) = shared.subscribe_posts();
+                (receiver, Some(uncounted))
+            }
+            None => (RequestContext::of(ctx)?.posted_events(), None),
+        };
+        let reader = RequestContext::of(ctx)?.article_reader();
+        Ok(futures_util::stream::unfold(
+            (events, group, reader),
+            move |((mut receiver, uncounted), group, reader)| async move {
+                loop {
+                    let event = next_wanted(&mut receiver, |event: &PostedEvent| {
+                        group
+                            .as_ref()
+                            .is_none_or(|g| event.groups.iter().any(|e| e == g.as_str()))
+                    })
+                    .await?;
+                    let Ok(id) = ArticleId::parse(&event.id, "id") else {
+                        continue;
+                    };
+                    // Read as it is now; an article gone meanwhile, or a
+                    // failed read, is skipped rather than ending the stream.
+                    match reader.load_ranked(&[(id, None)]).await {
+                        Ok(mut found) => {
+                            if let Some(record) = found.remove(&id) {
+                                let state = ((receiver, uncounted), group, reader);
+                                return Some((Article(record), state));
                             }
-                            Err(RecvError::Lagged(missed)) => {
-                                tracing::debug!(missed, "slow subscriber skipped score events");
-                            }
-                            Err(RecvError::Closed) => return None,
                         }
+                        Err(e) => tracing::warn!(error = ?e, "reading a posted article failed"),
                     }
                 }
             },
         ))
+    }
+}
+
+/// Follows `receiver` through lagging (a slow subscriber skips what it
+/// missed) until the channel closes, keeping the events `wanted` says.
+async fn next_wanted<T>(
+    receiver: &mut tokio::sync::broadcast::Receiver<Arc<T>>,
+    wanted: impl Fn(&T) -> bool,
+) -> Option<Arc<T>> {
+    loop {
+        match receiver.recv().await {
+            Ok(event) if wanted(&event) => return Some(event),
+            Ok(_) => {}
+            Err(RecvError::Lagged(missed)) => {
+                tracing::debug!(missed, "slow subscriber skipped events");
+            }
+            Err(RecvError::Closed) => return None,
+        }
     }
 }
 

@@ -32,6 +32,9 @@ pub const SLUG_SUFFIXES: &str = "slug:last-suffix";
 pub const KARMA: &str = "karma:";
 /// Pub/sub channel a vote script publishes score changes on.
 pub const SCORE_CHANNEL: &str = "votegraph:score-changed";
+/// Pub/sub channel of new posts (`{id, groups, at}`), published by the post
+/// script for `Subscription.articlePosted`.
+pub const POSTED_CHANNEL: &str = "votegraph:article-posted";
 
 /// Seconds during which an article can be voted on (book: one week).
 pub const VOTING_WINDOW_SECS: u64 = 7 * 24 * 60 * 60;

@@ -267,8 +267,8 @@ local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_scor
 -- KEYS[16..20]: those of the poster; then $GROUP_KEYS per group.
 local first_group_key = 21
 local poster, stem = ARGV[1], ARGV[4]
-local article_prefix, voted_prefix, groups_suffix = ARGV[7], ARGV[8], ARGV[9]
-local first_group = 10
+local article_prefix, voted_prefix, groups_suffix, channel = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local first_group = 11
 local wait = rate_limit(rate, ARGV[5], ARGV[6])
 if wait > 0 then return {'limited', wait} end
 local t = redis.call('TIME')
@@ -315,6 +315,9 @@ for i = first_group, #ARGV do
   end
 end
 list_groups(article, groups_key)
+local groups = {}
+for i = first_group, #ARGV do groups[#groups + 1] = ARGV[i] end
+redis.call('PUBLISH', channel, cjson.encode({ id = tostring(id), groups = groups, at = ts }))
 return {'posted', id, slug}
 "#;
 
@@ -368,7 +371,8 @@ pub async fn post(
         .arg(limit.window_secs())
         .arg(keys::ARTICLE_PREFIX)
         .arg(keys::VOTED_PREFIX)
-        .arg(keys::ARTICLE_GROUPS_SUFFIX);
+        .arg(keys::ARTICLE_GROUPS_SUFFIX)
+        .arg(keys::POSTED_CHANNEL);
     for g in groups {
         group_keys(&mut invocation, g);
         invocation.arg(g.as_str());

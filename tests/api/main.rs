@@ -2,6 +2,7 @@
 //! 0, spoken to over HTTP.
 
 mod abuse;
+mod article_posted;
 mod articles;
 mod auth;
 mod batching;

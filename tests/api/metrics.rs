@@ -281,7 +281,8 @@ async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
     );
     assert_eq!(must(&families, "votegraph_websocket_connections", &[]), 1.0);
     assert_eq!(must(&families, "votegraph_subscriptions", &[]), 1.0);
-    assert_eq!(must(&families, "votegraph_pubsub_events_total", &[]), 1.0);
+    // The post's event and the vote's.
+    assert_eq!(must(&families, "votegraph_pubsub_events_total", &[]), 2.0);
     assert_eq!(must(&families, "votegraph_pubsub_connected", &[]), 1.0);
     assert_eq!(
         must(&families, "votegraph_pubsub_reconnections_total", &[]),
