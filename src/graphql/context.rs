@@ -28,7 +28,8 @@ use crate::personal::Holes;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent};
 use crate::store::keys::Ranking;
 use crate::store::{
-    ArticleRecord, Cursor, List, LoginLimit, Order, Ranked, Standing, Store, Viewer, VoteDirection,
+    ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, LoginLimit, Order, Ranked, Standing,
+    Store, Viewer, VoteDirection,
 };
 
 /// What every request of this process shares, registered once: the HTTP
@@ -364,6 +365,13 @@ impl RequestContext {
 
     pub async fn group_count(&self, group: &GroupName) -> Result<u64> {
         Ok(self.store().group_count(group).await?)
+    }
+
+    /// A page of the group directory after the cursor `after`. Votes do
+    /// not change it; posts and group changes drop cached pages.
+    pub async fn groups(&self, first: usize, after: Option<&str>) -> Result<DirectoryPage> {
+        let position = after.map(GroupCursor::decode).transpose()?;
+        Ok(self.store().groups_page(position.as_ref(), first).await?)
     }
 
     /// A user's karma and rank (batched); any vote may change them.

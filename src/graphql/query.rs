@@ -2,9 +2,14 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::types::{self, Article, ArticleConnection, ArticleOrder, Group, RankedUser, User};
+use super::connection::PageInfo;
+use super::types::{
+    self, Article, ArticleConnection, ArticleOrder, Group, GroupConnection, GroupEdge, RankedUser,
+    User,
+};
 use super::{ArticleList, RequestContext};
 use crate::domain::{parse_limit, ArticleId, GroupName, PageRequest};
+use crate::store::GroupCursor;
 
 pub struct QueryRoot;
 
@@ -53,10 +58,41 @@ impl QueryRoot {
 
     /// A group by name; an unknown group is empty, not an error.
     async fn group(&self, name: String) -> Result<Group> {
-        let group = GroupName::parse(&name)?;
-        Ok(Group {
-            name: group.as_str().to_owned(),
-            group,
+        Ok(Group::new(GroupName::parse(&name)?))
+    }
+
+    /// Every group with articles, largest first (by name among equals), as
+    /// a Relay connection. A cursor is a position (size and name): a group
+    /// whose size did not change while a reader pages is never repeated
+    /// nor skipped.
+    async fn groups(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 25)] first: i32,
+        after: Option<String>,
+    ) -> Result<GroupConnection> {
+        let first = types::connection_size(first)?;
+        let page = RequestContext::of(ctx)?
+            .groups(first, after.as_deref())
+            .await?;
+        let end_cursor = page.entries.last().map(|(_, _, p)| GroupCursor::encode(p));
+        Ok(GroupConnection {
+            edges: page
+                .entries
+                .into_iter()
+                .map(|(group, size, position)| GroupEdge {
+                    cursor: GroupCursor::encode(&position),
+                    node: Group {
+                        size: Some(size),
+                        ..Group::new(group)
+                    },
+                })
+                .collect(),
+            page_info: PageInfo {
+                has_next_page: page.has_next,
+                end_cursor,
+            },
+            total_count: page.total as i64,
         })
     }
 

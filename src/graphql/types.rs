@@ -48,8 +48,8 @@ impl From<ArticleOrder> for Order {
     }
 }
 
-/// How many articles a `feed` page holds: 1–100.
-fn feed_size(first: i32) -> Result<usize> {
+/// How many edges a connection's page holds (`first`): 1–100.
+pub(super) fn connection_size(first: i32) -> Result<usize> {
     if !(1..=FEED_MAX).contains(&first) {
         return Err(AppError::bad_input(
             "first",
@@ -60,7 +60,7 @@ fn feed_size(first: i32) -> Result<usize> {
     Ok(first as usize)
 }
 
-/// The largest `first` of a `feed` page.
+/// The largest `first` of a connection's page.
 pub const FEED_MAX: i32 = 100;
 
 /// A page of a feed, as a Relay connection.
@@ -71,7 +71,7 @@ pub(super) async fn feed(
     first: i32,
     after: Option<String>,
 ) -> Result<ArticleConnection> {
-    let first = feed_size(first)?;
+    let first = connection_size(first)?;
     let page = RequestContext::of(ctx)?
         .feed(list, order.into(), first, after.as_deref())
         .await?;
@@ -244,6 +244,37 @@ pub struct Group {
     #[graphql(skip)]
     pub group: GroupName,
     pub name: String,
+    /// Its size as the group directory read it, which the directory's
+    /// order follows; None: count it.
+    #[graphql(skip)]
+    pub size: Option<u64>,
+}
+
+impl Group {
+    pub fn new(group: GroupName) -> Self {
+        Self {
+            name: group.as_str().to_owned(),
+            group,
+            size: None,
+        }
+    }
+}
+
+/// A page of the group directory (Relay's connection).
+#[derive(SimpleObject)]
+pub struct GroupConnection {
+    pub edges: Vec<GroupEdge>,
+    pub page_info: PageInfo,
+    /// Groups in the directory.
+    pub total_count: i64,
+}
+
+/// A group and its place in the directory.
+#[derive(SimpleObject)]
+pub struct GroupEdge {
+    /// Opaque: pass it as `after` for the groups after this one.
+    pub cursor: String,
+    pub node: Group,
 }
 
 #[ComplexObject]
@@ -278,6 +309,9 @@ impl Group {
 
     /// Number of articles in the group.
     async fn article_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        if let Some(size) = self.size {
+            return Ok(size as i64);
+        }
         Ok(RequestContext::of(ctx)?.group_count(&self.group).await? as i64)
     }
 }

@@ -314,7 +314,8 @@ impl Store {
         Ok(batch.next.map(|last| format!("({last}")))
     }
 
-    /// Starts the net-vote rankings' background work (see the module doc);
+    /// Starts the net-vote rankings' background work (see the module doc)
+    /// and the group directory's (see `groups.rs`);
     /// dropping the handle stops it. Failures (Redis down) are logged and
     /// tried again on the next tick.
     pub fn start_top_index(&self, force: bool, every: Duration) -> TopIndex {
@@ -322,33 +323,42 @@ impl Store {
         TopIndex(tokio::spawn(async move {
             let mut built = false;
             let mut sweep = None;
+            let mut recount = 0;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
                 if !built {
-                    match store.build_top_index(force).await {
-                        Ok(written) => {
-                            if let Some(articles) = written {
-                                tracing::info!(
-                                    articles,
-                                    "net-vote rankings built from score: and time:"
-                                );
-                            }
-                            built = true;
-                        }
+                    match store.first_upkeep(force).await {
+                        Ok(()) => built = true,
                         Err(e) => {
-                            tracing::warn!(error = %e, "building the net-vote rankings failed");
+                            tracing::warn!(error = %e, "building the derived indexes failed");
                             continue;
                         }
                     }
                 }
+                match store.recount_groups(recount).await {
+                    Ok(next) => recount = next,
+                    Err(e) => tracing::warn!(error = %e, "recounting the group directory failed"),
+                }
+                // Last: its final pruning marks a round as done.
                 match store.tend_top(sweep.take()).await {
                     Ok(next) => sweep = next,
                     Err(e) => tracing::warn!(error = %e, "tending the net-vote rankings failed"),
                 }
             }
         }))
+    }
+
+    /// The builds the first round makes unless their markers say they ran.
+    async fn first_upkeep(&self, force: bool) -> AppResult<()> {
+        if let Some(articles) = self.build_top_index(force).await? {
+            tracing::info!(articles, "net-vote rankings built from score: and time:");
+        }
+        if let Some(groups) = self.index_groups(force).await? {
+            tracing::info!(groups, "group directory built from the group sets");
+        }
+        Ok(())
     }
 }
 

@@ -336,6 +336,17 @@ pub const TOP_INDEX_BUILT: &str = "index:top:built";
 /// from `top:<period>` (where the pruning resumes).
 pub const TOP_PRUNED: &str = "index:top:pruned";
 
+/// Sorted set group name → minus its number of articles: the group
+/// directory, largest first and by name among equals in one `ZRANGE`. Kept
+/// by the post and set-groups scripts; counts are refreshed from the
+/// `group:<name>` sets by the upkeep (and rebuilt by a `SCAN` of them on
+/// the first start), so groups changed by the book's code are counted too.
+pub const GROUPS_BY_SIZE: &str = "groups:by-size";
+
+/// Present once the group directory was built by scanning the
+/// `group:<name>` sets; a string holding the Unix time.
+pub const GROUPS_INDEX_BUILT: &str = "index:groups:built";
+
 /// `document:<sha256>`: the text of an automatic persisted query, by the
 /// hex SHA-256 of that text; it expires with the persisted-query TTL.
 pub fn document(sha256_hex: &str) -> String {

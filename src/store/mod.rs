@@ -7,6 +7,7 @@
 mod articles;
 mod documents;
 mod feeds;
+mod groups;
 pub mod keys;
 mod scripts;
 mod users;
@@ -26,6 +27,7 @@ pub use articles::{
     not_found, ArticleRecord, Ranked, ViewOutcome, Viewer, VoteDirection, ARTICLE_FIELDS,
 };
 pub use feeds::{Cursor, FeedPage, List, Order, Position, TopIndex};
+pub use groups::{DirectoryPage, GroupCursor, GroupPosition};
 pub use users::{LoginLimit, Standing};
 pub use votes::{Backfill, BackfillReport};
 

@@ -264,8 +264,10 @@ const POST_LUA: &str = r#"
 local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 -- KEYS[11..15]: the net-vote rankings of the site, one per period;
--- KEYS[16..20]: those of the poster; then $GROUP_KEYS per group.
-local first_group_key = 21
+-- KEYS[16..20]: those of the poster; KEYS[21]: the group directory; then
+-- $GROUP_KEYS per group.
+local directory = KEYS[21]
+local first_group_key = 22
 local poster, stem = ARGV[1], ARGV[4]
 local article_prefix, voted_prefix, groups_suffix, channel = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local first_group = 11
@@ -306,7 +308,7 @@ for k = 16, 20 do
 end
 for i = first_group, #ARGV do
   local g, k = ARGV[i], first_group_key + $GROUP_KEYS * (i - first_group)
-  redis.call('SADD', KEYS[k], article)
+  if redis.call('SADD', KEYS[k], article) == 1 then redis.call('ZINCRBY', directory, -1, g) end
   redis.call('SADD', groups_key, g)
   if redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
   if redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], ts, article) end
@@ -363,6 +365,7 @@ pub async fn post(
         invocation.key(keys::user_top(poster.as_str(), period));
     }
     invocation
+        .key(keys::GROUPS_BY_SIZE)
         .arg(poster.member())
         .arg(title)
         .arg(link)
@@ -585,8 +588,9 @@ impl ScriptReply for SetGroupsReply {
 }
 
 const SET_GROUPS_LUA: &str = r#"
-local rate, article, groups_key, by_score, by_time, top_all = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local first_group_key = 7
+local rate, article, groups_key, by_score, by_time, top_all, directory =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local first_group_key = 8
 local caller, nadd, user_prefix = ARGV[1], tonumber(ARGV[2]), ARGV[5]
 local first_group = 6
 local wait = rate_limit(rate, ARGV[3], ARGV[4])
@@ -607,7 +611,7 @@ local top = redis.call('ZSCORE', top_all, article)
 for i = first_group, #ARGV do
   local g, k = ARGV[i], first_group_key + $GROUP_KEYS * (i - first_group)
   if i < first_group + nadd then
-    redis.call('SADD', KEYS[k], article)
+    if redis.call('SADD', KEYS[k], article) == 1 then redis.call('ZINCRBY', directory, -1, g) end
     redis.call('SADD', groups_key, g)
     if score and redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
     if time and redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], time, article) end
@@ -615,7 +619,9 @@ for i = first_group, #ARGV do
       if top and redis.call('EXISTS', KEYS[j]) == 1 then redis.call('ZADD', KEYS[j], top, article) end
     end
   else
-    redis.call('SREM', KEYS[k], article)
+    if redis.call('SREM', KEYS[k], article) == 1 then
+      if tonumber(redis.call('ZINCRBY', directory, 1, g)) >= 0 then redis.call('ZREM', directory, g) end
+    end
     redis.call('SREM', groups_key, g)
     for j = k + 1, k + $GROUP_KEYS - 1 do redis.call('ZREM', KEYS[j], article) end
   end
@@ -652,6 +658,7 @@ pub async fn set_groups(
         .key(keys::SCORE)
         .key(keys::TIME)
         .key(keys::top(Period::All))
+        .key(keys::GROUPS_BY_SIZE)
         .arg(caller.member())
         .arg(add.len())
         .arg(limit.count())
@@ -875,6 +882,75 @@ pub async fn feed(
         Start::After { value, member } => invocation.arg(0).arg(value).arg(member),
     };
     FEED.call(&invocation, conn).await
+}
+
+// --- the group directory ---------------------------------------------------
+
+const DIRECTORY_LUA: &str = r#"
+local directory = KEYS[1]
+local want = tonumber(ARGV[1]) + 1
+local rank = 0
+if ARGV[2] then
+  -- After (s, name): above s in the set (a smaller group), or at s with a
+  -- name after it (ties run by name, ascending).
+  local s, name = ARGV[2], ARGV[3]
+  local now = redis.call('ZSCORE', directory, name)
+  if now and tonumber(now) == tonumber(s) then
+    rank = redis.call('ZRANK', directory, name) + 1
+  else
+    rank = redis.call('ZCOUNT', directory, '-inf', '(' .. s)
+    for _, tie in ipairs(redis.call('ZRANGE', directory, s, s, 'BYSCORE', 'LIMIT', 0, $MAX_TIES)) do
+      if tie <= name then rank = rank + 1 end
+    end
+  end
+end
+return {redis.call('ZCARD', directory), redis.call('ZRANGE', directory, rank, rank + want - 1, 'WITHSCORES')}
+"#;
+
+/// A page of the group directory after a position (minus the size, and
+/// the name), as [`FEED`] does for articles.
+static DIRECTORY: LazyLock<Lua<FeedReply>> = LazyLock::new(|| Lua::new("directory", DIRECTORY_LUA));
+
+/// Runs the directory script: `first + 1` groups at most.
+pub async fn directory(
+    conn: &mut Conn,
+    after: Option<(&str, &str)>,
+    first: usize,
+) -> AppResult<FeedReply> {
+    let mut invocation = DIRECTORY.invocation();
+    invocation.key(keys::GROUPS_BY_SIZE).arg(first);
+    if let Some((value, name)) = after {
+        invocation.arg(value).arg(name);
+    }
+    DIRECTORY.call(&invocation, conn).await
+}
+
+const RECOUNT_GROUPS_LUA: &str = r#"
+local directory = KEYS[1]
+local start, batch, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local names = redis.call('ZRANGE', directory, start, start + batch - 1)
+for _, g in ipairs(names) do
+  local n = redis.call('SCARD', prefix .. g)
+  if n == 0 then redis.call('ZREM', directory, g) else redis.call('ZADD', directory, -n, g) end
+end
+return {'built', #names}
+"#;
+
+/// Sets the directory's counts of `batch` groups from rank `start` on to
+/// their `group:<name>` sets' sizes (dropping empty ones); answers how many
+/// it looked at. With [`index_groups`], how the book's group changes are
+/// counted.
+static RECOUNT_GROUPS: LazyLock<Lua<Counted>> =
+    LazyLock::new(|| Lua::new("recount-groups", RECOUNT_GROUPS_LUA));
+
+pub async fn recount_groups(conn: &mut Conn, start: usize, batch: usize) -> AppResult<u64> {
+    let mut invocation = RECOUNT_GROUPS.invocation();
+    invocation
+        .key(keys::GROUPS_BY_SIZE)
+        .arg(start)
+        .arg(batch)
+        .arg(keys::GROUP_PREFIX);
+    Ok(RECOUNT_GROUPS.call(&invocation, conn).await?.0)
 }
 
 // --- net-vote rankings: pruning and building ------------------------------
@@ -1485,7 +1561,7 @@ mod tests {
     }
 
     /// Every Lua body this module loads.
-    const BODIES: [&str; 16] = [
+    const BODIES: [&str; 18] = [
         KARMA_LUA,
         RATE_LUA,
         GROUP_LIST_LUA,
@@ -1502,6 +1578,8 @@ mod tests {
         FEED_LUA,
         PRUNE_TOP_LUA,
         BUILD_TOP_LUA,
+        DIRECTORY_LUA,
+        RECOUNT_GROUPS_LUA,
     ];
 
     /// The string literals of a Lua body ('…' and "…").

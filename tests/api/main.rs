@@ -9,6 +9,7 @@ mod batching;
 mod book;
 mod browser;
 mod cache;
+mod directory;
 mod feed;
 mod graphiql;
 mod groups;

@@ -1,0 +1,219 @@
+//! The group directory (`Query.groups`): every group, largest first, paged
+//! by cursors like the article feeds.
+//!
+//! `groups:by-size` holds each group's size, kept by the post and
+//! set-groups scripts. The book's code changes `group:<name>` sets without
+//! it, so it is derived data: the first start builds it by scanning the
+//! `group:<name>` sets (marker [`keys::GROUPS_INDEX_BUILT`];
+//! `--reconcile-votes` scans again), and the upkeep recounts a batch of
+//! listed groups every tick, so a book change to a listed group shows
+//! within one sweep of the directory and a group only the book's code ever
+//! wrote shows after a rescan.
+
+use redis::Value;
+
+use super::keys;
+use super::scripts;
+use super::Store;
+use crate::domain::GroupName;
+use crate::error::{AppError, AppResult};
+
+/// Where a page of the directory ended: its last group's entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupPosition {
+    /// Minus the group's size when the page was read.
+    value: f64,
+    name: GroupName,
+}
+
+/// Opaque directory cursors (see [`super::Cursor`] for articles').
+pub struct GroupCursor;
+
+const VERSION: &str = "v1";
+const KIND: &str = "groups";
+
+impl GroupCursor {
+    pub fn encode(position: &GroupPosition) -> String {
+        hex::encode(format!(
+            "{VERSION}\n{KIND}\n{:?}\n{}",
+            position.value,
+            position.name.as_str()
+        ))
+    }
+
+    pub fn decode(cursor: &str) -> AppResult<GroupPosition> {
+        let malformed = || AppError::bad_input("after", "the cursor is malformed");
+        let bytes = hex::decode(cursor).map_err(|_| malformed())?;
+        let text = String::from_utf8(bytes).map_err(|_| malformed())?;
+        let parts: Vec<&str> = text.split('\n').collect();
+        if parts.first() != Some(&VERSION) {
+            return Err(malformed());
+        }
+        if parts.get(1) != Some(&KIND) {
+            // An article feed's cursor, say.
+            return Err(AppError::bad_input(
+                "after",
+                "the cursor belongs to another list",
+            ));
+        }
+        let [_, _, value, name] = parts.as_slice() else {
+            return Err(malformed());
+        };
+        let value: f64 = value.parse().map_err(|_| malformed())?;
+        if !value.is_finite() {
+            return Err(malformed());
+        }
+        let name = GroupName::parse(name).map_err(|_| malformed())?;
+        Ok(GroupPosition { value, name })
+    }
+}
+
+/// One page of the directory.
+pub struct DirectoryPage {
+    /// Each group with its size and position.
+    pub entries: Vec<(GroupName, u64, GroupPosition)>,
+    pub has_next: bool,
+    /// Groups in the directory.
+    pub total: u64,
+}
+
+/// Groups recounted per upkeep tick, and keys per `SCAN` step.
+const RECOUNT_BATCH: usize = 100;
+const SCAN_COUNT: usize = 1000;
+
+impl Store {
+    /// Up to `first` groups after `after`, largest first.
+    pub async fn groups_page(
+        &self,
+        after: Option<&GroupPosition>,
+        first: usize,
+    ) -> AppResult<DirectoryPage> {
+        let value = after.map(|p| format!("{:?}", p.value));
+        let after = after
+            .zip(value.as_deref())
+            .map(|(p, v)| (v, p.name.as_str()));
+        let mut conn = self.conn().await?;
+        let reply = scripts::directory(&mut conn, after, first).await?;
+        let mut entries: Vec<_> = reply
+            .members
+            .iter()
+            .filter_map(|(name, value)| {
+                let name = GroupName::parse(name).ok()?;
+                let size = (-value).max(0.0) as u64;
+                let position = GroupPosition {
+                    value: *value,
+                    name: name.clone(),
+                };
+                Some((name, size, position))
+            })
+            .collect();
+        let has_next = entries.len() > first;
+        entries.truncate(first);
+        Ok(DirectoryPage {
+            entries,
+            has_next,
+            total: reply.total,
+        })
+    }
+
+    /// Builds the directory from the `group:<name>` sets, found with
+    /// `SCAN … TYPE set` (a step of [`SCAN_COUNT`] keys at a time), unless
+    /// the marker says it was built (`force` builds it anyway). Answers the
+    /// groups found.
+    pub async fn index_groups(&self, force: bool) -> AppResult<Option<u64>> {
+        let mut conn = self.conn().await?;
+        if !force {
+            let built: bool = redis::cmd("EXISTS")
+                .arg(keys::GROUPS_INDEX_BUILT)
+                .query_async(&mut conn)
+                .await?;
+            if built {
+                return Ok(None);
+            }
+        }
+        let pattern = format!("{}*", keys::GROUP_PREFIX);
+        let mut cursor: u64 = 0;
+        let mut found = 0;
+        loop {
+            let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .arg("TYPE")
+                .arg("set")
+                .query_async(&mut conn)
+                .await?;
+            let groups: Vec<GroupName> = names
+                .iter()
+                .filter_map(|key| key.strip_prefix(keys::GROUP_PREFIX))
+                .filter_map(|name| GroupName::parse(name).ok())
+                .collect();
+            if !groups.is_empty() {
+                let mut pipe = redis::pipe();
+                for g in &groups {
+                    pipe.cmd("SCARD").arg(keys::group(g));
+                }
+                let sizes: Vec<Value> = pipe.query_async(&mut conn).await?;
+                let mut add = redis::pipe();
+                for (g, size) in groups.iter().zip(&sizes) {
+                    if let Value::Int(n) = size {
+                        if *n > 0 {
+                            add.cmd("ZADD")
+                                .arg(keys::GROUPS_BY_SIZE)
+                                .arg(-n)
+                                .arg(g.as_str())
+                                .ignore();
+                            found += 1;
+                        }
+                    }
+                }
+                let () = add.query_async(&mut conn).await?;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        let () = redis::cmd("SET")
+            .arg(keys::GROUPS_INDEX_BUILT)
+            .arg(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or_default(),
+            )
+            .query_async(&mut conn)
+            .await?;
+        Ok(Some(found))
+    }
+
+    /// Recounts a batch of listed groups from rank `start` on; answers
+    /// where the next batch starts (0 after the last).
+    pub(super) async fn recount_groups(&self, start: usize) -> AppResult<usize> {
+        let mut conn = self.conn().await?;
+        let n = scripts::recount_groups(&mut conn, start, RECOUNT_BATCH).await? as usize;
+        Ok(if n < RECOUNT_BATCH { 0 } else { start + n })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_cursors_round_trip_and_refuse_others() {
+        let position = GroupPosition {
+            value: -12.0,
+            name: GroupName::parse("rust").unwrap(),
+        };
+        let cursor = GroupCursor::encode(&position);
+        assert_eq!(GroupCursor::decode(&cursor).unwrap(), position);
+        let article_cursor = hex::encode("v1\nscore\nsite\n1.0\n1");
+        assert!(GroupCursor::decode(&article_cursor).is_err());
+        for bad in ["", "xyz", &hex::encode("v1\ngroups\n-1\nNot Valid")] {
+            assert!(GroupCursor::decode(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The group directory (`Query.groups`): largest first, paged by cursors,
+//! exact counts, groups written by the book's code, cursor errors, cost,
+//! and fresh pages after a post.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use serde_json::{json, Value};
+
+use crate::helpers::{error_code, spawn_app, spawn_app_with, test_settings, TestApp, TestRedis};
+
+const GROUPS: &str = "query($n: Int!, $a: String) { groups(first: $n, after: $a) {
+  totalCount pageInfo { hasNextPage endCursor } edges { cursor node { name articleCount } } } }";
+
+/// Every page of the directory, `first` at a time: (name, count) in order.
+async fn directory(app: &TestApp, first: i64) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..100 {
+        let data = app
+            .gql_ok(GROUPS, json!({ "n": first, "a": after }), None)
+            .await;
+        let page = &data["groups"];
+        for edge in page["edges"].as_array().unwrap() {
+            out.push((
+                edge["node"]["name"].as_str().unwrap().to_owned(),
+                edge["node"]["articleCount"].as_i64().unwrap(),
+            ));
+        }
+        if !page["pageInfo"]["hasNextPage"].as_bool().unwrap() {
+            return out;
+        }
+        after = page["pageInfo"]["endCursor"].as_str().map(str::to_owned);
+    }
+    panic!("the directory never ended");
+}
+
+fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {
+    list.iter().map(|(n, c)| (n.to_string(), *c)).collect()
+}
+
+#[tokio::test]
+async fn groups_come_largest_first_page_by_page_with_exact_counts() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    for (i, groups) in [
+        vec!["rust", "news"],
+        vec!["rust"],
+        vec!["rust", "go"],
+        vec!["news", "go"],
+        vec!["zig"],
+        vec!["rust"],
+        vec![],
+    ]
+    .iter()
+    .enumerate()
+    {
+        app.post(&alice, &format!("a{i}"), groups).await;
+    }
+    let want = pairs(&[("rust", 4), ("go", 2), ("news", 2), ("zig", 1)]);
+    for first in [1, 2, 3, 10] {
+        assert_eq!(directory(&app, first).await, want, "first {first}");
+    }
+    let data = app.gql_ok(GROUPS, json!({ "n": 2, "a": null }), None).await;
+    assert_eq!(data["groups"]["totalCount"], 4);
+    // The counts agree with each group's own.
+    let rust = app
+        .gql_ok(
+            "{ group(name: \"rust\") { articleCount } }",
+            json!({}),
+            None,
+        )
+        .await;
+    assert_eq!(rust["group"]["articleCount"], 4);
+
+    // Group changes move groups at once (the cached page is dropped), and
+    // a group left empty leaves the directory.
+    app.gql_ok(
+        "mutation { setGroups(articleId: \"5\", add: [\"go\"], remove: [\"zig\"]) { id } }",
+        json!({}),
+        Some(&alice),
+    )
+    .await;
+    assert_eq!(
+        directory(&app, 10).await,
+        pairs(&[("rust", 4), ("go", 3), ("news", 2)])
+    );
+    app.post(&alice, "more news", &["news", "news2"]).await;
+    app.post(&alice, "even more", &["news"]).await;
+    assert_eq!(
+        directory(&app, 10).await,
+        pairs(&[("news", 4), ("rust", 4), ("go", 3), ("news2", 1)])
+    );
+}
+
+#[tokio::test]
+async fn a_cursor_holds_its_place_while_other_groups_change() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    for g in ["a", "b", "c", "d", "e"] {
+        app.post(&alice, g, &[g]).await;
+    }
+    app.post(&alice, "big", &["a"]).await;
+    let data = app.gql_ok(GROUPS, json!({ "n": 2, "a": null }), None).await;
+    let first: Vec<&str> = data["groups"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(first, ["a", "b"]);
+    let cursor = data["groups"]["pageInfo"]["endCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // "e" grows past everyone meanwhile: it moved, so the reader, who is
+    // past its new place, does not see it again; c and d did not move.
+    app.post(&alice, "e1", &["e"]).await;
+    app.post(&alice, "e2", &["e"]).await;
+    let next = app
+        .gql_ok(GROUPS, json!({ "n": 10, "a": cursor }), None)
+        .await;
+    let rest: Vec<&str> = next["groups"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(rest, ["c", "d"]);
+}
+
+#[tokio::test]
+async fn groups_written_by_the_books_code_are_counted() {
+    // Before votegraph's first start: the book's `add_remove_groups`.
+    let redis = TestRedis::start().await;
+    let mut conn = redis.conn().await;
+    for (group, n) in [("programming", 3), ("python", 1)] {
+        for id in 0..n {
+            let _: () = conn
+                .sadd(format!("group:{group}"), format!("article:{id}"))
+                .await
+                .unwrap();
+        }
+    }
+    let app = spawn_app_with(redis, |r| {
+        let mut s = test_settings(r);
+        s.top_upkeep_ms = 100;
+        s
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while directory(&app, 10).await != pairs(&[("programming", 3), ("python", 1)]) {
+        assert!(
+            Instant::now() < deadline,
+            "the book's groups were never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // After it: the book adds to a listed group; the upkeep's recount
+    // brings the directory in line within a sweep.
+    for id in 10..13 {
+        let _: () = conn
+            .sadd("group:python", format!("article:{id}"))
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if directory(&app, 10).await == pairs(&[("python", 4), ("programming", 3)]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the book's additions were never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn bad_cursors_sizes_and_costs_are_refused() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "x", &["rust"]).await;
+    let feed = app
+        .gql_ok(
+            "{ feed(first: 1) { pageInfo { endCursor } } }",
+            json!({}),
+            None,
+        )
+        .await;
+    let article_cursor = feed["feed"]["pageInfo"]["endCursor"].as_str().unwrap();
+    for (first, after, words) in [
+        (1, "nope", "malformed"),
+        (1, article_cursor, "another list"),
+        (0, "", "first must be between 1 and 100"),
+        (101, "", "first must be between 1 and 100"),
+    ] {
+        let after: Value = if after.is_empty() {
+            Value::Null
+        } else {
+            after.into()
+        };
+        let body = app
+            .gql(GROUPS, json!({ "n": first, "a": after }), None)
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        let message = body["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{message}");
+    }
+    let body = app
+        .gql(
+            "{ groups(first: 100) { edges { node { articles(pageSize: 100) { id } } } } }",
+            json!({}),
+            None,
+        )
+        .await;
+    assert_eq!(error_code(&body), "QUERY_TOO_COMPLEX", "{body}");
+}
