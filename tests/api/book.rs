@@ -9,8 +9,8 @@ use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::helpers::{
-    command_calls, gql_at, spawn_app, spawn_server, test_settings, wait_for_top_index,
-    wait_for_vote_index, TestRedis, ARTICLE_FIELDS, VOTE_INDEX_MARKER,
+    gql_at, spawn_app, spawn_server, test_settings, wait_for_top_index, wait_for_vote_index,
+    TestRedis, ARTICLE_FIELDS, VOTE_INDEX_MARKER,
 };
 
 const ONE_WEEK_IN_SECONDS: i64 = 7 * 86_400;
