@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinHandle;
 
 use super::keys::{self, Period, Ranking};
-use super::scripts::{self, FeedSource, Start};
+use super::scripts::{self, FeedSource, Start, TopCursor};
 use super::{Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::error::{AppError, AppResult};
@@ -262,14 +262,14 @@ impl Store {
     /// Builds the net-vote rankings from `time:` and `score:` for every
     /// article posted from `from` on (a `ZRANGEBYSCORE` bound), in batches.
     /// Answers the articles written.
-    async fn build_top(&self, mut from: String) -> AppResult<u64> {
+    async fn build_top(&self, mut at: TopCursor) -> AppResult<u64> {
         let mut written = 0;
         loop {
             let mut conn = self.conn().await?;
-            let batch = scripts::build_top(&mut conn, &from, BATCH, unix_now()).await?;
+            let batch = scripts::build_top(&mut conn, &at, BATCH, unix_now()).await?;
             written += batch.articles;
             match batch.next {
-                Some(last) => from = format!("({last}"),
+                Some(next) => at = next,
                 None => return Ok(written),
             }
         }
@@ -288,7 +288,12 @@ impl Store {
                 return Ok(None);
             }
         }
-        let written = self.build_top("-inf".to_owned()).await?;
+        let written = self
+            .build_top(TopCursor {
+                from: "-inf".to_owned(),
+                skip: 0,
+            })
+            .await?;
         let () = redis::cmd("SET")
             .arg(keys::TOP_INDEX_BUILT)
             .arg(unix_now())
@@ -300,18 +305,21 @@ impl Store {
     /// One round of upkeep: prunes each period of what grew too old, and
     /// re-derives one batch of open articles from `from` on; answers where
     /// the next batch of the sweep starts (None: the window is done).
-    async fn tend_top(&self, from: Option<String>) -> AppResult<Option<String>> {
+    async fn tend_top(&self, from: Option<TopCursor>) -> AppResult<Option<TopCursor>> {
         let now = unix_now();
         let mut conn = self.conn().await?;
-        let from = from.unwrap_or_else(|| now.saturating_sub(keys::VOTING_WINDOW_SECS).to_string());
-        let batch = scripts::build_top(&mut conn, &from, BATCH, now).await?;
+        let at = from.unwrap_or_else(|| TopCursor {
+            from: now.saturating_sub(keys::VOTING_WINDOW_SECS).to_string(),
+            skip: 0,
+        });
+        let batch = scripts::build_top(&mut conn, &at, BATCH, now).await?;
         // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {
             if let Some(secs) = period.secs() {
                 scripts::prune_top(&mut conn, period, now.saturating_sub(secs), BATCH).await?;
             }
         }
-        Ok(batch.next.map(|last| format!("({last}")))
+        Ok(batch.next)
     }
 
     /// Starts the net-vote rankings' background work (see the module doc)

@@ -1005,8 +1005,8 @@ pub async fn prune_top(
 
 const BUILD_TOP_LUA: &str = r#"
 local by_time, by_score = KEYS[1], KEYS[2]
-local from, batch, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local items = redis.call('ZRANGEBYSCORE', by_time, from, '+inf', 'WITHSCORES', 'LIMIT', 0, batch)
+local from, batch, now, skip = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[8])
+local items = redis.call('ZRANGEBYSCORE', by_time, from, '+inf', 'WITHSCORES', 'LIMIT', skip, batch)
 for i = 1, #items, 2 do
   local m, t = items[i], tonumber(items[i + 1])
   local s = tonumber(redis.call('ZSCORE', by_score, m))
@@ -1023,7 +1023,15 @@ for i = 1, #items, 2 do
   end
 end
 if #items / 2 < batch then return {'built', #items / 2} end
-return {'more', #items / 2, items[#items]}
+-- The next batch starts at the last post time, past the articles of this
+-- one posted at that instant (a run of them may span batches).
+local last, same = items[#items], 0
+for i = #items, 2, -2 do
+  if items[i] ~= last then break end
+  same = same + 1
+end
+if tonumber(last) == tonumber(from) then same = same + skip end
+return {'more', #items / 2, last, same}
 "#;
 
 /// Writes the net-vote scores of up to `batch` articles of `time:`, from
@@ -1036,9 +1044,16 @@ static BUILD_TOP: LazyLock<Lua<BuildTopReply>> =
 #[derive(Debug, Clone, PartialEq)]
 pub struct BuildTopReply {
     pub articles: u64,
-    /// The post time of the batch's last article (the next batch starts
-    /// after it), or None when this was the last batch.
-    pub next: Option<String>,
+    /// Where the next batch starts, or None when this was the last batch.
+    pub next: Option<TopCursor>,
+}
+
+/// A place in `time:`: from this post time (a `ZRANGEBYSCORE` bound),
+/// past the first `skip` articles posted at it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopCursor {
+    pub from: String,
+    pub skip: u64,
 }
 
 impl ScriptReply for BuildTopReply {
@@ -1048,30 +1063,33 @@ impl ScriptReply for BuildTopReply {
                 articles: value_f64(n)? as u64,
                 next: None,
             }),
-            ("more", [n, last]) => Some(Self {
+            ("more", [n, last, same]) => Some(Self {
                 articles: value_f64(n)? as u64,
-                next: Some(value_str(last)?.to_owned()),
+                next: Some(TopCursor {
+                    from: value_str(last)?.to_owned(),
+                    skip: value_f64(same)? as u64,
+                }),
             }),
             _ => None,
         }
     }
 }
 
-/// Runs one batch of the net-vote build; `from` is a `ZRANGEBYSCORE` bound
-/// (`-inf`, or `(<time>` after a batch).
+/// Runs one batch of the net-vote build from `at`.
 pub async fn build_top(
     conn: &mut Conn,
-    from: &str,
+    at: &TopCursor,
     batch: usize,
     now: u64,
 ) -> AppResult<BuildTopReply> {
     let mut invocation = BUILD_TOP.invocation();
     invocation.key(keys::TIME).key(keys::SCORE);
     top_keys(&mut invocation);
-    invocation.arg(from).arg(batch).arg(now);
+    invocation.arg(&at.from).arg(batch).arg(now);
     for period in &Period::ALL[..4] {
         invocation.arg(period.secs().unwrap_or(u64::MAX));
     }
+    invocation.arg(at.skip);
     BUILD_TOP.call(&invocation, conn).await
 }
 
