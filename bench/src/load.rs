@@ -270,6 +270,35 @@ pub fn page_query(page: u32) -> String {
     .to_string()
 }
 
+/// A page of the site feed in `order` (a GraphQL enum name), after a
+/// cursor or from the top, with every field of each article.
+pub fn feed_query(order: &str, first: u32, after: Option<&str>) -> String {
+    serde_json::json!({
+        "query": format!("query($a: String) {{ feed(order: {order}, first: {first}, after: $a) {{ pageInfo {{ hasNextPage endCursor }} edges {{ cursor node {{ {ARTICLE_FIELDS} }} }} }} }}"),
+        "variables": { "a": after },
+    })
+    .to_string()
+}
+
+impl Gql {
+    /// The end cursor of a feed page (None when the page has none or the
+    /// request failed): how the bench scrolls to a deep position.
+    pub async fn end_cursor(&self, body: String) -> Option<String> {
+        let response = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .ok()?;
+        let json: serde_json::Value = response.json().await.ok()?;
+        json["data"]["feed"]["pageInfo"]["endCursor"]
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
 /// The front page as a logged-in reader sees it: every field and the
 /// reader's own vote on each article.
 pub fn logged_in_page_query() -> String {

@@ -98,7 +98,7 @@ fn the_benchmark_runs_every_scenario() {
         "--no-peer",
     ]);
     let scenarios = results["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 22, "{results}");
+    assert_eq!(scenarios.len(), 24, "{results}");
     for s in scenarios {
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert_eq!(s["errors"], 0, "{s}");

@@ -1010,8 +1010,10 @@ local items = redis.call('ZRANGEBYSCORE', by_time, from, '+inf', 'WITHSCORES', '
 for i = 1, #items, 2 do
   local m, t = items[i], tonumber(items[i + 1])
   local s = tonumber(redis.call('ZSCORE', by_score, m))
-  if s then
-    local v = math.floor((s - t) / $VOTE_SCORE + 0.5) * $TOP_STEP + math.floor(t)
+  local v = s and math.floor((s - t) / $VOTE_SCORE + 0.5) * $TOP_STEP + math.floor(t)
+  -- An article whose value is already right (the common case of a sweep)
+  -- costs two reads and no write.
+  if v and tonumber(redis.call('ZSCORE', KEYS[7], m)) ~= v then
     for j = 1, 4 do
       if now - t < tonumber(ARGV[3 + j]) then
         redis.call('ZADD', KEYS[2 + j], v, m)
