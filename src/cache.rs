@@ -379,6 +379,19 @@ impl ResponseCache {
         let cache = Arc::new(Self::with_max_bytes(max_bytes));
         let weak = Arc::downgrade(&cache);
         let mut events = pubsub.subscribe_internal();
+        // Events published while the pub/sub connection was down (a Redis
+        // restart, a failover to another primary) never arrive: whatever
+        // they changed is dropped with everything else.
+        let mut resubscriptions = pubsub.resubscriptions();
+        let after_loss = Arc::downgrade(&cache);
+        tokio::spawn(async move {
+            while resubscriptions.changed().await.is_ok() {
+                let Some(cache) = after_loss.upgrade() else {
+                    break;
+                };
+                cache.invalidate();
+            }
+        });
         tokio::spawn(async move {
             loop {
                 let event = events.recv().await;

@@ -40,6 +40,30 @@ pub struct Settings {
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
 
+    /// Redis Sentinel: the sentinels' `host:port`, comma-separated. With
+    /// `--redis-master-name`, used instead of REDIS_URL: the primary is
+    /// asked of them for every new connection, so votegraph follows a
+    /// failover by itself.
+    #[arg(long, env = "REDIS_SENTINELS")]
+    pub redis_sentinels: Option<String>,
+
+    /// The master name the sentinels monitor (with `--redis-sentinels`).
+    #[arg(long, env = "REDIS_MASTER_NAME")]
+    pub redis_master_name: Option<String>,
+
+    /// Writes (post, vote, set groups, rename slug, view, sign up) answer
+    /// only once this many replicas have them: `WAIT` in the write's own
+    /// pipeline. 0 answers once the primary has them.
+    #[arg(long, env = "VOTEGRAPH_WAIT_REPLICAS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub wait_replicas: u32,
+
+    /// How long (milliseconds) a write waits for `--wait-replicas` before
+    /// it answers `NOT_REPLICATED`.
+    #[arg(long, env = "VOTEGRAPH_WAIT_TIMEOUT_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub wait_timeout_ms: u64,
+
     /// Where the self-managed `redis-server` keeps its data (only without REDIS_URL).
     #[arg(long, env = "VOTEGRAPH_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,

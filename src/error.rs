@@ -61,6 +61,12 @@ pub enum AppError {
     /// the last dial to `address` failed, for the log.
     #[error("storage unavailable")]
     StorageTimeout { address: String, cause: String },
+    /// `--wait-replicas`: the write is on the primary, but fewer replicas
+    /// than asked confirmed it in time, so a failover now could lose it.
+    #[error(
+        "the write was applied but only {acked} of {wanted} replicas confirmed it in time: it could be lost if the primary fails now; read it back before retrying"
+    )]
+    NotReplicated { acked: i64, wanted: u32 },
     /// A bug or broken invariant; the detail goes to the log only.
     #[error("internal error")]
     Internal(String),
@@ -157,6 +163,7 @@ impl AppError {
             AppError::InvalidDocument { .. } => "GRAPHQL_VALIDATION_FAILED",
             AppError::VariableCoercion { .. } => "BAD_USER_INPUT",
             AppError::PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
+            AppError::NotReplicated { .. } => "NOT_REPLICATED",
         }
     }
 

@@ -31,9 +31,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde::Deserialize;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::store::keys::{POSTED_CHANNEL, SCORE_CHANNEL};
+use crate::store::Locator;
 
 /// Events kept for slow subscribers before they start skipping.
 pub const CAPACITY: usize = 4096;
@@ -136,6 +137,7 @@ impl PubSubStats {
 pub struct PubSub {
     tx: broadcast::Sender<Arc<ScoreEvent>>,
     posts: broadcast::Sender<Arc<PostedEvent>>,
+    resubscriptions: watch::Receiver<u64>,
     stats: Arc<PubSubStats>,
     /// Receivers held by the server itself (the response cache), which are
     /// not client subscriptions.
@@ -168,19 +170,22 @@ impl Drop for AbortOnDrop {
 
 impl PubSub {
     /// Starts listening in the background; it keeps trying while Redis is down.
-    pub fn start(client: redis::Client) -> Self {
+    pub fn start(locator: Locator) -> Self {
         let (tx, _) = broadcast::channel(CAPACITY);
         let (posts, _) = broadcast::channel(CAPACITY);
         let stats = Arc::new(PubSubStats::default());
+        let (resubscribed, resubscriptions) = watch::channel(0);
         let hub = Hub {
             scores: tx.clone(),
             posts: posts.clone(),
             stats: stats.clone(),
+            resubscribed,
         };
-        let task = tokio::spawn(listen(client, hub));
+        let task = tokio::spawn(listen(locator, hub));
         Self {
             tx,
             posts,
+            resubscriptions,
             stats,
             internal: Arc::default(),
             shared: Arc::default(),
@@ -209,6 +214,13 @@ impl PubSub {
     pub fn subscribe_posts_uncounted(&self) -> (broadcast::Receiver<Arc<PostedEvent>>, Uncounted) {
         self.internal.fetch_add(1, Ordering::Relaxed);
         (self.posts.subscribe(), Uncounted(self.internal.clone()))
+    }
+
+    /// Changes each time the connection is subscribed again after a loss
+    /// (a Redis restart, a failover): the events published meanwhile were
+    /// lost, so what was derived from them (cached pages) must go.
+    pub fn resubscriptions(&self) -> watch::Receiver<u64> {
+        self.resubscriptions.clone()
     }
 
     /// The listener's counters.
@@ -249,6 +261,9 @@ struct Hub {
     scores: broadcast::Sender<Arc<ScoreEvent>>,
     posts: broadcast::Sender<Arc<PostedEvent>>,
     stats: Arc<PubSubStats>,
+    /// Counts subscriptions made after the first (see
+    /// [`PubSub::resubscriptions`]).
+    resubscribed: watch::Sender<u64>,
 }
 
 impl Hub {
@@ -275,17 +290,21 @@ impl Hub {
     }
 }
 
-async fn listen(client: redis::Client, hub: Hub) {
+async fn listen(locator: Locator, hub: Hub) {
     let stats = hub.stats.clone();
     // Where Redis is (never the password), so a wrong REDIS_URL is named.
-    let redis = client.get_connection_info().addr().to_string();
+    let redis = locator.describe();
     let mut backoff = MIN_BACKOFF;
     loop {
-        match client.get_async_pubsub().await {
+        // Asked anew each time: after a failover, the new primary.
+        let pubsub = async { locator.client().await?.get_async_pubsub().await };
+        match pubsub.await {
             Ok(mut pubsub) => match pubsub.subscribe(&[SCORE_CHANNEL, POSTED_CHANNEL]).await {
                 Ok(()) => {
                     tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
-                    stats.subscribed.fetch_add(1, Ordering::Relaxed);
+                    if stats.subscribed.fetch_add(1, Ordering::Relaxed) > 0 {
+                        hub.resubscribed.send_modify(|n| *n += 1);
+                    }
                     stats.connected.store(true, Ordering::Relaxed);
                     backoff = MIN_BACKOFF;
                     let mut messages = pubsub.into_on_message();

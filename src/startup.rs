@@ -22,7 +22,7 @@ use crate::persisted::PersistedQueries;
 use crate::pubsub::PubSub;
 use crate::routes;
 use crate::server::{self, ServerLimits};
-use crate::store::{connection_info, Store};
+use crate::store::{Locator, Store};
 use crate::telemetry;
 use crate::ws::{Shutdown, WebSockets};
 
@@ -49,26 +49,47 @@ impl Application {
     /// Connects the pieces and binds the listener, so the port is known
     /// before the server runs (tests bind port 0).
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let (redis_url, local_redis) = match &settings.redis_url {
-            Some(url) => (url.clone(), None),
-            None => {
+        let redis_timeout = Duration::from_millis(settings.redis_timeout_ms.max(1));
+        let (locator, local_redis) = match (
+            &settings.redis_sentinels,
+            &settings.redis_master_name,
+            &settings.redis_url,
+        ) {
+            (Some(sentinels), Some(master), _) => (
+                Locator::sentinel(sentinels, master, redis_timeout)
+                    .context("invalid REDIS_SENTINELS")?,
+                None,
+            ),
+            (Some(_), None, _) | (None, Some(_), _) => anyhow::bail!(
+                "REDIS_SENTINELS and REDIS_MASTER_NAME (--redis-sentinels, --redis-master-name) go together: set both or neither"
+            ),
+            (None, None, Some(url)) => (Locator::url(url).context("invalid Redis URL")?, None),
+            (None, None, None) => {
                 let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
-                (local.url().to_owned(), Some(local))
+                (
+                    Locator::url(local.url()).context("invalid Redis URL")?,
+                    Some(local),
+                )
             }
         };
+        let wait = (settings.wait_replicas > 0).then(|| {
+            (
+                settings.wait_replicas,
+                Duration::from_millis(settings.wait_timeout_ms),
+            )
+        });
         let store = Store::new(
-            &redis_url,
+            locator.clone(),
             settings.pool_size,
             settings.pool_timeout(),
-            Duration::from_millis(settings.redis_timeout_ms.max(1)),
+            redis_timeout,
+            wait,
         )
         .context("invalid Redis URL")?
         .with_group_scan_budget(settings.group_scan_budget);
         let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits());
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
-        let pubsub = PubSub::start(
-            redis::Client::open(connection_info(&redis_url)?).context("invalid Redis URL")?,
-        );
+        let pubsub = PubSub::start(locator);
         let responses = (!settings.no_response_cache)
             .then(|| ResponseCache::new(&pubsub, settings.response_cache_bytes));
         let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;

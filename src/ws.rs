@@ -766,7 +766,7 @@ mod tests {
 
     /// A hub whose listener fails at once and retries in the background.
     fn pubsub() -> PubSub {
-        PubSub::start(redis::Client::open("redis://127.0.0.1:1").unwrap())
+        PubSub::start(crate::store::Locator::url("redis://127.0.0.1:1").unwrap())
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod documents;
 mod feeds;
 mod groups;
 pub mod keys;
+mod locator;
 mod scripts;
 mod users;
 mod votes;
@@ -28,6 +29,7 @@ pub use articles::{
 };
 pub use feeds::{Cursor, FeedPage, List, Order, Position, TopIndex};
 pub use groups::{DirectoryPage, GroupCursor, GroupPosition};
+pub use locator::Locator;
 pub use users::{LoginLimit, Standing};
 pub use votes::{Backfill, BackfillReport};
 
@@ -56,6 +58,9 @@ pub struct Conn {
 pub struct Shared {
     address: Arc<str>,
     metrics: RedisMetrics,
+    /// `--wait-replicas`: writes answer once this many replicas have them
+    /// (`WAIT`, in the write's own pipeline), or fail after the timeout.
+    wait: Option<(u32, Duration)>,
 }
 
 /// Redis command latencies and failures, as `/metrics` shows them.
@@ -97,11 +102,19 @@ impl RedisMetrics {
 }
 
 impl Conn {
+    /// `--wait-replicas`, if set: replicas and timeout.
+    pub(crate) fn wait(&self) -> Option<(u32, Duration)> {
+        self.shared.wait
+    }
+
     fn note<T>(&self, result: &redis::RedisResult<T>) {
         let Err(e) = result else { return };
         let address = &self.shared.address;
         let metrics = &self.shared.metrics;
-        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+        // A demoted primary (after a failover) or one still loading its
+        // data: dial again, through the locator, to the primary of now.
+        let demoted = matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"));
+        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() || demoted {
             metrics.error(0);
             if !self.broken.swap(true, Ordering::Relaxed) {
                 // Once per connection: a storm of failing requests on
@@ -156,8 +169,10 @@ impl ConnectionLike for Conn {
 /// bb8 manager around bb8-redis' own, adding broken-connection detection,
 /// votegraph's timeouts, and a memory of why the last dial failed.
 pub struct Manager {
+    /// bb8-redis' manager, for its validity check (a PING); connections are
+    /// dialled through the locator instead, with votegraph's timeouts.
     inner: RedisConnectionManager,
-    client: redis::Client,
+    locator: Locator,
     config: AsyncConnectionConfig,
     /// bb8 dials in the background and a waiting request only learns that
     /// no connection came in time; the dial's own error is kept here so the
@@ -171,11 +186,14 @@ impl bb8::ManageConnection for Manager {
     type Error = redis::RedisError;
 
     async fn connect(&self) -> Result<Conn, redis::RedisError> {
-        match self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await
-        {
+        let dialled = async {
+            self.locator
+                .client()
+                .await?
+                .get_multiplexed_async_connection_with_config(&self.config)
+                .await
+        };
+        match dialled.await {
             Ok(inner) => Ok(Conn {
                 inner,
                 broken: Arc::new(AtomicBool::new(false)),
@@ -228,22 +246,22 @@ impl Store {
     /// dial), so a paused or overloaded Redis fails requests in bounded time
     /// instead of holding them.
     pub fn new(
-        redis_url: &str,
+        locator: Locator,
         max_size: u32,
         timeout: Duration,
         command_timeout: Duration,
+        wait: Option<(u32, Duration)>,
     ) -> AppResult<Self> {
-        let info = connection_info(redis_url)?;
-        let address: Arc<str> = info.addr().to_string().into();
-        let client = redis::Client::open(info.clone()).map_err(AppError::Storage)?;
+        let address: Arc<str> = locator.describe().into();
         let last_error = Arc::new(Mutex::new(None));
         let shared = Arc::new(Shared {
             address: address.clone(),
             metrics: RedisMetrics::default(),
+            wait,
         });
         let manager = Manager {
-            inner: RedisConnectionManager::new(info).map_err(AppError::Storage)?,
-            client,
+            inner: RedisConnectionManager::new(locator.any_address()).map_err(AppError::Storage)?,
+            locator,
             config: AsyncConnectionConfig::new()
                 .set_response_timeout(Some(command_timeout))
                 .set_connection_timeout(Some(command_timeout.min(timeout))),

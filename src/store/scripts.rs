@@ -44,6 +44,9 @@ pub trait ScriptReply: Sized {
 pub struct Lua<R> {
     name: &'static str,
     script: Script,
+    /// A user's write: with `--wait-replicas`, its answer waits for the
+    /// replicas (see [`Lua::call`]).
+    write: bool,
     reply: PhantomData<fn() -> R>,
 }
 
@@ -66,7 +69,16 @@ impl<R: ScriptReply> Lua<R> {
         Self {
             name,
             script: Script::new(&code),
+            write: false,
             reply: PhantomData,
+        }
+    }
+
+    /// A script that makes a user's write (see [`Lua::call`]).
+    fn write(name: &'static str, body: &str) -> Self {
+        Self {
+            write: true,
+            ..Self::new(name, body)
         }
     }
 
@@ -76,11 +88,56 @@ impl<R: ScriptReply> Lua<R> {
 
     /// Runs the script (one EVALSHA, or EVAL after a NOSCRIPT) and reads
     /// its reply.
+    ///
+    /// A write, with `--wait-replicas N`, goes in one pipeline with `WAIT N
+    /// timeout`: no extra round trip when the replicas keep up, and the
+    /// answer comes only once they have it, or is `NOT_REPLICATED`. A
+    /// pipelined script is not loaded again by redis-rs after `NOSCRIPT`
+    /// (a restarted or new primary), so that is done here.
     async fn call(&self, invocation: &ScriptInvocation<'_>, conn: &mut Conn) -> AppResult<R> {
-        let reply: Value = invocation.invoke_async(conn).await?;
+        let reply: Value = match (self.write, conn.wait()) {
+            (true, Some((replicas, timeout))) => {
+                waiting(invocation, conn, replicas, timeout).await?
+            }
+            _ => invocation.invoke_async(conn).await?,
+        };
         R::read(&reply).ok_or_else(|| {
             AppError::Internal(format!("the {} script answered {reply:?}", self.name))
         })
+    }
+}
+
+/// Runs a write script and `WAIT` in one pipeline (see [`Lua::call`]).
+async fn waiting(
+    invocation: &ScriptInvocation<'_>,
+    conn: &mut Conn,
+    replicas: u32,
+    timeout: std::time::Duration,
+) -> AppResult<Value> {
+    let mut loaded = false;
+    loop {
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(invocation)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout.as_millis() as u64);
+        match pipe.query_async::<(Value, i64)>(conn).await {
+            Ok((reply, acked)) if acked >= i64::from(replicas) => return Ok(reply),
+            Ok((_, acked)) => {
+                return Err(AppError::NotReplicated {
+                    acked,
+                    wanted: replicas,
+                })
+            }
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    && !loaded =>
+            {
+                invocation.load_async(conn).await?;
+                loaded = true;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -332,7 +389,7 @@ return {'posted', id, slug}
 /// suffix handed out per stem is kept in `slug:last-suffix`, so the
 /// thousandth post of one title tries one slug, not a thousand.
 static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
-    Lua::new(
+    Lua::write(
         "post",
         &[KARMA_LUA, RATE_LUA, GROUP_LIST_LUA, INDEX_LUA, POST_LUA].concat(),
     )
@@ -504,7 +561,7 @@ return {'changed', was, score}
 /// rankings that hold the article are updated in place and the change is
 /// published on the score channel, all in the same step.
 static VOTE: LazyLock<Lua<VoteReply>> =
-    LazyLock::new(|| Lua::new("vote", &[KARMA_LUA, RATE_LUA, INDEX_LUA, VOTE_LUA].concat()));
+    LazyLock::new(|| Lua::write("vote", &[KARMA_LUA, RATE_LUA, INDEX_LUA, VOTE_LUA].concat()));
 
 impl VoteDirection {
     fn as_arg(self) -> &'static str {
@@ -634,7 +691,7 @@ return {'ok'}
 /// rankings (`score:<group>`, `time:<group>`) that exist are updated in the
 /// same step, so a group page shows the change at once.
 static SET_GROUPS: LazyLock<Lua<SetGroupsReply>> = LazyLock::new(|| {
-    Lua::new(
+    Lua::write(
         "set-groups",
         &[RATE_LUA, GROUP_LIST_LUA, SET_GROUPS_LUA].concat(),
     )
@@ -1131,7 +1188,7 @@ return {'created'}
 
 /// Creates an account and its first session together.
 static SIGN_UP: LazyLock<Lua<SignUpReply>> =
-    LazyLock::new(|| Lua::new("sign-up", &[RATE_LUA, SIGN_UP_LUA].concat()));
+    LazyLock::new(|| Lua::write("sign-up", &[RATE_LUA, SIGN_UP_LUA].concat()));
 
 /// Runs the sign-up script, counting against the client address' `limit`.
 pub async fn sign_up(
@@ -1270,7 +1327,7 @@ return {'ok'}
 /// Gives an article a new slug (poster only), freeing the old one in the
 /// same step.
 static RENAME_SLUG: LazyLock<Lua<RenameSlugReply>> =
-    LazyLock::new(|| Lua::new("rename-slug", &[RATE_LUA, RENAME_SLUG_LUA].concat()));
+    LazyLock::new(|| Lua::write("rename-slug", &[RATE_LUA, RENAME_SLUG_LUA].concat()));
 
 /// Runs the rename-slug script; the caller may rename `limit` times per
 /// window.
@@ -1344,7 +1401,7 @@ return {'counted'}
 /// nothing (reading an article is not limited either), and checking the
 /// set first means a reader who reopens the same article is never refused.
 static VIEW: LazyLock<Lua<ViewReply>> =
-    LazyLock::new(|| Lua::new("view", &[RATE_LUA, VIEW_LUA].concat()));
+    LazyLock::new(|| Lua::write("view", &[RATE_LUA, VIEW_LUA].concat()));
 
 /// Runs the view script for `viewer` (`user:<name>` or `client:<ip>`),
 /// counted against `rate_key`'s `limit`.

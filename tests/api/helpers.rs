@@ -160,7 +160,12 @@ pub async fn health_at(client: &reqwest::Client, address: &str) -> Value {
 /// of the way (the limits still run, counting in Redis); `rate_limits.rs`
 /// sets small ones explicitly.
 pub fn test_settings(redis: &TestRedis) -> Settings {
-    let mut settings = Settings::for_redis(&redis.url());
+    test_settings_for(&redis.url())
+}
+
+/// [`test_settings`] for a Redis the test runs itself (a URL).
+pub fn test_settings_for(redis_url: &str) -> Settings {
+    let mut settings = Settings::for_redis(redis_url);
     settings.argon2_memory_kib = 1024;
     settings.argon2_iterations = 1;
     settings.pool_timeout_ms = 500;

@@ -10,6 +10,7 @@ mod book;
 mod browser;
 mod cache;
 mod directory;
+mod failover;
 mod feed;
 mod graphiql;
 mod groups;

@@ -1,0 +1,143 @@
+//! Where the Redis primary is: one address (`REDIS_URL`), or whatever
+//! Redis Sentinel names as the primary of a master name
+//! (`REDIS_SENTINELS`, `REDIS_MASTER_NAME`).
+//!
+//! Every new connection asks again: the pool's (a connection that meets a
+//! demoted or dead primary is marked broken and dialled anew) and the
+//! pub/sub listener's. So after a failover the pool, the scripts (loaded
+//! again on `NOSCRIPT` by redis-rs) and pub/sub move to the new primary by
+//! themselves. A node Sentinel names is checked with `ROLE` before it is
+//! used: during a failover Sentinel may still name the old primary, and
+//! writing to a node that came back as a replica fails with `READONLY`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{ConnectionInfo, ErrorKind, RedisError, RedisResult, Value};
+
+use super::connection_info;
+use crate::error::{AppError, AppResult};
+
+/// How to reach the primary; cheap to clone.
+#[derive(Clone)]
+pub struct Locator(Arc<Target>);
+
+enum Target {
+    Url(ConnectionInfo),
+    Sentinel {
+        sentinels: Vec<ConnectionInfo>,
+        master: String,
+        /// Bounds each question to a sentinel and each `ROLE` check.
+        timeout: Duration,
+    },
+}
+
+impl Locator {
+    /// A fixed address.
+    pub fn url(redis_url: &str) -> AppResult<Self> {
+        Ok(Self(Arc::new(Target::Url(connection_info(redis_url)?))))
+    }
+
+    /// The primary Sentinel names for `master`, asking `sentinels`
+    /// (`host:port`, comma-separated) in turn.
+    pub fn sentinel(sentinels: &str, master: &str, timeout: Duration) -> AppResult<Self> {
+        let sentinels: Vec<ConnectionInfo> = sentinels
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| connection_info(&format!("redis://{s}")))
+            .collect::<AppResult<_>>()?;
+        if sentinels.is_empty() {
+            return Err(AppError::BadRequest(
+                "REDIS_SENTINELS names no sentinel".to_owned(),
+            ));
+        }
+        if master.is_empty() {
+            return Err(AppError::BadRequest(
+                "REDIS_MASTER_NAME is empty".to_owned(),
+            ));
+        }
+        Ok(Self(Arc::new(Target::Sentinel {
+            sentinels,
+            master: master.to_owned(),
+            timeout,
+        })))
+    }
+
+    /// Where connections go, for logs and `/health` (no credentials).
+    pub fn describe(&self) -> String {
+        match &*self.0 {
+            Target::Url(info) => info.addr().to_string(),
+            Target::Sentinel { master, .. } => format!("sentinel master {master}"),
+        }
+    }
+
+    /// An address of the deployment (the primary's, or a sentinel's), for
+    /// what needs one without dialling it.
+    pub fn any_address(&self) -> ConnectionInfo {
+        match &*self.0 {
+            Target::Url(info) => info.clone(),
+            Target::Sentinel { sentinels, .. } => sentinels[0].clone(),
+        }
+    }
+
+    /// Whether the primary is found through Sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        matches!(&*self.0, Target::Sentinel { .. })
+    }
+
+    /// A client for the primary as it is now.
+    pub async fn client(&self) -> RedisResult<redis::Client> {
+        match &*self.0 {
+            Target::Url(info) => redis::Client::open(info.clone()),
+            Target::Sentinel {
+                sentinels,
+                master,
+                timeout,
+            } => {
+                let mut last = None;
+                for sentinel in sentinels {
+                    match primary_from(sentinel, master, *timeout).await {
+                        Ok(client) => return Ok(client),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last
+                    .unwrap_or_else(|| RedisError::from((ErrorKind::Io, "no sentinel answered"))))
+            }
+        }
+    }
+}
+
+/// Asks one sentinel for the primary of `master`, and checks that node is
+/// a primary now.
+async fn primary_from(
+    sentinel: &ConnectionInfo,
+    master: &str,
+    timeout: Duration,
+) -> RedisResult<redis::Client> {
+    let within = |what: &'static str| RedisError::from((ErrorKind::Io, what));
+    let ask = async {
+        let mut conn = redis::Client::open(sentinel.clone())?
+            .get_multiplexed_async_connection()
+            .await?;
+        let (host, port): (String, u16) = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(master)
+            .query_async(&mut conn)
+            .await?;
+        let info = connection_info(&format!("redis://{host}:{port}"))
+            .map_err(|_| within("sentinel named an invalid address"))?;
+        let client = redis::Client::open(info)?;
+        let mut node = client.get_multiplexed_async_connection().await?;
+        let role: Vec<Value> = redis::cmd("ROLE").query_async(&mut node).await?;
+        match role.first() {
+            Some(Value::BulkString(r)) if r.as_slice() == b"master" => Ok(client),
+            Some(Value::SimpleString(r)) if r == "master" => Ok(client),
+            _ => Err(within("the node sentinel named is not a primary (yet)")),
+        }
+    };
+    tokio::time::timeout(timeout, ask)
+        .await
+        .unwrap_or_else(|_| Err(within("sentinel did not answer in time")))
+}
