@@ -127,6 +127,9 @@ async fn named_primary(port: u16) -> Option<u16> {
     Some(p)
 }
 
+/// An acknowledged vote: user, article, when sent, when acknowledged.
+type Acked = (usize, usize, Instant, Instant);
+
 const VOTE: &str = "mutation($id: ID!) { vote(articleId: $id, direction: UP) { id } }";
 
 /// What one run measured.
@@ -229,8 +232,7 @@ async fn run(wait_replicas: u32) -> Report {
         .flat_map(|u| (1..=25).map(move |a| (u, a)))
         .collect();
     let pairs = Arc::new(Mutex::new(pairs.into_iter()));
-    // (user, article, when sent, when acknowledged)
-    let acked: Arc<Mutex<Vec<(usize, usize, Instant, Instant)>>> = Arc::default();
+    let acked: Arc<Mutex<Vec<Acked>>> = Arc::default();
     let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut voters = Vec::new();
@@ -370,6 +372,19 @@ async fn a_failover_loses_no_acknowledged_vote_with_wait_replicas() {
     let report = run(1).await;
     eprintln!("failover with --wait-replicas 1: {report:?}");
     assert!(report.acknowledged > 50, "{report:?}");
+    // Reads need the promotion; writes also a replica that has synced.
+    assert!(
+        report.reads_back_after < Duration::from_secs(30),
+        "{report:?}"
+    );
+    assert!(
+        report.writes_back_after < Duration::from_secs(30),
+        "{report:?}"
+    );
+    assert!(
+        report.refused_meanwhile > 0,
+        "the switch was noticed: {report:?}"
+    );
     assert_eq!(report.lost, 0, "acknowledged votes lost: {report:?}");
 }
 
@@ -381,6 +396,14 @@ async fn a_failover_without_wait_replicas_is_measured() {
     // none are. The count is reported, not asserted.
     eprintln!("failover without --wait-replicas: {report:?}");
     assert!(report.acknowledged > 50, "{report:?}");
+    assert!(
+        report.writes_back_after < Duration::from_secs(30),
+        "{report:?}"
+    );
+    assert!(
+        report.reads_back_after < Duration::from_secs(30),
+        "{report:?}"
+    );
     assert!(report.lost <= report.acknowledged);
 }
 
