@@ -149,6 +149,15 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES")]
     pub reconcile_votes: bool,
 
+    /// On SIGTERM or Ctrl-C, how long (milliseconds, 0–60000) to keep
+    /// serving while `/health` answers 503 `draining`, before the listener
+    /// closes: a load balancer's health check takes the instance out
+    /// first, so stopping it costs no request. Set it above the balancer's
+    /// check interval × its fall count.
+    #[arg(long, env = "VOTEGRAPH_SHUTDOWN_GRACE_MS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub shutdown_grace_ms: u64,
+
     /// How often (milliseconds, 100–60000) each instance tends the
     /// `TOP_*` rankings: prunes articles too old for a period and
     /// re-derives 1,000 open articles' net votes from `score:` and `time:`

@@ -717,10 +717,35 @@ pub async fn graphql(
     }
 }
 
-/// `GET /health`: 200 when Redis answers PING, 503 otherwise; the body
-/// also tells how many subscriptions this process is serving.
+/// Set when the server was told to stop and is serving out its grace
+/// period (`--shutdown-grace-ms`): `/health` answers 503 `draining` so load
+/// balancers send new requests elsewhere before the listener closes.
+#[derive(Clone, Default)]
+pub struct Draining(Arc<std::sync::atomic::AtomicBool>);
+
+impl Draining {
+    pub fn start(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// `GET /health`: 200 when Redis answers PING, 503 otherwise (and
+/// `draining` while the server stops); the body also tells how many
+/// subscriptions this process is serving.
 #[handler]
-pub async fn health(schema: Data<&Api>, ws: Data<&WebSockets>) -> Response {
+pub async fn health(
+    schema: Data<&Api>,
+    ws: Data<&WebSockets>,
+    draining: Data<&Draining>,
+) -> Response {
+    if draining.is_on() {
+        let body = serde_json::json!({ "status": "draining" });
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     let state = schema.state();
     let redis = match tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await {
         Ok(Ok(())) => Ok(()),

@@ -41,6 +41,9 @@ pub struct Application {
     store: Store,
     reconcile_votes: bool,
     top_upkeep: Duration,
+    /// `/health` says `draining` during the shutdown grace period.
+    draining: routes::Draining,
+    grace: Duration,
     /// The `--metrics-bind` listener and its one route.
     metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
 }
@@ -109,6 +112,7 @@ impl Application {
         );
 
         let shutdown = Shutdown::default();
+        let draining = routes::Draining::default();
         check_redis(
             api.state().store().clone(),
             if local_redis.is_some() {
@@ -165,6 +169,7 @@ impl Application {
                 timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
             })
             .data(sockets)
+            .data(draining.clone())
             .data(api)
             .with(cors)
             .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
@@ -193,6 +198,8 @@ impl Application {
             store,
             reconcile_votes: settings.reconcile_votes,
             top_upkeep: Duration::from_millis(settings.top_upkeep_ms),
+            draining,
+            grace: Duration::from_millis(settings.shutdown_grace_ms),
             metrics_listener,
         })
     }
@@ -226,8 +233,19 @@ impl Application {
         let (stopping, stopped) = tokio::sync::watch::channel(false);
         // WebSockets are told as soon as the signal comes, so their goodbyes
         // go out while HTTP requests finish.
+        let (draining, grace) = (self.draining.clone(), self.grace);
         let signal = async move {
             signal.await;
+            if !grace.is_zero() {
+                // Still serving; the load balancer's health check sees
+                // `draining` and stops sending new requests here.
+                draining.start();
+                tracing::info!(
+                    grace_ms = grace.as_millis() as u64,
+                    "draining before stopping"
+                );
+                tokio::time::sleep(grace).await;
+            }
             shutdown.trigger();
             stopping.send_replace(true);
         };

@@ -18,6 +18,7 @@ mod helpers;
 mod http;
 mod http_cache;
 mod karma;
+mod load_balancer;
 mod logs;
 mod metrics;
 mod my_vote;
