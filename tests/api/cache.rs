@@ -157,3 +157,44 @@ async fn a_vote_far_below_a_cached_page_leaves_it_cached() {
     assert_eq!(fresh["articles"][0]["id"], top);
     assert_eq!(fresh["articles"][0]["votes"], 2);
 }
+
+/// Events published while the pub/sub connection was down never arrive,
+/// so the cache cannot know what they changed: resubscribing empties it.
+#[tokio::test]
+async fn a_lost_pubsub_connection_empties_the_response_cache() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "cached", &[]).await;
+    app.gql_ok("{ articles { id votes } }", json!({}), None)
+        .await;
+    let before = app.health().await["responseCache"].clone();
+    assert!(before["entries"].as_u64().unwrap() >= 1, "{before}");
+    let mut redis = app.redis.conn().await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    let mut emptied = false;
+    for _ in 0..100 {
+        let stats = app.health().await["responseCache"].clone();
+        if stats["invalidations"].as_u64() > before["invalidations"].as_u64() {
+            emptied = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        emptied,
+        "the cache was not emptied after the resubscription"
+    );
+    // The page is computed again rather than served from before.
+    let misses = app.health().await["responseCache"]["misses"].as_u64();
+    app.gql_ok("{ articles { id votes } }", json!({}), None)
+        .await;
+    let after = app.health().await["responseCache"]["misses"].as_u64();
+    assert_eq!(after, misses.map(|m| m + 1));
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, spawn_app, spawn_app_with, test_settings, TestApp, TestRedis};
+use crate::helpers::{error_code, spawn_app, spawn_app_tending, TestApp, TestRedis};
 
 const GROUPS: &str = "query($n: Int!, $a: String) { groups(first: $n, after: $a) {
   totalCount pageInfo { hasNextPage endCursor } edges { cursor node { name articleCount } } } }";
@@ -142,12 +142,7 @@ async fn groups_written_by_the_books_code_are_counted() {
                 .unwrap();
         }
     }
-    let app = spawn_app_with(redis, |r| {
-        let mut s = test_settings(r);
-        s.top_upkeep_ms = 100;
-        s
-    })
-    .await;
+    let app = spawn_app_tending(redis).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while directory(&app, 10).await != pairs(&[("programming", 3), ("python", 1)]) {
         assert!(

@@ -11,7 +11,8 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, spawn_app, spawn_app_with, test_settings, wait_for_top_index, TestApp, TestRedis,
+    error_code, spawn_app, spawn_app_tending, spawn_app_with, test_settings, wait_for_top_index,
+    TestApp, TestRedis,
 };
 
 const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
@@ -272,12 +273,7 @@ async fn every_top_order_matches_a_ranking_computed_from_the_books_keys() {
 #[tokio::test]
 async fn votes_show_in_top_orders_at_once_and_book_votes_within_a_sweep() {
     let redis = TestRedis::start().await;
-    let app = spawn_app_with(redis, |r| {
-        let mut s = test_settings(r);
-        s.top_upkeep_ms = 100;
-        s
-    })
-    .await;
+    let app = spawn_app_tending(redis).await;
     let alice = app.sign_up("alice").await;
     for i in 0..3 {
         app.post(&alice, &format!("a{i}"), &["news"]).await;
@@ -348,12 +344,7 @@ async fn votes_show_in_top_orders_at_once_and_book_votes_within_a_sweep() {
 #[tokio::test]
 async fn an_article_leaves_a_periods_ranking_when_it_grows_too_old() {
     let redis = TestRedis::start().await;
-    let app = spawn_app_with(redis, |r| {
-        let mut s = test_settings(r);
-        s.top_upkeep_ms = 100;
-        s
-    })
-    .await;
+    let app = spawn_app_tending(redis).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "young", &[]).await;
     app.post(&alice, "ageing", &[]).await;

@@ -387,6 +387,35 @@ pub async fn gql_at(
 pub const ARTICLE_FIELDS: &str = "id title link poster { name } postedAt votes score groups";
 
 /// The `id`s of a JSON list of articles.
+/// Signs `name` up at the server at `address` (any instance, or a proxy
+/// in front of some) and returns the token.
+pub async fn sign_up_at(client: &reqwest::Client, address: &str, name: &str) -> String {
+    let body = gql_at(
+        client,
+        address,
+        "mutation($n: String!, $p: String!) { signUp(name: $n, password: $p) { token } }",
+        json!({ "n": name, "p": format!("password-of-{name}") }),
+        None,
+        None,
+    )
+    .await;
+    body["data"]["signUp"]["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token: {body}"))
+        .to_owned()
+}
+
+/// A server whose TOP_* and directory upkeep ticks every 100 ms, for the
+/// tests that watch it catch up with writes made behind its back.
+pub async fn spawn_app_tending(redis: TestRedis) -> TestApp {
+    spawn_app_with(redis, |r| {
+        let mut s = test_settings(r);
+        s.top_upkeep_ms = 100;
+        s
+    })
+    .await
+}
+
 pub fn ids(list: &Value) -> Vec<String> {
     list.as_array()
         .expect("list")

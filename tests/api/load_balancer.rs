@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::helpers::{free_port, gql_at, spawn_server_until, test_settings, TestRedis};
+use crate::helpers::{free_port, gql_at, sign_up_at, spawn_server_until, test_settings, TestRedis};
 use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// HAProxy, killed when dropped.
@@ -126,21 +126,7 @@ async fn two_instances_behind_haproxy_share_events_and_one_stops_without_failure
     // Sign up and post through the balancer.
     let mut tokens = Vec::new();
     for name in ["alice", "bob", "carol"] {
-        let body = gql_at(
-            &client,
-            &lb,
-            "mutation($n: String!) { signUp(name: $n, password: \"a long password\") { token } }",
-            json!({ "n": name }),
-            None,
-            None,
-        )
-        .await;
-        tokens.push(
-            body["data"]["signUp"]["token"]
-                .as_str()
-                .expect("token")
-                .to_owned(),
-        );
+        tokens.push(sign_up_at(&client, &lb, name).await);
     }
     let (alice, bob, carol) = (&tokens[0], &tokens[1], &tokens[2]);
     let posted = gql_at(
@@ -227,4 +213,34 @@ async fn two_instances_behind_haproxy_share_events_and_one_stops_without_failure
     assert!(good);
     assert_eq!(instance, "vg2");
     drop(two);
+}
+
+#[tokio::test]
+async fn a_stopping_instance_drains_health_503_while_it_still_serves() {
+    let redis = TestRedis::start().await;
+    let mut settings = test_settings(&redis);
+    settings.shutdown_grace_ms = 800;
+    let (stop, stopped) = oneshot::channel();
+    let mut server = spawn_server_until(settings, stopped).await;
+    let client = reqwest::Client::new();
+    let health = |client: reqwest::Client, address: String| async move {
+        let r = client
+            .get(format!("{address}/health"))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<serde_json::Value>().await.unwrap())
+    };
+    assert_eq!(health(client.clone(), server.address.clone()).await.0, 200);
+    let _ = stop.send(());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, body) = health(client.clone(), server.address.clone()).await;
+    assert_eq!((status, body["status"].as_str()), (503, Some("draining")));
+    let (ok, _) = get(&client, &server.address, "{ articleCount }").await;
+    assert!(ok, "requests are still served while draining");
+    assert!(
+        server.stopped_within(Duration::from_secs(5)).await,
+        "it stops after the grace period"
+    );
 }
