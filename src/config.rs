@@ -47,6 +47,12 @@ pub struct Settings {
     #[arg(long, env = "REDIS_SENTINELS")]
     pub redis_sentinels: Option<String>,
 
+    /// A read replica, e.g. `redis://10.0.0.12:6379`: anonymous queries
+    /// read the site's rankings and articles from it; logged-in readers,
+    /// writes, group and user pages and subscriptions use the primary.
+    #[arg(long, env = "REDIS_REPLICA_URL")]
+    pub redis_replica_url: Option<String>,
+
     /// The master name the sentinels monitor (with `--redis-sentinels`).
     #[arg(long, env = "REDIS_MASTER_NAME")]
     pub redis_master_name: Option<String>,

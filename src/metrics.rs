@@ -618,7 +618,8 @@ impl Scrape {
     }
 
     fn render_redis(&self, out: &mut Exposition) {
-        let store = self.api.state().store();
+        let state = self.api.state();
+        let store = state.store();
         let redis = store.redis_metrics();
         out.family(
             "votegraph_redis_command_duration_seconds",
@@ -642,6 +643,25 @@ impl Scrape {
         );
         for (kind, n) in redis.errors() {
             out.count("votegraph_redis_errors_total", &[("kind", kind)], n);
+        }
+        if state.replica().is_some() {
+            let lag = state.replica_lag();
+            out.family(
+                "votegraph_redis_replica_lag_bytes",
+                Kind::Gauge,
+                "Bytes of replication stream the read replica has not applied yet (-1: unknown), measured every second.",
+            );
+            out.sample("votegraph_redis_replica_lag_bytes", &[], lag.bytes() as f64);
+            out.family(
+                "votegraph_redis_replica_link_up",
+                Kind::Gauge,
+                "1 when the read replica's link to the primary is up.",
+            );
+            out.count(
+                "votegraph_redis_replica_link_up",
+                &[],
+                u64::from(lag.link_up()),
+            );
         }
         let pool = store.pool_state();
         let stats = &pool.statistics;

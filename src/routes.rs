@@ -295,6 +295,12 @@ async fn execute(
         Some(_) => RequestContext::recorded(schema.state(), session, client),
         None => RequestContext::new(schema.state(), session, client),
     };
+    // An anonymous query may read the replica; anything else, the primary.
+    let context = if auth.is_none() && operation == Some(OperationType::Query) {
+        context.on_replica()
+    } else {
+        context
+    };
     let (request, recorded) = context.attach(request);
     let mut response = schema
         .execute_checked(request, checked.map(|c| c.document))
@@ -759,6 +765,12 @@ pub async fn health(
         "responseCache": state.responses().map(|c| c.stats()),
         "documentCache": schema.guard().document_stats(),
         "persistedQueries": state.persisted().stats(),
+        // Measured every second; lagBytes -1 until known.
+        "replica": state.replica().map(|replica| serde_json::json!({
+            "address": replica.address(),
+            "linkUp": state.replica_lag().link_up(),
+            "lagBytes": state.replica_lag().bytes(),
+        })),
     });
     match redis {
         Ok(()) => Json(body).into_response(),

@@ -41,6 +41,8 @@ pub struct Application {
     store: Store,
     reconcile_votes: bool,
     top_upkeep: Duration,
+    /// The shared state (for the replica's lag sampler).
+    state: Arc<AppState>,
     /// `/health` says `draining` during the shutdown grace period.
     draining: routes::Draining,
     grace: Duration,
@@ -105,6 +107,21 @@ impl Application {
             settings.login_limit(),
             settings.rate_limits(),
         );
+        let replica = match &settings.redis_replica_url {
+            Some(url) => Some(
+                Store::new(
+                    Locator::url(url).context("invalid REDIS_REPLICA_URL")?,
+                    settings.pool_size,
+                    settings.pool_timeout(),
+                    redis_timeout,
+                    None,
+                )
+                .context("invalid REDIS_REPLICA_URL")?,
+            ),
+            None => None,
+        };
+        let state = state.with_replica(replica);
+        let state_for_app = state.clone();
         let api = build_api(
             state,
             guard,
@@ -199,6 +216,7 @@ impl Application {
             reconcile_votes: settings.reconcile_votes,
             top_upkeep: Duration::from_millis(settings.top_upkeep_ms),
             draining,
+            state: state_for_app,
             grace: Duration::from_millis(settings.shutdown_grace_ms),
             metrics_listener,
         })
@@ -229,6 +247,17 @@ impl Application {
         let top_index = self
             .store
             .start_top_index(self.reconcile_votes, self.top_upkeep);
+        // The replica's lag, measured every second for /health and /metrics.
+        let lag = self.state.replica().cloned().map(|replica| {
+            let state = self.state.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    ticks.tick().await;
+                    state.replica_lag().sample(state.store(), &replica).await;
+                }
+            }))
+        });
         let shutdown = self.shutdown.clone();
         let (stopping, stopped) = tokio::sync::watch::channel(false);
         // WebSockets are told as soon as the signal comes, so their goodbyes
@@ -281,6 +310,7 @@ impl Application {
         .await;
         drop(backfill);
         drop(top_index);
+        drop(lag);
         // The serve loop waited for every connection, upgraded ones
         // included; this only bounds a socket still saying goodbye.
         let goodbyes = self.send_timeout + Duration::from_secs(2);
@@ -341,4 +371,13 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down");
+}
+
+/// A background task that stops when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -37,6 +37,10 @@ use crate::store::{
 /// [`RequestContext`]) all reach it from [`super::Api`].
 pub struct AppState {
     store: Store,
+    /// `--redis-replica-url`: where anonymous reads of the site's rankings
+    /// and articles may go (see [`RequestContext::on_replica`]).
+    replica: Option<Store>,
+    replica_lag: ReplicaLag,
     hasher: PasswordHasher,
     pubsub: PubSub,
     responses: Option<Arc<ResponseCache>>,
@@ -57,6 +61,8 @@ impl AppState {
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
+            replica: None,
+            replica_lag: ReplicaLag::default(),
             hasher,
             pubsub,
             responses,
@@ -68,6 +74,27 @@ impl AppState {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Adds a read replica (see [`RequestContext::on_replica`]).
+    pub fn with_replica(self: Arc<Self>, replica: Option<Store>) -> Arc<Self> {
+        match Arc::try_unwrap(self) {
+            Ok(mut state) => {
+                state.replica = replica;
+                Arc::new(state)
+            }
+            Err(shared) => shared,
+        }
+    }
+
+    /// The read replica, when configured.
+    pub fn replica(&self) -> Option<&Store> {
+        self.replica.as_ref()
+    }
+
+    /// The replica's last measured state (see [`ReplicaLag`]).
+    pub fn replica_lag(&self) -> &ReplicaLag {
+        &self.replica_lag
     }
 
     pub fn pubsub(&self) -> &PubSub {
@@ -85,6 +112,57 @@ impl AppState {
     }
 }
 
+/// How far the read replica is behind the primary, measured every second
+/// by [`ReplicaLag::sample`]'s task: bytes of the replication stream not
+/// yet applied (-1: unknown, e.g. a side did not answer), and whether its
+/// link to the primary is up. `/health` and `/metrics` show it.
+#[derive(Debug)]
+pub struct ReplicaLag {
+    bytes: std::sync::atomic::AtomicI64,
+    link_up: std::sync::atomic::AtomicBool,
+}
+
+impl Default for ReplicaLag {
+    fn default() -> Self {
+        Self {
+            bytes: std::sync::atomic::AtomicI64::new(-1),
+            link_up: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+impl ReplicaLag {
+    pub fn bytes(&self) -> i64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn link_up(&self) -> bool {
+        self.link_up.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Measures once: the primary's replication offset against the
+    /// replica's.
+    pub async fn sample(&self, primary: &Store, replica: &Store) {
+        let (ours, theirs) = futures_util::join!(primary.replication(), replica.replication());
+        let offset = |info: &std::collections::HashMap<String, String>, key: &str| {
+            info.get(key).and_then(|v| v.parse::<i64>().ok())
+        };
+        let (bytes, up) = match (ours, theirs) {
+            (Ok(ours), Ok(theirs)) => {
+                let up = theirs.get("master_link_status").is_some_and(|s| s == "up");
+                let lag = offset(&ours, "master_repl_offset")
+                    .zip(offset(&theirs, "slave_repl_offset"))
+                    .map_or(-1, |(p, r)| (p - r).max(0));
+                (lag, up)
+            }
+            _ => (-1, false),
+        };
+        self.bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+        self.link_up.store(up, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Which ranked list of articles a page comes from.
 #[derive(Clone, Copy)]
 pub enum ArticleList<'a> {
@@ -98,6 +176,9 @@ pub enum ArticleList<'a> {
 /// when its response may be cached, the record of what it shows.
 pub struct RequestContext {
     app: Arc<AppState>,
+    /// Where this request's reads of the site's rankings and of articles
+    /// go: the primary, or a replica for an anonymous HTTP query.
+    reads: Store,
     session: Arc<Session>,
     client: ClientAddr,
     deps: Option<DepsCollector>,
@@ -139,6 +220,7 @@ impl RequestContext {
         let session = Arc::new(session);
         let store = app.store.clone();
         Self {
+            reads: store.clone(),
             articles: DataLoader::new(
                 ArticleLoader::new(store.clone(), session.clone()),
                 tokio::spawn,
@@ -150,6 +232,29 @@ impl RequestContext {
             deps,
             holes: None,
         }
+    }
+
+    /// Sends this request's reads of the site's rankings, of articles and
+    /// of karma to the read replica, if there is one. Only for anonymous
+    /// HTTP queries: a logged-in reader reads the primary, so they always
+    /// see their own writes (and so do logged-in pages' templates), and so
+    /// do subscriptions, whose events come from the primary. Group and
+    /// user rankings stay on the primary too: building a cached one writes.
+    /// A replica lags by milliseconds; anonymous pages are cached for up to
+    /// a second anyway. A replica whose link to the primary is down (or
+    /// that stopped answering) at the last measurement is not used: reads
+    /// go back to the primary within a second.
+    pub fn on_replica(mut self) -> Self {
+        let usable = self.app.replica_lag.link_up();
+        if let (Some(replica), None, true) = (&self.app.replica, self.session.token(), usable) {
+            self.reads = replica.clone();
+            self.articles = DataLoader::new(
+                ArticleLoader::new(replica.clone(), self.session.clone()),
+                tokio::spawn,
+            );
+            self.standings = DataLoader::new(StandingLoader::new(replica.clone()), tokio::spawn);
+        }
+        self
     }
 
     /// The context a resolver runs in.
@@ -181,6 +286,15 @@ impl RequestContext {
 
     fn store(&self) -> &Store {
         &self.app.store
+    }
+
+    /// Where reads of `list` go: the site's rankings may be read from the
+    /// replica; a group's or a user's may have to be built (a write).
+    fn store_for(&self, list: ArticleList<'_>) -> &Store {
+        match list {
+            ArticleList::Site => &self.reads,
+            _ => self.store(),
+        }
     }
 
     /// The logged-in user, looked up once per request.
@@ -238,7 +352,9 @@ impl RequestContext {
             Order::Top(period) => {
                 let (start, stop) = page.range();
                 let size = (stop - start + 1) as usize;
-                let ids = store.top_page(list.into(), period, start as usize, size);
+                let ids = self
+                    .store_for(list)
+                    .top_page(list.into(), period, start as usize, size);
                 let (ids, viewer) = futures_util::join!(ids, self.session.user(store));
                 viewer?;
                 return self.shown(list, order, &ids?, false).await;
@@ -246,7 +362,7 @@ impl RequestContext {
         };
         let ids = async {
             match list {
-                ArticleList::Site => store.ranking_page(ranking, page).await,
+                ArticleList::Site => self.reads.ranking_page(ranking, page).await,
                 ArticleList::Group(group) => store.group_page(group, ranking, page).await,
                 ArticleList::User(name) => Ok(unscored(
                     store.user_articles_page(name, ranking, page).await?,
@@ -308,7 +424,9 @@ impl RequestContext {
         let position = after
             .map(|cursor| Cursor::decode(cursor, order, &list.into()))
             .transpose()?;
-        let page = store.feed(list.into(), order, position.as_ref(), first);
+        let page = self
+            .store_for(list)
+            .feed(list.into(), order, position.as_ref(), first);
         let (page, viewer) = futures_util::join!(page, self.session.user(store));
         viewer?;
         let page = page?;
@@ -360,7 +478,7 @@ impl RequestContext {
     /// Number of ranked articles. A post through any instance invalidates
     /// cached responses, so counts need no record.
     pub async fn article_count(&self) -> Result<u64> {
-        Ok(self.store().article_count().await?)
+        Ok(self.reads.article_count().await?)
     }
 
     pub async fn group_count(&self, group: &GroupName) -> Result<u64> {
@@ -371,7 +489,7 @@ impl RequestContext {
     /// not change it; posts and group changes drop cached pages.
     pub async fn groups(&self, first: usize, after: Option<&str>) -> Result<DirectoryPage> {
         let position = after.map(GroupCursor::decode).transpose()?;
-        Ok(self.store().groups_page(position.as_ref(), first).await?)
+        Ok(self.reads.groups_page(position.as_ref(), first).await?)
     }
 
     /// A user's karma and rank (batched); any vote may change them.
@@ -383,7 +501,7 @@ impl RequestContext {
     /// The karma leaderboard; any vote may change it.
     pub async fn top_posters(&self, limit: usize) -> Result<Vec<(String, i64)>> {
         self.record(Deps::any_vote);
-        Ok(self.store().top_posters(limit).await?)
+        Ok(self.reads.top_posters(limit).await?)
     }
 
     /// Score changes from now on, from the process' one pub/sub connection.

@@ -23,7 +23,7 @@ use async_graphql::{Executor, Response, Schema};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
-pub use context::{AppState, ArticleList, Recorded, RequestContext};
+pub use context::{AppState, ArticleList, Recorded, ReplicaLag, RequestContext};
 pub use loaders::{ArticleLoader, StandingLoader};
 pub use mutation::MutationRoot;
 pub use query::QueryRoot;

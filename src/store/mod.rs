@@ -330,6 +330,20 @@ impl Store {
         self.pool_size
     }
 
+    /// `INFO replication`, as field → value.
+    pub async fn replication(&self) -> AppResult<std::collections::HashMap<String, String>> {
+        let mut conn = self.conn().await?;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await?;
+        Ok(info
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+            .collect())
+    }
+
     /// Answers whether Redis replies to PING.
     pub async fn ping(&self) -> AppResult<()> {
         let mut conn = self.conn().await?;

@@ -21,7 +21,7 @@ use crate::ws::{WsClient, TRANSPORT_WS};
 const MASTER: &str = "votegraph-test";
 
 /// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
+pub(crate) struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -34,7 +34,7 @@ fn redis_server() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
 
-fn start_node(dir: &Path, port: u16, replica_of: Option<u16>) -> Proc {
+pub(crate) fn start_node(dir: &Path, port: u16, replica_of: Option<u16>) -> Proc {
     let mut cmd = Command::new(redis_server());
     cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
@@ -77,7 +77,7 @@ fn start_sentinel(dir: &Path, port: u16, primary: u16) -> Proc {
     )
 }
 
-async fn conn(port: u16) -> Option<MultiplexedConnection> {
+pub(crate) async fn conn(port: u16) -> Option<MultiplexedConnection> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
     tokio::time::timeout(
         Duration::from_millis(500),
@@ -89,7 +89,7 @@ async fn conn(port: u16) -> Option<MultiplexedConnection> {
 }
 
 /// Polls `check` every 50 ms until it holds; false after `limit`.
-async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+pub(crate) async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -104,7 +104,7 @@ where
     false
 }
 
-async fn info(port: u16, section: &str) -> String {
+pub(crate) async fn info(port: u16, section: &str) -> String {
     match conn(port).await {
         Some(mut c) => redis::cmd("INFO")
             .arg(section)

@@ -26,6 +26,7 @@ mod persisted;
 mod personal;
 mod proxy;
 mod rate_limits;
+mod replicas;
 mod resilience;
 mod schema;
 mod server;

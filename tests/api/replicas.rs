@@ -1,0 +1,195 @@
+//! A read replica (`--redis-replica-url`): anonymous queries read the site
+//! from it; logged-in readers, writes and templates use the primary (so a
+//! user reads their own writes); its lag shows in /health and /metrics.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::failover::{conn, eventually, info, start_node};
+use crate::helpers::{
+    command_stats, free_port, gql_at, reset_command_stats, sign_up_at, spawn_server,
+    test_settings_for, wait_for_top_index,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (p, r) = (free_port(), free_port());
+    let _primary = start_node(dir.path(), p, None);
+    let mut replica_process = Some(start_node(dir.path(), r, Some(p)));
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            info(r, "replication")
+                .await
+                .contains("master_link_status:up")
+        })
+        .await,
+        "the replica never synced"
+    );
+    let mut settings = test_settings_for(&format!("redis://127.0.0.1:{p}"));
+    settings.redis_replica_url = Some(format!("redis://127.0.0.1:{r}"));
+    let server = spawn_server(settings).await;
+    let client = reqwest::Client::new();
+    let mut primary = conn(p).await.expect("primary");
+    let mut replica = conn(r).await.expect("replica");
+    wait_for_top_index(&mut primary).await;
+
+    let alice = sign_up_at(&client, &server.address, "alice").await;
+    let bob = sign_up_at(&client, &server.address, "bob").await;
+    for i in 0..3 {
+        let body = gql_at(
+            &client,
+            &server.address,
+            &format!(
+                "mutation {{ post(title: \"a{i}\", link: \"https://example.com\") {{ id }} }}"
+            ),
+            json!({}),
+            Some(&alice),
+            None,
+        )
+        .await;
+        assert!(body["errors"].is_null(), "{body}");
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            info(r, "keyspace").await.contains("keys=")
+                && redis::cmd("ZCARD")
+                    .arg("score:")
+                    .query_async::<i64>(&mut conn(r).await.unwrap())
+                    .await
+                    .unwrap_or(0)
+                    == 3
+        })
+        .await
+    );
+
+    // An anonymous page: read from the replica, not the primary (once the
+    // sampler has seen the replica's link up).
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let h = client
+                .get(format!("{}/health", server.address))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap();
+            h["replica"]["linkUp"] == true
+        })
+        .await
+    );
+    reset_command_stats(&mut primary).await;
+    reset_command_stats(&mut replica).await;
+    let page = gql_at(
+        &client,
+        &server.address,
+        "{ articles { id title votes } }",
+        json!({}),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        page["data"]["articles"].as_array().unwrap().len(),
+        3,
+        "{page}"
+    );
+    let on_replica = command_stats(&mut replica).await;
+    let on_primary = command_stats(&mut primary).await;
+    assert!(on_replica.contains_key("hmget"), "{on_replica:?}");
+    assert!(!on_primary.contains_key("hmget"), "{on_primary:?}");
+
+    // A logged-in reader's vote, then their page at once: the primary, so
+    // they see their own write.
+    reset_command_stats(&mut replica).await;
+    for direction in ["UP", "DOWN", "NONE", "UP"] {
+        let voted = gql_at(
+            &client,
+            &server.address,
+            &format!("mutation {{ vote(articleId: \"2\", direction: {direction}) {{ id }} }}"),
+            json!({}),
+            Some(&bob),
+            None,
+        )
+        .await;
+        assert!(voted["errors"].is_null(), "{voted}");
+        let mine = gql_at(
+            &client,
+            &server.address,
+            "{ article(id: \"2\") { votes downvotes myVote } }",
+            json!({}),
+            Some(&bob),
+            None,
+        )
+        .await;
+        let want = match direction {
+            "UP" => json!({ "votes": 2, "downvotes": 0, "myVote": "UP" }),
+            "DOWN" => json!({ "votes": 1, "downvotes": 1, "myVote": "DOWN" }),
+            _ => json!({ "votes": 1, "downvotes": 0, "myVote": "NONE" }),
+        };
+        assert_eq!(mine["data"]["article"], want, "after {direction}");
+    }
+    let on_replica = command_stats(&mut replica).await;
+    assert!(
+        !on_replica.contains_key("hmget"),
+        "logged-in reads: {on_replica:?}"
+    );
+
+    // The lag is visible, and so is a replica that went away.
+    let health = |client: reqwest::Client, address: String| async move {
+        client
+            .get(format!("{address}/health"))
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let h = health(client.clone(), server.address.clone()).await;
+            h["replica"]["linkUp"] == true && h["replica"]["lagBytes"].as_i64() >= Some(0)
+        })
+        .await,
+        "the replica's lag never showed"
+    );
+    let metrics = client
+        .get(format!("{}/metrics", server.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("votegraph_redis_replica_lag_bytes "),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("votegraph_redis_replica_link_up 1"),
+        "{metrics}"
+    );
+    drop(replica_process.take());
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let h = health(client.clone(), server.address.clone()).await;
+            h["replica"]["linkUp"] == false && h["replica"]["lagBytes"] == -1
+        })
+        .await,
+        "a replica gone is not shown"
+    );
+    // Anonymous reads went back to the primary.
+    let page = gql_at(
+        &client,
+        &server.address,
+        "{ a: articles(pageSize: 2) { id } }",
+        json!({}),
+        None,
+        None,
+    )
+    .await;
+    assert!(page["errors"].is_null(), "{page}");
+}
