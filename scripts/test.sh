@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. The tests start their own redis-server processes
 # (temporary directories, unix sockets), a headless Chromium for the
-# GraphiQL test and nginx for the reverse-proxy example, and check /metrics
+# GraphiQL test, nginx for the reverse-proxy example and HAProxy for the
+# load-balancer example (and Redis replicas and sentinels for the failover
+# test, from the same redis-server), and check /metrics
 # with Prometheus' Python parser, so those only need to be installed; this
 # installs them.
 set -euo pipefail
@@ -9,5 +11,6 @@ cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
 scripts/ensure-chromium.sh
 scripts/ensure-nginx.sh
+scripts/ensure-haproxy.sh
 scripts/ensure-prometheus-client.sh
 exec cargo test --all-targets "$@"
