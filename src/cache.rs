@@ -46,6 +46,7 @@ use tokio::sync::watch;
 use crate::compression::{Encoding, Level};
 use crate::personal::Template;
 use crate::pubsub::{PubSub, ScoreEvent};
+use crate::sync::lock;
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this many entries the cache is emptied (distinct anonymous queries
@@ -368,10 +369,6 @@ pub struct ResponseCache {
     compressions: AtomicU64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl ResponseCache {
     /// A cache kept current by `pubsub`'s score events (for as long as the
     /// returned cache lives).
@@ -456,6 +453,20 @@ impl ResponseCache {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         hit
+    }
+
+    /// The entry under `key`: a hit, or the body a concurrent computation
+    /// lands within `patience`; else the caller computes it, as the leader
+    /// others wait for (`Some`), or alone when waiting for a leader came to
+    /// nothing (`None`).
+    pub async fn lookup(&self, key: &str, patience: Duration) -> Result<Arc<Cached>, Option<Lead>> {
+        if let Some(hit) = self.get(key) {
+            return Ok(hit);
+        }
+        match self.flight(key) {
+            Flight::Lead(lead) => Err(Some(lead)),
+            Flight::Follow(follow) => follow.wait(patience).await.ok_or(None),
+        }
     }
 
     /// Joins the computation of `key`'s response, or leads it (see

@@ -25,5 +25,6 @@ pub mod routes;
 pub mod server;
 pub mod startup;
 pub mod store;
+mod sync;
 pub mod telemetry;
 pub mod ws;

@@ -26,6 +26,7 @@ use sha2::Digest;
 
 use crate::error::{AppError, AppResult};
 use crate::store::Store;
+use crate::sync::lock;
 
 /// Texts kept in-process at most (by count and bytes); past either bound
 /// the map starts over. Distinct documents are few: an app's queries.
@@ -61,10 +62,6 @@ struct Local {
 /// once the document passed the limits.
 pub struct Registration {
     hash: String,
-}
-
-fn lock(m: &Mutex<Local>) -> std::sync::MutexGuard<'_, Local> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The lower-case hex SHA-256 of `text`.

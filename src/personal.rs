@@ -28,6 +28,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::domain::ArticleId;
 use crate::store::VoteDirection;
+use crate::sync::lock;
 
 /// One step of a response path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,10 +189,6 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 fn nonce() -> &'static str {
     static NONCE: OnceLock<String> = OnceLock::new();
     NONCE.get_or_init(|| format!("\u{1}{:032x}:", rand::random::<u128>()))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::store::keys::{POSTED_CHANNEL, SCORE_CHANNEL};
 use crate::store::Locator;
+use crate::sync::AbortOnDrop;
 
 /// Events kept for slow subscribers before they start skipping.
 pub const CAPACITY: usize = 4096;
@@ -145,6 +146,7 @@ pub struct PubSub {
     /// Client subscriptions served by shared executions, whose receivers
     /// are among `internal`.
     shared: Arc<AtomicUsize>,
+    /// Stops the listener when the last handle goes.
     _task: Arc<AbortOnDrop>,
 }
 
@@ -155,16 +157,6 @@ pub struct Uncounted(Arc<AtomicUsize>);
 impl Drop for Uncounted {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Stops the listener when the last handle goes (tests run many servers in
-/// one process).
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -189,7 +181,7 @@ impl PubSub {
             stats,
             internal: Arc::default(),
             shared: Arc::default(),
-            _task: Arc::new(AbortOnDrop(task.abort_handle())),
+            _task: Arc::new(AbortOnDrop(task)),
         }
     }
 

@@ -20,7 +20,7 @@ use tokio::io::AsyncReadExt;
 use tracing::Instrument;
 
 use crate::auth::Session;
-use crate::cache::{Cached, Flight, ResponseCache};
+use crate::cache::{Cached, ResponseCache};
 use crate::client::{ClientAddr, TrustedProxies};
 use crate::compression::{self, Encoding};
 use crate::error::AppError;
@@ -269,15 +269,9 @@ async fn execute(
     let mut stored = None;
     if let Some(cache) = cache {
         let key = cache_key(&request);
-        if let Some(hit) = cache.get(&key) {
-            return reply(headers, wants, &hit, Some((cache, &key)), public);
-        }
-        let lead = match cache.flight(&key) {
-            Flight::Lead(lead) => Some(lead),
-            Flight::Follow(follow) => match follow.wait(schema.deadline()).await {
-                Some(landed) => return reply(headers, wants, &landed, Some((cache, &key)), public),
-                None => None,
-            },
+        let lead = match cache.lookup(&key, schema.deadline()).await {
+            Ok(cached) => return reply(headers, wants, &cached, Some((cache, &key)), public),
+            Err(lead) => lead,
         };
         stored = Some((cache, key, cache.position(), lead));
     }
@@ -380,12 +374,11 @@ async fn template(
     request: &async_graphql::Request,
     document: Arc<ExecutableDocument>,
 ) -> Option<Arc<Cached>> {
-    if let Some(hit) = cache.get(key) {
-        return Some(hit);
-    }
-    let lead = match cache.flight(key) {
-        Flight::Lead(lead) => lead,
-        Flight::Follow(follow) => return follow.wait(schema.deadline()).await,
+    let lead = match cache.lookup(key, schema.deadline()).await {
+        Ok(cached) => return Some(cached),
+        // A leader that gave up: the request runs whole.
+        Err(None) => return None,
+        Err(Some(lead)) => lead,
     };
     let start = cache.position();
     let mut copy =

@@ -23,6 +23,7 @@ use crate::pubsub::PubSub;
 use crate::routes;
 use crate::server::{self, ServerLimits};
 use crate::store::{Locator, Store};
+use crate::sync::AbortOnDrop;
 use crate::telemetry;
 use crate::ws::{Shutdown, WebSockets};
 
@@ -371,13 +372,4 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down");
-}
-
-/// A background task that stops when its handle is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

@@ -9,6 +9,7 @@
 //! so a new resolver cannot show data the cache does not know about, nor
 //! write without invalidating.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use async_graphql::dataloader::DataLoader;
@@ -22,7 +23,7 @@ use crate::client::ClientAddr;
 use crate::config::RateLimits;
 use crate::domain::UserName;
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug};
-use crate::error::AppError;
+use crate::error::{AppError, AppResult};
 use crate::persisted::PersistedQueries;
 use crate::personal::Holes;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent};
@@ -31,6 +32,7 @@ use crate::store::{
     ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, LoginLimit, Order, Ranked, Standing,
     Store, Viewer, VoteDirection,
 };
+use crate::sync::lock;
 
 /// What every request of this process shares, registered once: the HTTP
 /// routes, the WebSocket loop and the resolvers (through their
@@ -280,7 +282,7 @@ impl RequestContext {
 
     fn record(&self, f: impl FnOnce(&mut Deps)) {
         if let Some(deps) = &self.deps {
-            f(&mut deps.lock().unwrap_or_else(|p| p.into_inner()));
+            f(&mut lock(deps));
         }
     }
 
@@ -334,9 +336,8 @@ impl RequestContext {
 
     /// One page of a ranked list, in order, without articles that vanished.
     ///
-    /// The caller's session is looked up while the range is read, so a
-    /// logged-in page (with `myVote`) still waits for two round trips in a
-    /// row, not three. The page knows every id it needs, so it loads them at
+    /// The caller's session is looked up while the range is read (see
+    /// [`RequestContext::with_session`]). The page knows every id it needs, so it loads them at
     /// once rather than through the DataLoader, whose batching delay (1 ms)
     /// would only add to every page.
     pub async fn ranked(
@@ -346,21 +347,19 @@ impl RequestContext {
         page: PageRequest,
     ) -> Result<Vec<ArticleRecord>> {
         let store = self.store();
-        let ranking = match order {
-            Order::Score => Ranking::Score,
-            Order::Time => Ranking::Time,
-            Order::Top(period) => {
-                let (start, stop) = page.range();
-                let size = (stop - start + 1) as usize;
-                let ids = self
-                    .store_for(list)
-                    .top_page(list.into(), period, start as usize, size);
-                let (ids, viewer) = futures_util::join!(ids, self.session.user(store));
-                viewer?;
-                return self.shown(list, order, &ids?, false).await;
-            }
-        };
         let ids = async {
+            let ranking = match order {
+                Order::Score => Ranking::Score,
+                Order::Time => Ranking::Time,
+                Order::Top(period) => {
+                    let (start, stop) = page.range();
+                    let size = (stop - start + 1) as usize;
+                    return self
+                        .store_for(list)
+                        .top_page(list.into(), period, start as usize, size)
+                        .await;
+                }
+            };
             match list {
                 ArticleList::Site => self.reads.ranking_page(ranking, page).await,
                 ArticleList::Group(group) => store.group_page(group, ranking, page).await,
@@ -369,13 +368,19 @@ impl RequestContext {
                 )),
             }
         };
-        // The lookup only warms the session for the loader (a template's
-        // is anonymous): it shows nothing of the caller by itself.
-        let (ids, viewer) = futures_util::join!(ids, self.session.user(store));
-        viewer?;
-        let ids = ids?;
+        let ids = self.with_session(ids).await?;
         let full = ids.len() == page.page_size as usize;
         self.shown(list, order, &ids, full).await
+    }
+
+    /// Runs `read` while the caller's session is looked up, so a page
+    /// with `myVote` waits for two round trips in a row, not three. The
+    /// lookup only warms the session for the loader (a template's is
+    /// anonymous): it shows nothing of the caller by itself.
+    async fn with_session<T>(&self, read: impl Future<Output = AppResult<T>>) -> Result<T> {
+        let (read, viewer) = futures_util::join!(read, self.session.user(self.store()));
+        viewer?;
+        Ok(read?)
     }
 
     /// Loads the articles of a page of `list` in `order`, recording what
@@ -420,16 +425,15 @@ impl RequestContext {
         first: usize,
         after: Option<&str>,
     ) -> Result<Feed> {
-        let store = self.store();
         let position = after
             .map(|cursor| Cursor::decode(cursor, order, &list.into()))
             .transpose()?;
         let page = self
-            .store_for(list)
-            .feed(list.into(), order, position.as_ref(), first);
-        let (page, viewer) = futures_util::join!(page, self.session.user(store));
-        viewer?;
-        let page = page?;
+            .with_session(
+                self.store_for(list)
+                    .feed(list.into(), order, position.as_ref(), first),
+            )
+            .await?;
         let ids: Vec<Ranked> = page.entries.iter().map(|(ranked, _)| *ranked).collect();
         let full = page.has_next || ids.len() == first;
         let records = self.shown(list, order, &ids, full).await?;
@@ -659,9 +663,7 @@ pub struct Recorded(Option<DepsCollector>, Option<Arc<Holes>>);
 
 impl Recorded {
     pub fn take(&self) -> Option<Deps> {
-        self.0
-            .as_ref()
-            .map(|deps| std::mem::take(&mut *deps.lock().unwrap_or_else(|p| p.into_inner())))
+        self.0.as_ref().map(|deps| std::mem::take(&mut *lock(deps)))
     }
 
     /// A template's holes (see [`RequestContext::template`]).

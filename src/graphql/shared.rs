@@ -43,7 +43,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
 use async_graphql::{Executor, Request, Response};
@@ -57,6 +57,7 @@ use super::{Api, RequestContext};
 use crate::auth::Session;
 use crate::client::ClientAddr;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent, Uncounted};
+use crate::sync::lock;
 
 /// Payloads a shared stream keeps for its slowest subscriber; one further
 /// behind skips the oldest. Each is an `Arc` shared by every subscriber,
@@ -412,10 +413,6 @@ fn caller_independent(document: &ExecutableDocument) -> bool {
         }
     }
     true
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -20,15 +20,14 @@
 //!   orders within one sweep of the window (`open articles / 1,000`
 //!   seconds; votegraph's own votes at once).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use tokio::task::JoinHandle;
+use std::time::Duration;
 
 use super::keys::{self, Period, Ranking};
 use super::scripts::{self, FeedSource, Start, TopCursor};
-use super::{Ranked, Store};
+use super::{unix_secs, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::error::{AppError, AppResult};
+use crate::sync::AbortOnDrop;
 
 /// How a list is ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +74,7 @@ impl List<'_> {
     /// one is built when missing.
     fn source(&self, order: Order) -> FeedSource {
         let min_time = match order {
-            Order::Top(p) => p.secs().map_or(0, |secs| unix_now().saturating_sub(secs)),
+            Order::Top(p) => p.secs().map_or(0, |secs| unix_secs().saturating_sub(secs)),
             _ => 0,
         };
         let (key, build) = match (self, order) {
@@ -122,31 +121,22 @@ pub struct Position {
 /// so a cursor of another feed is refused rather than misread.
 pub struct Cursor;
 
-const CURSOR_VERSION: &str = "v1";
-
 impl Cursor {
     pub fn encode(order: Order, list: &List<'_>, position: &Position) -> String {
-        hex::encode(format!(
-            "{CURSOR_VERSION}\n{}\n{}\n{:?}\n{}",
+        encode_cursor(&[
             order.name(),
-            list.name(),
-            position.value,
-            position.id
-        ))
+            &list.name(),
+            &format!("{:?}", position.value),
+            &position.id.to_string(),
+        ])
     }
 
     /// The position in `cursor`, if it is one of this order and list.
     pub fn decode(cursor: &str, order: Order, list: &List<'_>) -> AppResult<Position> {
-        let malformed = || AppError::bad_input("after", "the cursor is malformed");
-        let bytes = hex::decode(cursor).map_err(|_| malformed())?;
-        let text = String::from_utf8(bytes).map_err(|_| malformed())?;
-        let parts: Vec<&str> = text.split('\n').collect();
-        let [version, their_order, their_list, value, id] = parts.as_slice() else {
-            return Err(malformed());
+        let fields = cursor_fields(cursor)?;
+        let [their_order, their_list, value, id] = fields.as_slice() else {
+            return Err(malformed_cursor());
         };
-        if *version != CURSOR_VERSION {
-            return Err(malformed());
-        }
         if *their_order != order.name() {
             return Err(AppError::bad_input(
                 "after",
@@ -159,16 +149,44 @@ impl Cursor {
                 "the cursor belongs to another feed",
             ));
         }
-        let value: f64 = value.parse().map_err(|_| malformed())?;
-        let id: u64 = id.parse().map_err(|_| malformed())?;
-        if !value.is_finite() {
-            return Err(malformed());
-        }
+        let value = cursor_value(value)?;
+        let id: u64 = id.parse().map_err(|_| malformed_cursor())?;
         Ok(Position {
             value,
             id: ArticleId(id),
         })
     }
+}
+
+/// Every cursor's format, articles' and groups': the hex of a version and
+/// the cursor's fields, one per line (no field holds a line break).
+const CURSOR_VERSION: &str = "v1";
+
+pub(super) fn encode_cursor(fields: &[&str]) -> String {
+    hex::encode([&[CURSOR_VERSION], fields].concat().join("\n"))
+}
+
+/// The fields of a cursor in this format (the version left out).
+pub(super) fn cursor_fields(cursor: &str) -> AppResult<Vec<String>> {
+    let bytes = hex::decode(cursor).map_err(|_| malformed_cursor())?;
+    let text = String::from_utf8(bytes).map_err(|_| malformed_cursor())?;
+    let mut fields = text.split('\n');
+    if fields.next() != Some(CURSOR_VERSION) {
+        return Err(malformed_cursor());
+    }
+    Ok(fields.map(str::to_owned).collect())
+}
+
+pub(super) fn malformed_cursor() -> AppError {
+    AppError::bad_input("after", "the cursor is malformed")
+}
+
+/// A ranking value as a cursor wrote it (Rust's shortest exact form).
+pub(super) fn cursor_value(text: &str) -> AppResult<f64> {
+    text.parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(malformed_cursor)
 }
 
 /// One page of a feed.
@@ -266,7 +284,7 @@ impl Store {
         let mut written = 0;
         loop {
             let mut conn = self.conn().await?;
-            let batch = scripts::build_top(&mut conn, &at, BATCH, unix_now()).await?;
+            let batch = scripts::build_top(&mut conn, &at, BATCH, unix_secs()).await?;
             written += batch.articles;
             match batch.next {
                 Some(next) => at = next,
@@ -278,15 +296,8 @@ impl Store {
     /// The first build, unless the marker says it ran (`force` runs it
     /// anyway); sets the marker.
     pub async fn build_top_index(&self, force: bool) -> AppResult<Option<u64>> {
-        let mut conn = self.conn().await?;
-        if !force {
-            let built: bool = redis::cmd("EXISTS")
-                .arg(keys::TOP_INDEX_BUILT)
-                .query_async(&mut conn)
-                .await?;
-            if built {
-                return Ok(None);
-            }
+        if !force && self.has_marker(keys::TOP_INDEX_BUILT).await? {
+            return Ok(None);
         }
         let written = self
             .build_top(TopCursor {
@@ -294,11 +305,7 @@ impl Store {
                 skip: 0,
             })
             .await?;
-        let () = redis::cmd("SET")
-            .arg(keys::TOP_INDEX_BUILT)
-            .arg(unix_now())
-            .query_async(&mut conn)
-            .await?;
+        self.set_marker(keys::TOP_INDEX_BUILT).await?;
         Ok(Some(written))
     }
 
@@ -306,7 +313,7 @@ impl Store {
     /// re-derives one batch of open articles from `from` on; answers where
     /// the next batch of the sweep starts (None: the window is done).
     async fn tend_top(&self, from: Option<TopCursor>) -> AppResult<Option<TopCursor>> {
-        let now = unix_now();
+        let now = unix_secs();
         let mut conn = self.conn().await?;
         let at = from.unwrap_or_else(|| TopCursor {
             from: now.saturating_sub(keys::VOTING_WINDOW_SECS).to_string(),
@@ -328,7 +335,7 @@ impl Store {
     /// tried again on the next tick.
     pub fn start_top_index(&self, force: bool, every: Duration) -> TopIndex {
         let store = self.clone();
-        TopIndex(tokio::spawn(async move {
+        let task = AbortOnDrop(tokio::spawn(async move {
             let mut built = false;
             let mut sweep = None;
             let mut recount = 0;
@@ -355,7 +362,8 @@ impl Store {
                     Err(e) => tracing::warn!(error = %e, "tending the net-vote rankings failed"),
                 }
             }
-        }))
+        }));
+        TopIndex { _task: task }
     }
 
     /// The builds the first round makes unless their markers say they ran.
@@ -372,19 +380,8 @@ impl Store {
 
 /// The net-vote rankings' background work; dropping it stops the work
 /// (between two scripts, each of which is atomic).
-pub struct TopIndex(JoinHandle<()>);
-
-impl Drop for TopIndex {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
+pub struct TopIndex {
+    _task: AbortOnDrop,
 }
 
 #[cfg(test)]

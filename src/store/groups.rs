@@ -12,6 +12,7 @@
 
 use redis::Value;
 
+use super::feeds::{cursor_fields, cursor_value, encode_cursor, malformed_cursor};
 use super::keys;
 use super::scripts;
 use super::Store;
@@ -29,41 +30,31 @@ pub struct GroupPosition {
 /// Opaque directory cursors (see [`super::Cursor`] for articles').
 pub struct GroupCursor;
 
-const VERSION: &str = "v1";
 const KIND: &str = "groups";
 
 impl GroupCursor {
     pub fn encode(position: &GroupPosition) -> String {
-        hex::encode(format!(
-            "{VERSION}\n{KIND}\n{:?}\n{}",
-            position.value,
-            position.name.as_str()
-        ))
+        encode_cursor(&[
+            KIND,
+            &format!("{:?}", position.value),
+            position.name.as_str(),
+        ])
     }
 
     pub fn decode(cursor: &str) -> AppResult<GroupPosition> {
-        let malformed = || AppError::bad_input("after", "the cursor is malformed");
-        let bytes = hex::decode(cursor).map_err(|_| malformed())?;
-        let text = String::from_utf8(bytes).map_err(|_| malformed())?;
-        let parts: Vec<&str> = text.split('\n').collect();
-        if parts.first() != Some(&VERSION) {
-            return Err(malformed());
-        }
-        if parts.get(1) != Some(&KIND) {
+        let fields = cursor_fields(cursor)?;
+        if fields.first().map(String::as_str) != Some(KIND) {
             // An article feed's cursor, say.
             return Err(AppError::bad_input(
                 "after",
                 "the cursor belongs to another list",
             ));
         }
-        let [_, _, value, name] = parts.as_slice() else {
-            return Err(malformed());
+        let [_, value, name] = fields.as_slice() else {
+            return Err(malformed_cursor());
         };
-        let value: f64 = value.parse().map_err(|_| malformed())?;
-        if !value.is_finite() {
-            return Err(malformed());
-        }
-        let name = GroupName::parse(name).map_err(|_| malformed())?;
+        let value = cursor_value(value)?;
+        let name = GroupName::parse(name).map_err(|_| malformed_cursor())?;
         Ok(GroupPosition { value, name })
     }
 }
@@ -121,16 +112,10 @@ impl Store {
     /// the marker says it was built (`force` builds it anyway). Answers the
     /// groups found.
     pub async fn index_groups(&self, force: bool) -> AppResult<Option<u64>> {
-        let mut conn = self.conn().await?;
-        if !force {
-            let built: bool = redis::cmd("EXISTS")
-                .arg(keys::GROUPS_INDEX_BUILT)
-                .query_async(&mut conn)
-                .await?;
-            if built {
-                return Ok(None);
-            }
+        if !force && self.has_marker(keys::GROUPS_INDEX_BUILT).await? {
+            return Ok(None);
         }
+        let mut conn = self.conn().await?;
         let pattern = format!("{}*", keys::GROUP_PREFIX);
         let mut cursor: u64 = 0;
         let mut found = 0;
@@ -176,16 +161,7 @@ impl Store {
             }
             cursor = next;
         }
-        let () = redis::cmd("SET")
-            .arg(keys::GROUPS_INDEX_BUILT)
-            .arg(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or_default(),
-            )
-            .query_async(&mut conn)
-            .await?;
+        self.set_marker(keys::GROUPS_INDEX_BUILT).await?;
         Ok(Some(found))
     }
 

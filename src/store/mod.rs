@@ -330,6 +330,27 @@ impl Store {
         self.pool_size
     }
 
+    /// Whether a one-time pass over the data (a backfill, an index build)
+    /// left its marker: then it need not run again.
+    pub(crate) async fn has_marker(&self, marker: &str) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        Ok(redis::cmd("EXISTS")
+            .arg(marker)
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    /// Leaves a pass's marker: the Unix second it finished.
+    pub(crate) async fn set_marker(&self, marker: &str) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let () = redis::cmd("SET")
+            .arg(marker)
+            .arg(unix_secs())
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     /// `INFO replication`, as field → value.
     pub async fn replication(&self) -> AppResult<std::collections::HashMap<String, String>> {
         let mut conn = self.conn().await?;
@@ -387,6 +408,15 @@ pub fn connection_info(redis_url: &str) -> AppResult<ConnectionInfo> {
             .set_nodelay(true)
             .set_keepalive(keepalive),
     ))
+}
+
+/// Whole seconds since the Unix epoch, by this machine's clock (for
+/// markers and the `TOP_*` periods' bounds; votes use Redis' clock).
+pub(crate) fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
 }
 
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);

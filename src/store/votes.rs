@@ -16,7 +16,6 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
-use tokio::task::JoinHandle;
 
 use super::articles::VoteDirection;
 use super::keys;
@@ -24,6 +23,7 @@ use super::scripts::{self, Cursor};
 use super::{value_f64, Store};
 use crate::domain::{ArticleId, UserName};
 use crate::error::{AppError, AppResult};
+use crate::sync::AbortOnDrop;
 
 /// Articles per backfill batch: a few hundred, one script call each.
 const BATCH_ARTICLES: u32 = 250;
@@ -83,12 +83,8 @@ pub struct BackfillReport {
 
 /// The background backfill; dropping it stops the pass (between two
 /// batches, each of which is atomic), as when the server stops.
-pub struct Backfill(JoinHandle<()>);
-
-impl Drop for Backfill {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+pub struct Backfill {
+    _task: AbortOnDrop,
 }
 
 impl Store {
@@ -119,15 +115,8 @@ impl Store {
     /// Runs a backfill pass unless the marker says one has run (`force`
     /// runs it anyway), then sets the marker. None when skipped.
     pub async fn backfill_vote_index(&self, force: bool) -> AppResult<Option<BackfillReport>> {
-        if !force {
-            let mut conn = self.conn().await?;
-            let built: bool = redis::cmd("EXISTS")
-                .arg(keys::VOTES_INDEX_BUILT)
-                .query_async(&mut conn)
-                .await?;
-            if built {
-                return Ok(None);
-            }
+        if !force && self.has_marker(keys::VOTES_INDEX_BUILT).await? {
+            return Ok(None);
         }
         let mut report = BackfillReport::default();
         let mut cursor: Option<Cursor> = None;
@@ -146,12 +135,7 @@ impl Store {
                 None => break,
             }
         }
-        let mut conn = self.conn().await?;
-        let () = redis::cmd("SET")
-            .arg(keys::VOTES_INDEX_BUILT)
-            .arg(unix_now() as u64)
-            .query_async(&mut conn)
-            .await?;
+        self.set_marker(keys::VOTES_INDEX_BUILT).await?;
         Ok(Some(report))
     }
 
@@ -161,7 +145,7 @@ impl Store {
     /// dropped; the server serves meanwhile.
     pub fn start_vote_index_backfill(&self, force: bool) -> Backfill {
         let store = self.clone();
-        Backfill(tokio::spawn(async move {
+        let task = AbortOnDrop(tokio::spawn(async move {
             let mut wait = RETRY_FIRST;
             loop {
                 match store.backfill_vote_index(force).await {
@@ -182,7 +166,8 @@ impl Store {
                     }
                 }
             }
-        }))
+        }));
+        Backfill { _task: task }
     }
 }
 

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{reads_processed, spawn_app, spawn_server, test_settings};
+use crate::helpers::{
+    kill_pubsub_connections, reads_processed, spawn_app, spawn_server, test_settings,
+};
 
 const FRONT: &str = "{ articles { id title votes score } }";
 
@@ -170,14 +172,7 @@ async fn a_lost_pubsub_connection_empties_the_response_cache() {
     let before = app.health().await["responseCache"].clone();
     assert!(before["entries"].as_u64().unwrap() >= 1, "{before}");
     let mut redis = app.redis.conn().await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    assert_eq!(killed, 1);
+    assert_eq!(kill_pubsub_connections(&mut redis).await, 1);
     let mut emptied = false;
     for _ in 0..100 {
         let stats = app.health().await["responseCache"].clone();

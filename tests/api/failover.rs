@@ -21,7 +21,7 @@ use crate::ws::{WsClient, TRANSPORT_WS};
 const MASTER: &str = "votegraph-test";
 
 /// A child process killed (SIGKILL) when dropped.
-pub(crate) struct Proc(Child);
+pub(crate) struct Proc(pub(crate) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {

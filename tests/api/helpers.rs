@@ -472,6 +472,18 @@ pub async fn reset_command_stats(conn: &mut MultiplexedConnection) {
         .expect("CONFIG RESETSTAT");
 }
 
+/// Kills every pub/sub connection (as a network blip would); answers how
+/// many there were.
+pub async fn kill_pubsub_connections(conn: &mut MultiplexedConnection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(conn)
+        .await
+        .expect("CLIENT KILL")
+}
+
 /// How many times Redis ran `command` so far.
 pub async fn command_calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
     let info: String = redis::cmd("INFO")

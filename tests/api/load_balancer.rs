@@ -4,7 +4,7 @@
 //! instance stopped under load (SIGTERM's path, with a drain period) costs
 //! no failed request.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,18 +12,9 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::oneshot;
 
+use crate::failover::Proc;
 use crate::helpers::{free_port, gql_at, sign_up_at, spawn_server_until, test_settings, TestRedis};
 use crate::ws::{WsClient, TRANSPORT_WS};
-
-/// HAProxy, killed when dropped.
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn haproxy_program() -> Option<String> {
     ["haproxy", "/usr/sbin/haproxy"]
@@ -39,9 +30,10 @@ fn haproxy_program() -> Option<String> {
         .map(str::to_owned)
 }
 
-fn start_haproxy(program: &str, bind: &str, one: &str, two: &str) -> Haproxy {
+/// HAProxy, killed when dropped.
+fn start_haproxy(program: &str, bind: &str, one: &str, two: &str) -> Proc {
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy/votegraph.cfg");
-    Haproxy(
+    Proc(
         Command::new(program)
             .args(["-f", config, "-db"])
             .env("LB_BIND", bind)

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::failover::{conn, eventually, info, start_node};
 use crate::helpers::{
-    command_stats, free_port, gql_at, reset_command_stats, sign_up_at, spawn_server,
+    command_stats, free_port, gql_at, health_at, reset_command_stats, sign_up_at, spawn_server,
     test_settings_for, wait_for_top_index,
 };
 
@@ -68,15 +68,7 @@ async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
     // sampler has seen the replica's link up).
     assert!(
         eventually(Duration::from_secs(5), || async {
-            let h = client
-                .get(format!("{}/health", server.address))
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap();
-            h["replica"]["linkUp"] == true
+            health_at(&client, &server.address).await["replica"]["linkUp"] == true
         })
         .await
     );
@@ -138,19 +130,9 @@ async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
     );
 
     // The lag is visible, and so is a replica that went away.
-    let health = |client: reqwest::Client, address: String| async move {
-        client
-            .get(format!("{address}/health"))
-            .send()
-            .await
-            .unwrap()
-            .json::<serde_json::Value>()
-            .await
-            .unwrap()
-    };
     assert!(
         eventually(Duration::from_secs(5), || async {
-            let h = health(client.clone(), server.address.clone()).await;
+            let h = health_at(&client, &server.address).await;
             h["replica"]["linkUp"] == true && h["replica"]["lagBytes"].as_i64() >= Some(0)
         })
         .await,
@@ -175,7 +157,7 @@ async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
     drop(replica_process.take());
     assert!(
         eventually(Duration::from_secs(5), || async {
-            let h = health(client.clone(), server.address.clone()).await;
+            let h = health_at(&client, &server.address).await;
             h["replica"]["linkUp"] == false && h["replica"]["lagBytes"] == -1
         })
         .await,

@@ -5,7 +5,9 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
-use crate::helpers::{health_at, spawn_app, spawn_server, test_settings, TestApp};
+use crate::helpers::{
+    health_at, kill_pubsub_connections, spawn_app, spawn_server, test_settings, TestApp,
+};
 use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
@@ -235,14 +237,7 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
 
     let mut redis = app.redis.conn().await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    assert_eq!(killed, 1);
+    assert_eq!(kill_pubsub_connections(&mut redis).await, 1);
     let mut back = false;
     for _ in 0..100 {
         let subs = numsub(&mut redis).await;
