@@ -35,6 +35,7 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Positioned, Value, Variables};
 use async_graphql_value::Value as DocValue;
 
+use super::shape;
 use crate::cache::DocumentCache;
 use crate::error::{AppError, AppResult};
 
@@ -114,15 +115,11 @@ impl Guard {
                 limits.max_bytes
             )));
         }
+        check_variable_depth(&request.variables)?;
         let document = match self.documents.get(query) {
             Some(document) => document,
             None => {
-                if count_tokens(query, limits.max_tokens + 1) > limits.max_tokens {
-                    return Err(too_complex(format!(
-                        "the document has more than {} tokens",
-                        limits.max_tokens
-                    )));
-                }
+                check_shape(query, limits)?;
                 self.documents.parse(query).map_err(parse_error)?
             }
         };
@@ -216,6 +213,67 @@ impl Guard {
         }
         Ok(Some((operation.ty, cost)))
     }
+}
+
+/// Deepest nesting of list and object values (arguments, variables and
+/// their defaults, directive arguments) and of list types. Real inputs
+/// nest two or three levels; the bound keeps every recursive walk over a
+/// value (parser, validator, coercion, drop) a few dozen frames deep.
+pub const MAX_VALUE_DEPTH: usize = 32;
+
+/// Deepest selection-set nesting the parser is given: its own limit. The
+/// validator's field-depth limit (see [`crate::graphql`]) then reports a
+/// too-deep query in terms of fields; this bound only keeps the parse
+/// itself (which recurses before the parser's check) from going deeper.
+pub const MAX_SELECTION_DEPTH: usize = 64;
+
+/// Refuses a text with too many tokens or too deep a nesting, from one
+/// lexer pass (see [`shape`]), before the parser allocates or recurses.
+fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
+    let bounds = shape::Bounds {
+        tokens: limits.max_tokens,
+        selection_depth: MAX_SELECTION_DEPTH,
+        value_depth: MAX_VALUE_DEPTH,
+    };
+    let found = shape::scan(query, &bounds);
+    if found.tokens > bounds.tokens {
+        return Err(too_complex(format!(
+            "the document has more than {} tokens",
+            limits.max_tokens
+        )));
+    }
+    if found.value_depth > bounds.value_depth {
+        return Err(too_complex(format!(
+            "a value or type in the document is nested more than {MAX_VALUE_DEPTH} levels deep (lists and input objects); at most {MAX_VALUE_DEPTH} are allowed"
+        )));
+    }
+    if found.selection_depth > bounds.selection_depth {
+        return Err(too_complex(format!(
+            "selection sets are nested more than {MAX_SELECTION_DEPTH} levels deep; at most {MAX_SELECTION_DEPTH} are allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses variables nested deeper than [`MAX_VALUE_DEPTH`]: they reach
+/// the same recursive walks as the document's own values. Iterative, so
+/// the check itself has no depth to fear.
+fn check_variable_depth(variables: &Variables) -> AppResult<()> {
+    let mut pending: Vec<(&Value, usize)> = variables.values().map(|v| (v, 0)).collect();
+    while let Some((value, depth)) = pending.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::List(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        if depth + 1 > MAX_VALUE_DEPTH {
+            return Err(too_complex(format!(
+                "a variable's value is nested more than {MAX_VALUE_DEPTH} levels deep (lists and objects); at most {MAX_VALUE_DEPTH} are allowed"
+            )));
+        }
+        pending.extend(children.map(|child| (child, depth + 1)));
+    }
+    Ok(())
 }
 
 fn too_complex(message: String) -> AppError {
@@ -728,62 +786,6 @@ impl Walk<'_> {
     }
 }
 
-/// Counts GraphQL tokens (punctuators, names, numbers, strings), stopping
-/// at `stop`. Whitespace, commas and comments are not tokens.
-pub fn count_tokens(text: &str, stop: usize) -> usize {
-    let b = text.as_bytes();
-    let (mut i, mut n) = (0, 0);
-    while i < b.len() && n < stop {
-        match b[i] {
-            b' ' | b'\t' | b'\n' | b'\r' | b',' => {
-                i += 1;
-                continue;
-            }
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' && b[i] != b'\r' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' if b[i..].starts_with(b"\"\"\"") => {
-                i += 3;
-                while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
-                    i += if b[i..].starts_with(b"\\\"\"\"") {
-                        4
-                    } else {
-                        1
-                    };
-                }
-                i += 3;
-            }
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-            }
-            b'.' if b[i..].starts_with(b"...") => i += 3,
-            c if c == b'_' || c.is_ascii_alphabetic() => {
-                while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
-                    i += 1;
-                }
-            }
-            c if c == b'-' || c.is_ascii_digit() => {
-                i += 1;
-                while i < b.len()
-                    && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'.' | b'+' | b'-'))
-                {
-                    i += 1;
-                }
-            }
-            _ => i += 1,
-        }
-        n += 1;
-    }
-    n
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -948,15 +950,6 @@ mod tests {
             Err(AppError::UndeclaredVariable(m)) => assert!(m.contains("$junk"), "{m}"),
             other => panic!("{:?}", other.map(|c| c.map(|c| c.cost))),
         }
-    }
-
-    #[test]
-    fn tokens_are_counted_like_the_grammar() {
-        assert_eq!(count_tokens("{ a(b: 1) }", 100), 8);
-        assert_eq!(count_tokens("# only a comment\n", 100), 0);
-        assert_eq!(count_tokens("{ a(s: \"x y, z\") ...F }", 100), 10);
-        assert_eq!(count_tokens("\"\"\" block \\\"\"\" \"\"\" b", 100), 2);
-        assert_eq!(count_tokens(&"a ".repeat(1000), 10), 10);
     }
 
     #[test]

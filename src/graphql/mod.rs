@@ -11,6 +11,7 @@ mod loaders;
 mod mutation;
 mod order;
 mod query;
+pub mod shape;
 pub mod shared;
 mod subscription;
 mod types;

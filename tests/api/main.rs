@@ -22,6 +22,7 @@ mod load_balancer;
 mod logs;
 mod metrics;
 mod my_vote;
+mod nesting;
 mod persisted;
 mod personal;
 mod proxy;

@@ -1,0 +1,198 @@
+//! One lexer pass over a document's text, before the parser sees it: how
+//! many tokens it has and how deeply it nests.
+//!
+//! The parser (pest, then async-graphql's tree builder) and every later
+//! walk over the tree (validation, execution, serialisation, drop) recurse
+//! once per nesting level. A 5 KB document of 2,400 nested brackets
+//! overflows a worker thread's stack and aborts the whole process, so
+//! nesting has to be known before anything recursive runs. This pass is
+//! iterative, allocates nothing and stops as soon as a limit is passed.
+//!
+//! Two kinds of nesting are told apart by where a bracket opens:
+//! - **selection sets**: `{` outside any parentheses;
+//! - **values and types**: `[` and `{` inside parentheses (arguments,
+//!   directive arguments, variable definitions with their types and
+//!   defaults); GraphQL has no parentheses inside a value, so the
+//!   innermost `(` starts a value's nesting at zero. A `[` outside
+//!   parentheses is a syntax error, but counts as a value too.
+
+/// What the lexer found, up to where it stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shape {
+    /// Punctuators, names, numbers and strings; whitespace, commas and
+    /// comments are not tokens.
+    pub tokens: usize,
+    /// Deepest selection-set nesting.
+    pub selection_depth: usize,
+    /// Deepest nesting of list and object values (and list types).
+    pub value_depth: usize,
+}
+
+/// Where to stop: past any of these the document is refused anyway, so
+/// the rest need not be read.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub tokens: usize,
+    pub selection_depth: usize,
+    pub value_depth: usize,
+}
+
+impl Shape {
+    fn over(&self, bounds: &Bounds) -> bool {
+        self.tokens > bounds.tokens
+            || self.selection_depth > bounds.selection_depth
+            || self.value_depth > bounds.value_depth
+    }
+}
+
+/// Scans `text` until its end or until a count passes `bounds`.
+pub fn scan(text: &str, bounds: &Bounds) -> Shape {
+    let b = text.as_bytes();
+    let mut shape = Shape::default();
+    let mut i = 0;
+    // Open selection sets; open parentheses; brackets open in the
+    // innermost parentheses (reset when one opens, restored when it
+    // closes: values hold no parentheses, so at most one level is saved).
+    let (mut selections, mut parens, mut values, mut outer_values) = (0usize, 0usize, 0usize, 0);
+    while i < b.len() && !shape.over(bounds) {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' | b',' => {
+                i += 1;
+                continue;
+            }
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' && b[i] != b'\r' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' if b[i..].starts_with(b"\"\"\"") => {
+                i += 3;
+                while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
+                    i += if b[i..].starts_with(b"\\\"\"\"") {
+                        4
+                    } else {
+                        1
+                    };
+                }
+                i += 3;
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'.' if b[i..].starts_with(b"...") => i += 3,
+            c if c == b'_' || c.is_ascii_alphabetic() => {
+                while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
+                    i += 1;
+                }
+            }
+            c if c == b'-' || c.is_ascii_digit() => {
+                i += 1;
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'.' | b'+' | b'-'))
+                {
+                    i += 1;
+                }
+            }
+            b'(' => {
+                parens += 1;
+                outer_values = values;
+                values = 0;
+                i += 1;
+            }
+            b')' => {
+                parens = parens.saturating_sub(1);
+                values = outer_values;
+                outer_values = 0;
+                i += 1;
+            }
+            b'{' if parens == 0 => {
+                selections += 1;
+                shape.selection_depth = shape.selection_depth.max(selections);
+                i += 1;
+            }
+            b'}' if parens == 0 => {
+                selections = selections.saturating_sub(1);
+                i += 1;
+            }
+            b'[' | b'{' => {
+                values += 1;
+                shape.value_depth = shape.value_depth.max(values);
+                i += 1;
+            }
+            b']' | b'}' => {
+                values = values.saturating_sub(1);
+                i += 1;
+            }
+            _ => i += 1,
+        }
+        shape.tokens += 1;
+    }
+    shape
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WIDE: Bounds = Bounds {
+        tokens: usize::MAX,
+        selection_depth: usize::MAX,
+        value_depth: usize::MAX,
+    };
+
+    fn shape(text: &str) -> Shape {
+        scan(text, &WIDE)
+    }
+
+    #[test]
+    fn tokens_are_counted_like_the_grammar() {
+        assert_eq!(shape("{ a(b: 1) }").tokens, 8);
+        assert_eq!(shape("# only a comment\n").tokens, 0);
+        assert_eq!(shape("{ a(s: \"x y, z\") ...F }").tokens, 10);
+        assert_eq!(shape("\"\"\" block \\\"\"\" \"\"\" b").tokens, 2);
+        let bounds = Bounds { tokens: 10, ..WIDE };
+        assert_eq!(
+            scan(&"a ".repeat(1000), &bounds).tokens,
+            11,
+            "stops past the bound"
+        );
+    }
+
+    #[test]
+    fn selection_sets_and_values_nest_separately() {
+        let s = shape("{ a { b(x: [[1]], y: {z: [2]}) { c } } }");
+        assert_eq!((s.selection_depth, s.value_depth), (3, 2));
+        // Variable types and defaults, and directive arguments, are values.
+        let s = shape("query($v: [[[Int]]] = [[[1]]]) { a @d(x: {y: {z: 1}}) }");
+        assert_eq!((s.selection_depth, s.value_depth), (1, 3));
+        // Brackets inside strings and comments are text.
+        let s = shape("{ a(s: \"[[[[{{{{\", t: \"\"\"[[[\"\"\") # [[[[\n }");
+        assert_eq!((s.selection_depth, s.value_depth), (1, 0));
+        // Each argument list starts over.
+        let s = shape("{ a(x: [[1]]) { b(y: [2]) } }");
+        assert_eq!(s.value_depth, 2);
+    }
+
+    #[test]
+    fn deep_nesting_is_found_without_reading_the_rest() {
+        let deep = format!(
+            "{{ a(x: {}1{}) }}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let bounds = Bounds {
+            value_depth: 32,
+            ..WIDE
+        };
+        let s = scan(&deep, &bounds);
+        assert_eq!(s.value_depth, 33);
+        assert!(s.tokens < 40, "{} tokens read", s.tokens);
+        let unbalanced = "]]]]))))}}}}".repeat(10);
+        assert_eq!(shape(&unbalanced).value_depth, 0);
+    }
+}
