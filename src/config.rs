@@ -284,6 +284,21 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_MAX_OPERATIONS", default_value_t = 10)]
     pub max_operations: usize,
 
+    /// Work all queries and mutations in flight may hold together, in
+    /// query-cost units (objects their responses can hold); see the README's
+    /// "Limits". The default runs two queries of the maximum cost at once
+    /// (~20 MB each while built), one per core of a small machine, and
+    /// keeps a tenth of the budget for small requests.
+    #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub work_budget: u64,
+
+    /// How long (milliseconds) a request waits for room in the work budget
+    /// before it is refused with SERVICE_UNAVAILABLE (503, Retry-After).
+    #[arg(long, env = "VOTEGRAPH_WORK_WAIT_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub work_wait_ms: u64,
+
     /// Execution deadline of one query or mutation, in milliseconds; past it
     /// the request answers TIMEOUT and its work is dropped.
     #[arg(long, env = "VOTEGRAPH_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
@@ -395,6 +410,13 @@ impl Settings {
         crate::persisted::PersistedLimits {
             ttl_secs: self.persisted_query_ttl_secs.max(1),
             max_documents: self.persisted_queries_max.max(1),
+        }
+    }
+
+    pub fn budget(&self) -> crate::budget::BudgetSettings {
+        crate::budget::BudgetSettings {
+            capacity: self.work_budget,
+            wait: Duration::from_millis(self.work_wait_ms),
         }
     }
 

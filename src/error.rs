@@ -97,6 +97,10 @@ pub enum AppError {
     /// The server is at its connection limit.
     #[error("the server is at its connection limit; try again shortly")]
     Overloaded,
+    /// The work in flight fills the process' budget (see `budget.rs`) and
+    /// none was given back in time.
+    #[error("the server is busy with other requests; try again in {retry_after_secs} second(s)")]
+    Busy { retry_after_secs: u64 },
     /// The document does not parse; `pos` is where the parser stopped
     /// (sent in `locations`, so the message needs no excerpt).
     #[error("{message}")]
@@ -158,7 +162,7 @@ impl AppError {
             AppError::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             AppError::MethodNotAllowed | AppError::UnsupportedMethod => "METHOD_NOT_ALLOWED",
             AppError::RequestTimeout => "REQUEST_TIMEOUT",
-            AppError::Overloaded => "SERVICE_UNAVAILABLE",
+            AppError::Overloaded | AppError::Busy { .. } => "SERVICE_UNAVAILABLE",
             AppError::Syntax { .. } => "GRAPHQL_PARSE_FAILED",
             AppError::InvalidDocument { .. } => "GRAPHQL_VALIDATION_FAILED",
             AppError::VariableCoercion { .. } => "BAD_USER_INPUT",
@@ -178,7 +182,7 @@ impl AppError {
                 StatusCode::METHOD_NOT_ALLOWED
             }
             AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            AppError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Overloaded | AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::RateLimited { .. } | AppError::TooManyConnections { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -216,7 +220,8 @@ impl AppError {
             }
             | AppError::TooManyConnections {
                 retry_after_secs, ..
-            } => Some(*retry_after_secs),
+            }
+            | AppError::Busy { retry_after_secs } => Some(*retry_after_secs),
             AppError::Overloaded => Some(1),
             _ => None,
         }

@@ -7,6 +7,7 @@
 //! and tools can start real servers.
 
 pub mod auth;
+pub mod budget;
 pub mod cache;
 pub mod client;
 pub mod compression;

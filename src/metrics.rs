@@ -543,6 +543,7 @@ impl Scrape {
         self.render_redis(&mut out);
         self.render_caches(&mut out);
         self.render_live(&mut out);
+        self.render_budget(&mut out);
         render_process(&mut out, self.requests.started);
         out.finish()
     }
@@ -868,6 +869,54 @@ impl Scrape {
                 Kind::Gauge,
                 "1 while the pub/sub connection is subscribed, else 0.",
                 u64::from(stats.connected()),
+            ),
+        ] {
+            out.family(name, kind, help);
+            out.count(name, &[], value);
+        }
+    }
+}
+
+impl Scrape {
+    fn render_budget(&self, out: &mut Exposition) {
+        let budget = self.api.budget();
+        let stats = budget.stats();
+        for (name, kind, help, value) in [
+            (
+                "votegraph_work_budget_units",
+                Kind::Gauge,
+                "The work budget (--work-budget), in query-cost units.",
+                budget.settings().capacity,
+            ),
+            (
+                "votegraph_work_in_flight_units",
+                Kind::Gauge,
+                "Query-cost units held by admitted queries and mutations now.",
+                stats.in_use(),
+            ),
+            (
+                "votegraph_work_waiting_requests",
+                Kind::Gauge,
+                "Requests waiting for room in the work budget now.",
+                stats.waiting(),
+            ),
+            (
+                "votegraph_work_admitted_total",
+                Kind::Counter,
+                "Queries and mutations admitted to run.",
+                stats.admitted(),
+            ),
+            (
+                "votegraph_work_waited_total",
+                Kind::Counter,
+                "Queries and mutations admitted after waiting for room.",
+                stats.waited(),
+            ),
+            (
+                "votegraph_work_refused_total",
+                Kind::Counter,
+                "Requests refused with SERVICE_UNAVAILABLE: no room in the work budget in time.",
+                stats.refused(),
             ),
         ] {
             out.family(name, kind, help);

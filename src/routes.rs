@@ -20,6 +20,7 @@ use tokio::io::AsyncReadExt;
 use tracing::Instrument;
 
 use crate::auth::Session;
+use crate::budget::{HeldBody, Permit};
 use crate::cache::{Cached, ResponseCache};
 use crate::client::{ClientAddr, TrustedProxies};
 use crate::compression::{self, Encoding};
@@ -275,13 +276,20 @@ async fn execute(
         };
         stored = Some((cache, key, cache.position(), lead));
     }
+    // Past the cache, the request runs (or fills a template): it needs
+    // room in the work budget, held until its body is written.
+    let permit = match schema.budget().admit(cost.unwrap_or(0)).await {
+        Ok(permit) => permit,
+        Err(e) => return refusal(e, wants.media),
+    };
     let personal_query = auth.is_some() && operation == Some(OperationType::Query) && !want_cost;
     if let (true, Some(cache), Some(checked)) =
         (personal_query, schema.state().responses(), &checked)
     {
         let document = checked.document.clone();
         if let Some(body) = personal_page(schema, cache, client, auth, &request, document).await {
-            return reply(headers, wants, &Arc::new(Cached::new(body)), None, false);
+            let response = reply(headers, wants, &Arc::new(Cached::new(body)), None, false);
+            return held(response, permit);
         }
     }
     let session = Session::from_authorization(auth);
@@ -314,14 +322,14 @@ async fn execute(
         return request_error(&response, wants.media);
     }
     let ok = response.is_ok();
-    let body = bytes::Bytes::from(serde_json::to_vec(&response).unwrap_or_default());
+    let body = json_body(&response, cost.unwrap_or(0));
     let cached = Arc::new(if ok {
         Cached::new(body)
     } else {
         Cached::failed(body)
     });
     let Some((cache, key, start, lead)) = stored else {
-        return reply(headers, wants, &cached, None, public);
+        return held(reply(headers, wants, &cached, None, public), permit);
     };
     if let (true, Some(deps)) = (ok, recorded.take()) {
         cache.put(key.clone(), start, deps, cached.clone());
@@ -329,7 +337,39 @@ async fn execute(
     if let Some(lead) = lead {
         lead.land(cached.clone());
     }
-    reply(headers, wants, &cached, Some((cache, &key)), public)
+    held(
+        reply(headers, wants, &cached, Some((cache, &key)), public),
+        permit,
+    )
+}
+
+/// Bytes of JSON a response takes per unit of query cost, about: a page
+/// of 100 articles with every field (cost 200) is ~26 KB.
+const BYTES_PER_COST: u64 = 128;
+
+/// `response` as JSON, written once into a buffer sized from its query's
+/// cost (not grown by doubling and copying), and trimmed when the guess
+/// was long: a cached body holds no spare capacity the cache's byte count
+/// would not see.
+fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
+    let guess = (cost.saturating_add(8) * BYTES_PER_COST).min(4 << 20) as usize;
+    let mut body = Vec::with_capacity(guess);
+    if let Err(e) = serde_json::to_writer(&mut body, response) {
+        tracing::error!(error = %e, "serialising a response");
+        body.clear();
+    }
+    if body.capacity() > body.len() + body.len() / 4 {
+        body.shrink_to_fit();
+    }
+    bytes::Bytes::from(body)
+}
+
+/// `response` with its body holding `permit` until it is written.
+fn held(response: Response, permit: Permit) -> Response {
+    type BoxBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>;
+    let (parts, body) = response.into_parts();
+    let body = BoxBody::new(HeldBody::new(BoxBody::from(body), permit));
+    Response::from_parts(parts, Body::from(body))
 }
 
 /// A logged-in query's body, from its template (see [`crate::personal`]):

@@ -10,6 +10,7 @@ use poem::{get, EndpointExt, Route};
 use tokio::net::TcpListener;
 
 use crate::auth::PasswordHasher;
+use crate::budget::WorkBudget;
 use crate::cache::ResponseCache;
 use crate::config::Settings;
 use crate::cors::Cors;
@@ -127,6 +128,7 @@ impl Application {
             state,
             guard,
             Duration::from_millis(settings.request_timeout_ms.max(1)),
+            WorkBudget::new(settings.budget()),
         );
 
         let shutdown = Shutdown::default();

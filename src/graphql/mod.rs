@@ -23,6 +23,7 @@ use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::{Executor, Response, Schema};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
+use limits::Checked;
 
 pub use context::{AppState, ArticleList, Recorded, ReplicaLag, RequestContext};
 pub use loaders::{ArticleLoader, StandingLoader};
@@ -31,6 +32,7 @@ pub use query::QueryRoot;
 pub use subscription::{ScoreChange, SubscriptionRoot};
 pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDirection};
 
+use crate::budget::WorkBudget;
 use crate::error::AppError;
 
 pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
@@ -42,7 +44,12 @@ const MAX_DEPTH: usize = 20;
 /// The API over the process' state. The schema itself carries no data:
 /// each request gets a [`RequestContext`] holding the [`AppState`], so the
 /// state is registered once, here, for HTTP, WebSocket and resolvers alike.
-pub fn build_api(state: Arc<AppState>, guard: limits::Guard, deadline: Duration) -> Api {
+pub fn build_api(
+    state: Arc<AppState>,
+    guard: limits::Guard,
+    deadline: Duration,
+    budget: WorkBudget,
+) -> Api {
     let schema = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .limit_depth(MAX_DEPTH)
         .finish();
@@ -51,6 +58,7 @@ pub fn build_api(state: Arc<AppState>, guard: limits::Guard, deadline: Duration)
         state,
         guard: Arc::new(guard),
         deadline,
+        budget,
     }
 }
 
@@ -76,6 +84,7 @@ pub struct Api {
     state: Arc<AppState>,
     guard: Arc<limits::Guard>,
     deadline: Duration,
+    budget: WorkBudget,
 }
 
 impl Api {
@@ -93,6 +102,14 @@ impl Api {
     /// How long one query or mutation may run.
     pub fn deadline(&self) -> Duration {
         self.deadline
+    }
+
+    /// The budget every query and mutation is admitted against (see
+    /// [`crate::budget`]). Over HTTP the pipeline admits a request once it
+    /// knows it must run (not for a cached answer) and holds the permit
+    /// until the body is written; over a WebSocket the executor does.
+    pub fn budget(&self) -> &WorkBudget {
+        &self.budget
     }
 
     /// Runs a request that already passed [`limits::Guard::check`], with
@@ -124,15 +141,10 @@ impl Api {
     /// Checks a request: its parsed document comes back with its operation
     /// type (None when it cannot be selected: async-graphql then reports
     /// that itself).
-    fn admit(
-        &self,
-        request: &async_graphql::Request,
-    ) -> Result<Option<(Arc<ExecutableDocument>, OperationType)>, Box<Response>> {
-        match self.guard.check(request) {
-            Ok(Some(checked)) => Ok(Some((checked.document, checked.operation))),
-            Ok(None) => Ok(None),
-            Err(e) => Err(Box::new(rejection(e))),
-        }
+    fn admit(&self, request: &async_graphql::Request) -> Result<Option<Checked>, Box<Response>> {
+        self.guard
+            .check(request)
+            .map_err(|e| Box::new(rejection(e)))
     }
 }
 
@@ -181,13 +193,20 @@ fn timed_out(deadline: Duration) -> Response {
 
 impl Executor for Api {
     async fn execute(&self, request: async_graphql::Request) -> Response {
-        match self.admit(&request) {
-            Err(response) => *response,
-            Ok(admitted) => {
-                self.execute_checked(request, admitted.map(|(document, _)| document))
-                    .await
-            }
-        }
+        let checked = match self.admit(&request) {
+            Err(response) => return *response,
+            Ok(checked) => checked,
+        };
+        let _permit = match self
+            .budget
+            .admit(checked.as_ref().map_or(0, |c| c.cost))
+            .await
+        {
+            Ok(permit) => permit,
+            Err(e) => return rejection(e),
+        };
+        self.execute_checked(request, checked.map(|c| c.document))
+            .await
     }
 
     /// Subscriptions are long-lived, so the deadline does not apply to
@@ -198,12 +217,16 @@ impl Executor for Api {
         mut request: async_graphql::Request,
         session_data: Option<Arc<async_graphql::Data>>,
     ) -> BoxStream<'static, Response> {
-        let (ordering, operation) = match self.admit(&request) {
-            Ok(Some((document, operation))) => {
-                request.set_parsed_query(document.as_ref().clone());
-                (Some(Ordering::of(&request, document)), Some(operation))
+        let (ordering, operation, cost) = match self.admit(&request) {
+            Ok(Some(checked)) => {
+                request.set_parsed_query(checked.document.as_ref().clone());
+                (
+                    Some(Ordering::of(&request, checked.document)),
+                    Some(checked.operation),
+                    checked.cost,
+                )
             }
-            Ok(None) => (None, None),
+            Ok(None) => (None, None, 0),
             Err(response) => return futures_util::stream::once(async move { *response }).boxed(),
         };
         let stream = self
@@ -220,7 +243,12 @@ impl Executor for Api {
             return stream.boxed();
         }
         let deadline = self.deadline;
+        let budget = self.budget.clone();
         futures_util::stream::once(async move {
+            let _permit = match budget.admit(cost).await {
+                Ok(permit) => permit,
+                Err(e) => return rejection(e),
+            };
             let mut stream = std::pin::pin!(stream);
             match tokio::time::timeout(deadline, stream.next()).await {
                 Ok(Some(response)) => response,

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::helpers::{
-    error_code, spawn_app, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
+    error_code, pause_redis, spawn_app, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
 };
 use crate::ws::{WsClient, TRANSPORT_WS};
 
@@ -25,17 +25,6 @@ async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
         .find_map(|l| l.strip_prefix("total_commands_processed:"))
         .and_then(|v| v.trim().parse().ok())
         .expect("total_commands_processed")
-}
-
-/// Holds every Redis client's commands for `ms` milliseconds.
-async fn pause_redis(conn: &mut MultiplexedConnection, ms: u64) {
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(ms)
-        .arg("ALL")
-        .query_async(conn)
-        .await
-        .unwrap();
 }
 
 fn nested(levels: usize) -> String {

@@ -621,3 +621,14 @@ pub async fn wait_for_vote_index(
     }
     panic!("the vote index backfill did not finish within 10 s");
 }
+
+/// Holds every Redis client's commands for `ms` milliseconds.
+pub async fn pause_redis(conn: &mut MultiplexedConnection, ms: u64) {
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(conn)
+        .await
+        .unwrap();
+}

@@ -8,6 +8,7 @@ mod auth;
 mod batching;
 mod book;
 mod browser;
+mod budget;
 mod cache;
 mod directory;
 mod failover;

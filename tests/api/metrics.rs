@@ -15,7 +15,7 @@ use crate::helpers::{
 use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// The text of `/metrics` at `address`, checked for its status and type.
-async fn metrics_text(client: &reqwest::Client, address: &str) -> String {
+pub async fn metrics_text(client: &reqwest::Client, address: &str) -> String {
     let response = client
         .get(format!("{address}/metrics"))
         .send()

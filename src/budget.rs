@@ -1,0 +1,293 @@
+//! One process-wide budget for the work in flight, so that any number of
+//! concurrent legal requests keeps memory bounded.
+//!
+//! Each query or mutation is admitted for its cost (the number of objects
+//! its response can hold, from `graphql::limits`, plus one for the request
+//! itself) and holds those units until its response is built and, over
+//! HTTP, written: a response of cost 10,000 is ~1.3 MB of JSON built from
+//! ~20 MB of intermediate values, and the per-request limits alone let 40
+//! such requests in at once (1.5 GB). The budget caps their sum.
+//!
+//! - A request that does not fit waits up to a short time for others to
+//!   finish, then is refused with `SERVICE_UNAVAILABLE` (503,
+//!   `Retry-After`): a client told to come back, never a starved runtime.
+//! - Large requests (more than a tenth of the budget) may fill only the
+//!   other nine tenths, so the last tenth always admits small ones: the
+//!   front page answers while someone runs the maximum query in a loop.
+//! - No queue: a waiter re-checks whenever units are given back, so a
+//!   small request is never stuck behind a large one that does not fit.
+//!
+//! Responses served from the response cache are shared and cost nothing;
+//! subscriptions hold nothing between events (their events are small and
+//! their number is bounded by the WebSocket limits).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::error::AppError;
+use crate::sync::lock;
+
+/// Seconds a refused client is told to wait.
+const RETRY_AFTER_SECS: u64 = 1;
+
+/// The budget's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetSettings {
+    /// Units (query cost) all admitted requests may hold together.
+    pub capacity: u64,
+    /// How long a request may wait for units before it is refused.
+    pub wait: Duration,
+}
+
+/// The budget, shared by every request of the process.
+#[derive(Clone)]
+pub struct WorkBudget(Arc<Inner>);
+
+struct Inner {
+    settings: BudgetSettings,
+    /// Units held by admitted requests.
+    in_use: Mutex<u64>,
+    /// Woken when units are given back.
+    returned: Notify,
+    stats: BudgetStats,
+}
+
+/// What `/metrics` reports of the budget.
+#[derive(Default)]
+pub struct BudgetStats {
+    in_use: AtomicU64,
+    waiting: AtomicU64,
+    admitted: AtomicU64,
+    waited: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl BudgetStats {
+    /// Units held now.
+    pub fn in_use(&self) -> u64 {
+        self.in_use.load(Ordering::Relaxed)
+    }
+
+    /// Requests waiting for units now.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Requests admitted, ever.
+    pub fn admitted(&self) -> u64 {
+        self.admitted.load(Ordering::Relaxed)
+    }
+
+    /// Requests admitted after waiting, ever.
+    pub fn waited(&self) -> u64 {
+        self.waited.load(Ordering::Relaxed)
+    }
+
+    /// Requests refused for want of units, ever.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// Units held by one admitted request, given back when dropped.
+pub struct Permit {
+    budget: Arc<Inner>,
+    units: u64,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let inner = &self.budget;
+        {
+            let mut in_use = lock(&inner.in_use);
+            *in_use -= self.units;
+            inner.stats.in_use.store(*in_use, Ordering::Relaxed);
+        }
+        inner.returned.notify_waiters();
+    }
+}
+
+impl WorkBudget {
+    pub fn new(settings: BudgetSettings) -> Self {
+        Self(Arc::new(Inner {
+            settings: BudgetSettings {
+                capacity: settings.capacity.max(1),
+                wait: settings.wait,
+            },
+            in_use: Mutex::new(0),
+            returned: Notify::new(),
+            stats: BudgetStats::default(),
+        }))
+    }
+
+    pub fn settings(&self) -> BudgetSettings {
+        self.0.settings
+    }
+
+    pub fn stats(&self) -> &BudgetStats {
+        &self.0.stats
+    }
+
+    /// Admits a request of query cost `cost`, waiting up to the budget's
+    /// wait for room; `SERVICE_UNAVAILABLE` when none is made in time.
+    pub async fn admit(&self, cost: u64) -> Result<Permit, AppError> {
+        let inner = &self.0;
+        let units = cost.saturating_add(1);
+        if let Some(permit) = self.try_admit(units) {
+            return Ok(permit);
+        }
+        inner.stats.waiting.fetch_add(1, Ordering::Relaxed);
+        let admitted = tokio::time::timeout(inner.settings.wait, async {
+            loop {
+                // Registered before the check, so units given back in
+                // between still wake this waiter.
+                let returned = inner.returned.notified();
+                tokio::pin!(returned);
+                returned.as_mut().enable();
+                if let Some(permit) = self.try_admit(units) {
+                    return permit;
+                }
+                returned.await;
+            }
+        })
+        .await;
+        inner.stats.waiting.fetch_sub(1, Ordering::Relaxed);
+        match admitted {
+            Ok(permit) => {
+                inner.stats.waited.fetch_add(1, Ordering::Relaxed);
+                Ok(permit)
+            }
+            Err(_) => {
+                inner.stats.refused.fetch_add(1, Ordering::Relaxed);
+                Err(AppError::Busy {
+                    retry_after_secs: RETRY_AFTER_SECS,
+                })
+            }
+        }
+    }
+
+    fn try_admit(&self, units: u64) -> Option<Permit> {
+        let inner = &self.0;
+        let capacity = inner.settings.capacity;
+        let reserve = capacity / 10;
+        // A large request leaves the reserve to small ones; a request
+        // larger than the whole budget still runs, alone.
+        let room = if units > reserve {
+            capacity - reserve
+        } else {
+            capacity
+        };
+        let mut in_use = lock(&inner.in_use);
+        let fits = *in_use + units <= room || *in_use == 0;
+        if !fits {
+            return None;
+        }
+        *in_use += units;
+        inner.stats.in_use.store(*in_use, Ordering::Relaxed);
+        inner.stats.admitted.fetch_add(1, Ordering::Relaxed);
+        Some(Permit {
+            budget: inner.clone(),
+            units,
+        })
+    }
+}
+
+/// A response body that holds its request's permit until the body is
+/// written (or the connection drops it): a response waiting on a slow
+/// reader still counts against the budget.
+pub struct HeldBody<B> {
+    body: B,
+    _permit: Permit,
+}
+
+impl<B> HeldBody<B> {
+    pub fn new(body: B, permit: Permit) -> Self {
+        Self {
+            body,
+            _permit: permit,
+        }
+    }
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for HeldBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(capacity: u64, wait_ms: u64) -> WorkBudget {
+        WorkBudget::new(BudgetSettings {
+            capacity,
+            wait: Duration::from_millis(wait_ms),
+        })
+    }
+
+    #[tokio::test]
+    async fn large_requests_leave_the_reserve_to_small_ones() {
+        let budget = budget(1_000, 10);
+        // Large: over the reserve of 100; nine tenths hold 899 + 1 units.
+        let a = budget.admit(449).await.expect("first large");
+        let b = budget.admit(449).await.expect("second large");
+        assert_eq!(budget.stats().in_use(), 900);
+        let refused = budget.admit(449).await.err().expect("no room");
+        assert_eq!(refused.code(), "SERVICE_UNAVAILABLE");
+        assert_eq!(refused.retry_after(), Some(1));
+        // Small ones still fit in the reserve.
+        let small: Vec<_> = futures_util::future::join_all((0..10).map(|_| budget.admit(9))).await;
+        assert!(small.iter().all(Result::is_ok));
+        assert_eq!(budget.stats().in_use(), 1_000);
+        assert!(budget.admit(0).await.is_err(), "full");
+        drop((a, b, small));
+        assert_eq!(budget.stats().in_use(), 0);
+        assert_eq!(budget.stats().refused(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_is_admitted_when_units_come_back() {
+        let budget = budget(100, 5_000);
+        let held = budget.admit(89).await.unwrap();
+        let waiter = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.admit(89).await.map(|_| ()) }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(budget.stats().waiting(), 1);
+        drop(held);
+        waiter.await.unwrap().expect("admitted once the first left");
+        assert_eq!(budget.stats().waited(), 1);
+        assert_eq!(budget.stats().waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_request_larger_than_the_budget_runs_alone() {
+        let budget = budget(100, 10);
+        let alone = budget
+            .admit(1_000)
+            .await
+            .expect("runs when nothing else does");
+        assert!(budget.admit(1).await.is_err(), "nothing else meanwhile");
+        drop(alone);
+        assert!(budget.admit(1_000).await.is_ok());
+    }
+}
