@@ -24,6 +24,7 @@ pub mod personal;
 pub mod pubsub;
 pub mod routes;
 pub mod server;
+pub mod sessions;
 pub mod startup;
 pub mod store;
 mod sync;

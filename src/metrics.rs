@@ -832,6 +832,27 @@ impl Scrape {
             &[],
             self.sockets.open_connections() as u64,
         );
+        let sessions = self.sockets.sessions();
+        out.family(
+            "votegraph_websocket_logins",
+            Kind::Gauge,
+            "Distinct login sessions of open WebSocket connections, watched so that they close when the login ends.",
+        );
+        out.count(
+            "votegraph_websocket_logins",
+            &[],
+            sessions.sessions() as u64,
+        );
+        out.family(
+            "votegraph_websocket_login_ended_closes_total",
+            Kind::Counter,
+            "WebSocket connections closed (4403) because their login ended: logOut, expiry or revocation.",
+        );
+        out.count(
+            "votegraph_websocket_login_ended_closes_total",
+            &[],
+            sessions.ended_sockets(),
+        );
         out.family(
             "votegraph_subscriptions",
             Kind::Gauge,

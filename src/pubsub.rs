@@ -7,7 +7,8 @@
 //! on any server instance reach the subscribers of every instance. A
 //! process holds **one** pub/sub connection, subscribed to both channels,
 //! whatever its number of subscribers, and fans events out through one
-//! `tokio::sync::broadcast` channel per kind:
+//! `tokio::sync::broadcast` channel per kind (a third channel carries
+//! ended sessions, for [`crate::sessions`]):
 //!
 //! - memory is bounded: the channel keeps the last [`CAPACITY`] events, shared
 //!   by all subscribers (each event is an `Arc`);
@@ -33,7 +34,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 
-use crate::store::keys::{POSTED_CHANNEL, SCORE_CHANNEL};
+use crate::store::keys::{POSTED_CHANNEL, SCORE_CHANNEL, SESSION_ENDED_CHANNEL};
 use crate::store::Locator;
 use crate::sync::AbortOnDrop;
 
@@ -138,6 +139,8 @@ impl PubSubStats {
 pub struct PubSub {
     tx: broadcast::Sender<Arc<ScoreEvent>>,
     posts: broadcast::Sender<Arc<PostedEvent>>,
+    /// Ended sessions' token hashes (see [`crate::sessions`]).
+    ended: broadcast::Sender<Arc<str>>,
     resubscriptions: watch::Receiver<u64>,
     stats: Arc<PubSubStats>,
     /// Receivers held by the server itself (the response cache), which are
@@ -165,11 +168,13 @@ impl PubSub {
     pub fn start(locator: Locator) -> Self {
         let (tx, _) = broadcast::channel(CAPACITY);
         let (posts, _) = broadcast::channel(CAPACITY);
+        let (ended, _) = broadcast::channel(CAPACITY);
         let stats = Arc::new(PubSubStats::default());
         let (resubscribed, resubscriptions) = watch::channel(0);
         let hub = Hub {
             scores: tx.clone(),
             posts: posts.clone(),
+            ended: ended.clone(),
             stats: stats.clone(),
             resubscribed,
         };
@@ -177,6 +182,7 @@ impl PubSub {
         Self {
             tx,
             posts,
+            ended,
             resubscriptions,
             stats,
             internal: Arc::default(),
@@ -206,6 +212,12 @@ impl PubSub {
     pub fn subscribe_posts_uncounted(&self) -> (broadcast::Receiver<Arc<PostedEvent>>, Uncounted) {
         self.internal.fetch_add(1, Ordering::Relaxed);
         (self.posts.subscribe(), Uncounted(self.internal.clone()))
+    }
+
+    /// A receiver of the token hashes of sessions ended from now on (by
+    /// `logOut` on any instance). Not a client subscription: not counted.
+    pub fn subscribe_ended_sessions(&self) -> broadcast::Receiver<Arc<str>> {
+        self.ended.subscribe()
     }
 
     /// Changes each time the connection is subscribed again after a loss
@@ -252,6 +264,7 @@ impl PubSub {
 struct Hub {
     scores: broadcast::Sender<Arc<ScoreEvent>>,
     posts: broadcast::Sender<Arc<PostedEvent>>,
+    ended: broadcast::Sender<Arc<str>>,
     stats: Arc<PubSubStats>,
     /// Counts subscriptions made after the first (see
     /// [`PubSub::resubscriptions`]).
@@ -263,12 +276,19 @@ impl Hub {
     /// subscribers is fine).
     fn dispatch(&self, message: &redis::Msg) {
         let payload = message.get_payload_bytes();
-        let sent = if message.get_channel_name() == POSTED_CHANNEL {
+        let channel = message.get_channel_name();
+        let sent: Result<(), String> = if channel == SESSION_ENDED_CHANNEL {
+            std::str::from_utf8(payload)
+                .map(|hash| drop(self.ended.send(Arc::from(hash))))
+                .map_err(|e| e.to_string())
+        } else if channel == POSTED_CHANNEL {
             serde_json::from_slice::<PostedEvent>(payload)
                 .map(|e| drop(self.posts.send(Arc::new(e))))
+                .map_err(|e| e.to_string())
         } else {
             serde_json::from_slice::<ScoreEvent>(payload)
                 .map(|e| drop(self.scores.send(Arc::new(e))))
+                .map_err(|e| e.to_string())
         };
         match sent {
             Ok(()) => {
@@ -276,7 +296,7 @@ impl Hub {
             }
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(channel = message.get_channel_name(), error = %e, "malformed event");
+                tracing::warn!(channel, error = %e, "malformed event");
             }
         }
     }
@@ -291,7 +311,10 @@ async fn listen(locator: Locator, hub: Hub) {
         // Asked anew each time: after a failover, the new primary.
         let pubsub = async { locator.client().await?.get_async_pubsub().await };
         match pubsub.await {
-            Ok(mut pubsub) => match pubsub.subscribe(&[SCORE_CHANNEL, POSTED_CHANNEL]).await {
+            Ok(mut pubsub) => match pubsub
+                .subscribe(&[SCORE_CHANNEL, POSTED_CHANNEL, SESSION_ENDED_CHANNEL])
+                .await
+            {
                 Ok(()) => {
                     tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
                     if stats.subscribed.fetch_add(1, Ordering::Relaxed) > 0 {

@@ -23,6 +23,7 @@ use crate::persisted::PersistedQueries;
 use crate::pubsub::PubSub;
 use crate::routes;
 use crate::server::{self, ServerLimits};
+use crate::sessions::SessionWatch;
 use crate::store::{Locator, Store};
 use crate::sync::AbortOnDrop;
 use crate::telemetry;
@@ -141,10 +142,12 @@ impl Application {
                 "REDIS_URL"
             },
         );
+        let sessions = SessionWatch::start(api.state().store().clone(), api.state().pubsub());
         let sockets = WebSockets::new(
             settings.ws_limits(),
             shutdown.clone(),
             api.state().pubsub().clone(),
+            sessions,
         );
         let requests = Arc::new(RequestMetrics::default());
         let scrape = Scrape {

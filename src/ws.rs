@@ -31,12 +31,14 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::auth::token_hash;
 use crate::auth::Session;
 use crate::client::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::graphql::shared::SharedStreams;
 use crate::graphql::{Api, RequestContext};
 use crate::pubsub::PubSub;
+use crate::sessions::{SessionWatch, Watched};
 use crate::store::Store;
 
 /// How long a closing connection waits for the client's half of the close
@@ -75,17 +77,25 @@ pub struct WebSockets {
     connections: ConnectionCounts,
     shared: SharedStreams,
     shutdown: Shutdown,
+    sessions: SessionWatch,
 }
 
 impl WebSockets {
-    /// `pubsub` counts the subscribers of shared streams.
-    pub fn new(limits: Limits, shutdown: Shutdown, pubsub: PubSub) -> Self {
+    /// `pubsub` counts the subscribers of shared streams; `sessions` ends
+    /// the connections whose login ended.
+    pub fn new(limits: Limits, shutdown: Shutdown, pubsub: PubSub, sessions: SessionWatch) -> Self {
         Self {
             limits,
             connections: ConnectionCounts::default(),
             shared: SharedStreams::new(limits.max_shared_streams, pubsub),
             shutdown,
+            sessions,
         }
+    }
+
+    /// The watched logins of open connections, for `/metrics`.
+    pub fn sessions(&self) -> &SessionWatch {
+        &self.sessions
     }
 
     /// The shared subscription streams, for `/health`.
@@ -150,6 +160,7 @@ impl WebSockets {
             limits: self.limits,
             shared: self.shared.clone(),
             shutdown: self.shutdown.listen(),
+            sessions: self.sessions.clone(),
             _slot: slot,
         }
     }
@@ -229,6 +240,7 @@ pub struct Connection {
     limits: Limits,
     shared: SharedStreams,
     shutdown: watch::Receiver<bool>,
+    sessions: SessionWatch,
     _slot: ConnectionSlot,
 }
 
@@ -249,6 +261,8 @@ impl Connection {
             limits: self.limits,
             shared: self.shared,
             shutdown: self.shutdown,
+            sessions: self.sessions,
+            login: None,
             init_received: false,
             data: None,
             operations: HashMap::new(),
@@ -311,6 +325,13 @@ const TOO_MANY_INITS: Refusal = Refusal {
     reason: "Too many initialisation requests",
     legacy: "too many initialisation requests",
 };
+/// The login the connection was authenticated with ended (`logOut` on any
+/// instance, expiry, revocation): what it authorised stops.
+const SESSION_ENDED: Refusal = Refusal {
+    code: 4403,
+    reason: "Forbidden: the login session ended",
+    legacy: "the login session ended (logged out or expired); connect again",
+};
 const INTERNAL: Refusal = Refusal {
     code: 1011,
     reason: "Internal server error",
@@ -355,6 +376,7 @@ enum Event {
     Frame(Option<std::io::Result<Message>>),
     Response(Arc<str>, Option<Payload>),
     KeepAlive,
+    SessionEnded,
 }
 
 struct State {
@@ -367,6 +389,10 @@ struct State {
     limits: Limits,
     shared: SharedStreams,
     shutdown: watch::Receiver<bool>,
+    sessions: SessionWatch,
+    /// The login this connection was authenticated with, watched until it
+    /// ends (None: anonymous).
+    login: Option<Watched>,
     init_received: bool,
     /// The connection's data once acknowledged: its session and loaders.
     data: Option<Arc<Data>>,
@@ -393,10 +419,12 @@ impl State {
                     Event::Response(id, response)
                 }
                 _ = keep_alive.tick() => Event::KeepAlive,
+                _ = login_ended(&mut self.login) => Event::SessionEnded,
             };
             let step = match event {
                 Event::Shutdown => Err(End::close(1001, "server shutting down")),
                 Event::InitTimeout => Err(self.refuse(INIT_TIMEOUT)),
+                Event::SessionEnded => Err(self.refuse(SESSION_ENDED)),
                 Event::Frame(frame) => self.on_frame(frame).await,
                 Event::Response(id, response) => self.on_response(id, response).await,
                 Event::KeepAlive => {
@@ -511,7 +539,12 @@ impl State {
         };
         let auth = from_payload.or_else(|| self.header_auth.clone());
         let session = match authenticate(self.schema.state().store(), auth.as_deref()).await {
-            Ok(session) => session,
+            Ok(session) => {
+                self.login = session
+                    .token()
+                    .map(|token| self.sessions.watch(&token_hash(token)));
+                session
+            }
             Err(AppError::Forbidden(_)) => return Err(self.refuse(FORBIDDEN)),
             Err(e) => {
                 tracing::error!(error = ?e, "WebSocket connection_init: session lookup failed");
@@ -646,6 +679,14 @@ impl State {
     }
 }
 
+/// Resolves when the connection's login ends; never for an anonymous one.
+async fn login_ended(login: &mut Option<Watched>) {
+    match login {
+        Some(login) => login.ended().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The write half, where every write is bounded in time.
 struct Outbox {
     sink: SplitSink<WebSocketStream, Message>,
@@ -758,6 +799,7 @@ mod tests {
             FORBIDDEN,
             UNAUTHORIZED,
             TOO_MANY_INITS,
+            SESSION_ENDED,
             INTERNAL,
         ] {
             assert!(refusal.reason.len() <= 123);
@@ -796,7 +838,17 @@ mod tests {
             max_connections_per_client: 2,
             max_shared_streams: 0,
         };
-        let ws = WebSockets::new(limits, Shutdown::default(), pubsub());
+        let pubsub = pubsub();
+        let store = Store::new(
+            crate::store::Locator::url("redis://127.0.0.1:1").unwrap(),
+            1,
+            Duration::from_millis(10),
+            Duration::from_millis(10),
+            None,
+        )
+        .unwrap();
+        let sessions = SessionWatch::start(store, &pubsub);
+        let ws = WebSockets::new(limits, Shutdown::default(), pubsub, sessions);
         let ip: IpAddr = [127, 0, 0, 1].into();
         let a = ws.admit(Some(ip));
         let b = ws.admit(Some(ip));

@@ -35,6 +35,10 @@ pub const SCORE_CHANNEL: &str = "votegraph:score-changed";
 /// Pub/sub channel of new posts (`{id, groups, at}`), published by the post
 /// script for `Subscription.articlePosted`.
 pub const POSTED_CHANNEL: &str = "votegraph:article-posted";
+/// Pub/sub channel of ended sessions (the SHA-256 of the token, as text),
+/// published by `logOut` so every instance closes the WebSockets that were
+/// authenticated with it.
+pub const SESSION_ENDED_CHANNEL: &str = "votegraph:session-ended";
 
 /// Seconds during which an article can be voted on (book: one week).
 pub const VOTING_WINDOW_SECS: u64 = 7 * 24 * 60 * 60;

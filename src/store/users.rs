@@ -156,14 +156,42 @@ impl Store {
         Ok(name.map(UserName::from_stored))
     }
 
-    /// Revokes a session; true when one was revoked.
+    /// Revokes a session; true when one was revoked. The revocation is
+    /// published in the same transaction, so every instance ends what was
+    /// authenticated with it (see `crate::sessions`).
     pub async fn delete_session(&self, token_hash: &str) -> AppResult<bool> {
         let mut conn = self.conn().await?;
-        let n: i64 = redis::cmd("DEL")
+        let (deleted,): (i64,) = redis::pipe()
+            .atomic()
+            .cmd("DEL")
             .arg(keys::session(token_hash))
+            .cmd("PUBLISH")
+            .arg(keys::SESSION_ENDED_CHANNEL)
+            .arg(token_hash)
+            .ignore()
             .query_async(&mut conn)
             .await?;
-        Ok(n == 1)
+        Ok(deleted == 1)
+    }
+
+    /// Which of `token_hashes` no longer have a session (logged out,
+    /// expired, deleted), in one round trip.
+    pub async fn ended_sessions<'a>(&self, token_hashes: &[&'a str]) -> AppResult<Vec<&'a str>> {
+        if token_hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for hash in token_hashes {
+            pipe.cmd("EXISTS").arg(keys::session(hash));
+        }
+        let mut conn = self.conn().await?;
+        let exists: Vec<bool> = pipe.query_async(&mut conn).await?;
+        Ok(token_hashes
+            .iter()
+            .zip(exists)
+            .filter(|(_, exists)| !exists)
+            .map(|(hash, _)| *hash)
+            .collect())
     }
 }
 

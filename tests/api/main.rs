@@ -32,6 +32,7 @@ mod replicas;
 mod resilience;
 mod schema;
 mod server;
+mod sessions;
 mod shared_subscriptions;
 mod slugs;
 mod subscriptions;

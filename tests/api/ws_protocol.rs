@@ -3,146 +3,17 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::MaybeTlsStream;
 
 use crate::helpers::{
     spawn_app, spawn_app_with, spawn_server_until, test_settings, TestApp, TestRedis,
 };
-use crate::ws::{LEGACY_WS, TRANSPORT_WS};
+use crate::ws::{ws_request, Raw, LEGACY_WS, TRANSPORT_WS};
 
 const SCORE_CHANGED: &str = "subscription { scoreChanged { votes } }";
-
-/// What a raw client saw next.
-#[derive(Debug, PartialEq)]
-enum Seen {
-    /// A protocol message (keep-alives skipped).
-    Msg(Value),
-    /// A close frame: code and reason.
-    Closed(u16, String),
-    /// The socket ended without a close frame.
-    Ended,
-}
-
-/// A WebSocket client that shows everything, close frames included.
-struct Raw {
-    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    protocol: &'static str,
-}
-
-fn ws_request(
-    address: &str,
-    protocol: &str,
-) -> tokio_tungstenite::tungstenite::handshake::client::Request {
-    let url = format!("{}/graphql", address.replacen("http", "ws", 1));
-    let mut request = url.into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("sec-websocket-protocol", protocol.parse().unwrap());
-    request
-}
-
-impl Raw {
-    async fn connect(address: &str, protocol: &'static str) -> Self {
-        let (socket, _) = tokio_tungstenite::connect_async(ws_request(address, protocol))
-            .await
-            .expect("ws connect");
-        Self { socket, protocol }
-    }
-
-    /// Connected and acknowledged, anonymous.
-    async fn ready(address: &str, protocol: &'static str) -> Self {
-        let mut raw = Self::connect(address, protocol).await;
-        raw.init(json!({})).await;
-        raw
-    }
-
-    async fn init(&mut self, payload: Value) {
-        self.send(json!({ "type": "connection_init", "payload": payload }))
-            .await;
-        assert_eq!(
-            self.next().await,
-            Seen::Msg(json!({ "type": "connection_ack" }))
-        );
-    }
-
-    async fn send(&mut self, message: Value) {
-        self.send_text(message.to_string()).await;
-    }
-
-    async fn send_text(&mut self, text: String) {
-        self.socket.send(Message::text(text)).await.unwrap();
-    }
-
-    async fn subscribe(&mut self, id: &str, query: &str) {
-        let kind = if self.protocol == TRANSPORT_WS {
-            "subscribe"
-        } else {
-            "start"
-        };
-        self.send(json!({ "type": kind, "id": id, "payload": { "query": query } }))
-            .await;
-    }
-
-    /// The next thing seen within 10 s.
-    async fn next(&mut self) -> Seen {
-        loop {
-            let frame = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
-                .await
-                .expect("nothing within 10 s");
-            match frame {
-                None | Some(Err(_)) => return Seen::Ended,
-                Some(Ok(Message::Close(Some(frame)))) => {
-                    return Seen::Closed(frame.code.into(), frame.reason.to_string())
-                }
-                Some(Ok(Message::Close(None))) => return Seen::Closed(1005, String::new()),
-                Some(Ok(Message::Text(text))) => {
-                    let message: Value = serde_json::from_str(&text).unwrap();
-                    if message["type"] != "ka" {
-                        return Seen::Msg(message);
-                    }
-                }
-                Some(Ok(_)) => {}
-            }
-        }
-    }
-
-    async fn expect_close(&mut self, code: u16) -> String {
-        match self.next().await {
-            Seen::Closed(got, reason) => {
-                assert_eq!(got, code, "close reason {reason:?}");
-                assert!(reason.len() <= 123, "close reason too long: {reason}");
-                reason
-            }
-            other => panic!("expected close {code}, saw {other:?}"),
-        }
-    }
-
-    /// The legacy protocol's `connection_error`, then the close frame.
-    async fn expect_connection_error(&mut self, code: u16) -> String {
-        let Seen::Msg(message) = self.next().await else {
-            panic!("expected connection_error")
-        };
-        assert_eq!(message["type"], "connection_error", "{message}");
-        self.expect_close(code).await;
-        message["payload"]["message"]
-            .as_str()
-            .expect("a message")
-            .to_owned()
-    }
-
-    async fn msg(&mut self) -> Value {
-        match self.next().await {
-            Seen::Msg(message) => message,
-            other => panic!("expected a message, saw {other:?}"),
-        }
-    }
-}
 
 async fn app_with(configure: impl FnOnce(&mut votegraph::config::Settings)) -> TestApp {
     spawn_app_with(TestRedis::start().await, |redis| {

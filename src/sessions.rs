@@ -1,0 +1,168 @@
+//! Ended sessions end everywhere: the WebSockets authenticated with a
+//! login token are closed (4403) once that token stops being valid, on
+//! every instance, within a second.
+//!
+//! An HTTP request looks its token up each time, so a revoked token stops
+//! working at once there. A WebSocket authenticates once, at
+//! `connection_init`, and may live for days; so each instance keeps the
+//! token hashes of its open authenticated sockets here and ends them:
+//!
+//! - **at once** when `logOut` on any instance publishes the hash on
+//!   `votegraph:session-ended` (pub/sub, one connection per process);
+//! - **within [`SWEEP_INTERVAL`]** otherwise: a sweep asks Redis, in one
+//!   pipelined round trip per 1,000 tokens, which sessions still exist. It
+//!   catches expiry, a session key deleted by hand, and a `logOut` whose
+//!   message was lost (pub/sub delivers at most once).
+//!
+//! A sweep that cannot reach Redis ends nothing: an outage is not a logout.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
+
+use crate::pubsub::PubSub;
+use crate::store::Store;
+use crate::sync::{lock, AbortOnDrop};
+
+/// How often the open sockets' sessions are checked in Redis.
+pub const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Tokens checked per round trip of a sweep.
+const SWEEP_BATCH: usize = 1_000;
+
+/// The authenticated sockets of this process, by token hash; cheap to
+/// clone.
+#[derive(Clone)]
+pub struct SessionWatch {
+    inner: Arc<Inner>,
+    _task: Arc<AbortOnDrop>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Token hash → the watchers of the sockets using it, by socket.
+    open: Mutex<HashMap<Arc<str>, HashMap<u64, watch::Sender<bool>>>>,
+    next_id: AtomicU64,
+    ended: AtomicU64,
+}
+
+/// One socket's hold on its session; dropping it (the socket closed)
+/// forgets the socket.
+pub struct Watched {
+    inner: Arc<Inner>,
+    hash: Arc<str>,
+    id: u64,
+    ended: watch::Receiver<bool>,
+}
+
+impl Watched {
+    /// Resolves once the session has ended (at once if it already has).
+    pub async fn ended(&mut self) {
+        // An error means the sender is gone, which only the end does.
+        let _ = self.ended.wait_for(|ended| *ended).await;
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        let mut open = lock(&self.inner.open);
+        if let Some(sockets) = open.get_mut(&self.hash) {
+            sockets.remove(&self.id);
+            if sockets.is_empty() {
+                open.remove(&self.hash);
+            }
+        }
+    }
+}
+
+impl SessionWatch {
+    /// Starts ending sessions as `pubsub` announces them and as the sweep
+    /// of `store` finds them gone.
+    pub fn start(store: Store, pubsub: &PubSub) -> Self {
+        let inner = Arc::new(Inner::default());
+        let announced = pubsub.subscribe_ended_sessions();
+        let task = tokio::spawn(run(inner.clone(), store, announced));
+        Self {
+            inner,
+            _task: Arc::new(AbortOnDrop(task)),
+        }
+    }
+
+    /// Watches the session of `token_hash` for one socket.
+    pub fn watch(&self, token_hash: &str) -> Watched {
+        let (sender, ended) = watch::channel(false);
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let hash: Arc<str> = Arc::from(token_hash);
+        lock(&self.inner.open)
+            .entry(hash.clone())
+            .or_default()
+            .insert(id, sender);
+        Watched {
+            inner: self.inner.clone(),
+            hash,
+            id,
+            ended,
+        }
+    }
+
+    /// Distinct sessions watched now.
+    pub fn sessions(&self) -> usize {
+        lock(&self.inner.open).len()
+    }
+
+    /// Sockets ended because their session did, ever.
+    pub fn ended_sockets(&self) -> u64 {
+        self.inner.ended.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    /// Tells every socket of `hash` that its session ended.
+    fn end(&self, hash: &str) {
+        if let Some(sockets) = lock(&self.open).remove(hash) {
+            self.ended
+                .fetch_add(sockets.len() as u64, Ordering::Relaxed);
+            for sender in sockets.values() {
+                sender.send_replace(true);
+            }
+        }
+    }
+
+    fn hashes(&self) -> Vec<Arc<str>> {
+        lock(&self.open).keys().cloned().collect()
+    }
+}
+
+async fn run(inner: Arc<Inner>, store: Store, mut announced: broadcast::Receiver<Arc<str>>) {
+    let mut sweep = tokio::time::interval(SWEEP_INTERVAL);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            hash = announced.recv() => match hash {
+                Ok(hash) => inner.end(&hash),
+                // Missed announcements are caught by the next sweep.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = sweep.tick() => sweep_once(&inner, &store).await,
+        }
+    }
+}
+
+/// Ends the watched sessions Redis no longer has.
+async fn sweep_once(inner: &Inner, store: &Store) {
+    let hashes = inner.hashes();
+    for batch in hashes.chunks(SWEEP_BATCH) {
+        let batch: Vec<&str> = batch.iter().map(|h| &**h).collect();
+        match store.ended_sessions(&batch).await {
+            Ok(ended) => ended.into_iter().for_each(|hash| inner.end(hash)),
+            Err(e) => {
+                tracing::warn!(error = %e, "checking the WebSockets' sessions failed; retrying");
+                return;
+            }
+        }
+    }
+}
