@@ -41,10 +41,13 @@ pub struct SessionWatch {
     _task: Arc<AbortOnDrop>,
 }
 
+/// The sockets using one login, by socket id.
+type Sockets = HashMap<u64, watch::Sender<bool>>;
+
 #[derive(Default)]
 struct Inner {
-    /// Token hash → the watchers of the sockets using it, by socket.
-    open: Mutex<HashMap<Arc<str>, HashMap<u64, watch::Sender<bool>>>>,
+    /// Token hash → the sockets using it.
+    open: Mutex<HashMap<Arc<str>, Sockets>>,
     next_id: AtomicU64,
     ended: AtomicU64,
 }
