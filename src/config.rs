@@ -349,6 +349,34 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_PERSISTED_QUERIES_MAX", default_value_t = 5_000)]
     pub persisted_queries_max: u64,
 
+    /// New persisted documents one client address may register
+    /// (COUNT/SECONDS). An app has a few dozen distinct operations and each
+    /// is registered once per server, by the first client that sends it;
+    /// re-registering a known document is not counted.
+    #[arg(
+        long,
+        env = "VOTEGRAPH_RATE_PERSISTED_QUERY",
+        default_value = "100/3600"
+    )]
+    pub rate_persisted_query: RateLimit,
+
+    /// New persisted documents all clients together may register
+    /// (COUNT/SECONDS): many addresses cannot churn the store either.
+    #[arg(
+        long,
+        env = "VOTEGRAPH_RATE_PERSISTED_QUERY_SITE",
+        default_value = "1000/3600"
+    )]
+    pub rate_persisted_query_site: RateLimit,
+
+    /// Share of Redis' `maxmemory` (percent) past which new persisted
+    /// documents are refused (SERVICE_UNAVAILABLE), so they never take the
+    /// room users' writes need. Without a `maxmemory`, only the count cap
+    /// applies.
+    #[arg(long, env = "VOTEGRAPH_PERSISTED_QUERY_MAX_MEMORY_PERCENT", default_value_t = 80,
+          value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub persisted_query_max_memory_percent: u8,
+
     /// Seconds a persisted document is kept after its last registration.
     #[arg(
         long,
@@ -410,6 +438,9 @@ impl Settings {
         crate::persisted::PersistedLimits {
             ttl_secs: self.persisted_query_ttl_secs.max(1),
             max_documents: self.persisted_queries_max.max(1),
+            per_address: self.rate_persisted_query,
+            per_site: self.rate_persisted_query_site,
+            max_memory_percent: self.persisted_query_max_memory_percent,
         }
     }
 

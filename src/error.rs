@@ -97,6 +97,10 @@ pub enum AppError {
     /// The server is at its connection limit.
     #[error("the server is at its connection limit; try again shortly")]
     Overloaded,
+    /// Redis is close to its `maxmemory`: new persisted queries are not
+    /// registered, so they cannot take the room users' writes need.
+    #[error("the server is not registering new persisted queries now (its storage is nearly full); send the query text without extensions.persistedQuery, or try again in {retry_after_secs} seconds")]
+    RegistrationsPaused { retry_after_secs: u64 },
     /// The work in flight fills the process' budget (see `budget.rs`) and
     /// none was given back in time.
     #[error("the server is busy with other requests; try again in {retry_after_secs} second(s)")]
@@ -162,7 +166,9 @@ impl AppError {
             AppError::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             AppError::MethodNotAllowed | AppError::UnsupportedMethod => "METHOD_NOT_ALLOWED",
             AppError::RequestTimeout => "REQUEST_TIMEOUT",
-            AppError::Overloaded | AppError::Busy { .. } => "SERVICE_UNAVAILABLE",
+            AppError::Overloaded | AppError::Busy { .. } | AppError::RegistrationsPaused { .. } => {
+                "SERVICE_UNAVAILABLE"
+            }
             AppError::Syntax { .. } => "GRAPHQL_PARSE_FAILED",
             AppError::InvalidDocument { .. } => "GRAPHQL_VALIDATION_FAILED",
             AppError::VariableCoercion { .. } => "BAD_USER_INPUT",
@@ -182,7 +188,9 @@ impl AppError {
                 StatusCode::METHOD_NOT_ALLOWED
             }
             AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            AppError::Overloaded | AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Overloaded | AppError::Busy { .. } | AppError::RegistrationsPaused { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AppError::RateLimited { .. } | AppError::TooManyConnections { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -221,7 +229,8 @@ impl AppError {
             | AppError::TooManyConnections {
                 retry_after_secs, ..
             }
-            | AppError::Busy { retry_after_secs } => Some(*retry_after_secs),
+            | AppError::Busy { retry_after_secs }
+            | AppError::RegistrationsPaused { retry_after_secs } => Some(*retry_after_secs),
             AppError::Overloaded => Some(1),
             _ => None,
         }
@@ -265,6 +274,8 @@ pub enum RateScope {
     Address,
     /// The logged-in user.
     User,
+    /// Every client together.
+    Site,
 }
 
 impl RateScope {
@@ -273,6 +284,7 @@ impl RateScope {
             RateScope::Name => " for this name",
             RateScope::Address => " from this address",
             RateScope::User => "",
+            RateScope::Site => " from all clients",
         }
     }
 }

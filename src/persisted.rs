@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 use async_graphql::Value;
 use sha2::Digest;
 
+use crate::client::ClientAddr;
 use crate::error::{AppError, AppResult};
-use crate::store::Store;
+use crate::store::{RegisterLimits, Store};
 use crate::sync::lock;
 
 /// Texts kept in-process at most (by count and bytes); past either bound
@@ -33,12 +34,9 @@ use crate::sync::lock;
 const LOCAL_MAX_DOCUMENTS: usize = 1024;
 const LOCAL_MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
 
-/// How long and how many documents Redis keeps.
-#[derive(Debug, Clone, Copy)]
-pub struct PersistedLimits {
-    pub ttl_secs: u64,
-    pub max_documents: u64,
-}
+/// How long and how many documents Redis keeps, and how fast and while
+/// how much memory they may be registered.
+pub type PersistedLimits = RegisterLimits;
 
 /// The registry: Redis behind an in-process map.
 pub struct PersistedQueries {
@@ -49,6 +47,7 @@ pub struct PersistedQueries {
     redis_hits: AtomicU64,
     misses: AtomicU64,
     registrations: AtomicU64,
+    refused: AtomicU64,
 }
 
 /// Texts by hash, bounded like the parsed-document cache.
@@ -105,6 +104,7 @@ impl PersistedQueries {
             redis_hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             registrations: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -135,21 +135,35 @@ impl PersistedQueries {
         Ok(Some(Registration { hash }))
     }
 
-    /// Registers a checked document. A failure is logged and the request
-    /// goes on: it has its text, and the client registers again on the
-    /// next miss.
-    pub async fn register(&self, registration: Registration, text: &str) {
+    /// Registers a checked document from `client`. A refusal (a rate
+    /// limit, Redis nearly full) is the request's answer; a failure to
+    /// reach Redis is logged and the request goes on: it has its text, and
+    /// the client registers again on the next miss.
+    pub async fn register(
+        &self,
+        registration: Registration,
+        text: &str,
+        client: ClientAddr,
+    ) -> AppResult<()> {
         let Registration { hash } = registration;
         let stored = self
             .store
-            .register_document(&hash, text, self.limits.ttl_secs, self.limits.max_documents)
+            .register_document(&hash, text, client, self.limits)
             .await;
         match stored {
             Ok(()) => {
                 self.registrations.fetch_add(1, Ordering::Relaxed);
                 self.keep(hash, Arc::from(text));
+                Ok(())
             }
-            Err(e) => tracing::warn!(error = %e, "persisted query not registered"),
+            Err(e @ (AppError::RateLimited { .. } | AppError::RegistrationsPaused { .. })) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "persisted query not registered");
+                Ok(())
+            }
         }
     }
 
@@ -202,6 +216,7 @@ impl PersistedQueries {
             "redisHits": self.redis_hits.load(Ordering::Relaxed),
             "misses": self.misses.load(Ordering::Relaxed),
             "registrations": self.registrations.load(Ordering::Relaxed),
+            "refusedRegistrations": self.refused.load(Ordering::Relaxed),
         })
     }
 }

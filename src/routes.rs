@@ -254,11 +254,14 @@ async fn execute(
     }
     if let Some(registration) = registration {
         // Only a document that passed every limit is kept.
-        schema
+        let registered = schema
             .state()
             .persisted()
-            .register(registration, &request.query)
+            .register(registration, &request.query, client)
             .await;
+        if let Err(e) = registered {
+            return refusal(e, wants.media);
+        }
     }
     let want_cost = headers.contains_key(COST_HEADER);
     let auth = authorization(headers);

@@ -174,6 +174,12 @@ pub fn client_rate(addr: ClientAddr, action: RateAction) -> String {
     format!("{CLIENT_PREFIX}{addr}:rate:{}", action.as_str())
 }
 
+/// `rate:site:<action>`: calls of `action` by every client together in the
+/// current fixed window, for the writes also limited site-wide.
+pub fn site_rate(action: RateAction) -> String {
+    format!("rate:site:{}", action.as_str())
+}
+
 /// A write that is rate limited; its name is the last part of its counter's
 /// key (`user:<name>:rate:vote`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +191,8 @@ pub enum RateAction {
     Vote,
     SetGroups,
     RenameSlug,
+    /// Registering a new automatic persisted query.
+    RegisterQuery,
 }
 
 impl RateAction {
@@ -197,6 +205,7 @@ impl RateAction {
             RateAction::Vote => "vote",
             RateAction::SetGroups => "set-groups",
             RateAction::RenameSlug => "rename-slug",
+            RateAction::RegisterQuery => "register-query",
         }
     }
 
@@ -210,6 +219,7 @@ impl RateAction {
             RateAction::Vote => "votes",
             RateAction::SetGroups => "group changes",
             RateAction::RenameSlug => "slug renames",
+            RateAction::RegisterQuery => "persisted-query registrations",
         }
     }
 }

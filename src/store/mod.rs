@@ -30,6 +30,7 @@ pub use articles::{
 pub use feeds::{Cursor, FeedPage, List, Order, Position, TopIndex};
 pub use groups::{DirectoryPage, GroupCursor, GroupPosition};
 pub use locator::Locator;
+pub use scripts::RegisterLimits;
 pub use users::{LoginLimit, Standing};
 pub use votes::{Backfill, BackfillReport};
 

@@ -1425,6 +1425,124 @@ pub async fn view(
     VIEW.call(&invocation, conn).await
 }
 
+// --- persisted query registration ---------------------------------------
+
+/// What the registration script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterReply {
+    /// Kept (a known document: its TTL and place refreshed).
+    Registered,
+    /// Redis is near its `maxmemory`: nothing was written.
+    MemoryNearlyFull,
+    AddressLimited {
+        retry_after_secs: u64,
+    },
+    SiteLimited {
+        retry_after_secs: u64,
+    },
+}
+
+impl ScriptReply for RegisterReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("ok", _) => Some(Self::Registered),
+            ("memory", _) => Some(Self::MemoryNearlyFull),
+            ("address", v) => Some(Self::AddressLimited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("site", v) => Some(Self::SiteLimited {
+                retry_after_secs: seconds(v)?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// KEYS `document:<sha256>`, `document:registered`, the address' and the
+/// site's registration counters; ARGV the text, the TTL in seconds, the
+/// most documents kept, the address' limit and window, the site's limit
+/// and window, and the share of `maxmemory` (percent) past which new
+/// documents are refused.
+///
+/// Registrations older than the TTL have expired with their key and are
+/// pruned from the index first. A known document is refreshed (TTL and
+/// place) without being counted: it takes no new memory. A new one is
+/// refused, writing nothing, when Redis' `used_memory` has reached the
+/// share of `maxmemory` (the room left is for users' writes), then counted
+/// against the address and the site. A new document past the cap pushes
+/// the oldest ones out (their keys are deleted), so the documents held
+/// never exceed the cap. Times are Redis' clock in microseconds, made
+/// strictly increasing, so "oldest" is registration order even within one
+/// second.
+const REGISTER_LUA: &str = r#"
+local document, index, by_address, by_site = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', index, '-inf', now - ttl)
+if not redis.call('ZSCORE', index, document) then
+  local info = redis.call('INFO', 'memory')
+  local used = tonumber(string.match(info, 'used_memory:(%d+)'))
+  local limit = tonumber(string.match(info, 'maxmemory:(%d+)'))
+  if used and limit and limit > 0 and used * 100 >= limit * tonumber(ARGV[8]) then
+    return {'memory'}
+  end
+  local wait = rate_limit(by_address, ARGV[4], ARGV[5])
+  if wait > 0 then return {'address', wait} end
+  wait = rate_limit(by_site, ARGV[6], ARGV[7])
+  if wait > 0 then return {'site', wait} end
+  local over = redis.call('ZCARD', index) - max + 1
+  if over > 0 then
+    local oldest = redis.call('ZPOPMIN', index, over)
+    for i = 1, #oldest, 2 do redis.call('DEL', oldest[i]) end
+  end
+end
+local last = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
+if last[2] and tonumber(last[2]) >= now then now = tonumber(last[2]) + 0.000001 end
+redis.call('SET', document, ARGV[1], 'EX', ttl)
+redis.call('ZADD', index, now, document)
+return {'ok'}
+"#;
+
+static REGISTER: LazyLock<Lua<RegisterReply>> =
+    LazyLock::new(|| Lua::new("register-document", &[RATE_LUA, REGISTER_LUA].concat()));
+
+/// How a registration is bounded (see [`REGISTER_LUA`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterLimits {
+    pub ttl_secs: u64,
+    pub max_documents: u64,
+    pub per_address: RateLimit,
+    pub per_site: RateLimit,
+    pub max_memory_percent: u8,
+}
+
+/// Runs the registration script for `text` under `sha256_hex`, counted
+/// against `address_key`.
+pub async fn register_document(
+    conn: &mut Conn,
+    sha256_hex: &str,
+    text: &str,
+    address_key: String,
+    limits: RegisterLimits,
+) -> AppResult<RegisterReply> {
+    let mut invocation = REGISTER.invocation();
+    invocation
+        .key(keys::document(sha256_hex))
+        .key(keys::DOCUMENTS)
+        .key(address_key)
+        .key(keys::site_rate(RateAction::RegisterQuery))
+        .arg(text)
+        .arg(limits.ttl_secs.max(1))
+        .arg(limits.max_documents.max(1))
+        .arg(limits.per_address.count())
+        .arg(limits.per_address.window_secs())
+        .arg(limits.per_site.count())
+        .arg(limits.per_site.window_secs())
+        .arg(limits.max_memory_percent);
+    REGISTER.call(&invocation, conn).await
+}
+
 // --- vote index backfill ------------------------------------------------
 
 /// Where a backfill pass goes on: the `time:` score to start from (the last

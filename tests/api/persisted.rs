@@ -367,3 +367,150 @@ async fn a_real_apollo_client_misses_registers_and_then_reads_over_get() {
     let text: String = redis.get(&keys[0]).await.unwrap();
     assert_eq!(keys[0], format!("document:{}", sha256(&text)));
 }
+
+/// Registers `query` (its text and hash) as the client `from` (through a
+/// trusted proxy's `X-Forwarded-For`); (status, Retry-After, body).
+async fn register_from(app: &TestApp, from: &str, query: &str) -> (u16, Option<String>, Value) {
+    let response = app
+        .client
+        .post(format!("{}/graphql", app.address))
+        .header("x-forwarded-for", from)
+        .json(&json!({ "query": query, "extensions": persisted(&sha256(query)) }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, retry, response.json().await.unwrap())
+}
+
+async fn stored(app: &TestApp, query: &str) -> bool {
+    let mut conn = app.redis.conn().await;
+    conn.exists(format!("document:{}", sha256(query)))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn registrations_are_limited_per_address_and_for_the_whole_site() {
+    let app = spawn_app_with(TestRedis::start().await, |r| {
+        let mut s = test_settings(r);
+        s.trusted_proxies = "127.0.0.1".parse().unwrap();
+        s.rate_persisted_query = "3/600".parse().unwrap();
+        s.rate_persisted_query_site = "5/600".parse().unwrap();
+        s
+    })
+    .await;
+    let doc = |i: usize| format!("{{ articleCount }} # document {i}");
+    for i in 0..3 {
+        let (status, _, body) = register_from(&app, "10.0.0.1", &doc(i)).await;
+        assert_eq!(
+            (status, body["data"]["articleCount"].clone()),
+            (200, json!(0)),
+            "{body}"
+        );
+    }
+    // The address' fourth new document is refused and not kept.
+    let (status, retry, body) = register_from(&app, "10.0.0.1", &doc(3)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(error_code(&body), "RATE_LIMITED");
+    let message = body["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("persisted-query registrations from this address"),
+        "{message}"
+    );
+    assert!(retry.is_some_and(|s| s.parse::<u64>().unwrap() > 0));
+    assert!(body.get("data").is_none(), "nothing ran: {body}");
+    assert!(
+        !stored(&app, &doc(3)).await,
+        "a refused registration writes nothing"
+    );
+    let (_, _, body) = get_hash(&app.client, &app.address, &sha256(&doc(3)), None).await;
+    assert_eq!(error_code(&body), "PERSISTED_QUERY_NOT_FOUND");
+    // A document it already registered is not counted again.
+    let (status, _, body) = register_from(&app, "10.0.0.1", &doc(0)).await;
+    assert_eq!(status, 200, "{body}");
+    // Other addresses have their own budget, until the site's is spent.
+    for (i, from) in [(4, "10.0.0.2"), (5, "10.0.0.3")] {
+        let (status, _, body) = register_from(&app, from, &doc(i)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, _, body) = register_from(&app, "10.0.0.4", &doc(6)).await;
+    assert_eq!((status, error_code(&body)), (429, "RATE_LIMITED"), "{body}");
+    let message = body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("from all clients"), "{message}");
+    assert!(!stored(&app, &doc(6)).await);
+    // Plain queries are not registrations: the same text runs without one.
+    let (status, body) = post(&app, json!({ "query": doc(6) }), None).await;
+    assert_eq!(
+        (status, body["data"]["articleCount"].clone()),
+        (200, json!(0))
+    );
+}
+
+#[tokio::test]
+async fn registrations_stop_before_redis_is_full_and_never_starve_users_writes() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    let article = app.post(&token, "before", &[]).await;
+    let mut admin = app.redis.conn().await;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Room for about 1.5 MB more: registrations stop at 80 % of it.
+    let max = used + 1_500_000;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(max)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let padding = "x".repeat(30_000);
+    let mut refused = None;
+    for i in 0..200 {
+        let query = format!("{{ articleCount }} # {i} {padding}");
+        let (status, retry, body) = register_from(&app, "127.0.0.1", &query).await;
+        if status != 200 {
+            refused = Some((i, status, retry, body, query));
+            break;
+        }
+    }
+    let (kept, status, retry, body, query) = refused.expect("registrations stop");
+    assert!(kept > 5, "some documents were registered first ({kept})");
+    assert_eq!(
+        (status, error_code(&body)),
+        (503, "SERVICE_UNAVAILABLE"),
+        "{body}"
+    );
+    assert_eq!(retry.as_deref(), Some("60"));
+    assert!(body["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("without extensions.persistedQuery"));
+    assert!(!stored(&app, &query).await);
+    // Users' writes still have room.
+    let voter = app.sign_up("bob").await;
+    let vote = app.vote(&voter, article["id"].as_str().unwrap()).await;
+    assert_eq!(vote["data"]["vote"]["votes"], 2, "{vote}");
+    let posted = app
+        .gql_ok(
+            "mutation { post(title: \"after\", link: \"https://example.com/\") { id } }",
+            json!({}),
+            Some(&token),
+        )
+        .await;
+    assert!(posted["post"]["id"].is_string(), "{posted}");
+}
