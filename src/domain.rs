@@ -201,9 +201,22 @@ impl GroupName {
     }
 }
 
-/// A user name: `[A-Za-z0-9_-]{3,32}`, compared case-sensitively.
+/// A user name: `[A-Za-z0-9_-]{3,32}`. Two names that differ only in
+/// case are one name (see [`UserName::folded`]): readers could not tell
+/// `CaseTwin` from `casetwin` apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UserName(String);
+
+/// The form of a name under which its case variants are one:
+/// [`UserName::folded`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FoldedName(String);
+
+impl FoldedName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 impl UserName {
     pub fn parse(raw: &str) -> AppResult<Self> {
@@ -229,6 +242,17 @@ impl UserName {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The name with Unicode default case folding and NFKC applied (twice,
+    /// as Unicode's compatibility caseless match does, since each can undo
+    /// the other's normal form): `CaseTwin` and `casetwin` fold alike.
+    /// Names are ASCII today, where this is lower case; the folding keeps
+    /// the rule right if the alphabet ever grows.
+    pub fn folded(&self) -> FoldedName {
+        use unicode_normalization::UnicodeNormalization;
+        let once: String = caseless::default_case_fold_str(&self.0).nfkc().collect();
+        FoldedName(caseless::default_case_fold_str(&once).nfkc().collect())
     }
 
     /// The member used for this user in `voted:<id>` sets and `poster` fields.
@@ -401,6 +425,19 @@ impl PageRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_differ_only_in_case_fold_alike() {
+        let fold = |n: &str| UserName::from_stored(n.to_owned()).folded();
+        assert_eq!(fold("CaseTwin"), fold("casetwin"));
+        assert_eq!(fold("CASE-twin_1").as_str(), "case-twin_1");
+        assert_ne!(fold("casetwin"), fold("casetwim"));
+        // Full folding and compatibility forms, should names ever allow
+        // them: ß is ss, the ligature ﬁ is fi, K (Kelvin) is k.
+        assert_eq!(fold("Stra\u{DF}e"), fold("STRASSE"));
+        assert_eq!(fold("\u{FB01}le"), fold("FILE"));
+        assert_eq!(fold("\u{212A}elvin"), fold("kelvin"));
+    }
 
     #[test]
     fn titles_are_trimmed_and_bounded() {

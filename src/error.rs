@@ -97,6 +97,12 @@ pub enum AppError {
     /// The server is at its connection limit.
     #[error("the server is at its connection limit; try again shortly")]
     Overloaded,
+    /// The first start is still indexing the existing accounts' names, and
+    /// a sign-up must wait for it (a case twin could slip in otherwise).
+    #[error(
+        "the server is still indexing existing accounts; try again in {retry_after_secs} seconds"
+    )]
+    Starting { retry_after_secs: u64 },
     /// Redis is close to its `maxmemory`: new persisted queries are not
     /// registered, so they cannot take the room users' writes need.
     #[error("the server is not registering new persisted queries now (its storage is nearly full); send the query text without extensions.persistedQuery, or try again in {retry_after_secs} seconds")]
@@ -166,9 +172,10 @@ impl AppError {
             AppError::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             AppError::MethodNotAllowed | AppError::UnsupportedMethod => "METHOD_NOT_ALLOWED",
             AppError::RequestTimeout => "REQUEST_TIMEOUT",
-            AppError::Overloaded | AppError::Busy { .. } | AppError::RegistrationsPaused { .. } => {
-                "SERVICE_UNAVAILABLE"
-            }
+            AppError::Overloaded
+            | AppError::Busy { .. }
+            | AppError::RegistrationsPaused { .. }
+            | AppError::Starting { .. } => "SERVICE_UNAVAILABLE",
             AppError::Syntax { .. } => "GRAPHQL_PARSE_FAILED",
             AppError::InvalidDocument { .. } => "GRAPHQL_VALIDATION_FAILED",
             AppError::VariableCoercion { .. } => "BAD_USER_INPUT",
@@ -188,9 +195,10 @@ impl AppError {
                 StatusCode::METHOD_NOT_ALLOWED
             }
             AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            AppError::Overloaded | AppError::Busy { .. } | AppError::RegistrationsPaused { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AppError::Overloaded
+            | AppError::Busy { .. }
+            | AppError::RegistrationsPaused { .. }
+            | AppError::Starting { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::RateLimited { .. } | AppError::TooManyConnections { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -230,7 +238,8 @@ impl AppError {
                 retry_after_secs, ..
             }
             | AppError::Busy { retry_after_secs }
-            | AppError::RegistrationsPaused { retry_after_secs } => Some(*retry_after_secs),
+            | AppError::RegistrationsPaused { retry_after_secs }
+            | AppError::Starting { retry_after_secs } => Some(*retry_after_secs),
             AppError::Overloaded => Some(1),
             _ => None,
         }

@@ -551,12 +551,18 @@ impl RequestContext {
         store
             .login_attempt(name, self.client, self.app.login, self.app.rates.log_in)
             .await?;
-        let stored = store.password_hash(name).await?;
+        // Any case of a name logs into its account.
+        let account = store.account(name).await?;
+        let (name, stored) = match account {
+            Some((name, hash)) => (Some(name), Some(hash)),
+            None => (None, None),
+        };
         if !self.app.hasher.verify(password, stored).await? {
             return Err(invalid_credentials().into());
         }
+        let name = name.ok_or_else(invalid_credentials)?;
         let token = new_token();
-        store.create_session(&token_hash(&token), name).await?;
+        store.create_session(&token_hash(&token), &name).await?;
         Ok(token)
     }
 

@@ -143,6 +143,15 @@ pub fn user_votes(name: &str) -> String {
 /// gets its own `index:<name>:built`, and `SCAN MATCH index:*` lists them.
 pub const VOTES_INDEX_BUILT: &str = "index:user-votes:built";
 
+/// Hash: a user name folded (see `UserName::folded`) → the account's name,
+/// so that names differing only in case are one name. Built from the
+/// existing accounts on the first start (see [`NAMES_INDEX_BUILT`]).
+pub const USERS_BY_FOLDED_NAME: &str = "users:by-folded-name";
+
+/// Marker set once [`USERS_BY_FOLDED_NAME`] holds every account; sign-ups
+/// wait for it, so no case twin slips in while it is built.
+pub const NAMES_INDEX_BUILT: &str = "index:user-names:built";
+
 /// `user:<name>:login-attempts`: logIn attempts counted since the first one
 /// of the current window, expiring with the window; deleted on success.
 pub fn login_attempts(name: &str) -> String {

@@ -1036,7 +1036,7 @@ pub struct Counted(pub u64);
 impl ScriptReply for Counted {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("pruned" | "built", [n]) => Some(Self(value_f64(n)? as u64)),
+            ("pruned" | "built" | "indexed", [n]) => Some(Self(value_f64(n)? as u64)),
             _ => None,
         }
     }
@@ -1158,9 +1158,13 @@ pub async fn build_top(
 /// too, which slows down probing for names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignUpReply {
-    Limited { retry_after_secs: u64 },
+    Limited {
+        retry_after_secs: u64,
+    },
     Taken,
     Created,
+    /// The folded-name index is not built yet (the first start).
+    Indexing,
 }
 
 impl ScriptReply for SignUpReply {
@@ -1171,17 +1175,23 @@ impl ScriptReply for SignUpReply {
             }),
             ("taken", _) => Some(Self::Taken),
             ("created", _) => Some(Self::Created),
+            ("indexing", _) => Some(Self::Indexing),
             _ => None,
         }
     }
 }
 
+/// A name is taken when its account exists or when another name folds
+/// to the same (a case twin); the new name is indexed by its folded form.
 const SIGN_UP_LUA: &str = r#"
-local user, session, rate = KEYS[1], KEYS[2], KEYS[3]
+local user, session, rate, by_folded, indexed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+if redis.call('EXISTS', indexed) == 0 then return {'indexing'} end
 local wait = rate_limit(rate, ARGV[5], ARGV[6])
 if wait > 0 then return {'limited', wait} end
 if redis.call('EXISTS', user) == 1 then return {'taken'} end
+if redis.call('HEXISTS', by_folded, ARGV[7]) == 1 then return {'taken'} end
 redis.call('HSET', user, 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
+redis.call('HSET', by_folded, ARGV[7], ARGV[1])
 redis.call('SET', session, ARGV[1], 'EX', ARGV[4])
 return {'created'}
 "#;
@@ -1205,13 +1215,58 @@ pub async fn sign_up(
         .key(keys::user(name.as_str()))
         .key(keys::session(token_hash))
         .key(rate_key)
+        .key(keys::USERS_BY_FOLDED_NAME)
+        .key(keys::NAMES_INDEX_BUILT)
         .arg(name.as_str())
         .arg(password_hash)
         .arg(created)
         .arg(keys::SESSION_TTL_SECS)
         .arg(limit.count())
-        .arg(limit.window_secs());
+        .arg(limit.window_secs())
+        .arg(name.folded().as_str());
     SIGN_UP.call(&invocation, conn).await
+}
+
+/// KEYS `users:by-folded-name`; ARGV the accounts' key prefix (`user:`),
+/// then pairs of (name, folded name) of existing accounts. Each folded
+/// name goes to its oldest account (by `created`, then by name), so that
+/// of two case twins made before names were folded, the first keeps the
+/// name in other cases.
+const INDEX_NAMES_LUA: &str = r#"
+local by_folded, prefix = KEYS[1], ARGV[1]
+local indexed = 0
+local function created(name)
+  return tonumber(redis.call('HGET', prefix .. name, 'created') or '0') or 0
+end
+for i = 2, #ARGV, 2 do
+  local name, folded = ARGV[i], ARGV[i + 1]
+  local current = redis.call('HGET', by_folded, folded)
+  local older = not current
+  if current and current ~= name then
+    local a, b = created(name), created(current)
+    older = a < b or (a == b and name < current)
+  end
+  if older then
+    redis.call('HSET', by_folded, folded, name)
+    indexed = indexed + 1
+  end
+end
+return {'indexed', indexed}
+"#;
+
+static INDEX_NAMES: LazyLock<Lua<Counted>> =
+    LazyLock::new(|| Lua::new("index-names", INDEX_NAMES_LUA));
+
+/// Indexes `names` (existing accounts) by their folded form.
+pub async fn index_names(conn: &mut Conn, names: &[UserName]) -> AppResult<u64> {
+    let mut invocation = INDEX_NAMES.invocation();
+    invocation
+        .key(keys::USERS_BY_FOLDED_NAME)
+        .arg(keys::USER_PREFIX);
+    for name in names {
+        invocation.arg(name.as_str()).arg(name.folded().as_str());
+    }
+    Ok(INDEX_NAMES.call(&invocation, conn).await?.0)
 }
 
 // --- login attempt ------------------------------------------------------
@@ -1267,7 +1322,7 @@ pub async fn login_attempt(
 ) -> AppResult<LoginAttemptReply> {
     let mut invocation = LOGIN_ATTEMPT.invocation();
     invocation
-        .key(keys::login_attempts(name.as_str()))
+        .key(keys::login_attempts(name.folded().as_str()))
         .key(address_key)
         .arg(name_attempts)
         .arg(name_window_secs)

@@ -77,6 +77,9 @@ impl Store {
         match reply {
             SignUpReply::Created => Ok(true),
             SignUpReply::Taken => Ok(false),
+            SignUpReply::Indexing => Err(AppError::Starting {
+                retry_after_secs: 5,
+            }),
             SignUpReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
                 RateAction::SignUp,
                 RateScope::Address,
@@ -85,14 +88,72 @@ impl Store {
         }
     }
 
-    /// The stored argon2 hash of a user's password, if the user exists.
-    pub async fn password_hash(&self, name: &UserName) -> AppResult<Option<String>> {
+    /// The account `name` logs into, with its stored argon2 password hash:
+    /// the account of that exact name, else the one its case variants
+    /// fold to (see `UserName::folded`). None when there is none.
+    pub async fn account(&self, name: &UserName) -> AppResult<Option<(UserName, String)>> {
         let mut conn = self.conn().await?;
-        Ok(redis::cmd("HGET")
+        let (exact, twin): (Option<String>, Option<String>) = redis::pipe()
+            .cmd("HGET")
             .arg(keys::user(name.as_str()))
             .arg("password")
+            .cmd("HGET")
+            .arg(keys::USERS_BY_FOLDED_NAME)
+            .arg(name.folded().as_str())
             .query_async(&mut conn)
-            .await?)
+            .await?;
+        if let Some(hash) = exact {
+            return Ok(Some((name.clone(), hash)));
+        }
+        let Some(twin) = twin.filter(|twin| twin != name.as_str()) else {
+            return Ok(None);
+        };
+        let hash: Option<String> = redis::cmd("HGET")
+            .arg(keys::user(&twin))
+            .arg("password")
+            .query_async(&mut conn)
+            .await?;
+        Ok(hash.map(|hash| (UserName::from_stored(twin), hash)))
+    }
+
+    /// Indexes the existing accounts by folded name, unless that was done
+    /// (its marker is set); sign-ups wait for the marker. One SCAN of the
+    /// `user:` keys, in batches, each indexed in one script call.
+    pub async fn build_name_index(&self) -> AppResult<Option<u64>> {
+        if self.has_marker(keys::NAMES_INDEX_BUILT).await? {
+            return Ok(None);
+        }
+        let pattern = format!("{}*", keys::USER_PREFIX);
+        let (mut cursor, mut indexed) = (0u64, 0u64);
+        loop {
+            let mut conn = self.conn().await?;
+            let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1_000)
+                .arg("TYPE")
+                .arg("hash")
+                .query_async(&mut conn)
+                .await?;
+            // Accounts only: `user:<name>`, not `user:<name>:<attr>`.
+            let names: Vec<UserName> = found
+                .iter()
+                .filter_map(|key| key.strip_prefix(keys::USER_PREFIX))
+                .filter(|rest| !rest.contains(':'))
+                .filter_map(|name| UserName::parse(name).ok())
+                .collect();
+            if !names.is_empty() {
+                indexed += scripts::index_names(&mut conn, &names).await?;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        self.set_marker(keys::NAMES_INDEX_BUILT).await?;
+        Ok(Some(indexed))
     }
 
     /// Counts a logIn attempt for `name` from `client`, in one script call;
@@ -139,7 +200,7 @@ impl Store {
             .arg(keys::SESSION_TTL_SECS)
             .ignore()
             .cmd("DEL")
-            .arg(keys::login_attempts(name.as_str()))
+            .arg(keys::login_attempts(name.folded().as_str()))
             .ignore()
             .query_async(&mut conn)
             .await?;

@@ -300,3 +300,137 @@ async fn concurrent_guesses_cannot_exceed_the_limit() {
         .count();
     assert_eq!((checked, limited), (3, 17));
 }
+
+const SIGN_UP: &str =
+    "mutation($n: String!, $p: String!) { signUp(name: $n, password: $p) { token user { name } } }";
+
+#[tokio::test]
+async fn a_name_is_one_name_whatever_its_case() {
+    let app = app_with_login_limit().await;
+    let data = app
+        .gql_ok(
+            SIGN_UP,
+            json!({ "n": "CaseTwin", "p": "twin password" }),
+            None,
+        )
+        .await;
+    assert_eq!(data["signUp"]["user"]["name"], "CaseTwin");
+    // Its case twin is taken, and nothing of it is written.
+    for twin in ["casetwin", "CASETWIN", "cAsEtWiN"] {
+        let body = app
+            .gql(SIGN_UP, json!({ "n": twin, "p": "another password" }), None)
+            .await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+        assert!(
+            body["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("taken"),
+            "{body}"
+        );
+        let mut conn = app.redis.conn().await;
+        let exists: bool = conn.exists(format!("user:{twin}")).await.unwrap();
+        assert!(!exists, "{twin} was not created");
+    }
+    // Any case of the name logs into the one account.
+    for typed in ["CaseTwin", "casetwin", "CASETWIN"] {
+        let data = app
+            .gql_ok(LOG_IN, json!({ "n": typed, "p": "twin password" }), None)
+            .await;
+        let token = data["logIn"]["token"].as_str().unwrap();
+        let me = app.gql_ok(ME, json!({}), Some(token)).await;
+        assert_eq!(me["me"]["name"], "CaseTwin", "logged in as {typed}");
+    }
+    // Guesses in other cases count against the one name: 3 per window.
+    for typed in ["casetwin", "CASETWIN", "CaseTwin"] {
+        let body = app
+            .gql(LOG_IN, json!({ "n": typed, "p": "wrong password" }), None)
+            .await;
+        assert_eq!(error_code(&body), "UNAUTHENTICATED", "{body}");
+    }
+    let body = app
+        .gql(
+            LOG_IN,
+            json!({ "n": "caseTWIN", "p": "twin password" }),
+            None,
+        )
+        .await;
+    assert_eq!(error_code(&body), "RATE_LIMITED", "{body}");
+}
+
+#[tokio::test]
+async fn case_twins_made_before_names_were_folded_keep_their_accounts() {
+    let app = spawn_app().await;
+    app.gql_ok(SIGN_UP, json!({ "n": "Twin", "p": "first password" }), None)
+        .await;
+    // An older version let a case twin in: make one by hand, later, and
+    // take away the folded-name index as that version had none.
+    let mut conn = app.redis.conn().await;
+    let (hash, created): (String, i64) = redis::cmd("HMGET")
+        .arg("user:Twin")
+        .arg("password")
+        .arg("created")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = conn
+        .hset_multiple(
+            "user:twin",
+            &[
+                ("name", "twin".to_owned()),
+                ("password", hash),
+                ("created", (created + 10).to_string()),
+            ],
+        )
+        .await
+        .unwrap();
+    let _: () = conn
+        .del(&["users:by-folded-name", "index:user-names:built"])
+        .await
+        .unwrap();
+    // Until the accounts are indexed again, sign-ups wait (a twin could
+    // slip in otherwise).
+    let body = app
+        .gql(SIGN_UP, json!({ "n": "TWIN", "p": "third password" }), None)
+        .await;
+    assert_eq!(error_code(&body), "SERVICE_UNAVAILABLE", "{body}");
+    assert_eq!(body["errors"][0]["extensions"]["retryAfter"], 5);
+    // A new instance indexes the accounts on its first start.
+    let other = crate::helpers::spawn_server(test_settings(&app.redis)).await;
+    let log_in = |name: &'static str| {
+        let client = app.client.clone();
+        let address = other.address.clone();
+        async move {
+            let body = crate::helpers::gql_at(
+                &client,
+                &address,
+                LOG_IN,
+                json!({ "n": name, "p": "first password" }),
+                None,
+                None,
+            )
+            .await;
+            let token = body["data"]["logIn"]["token"].as_str().unwrap().to_owned();
+            let me =
+                crate::helpers::gql_at(&client, &address, ME, json!({}), Some(&token), None).await;
+            me["data"]["me"]["name"].as_str().unwrap().to_owned()
+        }
+    };
+    // Each twin logs in with its exact name; other cases reach the older.
+    assert_eq!(log_in("Twin").await, "Twin");
+    assert_eq!(log_in("twin").await, "twin");
+    assert_eq!(log_in("TWIN").await, "Twin");
+    // No third twin.
+    let body = crate::helpers::gql_at(
+        &app.client,
+        &other.address,
+        SIGN_UP,
+        json!({ "n": "tWiN", "p": "third password" }),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    let indexed: String = conn.hget("users:by-folded-name", "twin").await.unwrap();
+    assert_eq!(indexed, "Twin");
+}
