@@ -51,8 +51,6 @@ pub struct Application {
     grace: Duration,
     /// The `--metrics-bind` listener and its one route.
     metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
-    /// Retries the folded-name index when Redis was down at startup.
-    _name_index: Option<AbortOnDrop>,
 }
 
 impl Application {
@@ -97,7 +95,7 @@ impl Application {
         )
         .context("invalid Redis URL")?
         .with_group_scan_budget(settings.group_scan_budget);
-        let name_index = index_names(&store).await;
+        index_names(&store).await;
         let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits());
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub = PubSub::start(locator);
@@ -228,7 +226,6 @@ impl Application {
             state: state_for_app,
             grace: Duration::from_millis(settings.shutdown_grace_ms),
             metrics_listener,
-            _name_index: name_index,
         })
     }
 
@@ -363,37 +360,19 @@ fn check_redis(store: Store, source: &'static str) {
 
 /// Indexes the existing accounts by folded name (see
 /// `Store::build_name_index`) before the server serves: one round trip
-/// once done, a SCAN of the `user:` keys the first time. Sign-ups wait
-/// for it, so when Redis cannot be reached now it is retried in the
-/// background (0.5 s doubling to 30 s) for as long as the handle lives.
-async fn index_names(store: &Store) -> Option<AbortOnDrop> {
-    let first = tokio::time::timeout(Duration::from_secs(30), store.build_name_index()).await;
-    match first {
-        Ok(Ok(indexed)) => {
-            if let Some(n) = indexed {
-                tracing::info!(accounts = n, "indexed the accounts' names");
-            }
-            return None;
+/// once done, a SCAN of the `user:` keys the first time. When Redis cannot
+/// be reached now, the first sign-up builds it instead.
+async fn index_names(store: &Store) {
+    match tokio::time::timeout(Duration::from_secs(30), store.build_name_index()).await {
+        Ok(Ok(Some(n))) => tracing::info!(accounts = n, "indexed the accounts' names"),
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "indexing the accounts' names failed; the first sign-up will")
         }
-        Ok(Err(e)) => tracing::warn!(error = %e, "indexing the accounts' names failed; retrying"),
         Err(_) => {
-            tracing::warn!("indexing the accounts' names is slow; going on in the background")
+            tracing::warn!("indexing the accounts' names is slow; the first sign-up will finish it")
         }
     }
-    let store = store.clone();
-    Some(AbortOnDrop(tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(500);
-        loop {
-            tokio::time::sleep(backoff).await;
-            match store.build_name_index().await {
-                Ok(_) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "indexing the accounts' names failed; retrying")
-                }
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(30));
-        }
-    })))
 }
 
 async fn shutdown_signal() {

@@ -9,12 +9,13 @@
 //! so a new resolver cannot show data the cache does not know about, nor
 //! write without invalidating.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_graphql::dataloader::DataLoader;
 use async_graphql::{Context, Result};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, OnceCell};
 
 use super::loaders::{ArticleLoader, StandingLoader};
 use crate::auth::{new_token, token_hash, PasswordHasher, Session};
@@ -166,7 +167,7 @@ impl ReplicaLag {
 }
 
 /// Which ranked list of articles a page comes from.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub enum ArticleList<'a> {
     Site,
     Group(&'a GroupName),
@@ -188,7 +189,15 @@ pub struct RequestContext {
     holes: Option<Arc<Holes>>,
     articles: DataLoader<ArticleLoader>,
     standings: DataLoader<StandingLoader>,
+    /// Pages this request has read, by list, order and page: the same page
+    /// asked for twice in one document (aliases) is read once. None for a
+    /// WebSocket connection's context, which outlives any one operation.
+    pages: Option<PageMemo>,
 }
+
+/// Pages by list, order and page; concurrent askers of one page wait for
+/// the first one's read.
+type PageMemo = Mutex<HashMap<String, Arc<OnceCell<Vec<ArticleRecord>>>>>;
 
 impl RequestContext {
     /// The context of a request whose response is not cached.
@@ -233,6 +242,7 @@ impl RequestContext {
             client,
             deps,
             holes: None,
+            pages: Some(Mutex::default()),
         }
     }
 
@@ -276,7 +286,10 @@ impl RequestContext {
     /// The context of every operation of one WebSocket connection.
     pub fn into_connection_data(self) -> async_graphql::Data {
         let mut data = async_graphql::Data::default();
-        data.insert(self);
+        data.insert(Self {
+            pages: None,
+            ..self
+        });
         data
     }
 
@@ -341,6 +354,23 @@ impl RequestContext {
     /// once rather than through the DataLoader, whose batching delay (1 ms)
     /// would only add to every page.
     pub async fn ranked(
+        &self,
+        list: ArticleList<'_>,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Vec<ArticleRecord>> {
+        let Some(pages) = &self.pages else {
+            return self.read_ranked(list, order, page).await;
+        };
+        let key = format!("{list:?}|{order:?}|{}|{}", page.page, page.page_size);
+        let cell = lock(pages).entry(key).or_default().clone();
+        let records = cell
+            .get_or_try_init(|| self.read_ranked(list, order, page))
+            .await?;
+        Ok(records.clone())
+    }
+
+    async fn read_ranked(
         &self,
         list: ArticleList<'_>,
         order: Order,

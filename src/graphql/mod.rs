@@ -4,6 +4,7 @@
 //! request's [`RequestContext`] (never the store or the response cache
 //! directly) and wrap the records in output types.
 
+mod canonical;
 pub mod connection;
 mod context;
 pub mod limits;

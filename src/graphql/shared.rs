@@ -12,10 +12,13 @@
 //!   [`CALLER_DEPENDENT_FIELDS`] (anywhere in the document, any operation
 //!   or fragment: a cheap, conservative test). Anything else, and queries
 //!   and mutations sent over a socket, run per subscriber as before.
-//! - **Key**: the document text as sent, the operation name and the
-//!   variables as canonical JSON (object keys sorted), so clients of either
-//!   WebSocket protocol that send the same request share one stream; a
-//!   different text or different variables is a different stream.
+//! - **Key**: the operation's meaning, not its text: its canonical print
+//!   (see [`canonical`]; comments, whitespace, argument order and named
+//!   versus inline fragments do not count), the operation name and the
+//!   variables as canonical JSON (object keys sorted). Clients of either
+//!   WebSocket protocol that ask for the same thing share one stream,
+//!   however their documents are written; different fields, aliases or
+//!   variables are a different stream.
 //! - **Execution**: the first subscriber of a key starts one task that runs
 //!   the operation through the [`Api`] (the same limits and error codes)
 //!   as an anonymous caller (no session), serialises each response once
@@ -52,8 +55,9 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::AbortHandle;
 
+use super::limits::select_operation;
 pub use super::types::CALLER_DEPENDENT_FIELDS;
-use super::{Api, RequestContext};
+use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
 use crate::client::ClientAddr;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent, Uncounted};
@@ -366,16 +370,22 @@ fn shareable_key(api: &Api, request: &Request) -> Option<Key> {
     if checked.operation != OperationType::Subscription || !caller_independent(&checked.document) {
         return None;
     }
-    key(request)
+    key(request, &checked.document)
 }
 
-/// The key of `request`, unless it is longer than [`MAX_KEY_BYTES`].
-fn key(request: &Request) -> Option<Key> {
+/// The key of `request`: its operation's canonical print (see
+/// [`canonical`]: comments, whitespace and argument order do not make a
+/// new stream), the operation name and the variables; None when longer
+/// than [`MAX_KEY_BYTES`].
+fn key(request: &Request, document: &ExecutableDocument) -> Option<Key> {
+    let name = request.operation_name.as_deref();
+    let operation = &select_operation(document, name)?.node;
+    let printed = canonical::operation(document, operation, name, MAX_KEY_BYTES)?;
     let mut variables = serde_json::to_value(&request.variables).ok()?;
     variables.sort_all_objects();
     let key = Key {
-        document: request.query.as_str().into(),
-        operation: request.operation_name.as_deref().map(Into::into),
+        document: printed.into(),
+        operation: name.map(Into::into),
         variables: variables.to_string().into(),
     };
     (key.len() <= MAX_KEY_BYTES).then_some(key)
@@ -450,17 +460,22 @@ mod tests {
         Request::new(query).variables(Variables::from_json(variables))
     }
 
+    fn key_of(request: &Request) -> Option<Key> {
+        let document = async_graphql::parser::parse_query(&request.query).unwrap();
+        key(request, &document)
+    }
+
     #[test]
     fn keys_ignore_the_order_of_variables_but_not_their_values() {
         let query =
             "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { votes } }";
-        let one = key(&request(query, serde_json::json!({ "a": "1", "g": "x" }))).unwrap();
-        let same = key(&request(query, serde_json::json!({ "g": "x", "a": "1" }))).unwrap();
-        let other = key(&request(query, serde_json::json!({ "a": "2", "g": "x" }))).unwrap();
+        let one = key_of(&request(query, serde_json::json!({ "a": "1", "g": "x" }))).unwrap();
+        let same = key_of(&request(query, serde_json::json!({ "g": "x", "a": "1" }))).unwrap();
+        let other = key_of(&request(query, serde_json::json!({ "a": "2", "g": "x" }))).unwrap();
         assert_eq!(one, same);
         assert_ne!(one, other);
         let named =
-            key(&request(query, serde_json::json!({ "a": "1", "g": "x" })).operation_name("S"));
+            key_of(&request(query, serde_json::json!({ "a": "1", "g": "x" })).operation_name("S"));
         assert_ne!(Some(one), named);
     }
 
@@ -468,9 +483,9 @@ mod tests {
     fn keys_past_the_size_limit_are_not_shared() {
         let query = "subscription($g: String) { scoreChanged(group: $g) { votes } }";
         let fits = "g".repeat(MAX_KEY_BYTES - query.len() - 16);
-        assert!(key(&request(query, serde_json::json!({ "g": fits }))).is_some());
+        assert!(key_of(&request(query, serde_json::json!({ "g": fits }))).is_some());
         let long = "g".repeat(MAX_KEY_BYTES);
-        assert!(key(&request(query, serde_json::json!({ "g": long }))).is_none());
+        assert!(key_of(&request(query, serde_json::json!({ "g": long }))).is_none());
     }
 
     /// Every field a subscription can reach, as reviewed for whether it

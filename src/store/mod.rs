@@ -237,6 +237,9 @@ pub struct Store {
     /// Membership checks a cold group page may spend before the group's
     /// ranking is built with ZINTERSTORE instead (see the group-page script).
     group_scan_budget: u32,
+    /// Held while the folded-name index is built (see
+    /// [`Store::build_name_index`]).
+    name_index: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Store {
@@ -284,7 +287,12 @@ impl Store {
             shared,
             pool_size: max_size.max(1),
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
+            name_index: Arc::default(),
         })
+    }
+
+    pub(crate) fn name_index_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.name_index
     }
 
     /// Sets the cold group page's scan budget (0: always build the ranking).

@@ -64,16 +64,27 @@ impl Store {
     ) -> AppResult<bool> {
         let created = chrono::Utc::now().timestamp();
         let mut conn = self.conn().await?;
-        let reply = scripts::sign_up(
-            &mut conn,
-            name,
-            password_hash,
-            created,
-            token_hash,
-            keys::client_rate(client, RateAction::SignUp),
-            limit,
-        )
-        .await?;
+        let mut reply = SignUpReply::Indexing;
+        for attempt in 0..2 {
+            if attempt > 0 {
+                // The index is gone (a Redis that came back empty, or the
+                // first start could not reach it): build it, then retry.
+                self.build_name_index().await?;
+            }
+            reply = scripts::sign_up(
+                &mut conn,
+                name,
+                password_hash,
+                created,
+                token_hash,
+                keys::client_rate(client, RateAction::SignUp),
+                limit,
+            )
+            .await?;
+            if reply != SignUpReply::Indexing {
+                break;
+            }
+        }
         match reply {
             SignUpReply::Created => Ok(true),
             SignUpReply::Taken => Ok(false),
@@ -120,6 +131,9 @@ impl Store {
     /// (its marker is set); sign-ups wait for the marker. One SCAN of the
     /// `user:` keys, in batches, each indexed in one script call.
     pub async fn build_name_index(&self) -> AppResult<Option<u64>> {
+        // One pass at a time in this process; a second caller finds the
+        // marker set by the first.
+        let _building = self.name_index_lock().lock().await;
         if self.has_marker(keys::NAMES_INDEX_BUILT).await? {
             return Ok(None);
         }

@@ -388,13 +388,18 @@ async fn case_twins_made_before_names_were_folded_keep_their_accounts() {
         .del(&["users:by-folded-name", "index:user-names:built"])
         .await
         .unwrap();
-    // Until the accounts are indexed again, sign-ups wait (a twin could
-    // slip in otherwise).
+    // A sign-up finds the index gone and builds it first: the twins are
+    // indexed, the older keeps the folded name, and no third twin is made.
     let body = app
         .gql(SIGN_UP, json!({ "n": "TWIN", "p": "third password" }), None)
         .await;
-    assert_eq!(error_code(&body), "SERVICE_UNAVAILABLE", "{body}");
-    assert_eq!(body["errors"][0]["extensions"]["retryAfter"], 5);
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    let indexed: String = conn.hget("users:by-folded-name", "twin").await.unwrap();
+    assert_eq!(indexed, "Twin");
+    let _: () = conn
+        .del(&["users:by-folded-name", "index:user-names:built"])
+        .await
+        .unwrap();
     // A new instance indexes the accounts on its first start.
     let other = crate::helpers::spawn_server(test_settings(&app.redis)).await;
     let log_in = |name: &'static str| {

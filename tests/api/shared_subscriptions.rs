@@ -342,3 +342,54 @@ async fn an_error_an_event_yields_is_shared_like_its_data() {
     // The stream goes on.
     assert_eq!(shared(&app).await["streams"], 1);
 }
+
+#[tokio::test]
+async fn documents_that_differ_only_in_how_they_are_written_share_one_stream() {
+    let app = app_with(|s| s.ws_max_connections_per_client = 110).await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "one stream", &[]).await;
+    let voters = sign_up_voters(&app, 2).await;
+    // What a vote itself costs in HMGETs, with nobody listening.
+    let before = hmgets(&app).await;
+    vote(&app, &voters[0], "1").await;
+    let per_vote = hmgets(&app).await - before;
+    let mut clients = Vec::new();
+    for i in 0..100 {
+        // A comment of its own, and the layout, argument order and
+        // fragments varied: one meaning.
+        let document = match i % 4 {
+            0 => format!("# client {i}\nsubscription {{ scoreChanged(articleId: \"1\", group: null) {{ votes article {{ title }} }} }}"),
+            1 => format!("subscription{{scoreChanged(group:null,articleId:\"1\"){{votes,article{{title}}}}}} # {i}"),
+            2 => format!("subscription {{\n  scoreChanged(\n    group: null\n    articleId: \"1\" # {i}\n  ) {{ votes article {{ title }} }}\n}}"),
+            _ => format!("subscription {{ scoreChanged(articleId: \"1\", group: null) {{ votes article {{ title }} }} }}\n# {i} {}", "·".repeat(i)),
+        };
+        let protocol = if i % 2 == 0 { TRANSPORT_WS } else { LEGACY_WS };
+        let mut client = WsClient::connect(&app, protocol).await;
+        client.subscribe("s", &document, json!({})).await;
+        clients.push(client);
+    }
+    wait_for(&app, 100, 1, 100).await;
+    assert_eq!(shared(&app).await["largest"], json!([100]));
+    let before = hmgets(&app).await;
+    vote(&app, &voters[1], "1").await;
+    for client in &mut clients {
+        let event = client.next_event().await["scoreChanged"].clone();
+        assert_eq!(event["votes"], 3, "{event}");
+        assert_eq!(event["article"]["title"], "one stream");
+    }
+    assert_eq!(
+        hmgets(&app).await - before,
+        per_vote + 1,
+        "one article read for all 100 subscribers"
+    );
+    // A different selection is a different stream.
+    let mut other = WsClient::connect(&app, TRANSPORT_WS).await;
+    other
+        .subscribe(
+            "s",
+            "subscription { scoreChanged(articleId: \"1\", group: null) { article { title } votes } }",
+            json!({}),
+        )
+        .await;
+    wait_for(&app, 101, 2, 101).await;
+}
