@@ -35,6 +35,13 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_METRICS_BIND")]
     pub metrics_bind: Option<String>,
 
+    /// Serve `/metrics` on `--bind` to clients on this machine even with
+    /// `--trusted-proxies` set. Without this, behind trusted proxies the
+    /// API port answers `/metrics` with 404: a local proxy that forwards
+    /// without a forwarding header would expose it. Use `--metrics-bind`.
+    #[arg(long, env = "VOTEGRAPH_METRICS_ON_API_PORT")]
+    pub metrics_on_api_port: bool,
+
     /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `redis+unix:///run/redis.sock`.
     /// When unset, votegraph runs its own `redis-server` in `--data-dir`.
     #[arg(long, env = "REDIS_URL")]

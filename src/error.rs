@@ -85,6 +85,9 @@ pub enum AppError {
     UndeclaredVariable(String),
     #[error("the request body is larger than {max_bytes} bytes")]
     PayloadTooLarge { max_bytes: usize },
+    /// The request target and headers together are over the limit.
+    #[error("the request's headers are larger than {max_bytes} bytes")]
+    HeadersTooLarge { max_bytes: usize },
     #[error("send the request as JSON: content-type application/json or application/graphql-response+json")]
     UnsupportedMediaType,
     #[error("only queries can be sent with GET; send mutations with POST")]
@@ -169,6 +172,7 @@ impl AppError {
             AppError::BadRequest(_) => "BAD_REQUEST",
             AppError::UndeclaredVariable(_) => "GRAPHQL_VALIDATION_FAILED",
             AppError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            AppError::HeadersTooLarge { .. } => "HEADERS_TOO_LARGE",
             AppError::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             AppError::MethodNotAllowed | AppError::UnsupportedMethod => "METHOD_NOT_ALLOWED",
             AppError::RequestTimeout => "REQUEST_TIMEOUT",
@@ -190,6 +194,7 @@ impl AppError {
         match self {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::MethodNotAllowed | AppError::UnsupportedMethod => {
                 StatusCode::METHOD_NOT_ALLOWED

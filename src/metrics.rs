@@ -533,6 +533,11 @@ pub struct Scrape {
     /// Serve anyone (a listener of its own, `--metrics-bind`), rather than
     /// only direct loopback clients.
     pub open: bool,
+    /// On the API port: whether to serve direct loopback clients at all.
+    /// Behind trusted proxies a local proxy may forward the internet
+    /// without saying so, so there the API port serves `/metrics` only
+    /// when told to (`--metrics-on-api-port`).
+    pub on_api_port: bool,
 }
 
 impl Scrape {
@@ -1007,7 +1012,7 @@ fn is_mapped_loopback(ip: IpAddr) -> bool {
 #[handler]
 pub async fn metrics(req: &Request, scrape: Data<&Scrape>) -> Response {
     let peer = req.remote_addr().as_socket_addr().map(|a| a.ip());
-    if !scrape.open && !serves(peer, req.headers()) {
+    if !scrape.open && !(scrape.on_api_port && serves(peer, req.headers())) {
         // As if there were no such route: nothing to learn from outside.
         return Response::builder()
             .status(StatusCode::NOT_FOUND)

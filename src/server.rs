@@ -11,7 +11,8 @@
 //! - **Headers within `header_timeout`**: a client that sends half a header
 //!   and waits is dropped; the same timer closes idle keep-alive
 //!   connections (hyper arms it whenever it waits for a request head).
-//! - **Headers of at most 64 KiB.**
+//! - **Headers of at most 64 KiB** (request target, names and values):
+//!   past it a `431` JSON error, and the connection closes.
 //! - HTTP/1.1 only: behind a load balancer that is what arrives, and h2c
 //!   would need its own set of bounds.
 //!
@@ -214,6 +215,37 @@ pub async fn serve(
     Ok(())
 }
 
+/// Bytes a request head holds: its target and its headers' names and
+/// values (what a client can make the server keep).
+fn head_bytes<B>(req: &hyper::Request<B>) -> usize {
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    req.headers().iter().fold(target, |n, (name, value)| {
+        n + name.as_str().len() + value.len() + 4
+    })
+}
+
+/// A `431` JSON error for a head over [`MAX_HEADER_BYTES`], closing the
+/// connection. hyper's own buffer limit only stops heads several times as
+/// large (it reads in large chunks), so the documented limit is held here.
+fn oversized_head<B>(
+    req: &hyper::Request<B>,
+) -> Option<hyper::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>>> {
+    let bytes = head_bytes(req);
+    if bytes <= MAX_HEADER_BYTES {
+        return None;
+    }
+    let error = AppError::HeadersTooLarge {
+        max_bytes: MAX_HEADER_BYTES,
+    };
+    tracing::debug!(bytes, "request head over the limit");
+    let response = poem::Response::builder()
+        .status(error.http_status())
+        .content_type("application/json")
+        .header(poem::http::header::CONNECTION, "close")
+        .body(error.to_json_body());
+    Some(response.into())
+}
+
 /// Answers a connection the server will not serve, with the same JSON
 /// error (status, code, `Retry-After`) the routes give, and closes it.
 async fn refuse(mut stream: TcpStream, error: AppError) {
@@ -248,6 +280,9 @@ async fn serve_connection(
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let endpoint = endpoint.clone();
         async move {
+            if let Some(refused) = oversized_head(&req) {
+                return Ok::<_, std::convert::Infallible>(refused);
+            }
             let request = poem::Request::from((
                 req,
                 LocalAddr(Addr::SocketAddr(local)),

@@ -156,6 +156,7 @@ impl Application {
             api: api.clone(),
             sockets: sockets.clone(),
             open: false,
+            on_api_port: settings.trusted_proxies.is_empty() || settings.metrics_on_api_port,
         };
         let metrics_listener = match &settings.metrics_bind {
             Some(bind) => {

@@ -209,7 +209,31 @@ async fn huge_group_lists_are_refused_and_write_nothing() {
     assert!(body["errors"][0]["message"]
         .as_str()
         .unwrap()
-        .contains("at most 10 groups"));
+        .contains("at most 10 distinct groups"));
+    // Duplicates are merged before the count: 20 copies are one group.
+    let copies = vec!["same"; 20];
+    let data = app
+        .gql_ok(
+            "mutation($g: [String!]!) { post(title: \"t\", link: \"https://e.com\", groups: $g) { groups } }",
+            json!({ "g": copies }),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(data["post"]["groups"], json!(["same"]));
+    // The list itself is bounded before any name is read.
+    let long = vec!["same"; 101];
+    let body = app
+        .gql(
+            "mutation($g: [String!]!) { post(title: \"t\", link: \"https://e.com\", groups: $g) { id } }",
+            json!({ "g": long }),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    assert!(body["errors"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("at most 100 names"));
 }
 
 /// Sends raw bytes and reads what comes back until the server closes or
@@ -222,6 +246,59 @@ async fn raw_exchange(address: &str, request: &[u8], wait: Duration) -> String {
     let mut out = Vec::new();
     let _ = tokio::time::timeout(wait, stream.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn request_heads_over_64_kib_are_refused_with_431() {
+    let app = spawn_app().await;
+    let head = |size: usize| {
+        format!(
+            "GET /health HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n",
+            "a".repeat(size)
+        )
+    };
+    let reply = raw_exchange(
+        &app.address,
+        head(60_000).as_bytes(),
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(
+        reply.starts_with("HTTP/1.1 200"),
+        "{}",
+        &reply[..reply.len().min(200)]
+    );
+    for size in [70_000, 100_000] {
+        let reply = raw_exchange(&app.address, head(size).as_bytes(), Duration::from_secs(5)).await;
+        assert!(reply.starts_with("HTTP/1.1 431"), "{size}: {reply}");
+        let body: Value = serde_json::from_str(reply.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(error_code(&body), "HEADERS_TOO_LARGE", "{body}");
+        assert!(reply.to_ascii_lowercase().contains("connection: close"));
+    }
+    // Far larger heads are cut by the HTTP parser before they are read.
+    let reply = raw_exchange(
+        &app.address,
+        head(1_000_000).as_bytes(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        reply.starts_with("HTTP/1.1 431"),
+        "{}",
+        &reply[..reply.len().min(200)]
+    );
+    // The URL counts too.
+    let long = format!(
+        "GET /graphql?query={} HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n",
+        "a".repeat(40_000),
+        "b".repeat(30_000)
+    );
+    let reply = raw_exchange(&app.address, long.as_bytes(), Duration::from_secs(5)).await;
+    assert!(
+        reply.starts_with("HTTP/1.1 431"),
+        "{}",
+        &reply[..reply.len().min(200)]
+    );
 }
 
 #[tokio::test]

@@ -434,3 +434,46 @@ async fn metrics_are_not_served_through_a_proxy_but_on_their_own_listener() {
         .unwrap();
     assert_eq!(graphql.status(), 404);
 }
+
+#[tokio::test]
+async fn behind_trusted_proxies_the_api_port_serves_metrics_only_when_told_to() {
+    // A local proxy that forwards without a forwarding header looks like
+    // a direct loopback client: behind trusted proxies the API port keeps
+    // /metrics to itself.
+    let app = spawn_app_with(TestRedis::start().await, |redis| {
+        let mut settings = test_settings(redis);
+        settings.trusted_proxies = "127.0.0.1".parse().unwrap();
+        settings
+    })
+    .await;
+    let direct = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 404);
+    let body: Value = direct.json().await.unwrap();
+    assert_eq!(body["errors"][0]["extensions"]["code"], "NOT_FOUND");
+    // --metrics-on-api-port allows direct loopback clients again.
+    let allowed = spawn_app_with(TestRedis::start().await, |redis| {
+        let mut settings = test_settings(redis);
+        settings.trusted_proxies = "127.0.0.1".parse().unwrap();
+        settings.metrics_on_api_port = true;
+        settings
+    })
+    .await;
+    metrics_text(&allowed.client, &allowed.address).await;
+    let proxied = allowed
+        .client
+        .get(format!("{}/metrics", allowed.address))
+        .header("x-forwarded-for", "203.0.113.9")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        proxied.status(),
+        404,
+        "still not through a proxy that says so"
+    );
+}
