@@ -1012,7 +1012,8 @@ fn is_mapped_loopback(ip: IpAddr) -> bool {
 #[handler]
 pub async fn metrics(req: &Request, scrape: Data<&Scrape>) -> Response {
     let peer = req.remote_addr().as_socket_addr().map(|a| a.ip());
-    if !scrape.open && !(scrape.on_api_port && serves(peer, req.headers())) {
+    let allowed = scrape.open || (scrape.on_api_port && serves(peer, req.headers()));
+    if !allowed {
         // As if there were no such route: nothing to learn from outside.
         return Response::builder()
             .status(StatusCode::NOT_FOUND)
