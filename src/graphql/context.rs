@@ -190,14 +190,17 @@ pub struct RequestContext {
     articles: DataLoader<ArticleLoader>,
     standings: DataLoader<StandingLoader>,
     /// Pages this request has read, by list, order and page: the same page
-    /// asked for twice in one document (aliases) is read once. None for a
-    /// WebSocket connection's context, which outlives any one operation.
+    /// asked for again in one document (aliases) is read from Redis once
+    /// more at most. None for a WebSocket connection's context, which
+    /// outlives any one operation.
     pages: Option<PageMemo>,
 }
 
-/// Pages by list, order and page; concurrent askers of one page wait for
-/// the first one's read.
-type PageMemo = Mutex<HashMap<String, Arc<OnceCell<Vec<ArticleRecord>>>>>;
+/// Pages by list, order and page. The first reader of a page keeps its
+/// records (no copy on the common path: a page read once); from the second,
+/// the records are read into a cell that later askers copy from, waiting
+/// for the read when it is under way.
+type PageMemo = Mutex<HashMap<String, Option<Arc<OnceCell<Vec<ArticleRecord>>>>>>;
 
 impl RequestContext {
     /// The context of a request whose response is not cached.
@@ -363,7 +366,19 @@ impl RequestContext {
             return self.read_ranked(list, order, page).await;
         };
         let key = format!("{list:?}|{order:?}|{}|{}", page.page, page.page_size);
-        let cell = lock(pages).entry(key).or_default().clone();
+        let cell = {
+            let mut pages = lock(pages);
+            match pages.get_mut(&key) {
+                None => {
+                    pages.insert(key, None);
+                    None
+                }
+                Some(cell) => Some(cell.get_or_insert_with(Arc::default).clone()),
+            }
+        };
+        let Some(cell) = cell else {
+            return self.read_ranked(list, order, page).await;
+        };
         let records = cell
             .get_or_try_init(|| self.read_ranked(list, order, page))
             .await?;
