@@ -17,7 +17,7 @@
 //! - only anonymous requests whose operation is a query are cached, and only
 //!   responses without errors. A logged-in query's entry is its template
 //!   (computed anonymously, with a hole per `myVote`, filled per reader: see
-//!   [`crate::personal`]), under the same rules; a query that reads the
+//!   `personal.rs`), under the same rules; a query that reads the
 //!   caller (`me`) is never cached.
 //!
 //! Requests that miss one entry together share one computation of it
@@ -40,12 +40,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_graphql::parser::types::ExecutableDocument;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use crate::compression::{Encoding, Level};
 use crate::personal::Template;
-use crate::pubsub::{PubSub, ScoreEvent};
+use crate::pubsub::ScoreEvent;
 use crate::sync::lock;
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
@@ -370,42 +369,11 @@ pub struct ResponseCache {
 }
 
 impl ResponseCache {
-    /// A cache kept current by `pubsub`'s score events (for as long as the
-    /// returned cache lives).
-    pub fn new(pubsub: &PubSub, max_bytes: usize) -> Arc<Self> {
-        let cache = Arc::new(Self::with_max_bytes(max_bytes));
-        let weak = Arc::downgrade(&cache);
-        let mut events = pubsub.subscribe_internal();
-        // Events published while the pub/sub connection was down (a Redis
-        // restart, a failover to another primary) never arrive: whatever
-        // they changed is dropped with everything else.
-        let mut resubscriptions = pubsub.resubscriptions();
-        let after_loss = Arc::downgrade(&cache);
-        tokio::spawn(async move {
-            while resubscriptions.changed().await.is_ok() {
-                let Some(cache) = after_loss.upgrade() else {
-                    break;
-                };
-                cache.invalidate();
-            }
-        });
-        tokio::spawn(async move {
-            loop {
-                let event = events.recv().await;
-                let Some(cache) = weak.upgrade() else { break };
-                match event {
-                    Ok(event) => cache.vote(event),
-                    // Missed events could have touched anything.
-                    Err(RecvError::Lagged(_)) => cache.invalidate(),
-                    Err(RecvError::Closed) => break,
-                }
-            }
-        });
-        cache
-    }
-
-    /// A cache not fed by events (tests, and [`ResponseCache::new`]).
-    pub fn with_max_bytes(max_bytes: usize) -> Self {
+    /// An empty cache of at most `max_bytes`. It is passive: whoever owns
+    /// it feeds it the score events ([`ResponseCache::vote`]) and the
+    /// losses of events ([`ResponseCache::invalidate`]); the server does
+    /// so from its pub/sub hub (see `startup`).
+    pub fn new(max_bytes: usize) -> Self {
         Self {
             max_bytes,
             ..Self::default()
@@ -547,22 +515,36 @@ impl ResponseCache {
     }
 
     /// Counters so far, for `/health` and the benchmark.
-    pub fn stats(&self) -> serde_json::Value {
+    pub fn stats(&self) -> CacheStats {
         let (entries, bytes) = {
             let e = lock(&self.entries);
             (e.map.len(), e.bytes)
         };
-        serde_json::json!({
-            "entries": entries,
-            "bytes": bytes,
-            "maxBytes": self.max_bytes,
-            "hits": self.hits.load(Ordering::Relaxed),
-            "misses": self.misses.load(Ordering::Relaxed),
-            "invalidations": self.invalidations.load(Ordering::Relaxed),
-            "evictedByVotes": self.evictions.load(Ordering::Relaxed),
-            "compressions": self.compressions.load(Ordering::Relaxed),
-        })
+        CacheStats {
+            entries: entries as u64,
+            bytes: bytes as u64,
+            max_bytes: self.max_bytes as u64,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            invalidations: self.invalidations.load(Ordering::Relaxed),
+            evicted_by_votes: self.evictions.load(Ordering::Relaxed),
+            compressions: self.compressions.load(Ordering::Relaxed),
+        }
     }
+}
+
+/// The response cache's size and counters, for `/health` and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStats {
+    pub entries: u64,
+    pub bytes: u64,
+    pub max_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub invalidations: u64,
+    pub evicted_by_votes: u64,
+    pub compressions: u64,
 }
 
 /// Responses being computed: the first request that misses an entry
@@ -691,15 +673,25 @@ impl DocumentCache {
 
     /// Documents and text bytes kept, and lookups, for `/health` and
     /// `/metrics`.
-    pub fn stats(&self) -> serde_json::Value {
+    pub fn stats(&self) -> DocumentStats {
         let documents = lock(&self.documents);
-        serde_json::json!({
-            "entries": documents.map.len(),
-            "textBytes": documents.text_bytes,
-            "hits": self.hits.load(Ordering::Relaxed),
-            "misses": self.misses.load(Ordering::Relaxed),
-        })
+        DocumentStats {
+            entries: documents.map.len() as u64,
+            text_bytes: documents.text_bytes as u64,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
     }
+}
+
+/// The parsed-document cache's size and counters.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentStats {
+    pub entries: u64,
+    pub text_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
 }
 
 #[cfg(test)]
@@ -724,7 +716,7 @@ mod tests {
 
     #[test]
     fn the_response_cache_is_bounded_in_bytes() {
-        let cache = ResponseCache::with_max_bytes(1024 * 1024);
+        let cache = ResponseCache::new(1024 * 1024);
         // Bodies that barely compress, so their forms weigh too.
         let noise: Vec<u8> = (0..30_000u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
@@ -759,7 +751,7 @@ mod tests {
 
     #[test]
     fn compressed_forms_are_made_once_and_kept_with_the_entry() {
-        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
+        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let text = br#"{"data":{"articles":[{"id":"1"}]}}"#.repeat(100);
         let kept = cached(bytes::Bytes::from(text));
         cache.put("k".into(), cache.position(), Deps::default(), kept.clone());
@@ -801,7 +793,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_misses_share_one_computation() {
-        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
+        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let Flight::Lead(lead) = cache.flight("k") else {
             panic!("the first miss leads");
         };
@@ -836,7 +828,7 @@ mod tests {
 
     #[test]
     fn entries_die_with_their_generation() {
-        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
+        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let start = cache.position();
         cache.put("k".into(), start, Deps::default(), body("1"));
         assert_eq!(cache.get("k").unwrap().body().as_ref(), b"1");
@@ -849,7 +841,7 @@ mod tests {
 
     #[test]
     fn a_vote_drops_only_what_it_can_change() {
-        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
+        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let start = cache.position();
         // A full front page with scores 10,000..20,000 showing articles 1 and 2.
         let mut front = Deps::default();
@@ -894,7 +886,7 @@ mod tests {
 
     #[test]
     fn a_vote_during_computation_keeps_the_response_out() {
-        let cache = ResponseCache::with_max_bytes(DEFAULT_MAX_BYTES);
+        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let start = cache.position();
         let mut deps = Deps::default();
         deps.article("1");

@@ -153,38 +153,38 @@ impl AppError {
     }
 
     /// The machine-readable code clients switch on.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            AppError::BadInput { .. } => "BAD_USER_INPUT",
-            AppError::Unauthenticated(_) => "UNAUTHENTICATED",
-            AppError::Forbidden(_) => "FORBIDDEN",
-            AppError::NotFound(_) => "NOT_FOUND",
-            AppError::VotingClosed => "VOTING_CLOSED",
-            AppError::SlugTaken(_) => "SLUG_TAKEN",
+            AppError::BadInput { .. } => ErrorCode::BadUserInput,
+            AppError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            AppError::Forbidden(_) => ErrorCode::Forbidden,
+            AppError::NotFound(_) => ErrorCode::NotFound,
+            AppError::VotingClosed => ErrorCode::VotingClosed,
+            AppError::SlugTaken(_) => ErrorCode::SlugTaken,
             AppError::RateLimited { .. }
             | AppError::TooManySubscriptions { .. }
-            | AppError::TooManyConnections { .. } => "RATE_LIMITED",
+            | AppError::TooManyConnections { .. } => ErrorCode::RateLimited,
             AppError::Storage(_) | AppError::StorageTimeout { .. } | AppError::Internal(_) => {
-                "INTERNAL"
+                ErrorCode::Internal
             }
-            AppError::QueryTooComplex(_) => "QUERY_TOO_COMPLEX",
-            AppError::Timeout { .. } => "TIMEOUT",
-            AppError::BadRequest(_) => "BAD_REQUEST",
-            AppError::UndeclaredVariable(_) => "GRAPHQL_VALIDATION_FAILED",
-            AppError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
-            AppError::HeadersTooLarge { .. } => "HEADERS_TOO_LARGE",
-            AppError::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
-            AppError::MethodNotAllowed | AppError::UnsupportedMethod => "METHOD_NOT_ALLOWED",
-            AppError::RequestTimeout => "REQUEST_TIMEOUT",
+            AppError::QueryTooComplex(_) => ErrorCode::QueryTooComplex,
+            AppError::Timeout { .. } => ErrorCode::Timeout,
+            AppError::BadRequest(_) => ErrorCode::BadRequest,
+            AppError::UndeclaredVariable(_) => ErrorCode::GraphqlValidationFailed,
+            AppError::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            AppError::HeadersTooLarge { .. } => ErrorCode::HeadersTooLarge,
+            AppError::UnsupportedMediaType => ErrorCode::UnsupportedMediaType,
+            AppError::MethodNotAllowed | AppError::UnsupportedMethod => ErrorCode::MethodNotAllowed,
+            AppError::RequestTimeout => ErrorCode::RequestTimeout,
             AppError::Overloaded
             | AppError::Busy { .. }
             | AppError::RegistrationsPaused { .. }
-            | AppError::Starting { .. } => "SERVICE_UNAVAILABLE",
-            AppError::Syntax { .. } => "GRAPHQL_PARSE_FAILED",
-            AppError::InvalidDocument { .. } => "GRAPHQL_VALIDATION_FAILED",
-            AppError::VariableCoercion { .. } => "BAD_USER_INPUT",
-            AppError::PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
-            AppError::NotReplicated { .. } => "NOT_REPLICATED",
+            | AppError::Starting { .. } => ErrorCode::ServiceUnavailable,
+            AppError::Syntax { .. } => ErrorCode::GraphqlParseFailed,
+            AppError::InvalidDocument { .. } => ErrorCode::GraphqlValidationFailed,
+            AppError::VariableCoercion { .. } => ErrorCode::BadUserInput,
+            AppError::PersistedQueryNotFound => ErrorCode::PersistedQueryNotFound,
+            AppError::NotReplicated { .. } => ErrorCode::NotReplicated,
         }
     }
 
@@ -279,6 +279,74 @@ impl AppError {
     }
 }
 
+/// Defines [`ErrorCode`], its list and its text from one table, so that
+/// the list cannot miss a code.
+macro_rules! error_codes {
+    ($($variant:ident => $text:literal,)*) => {
+        /// Every `extensions.code` votegraph sends: what clients switch on,
+        /// and the `code` label of the request metrics.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, once.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The code as it is sent.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $text,)*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    BadUserInput => "BAD_USER_INPUT",
+    Unauthenticated => "UNAUTHENTICATED",
+    Forbidden => "FORBIDDEN",
+    NotFound => "NOT_FOUND",
+    VotingClosed => "VOTING_CLOSED",
+    SlugTaken => "SLUG_TAKEN",
+    RateLimited => "RATE_LIMITED",
+    Internal => "INTERNAL",
+    QueryTooComplex => "QUERY_TOO_COMPLEX",
+    Timeout => "TIMEOUT",
+    BadRequest => "BAD_REQUEST",
+    GraphqlParseFailed => "GRAPHQL_PARSE_FAILED",
+    GraphqlValidationFailed => "GRAPHQL_VALIDATION_FAILED",
+    PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
+    NotReplicated => "NOT_REPLICATED",
+    PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+    HeadersTooLarge => "HEADERS_TOO_LARGE",
+    UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+    MethodNotAllowed => "METHOD_NOT_ALLOWED",
+    RequestTimeout => "REQUEST_TIMEOUT",
+    ServiceUnavailable => "SERVICE_UNAVAILABLE",
+}
+
+impl ErrorCode {
+    /// The code sent as `text`, if it is one of votegraph's.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|code| code.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// Whose budget a rate limit counted, as the error message says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateScope {
@@ -328,7 +396,7 @@ pub fn assign_code(error: &mut ServerError) {
             AppError::Internal(cause) => tracing::error!(error = %cause, "internal error"),
             _ => {}
         }
-        ext.set("code", app.code());
+        ext.set("code", app.code().as_str());
         if let AppError::BadInput { field, .. } = app {
             ext.set("field", *field);
         }
@@ -337,13 +405,13 @@ pub fn assign_code(error: &mut ServerError) {
         }
     } else if ext.get("code").is_none() {
         let code = if !error.path.is_empty() {
-            "BAD_USER_INPUT"
+            ErrorCode::BadUserInput
         } else if error.message.trim_start().starts_with("-->") {
-            "GRAPHQL_PARSE_FAILED"
+            ErrorCode::GraphqlParseFailed
         } else {
-            "GRAPHQL_VALIDATION_FAILED"
+            ErrorCode::GraphqlValidationFailed
         };
-        ext.set("code", code);
+        ext.set("code", code.as_str());
     }
     error.extensions = Some(ext);
 }
@@ -365,3 +433,18 @@ fn truncate_message(message: &mut String) {
 }
 
 pub type AppResult<T> = Result<T, AppError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_listed_once_and_reads_back() {
+        let mut seen = std::collections::HashSet::new();
+        for &code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "{code} twice");
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+        }
+        assert_eq!(ErrorCode::parse("OK"), None);
+    }
+}

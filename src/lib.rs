@@ -23,6 +23,7 @@ pub mod persisted;
 pub mod personal;
 pub mod pubsub;
 pub mod routes;
+pub mod scrape;
 pub mod server;
 pub mod sessions;
 pub mod startup;

@@ -8,7 +8,7 @@
 //! process holds **one** pub/sub connection, subscribed to both channels,
 //! whatever its number of subscribers, and fans events out through one
 //! `tokio::sync::broadcast` channel per kind (a third channel carries
-//! ended sessions, for [`crate::sessions`]):
+//! ended sessions, for the WebSockets' logins):
 //!
 //! - memory is bounded: the channel keeps the last [`CAPACITY`] events, shared
 //!   by all subscribers (each event is an `Arc`);
@@ -20,7 +20,7 @@
 //!   while it was down are not replayed (Redis pub/sub is at-most-once).
 //!
 //! A subscription whose result cannot depend on its caller runs once for
-//! all its subscribers (see [`crate::graphql::shared`]): that execution's
+//! all its subscribers (see `graphql/shared.rs`): that execution's
 //! receiver is not a client subscription itself, so it is taken with
 //! [`PubSub::subscribe_uncounted`] and the subscribers it serves are counted
 //! with [`PubSub::add_shared`], keeping [`PubSub::subscribers`] the number
@@ -139,7 +139,7 @@ impl PubSubStats {
 pub struct PubSub {
     tx: broadcast::Sender<Arc<ScoreEvent>>,
     posts: broadcast::Sender<Arc<PostedEvent>>,
-    /// Ended sessions' token hashes (see [`crate::sessions`]).
+    /// Ended sessions' token hashes (see `sessions.rs`).
     ended: broadcast::Sender<Arc<str>>,
     resubscriptions: watch::Receiver<u64>,
     stats: Arc<PubSubStats>,

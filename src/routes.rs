@@ -26,8 +26,8 @@ use crate::client::{ClientAddr, TrustedProxies};
 use crate::compression::{self, Encoding};
 use crate::error::AppError;
 use crate::graphql::{Api, RequestContext};
-use crate::metrics::Operation;
 use crate::telemetry;
+use crate::telemetry::Operation;
 use crate::ws::WebSockets;
 
 /// Seconds a client refused for holding too many WebSockets is told to
@@ -569,7 +569,7 @@ fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
 /// `media`, `Allow` after a `405` and `Retry-After` when the error says
 /// when to try again.
 fn refusal(error: AppError, media: Media) -> Response {
-    telemetry::note_code(error.code());
+    telemetry::note_code(error.code().as_str());
     let mut response = Response::builder()
         .status(media.status(&error))
         .content_type(media.content_type())

@@ -18,15 +18,17 @@ use crate::graphiql;
 use crate::graphql::limits::Guard;
 use crate::graphql::{build_api, AppState};
 use crate::local_redis::LocalRedis;
-use crate::metrics::{self, RequestMetrics, Scrape};
+use crate::metrics::{self, MetricsBuilder};
 use crate::persisted::PersistedQueries;
 use crate::pubsub::PubSub;
 use crate::routes;
+use crate::scrape;
 use crate::server::{self, ServerLimits};
 use crate::sessions::SessionWatch;
 use crate::store::{Locator, Store};
 use crate::sync::AbortOnDrop;
 use crate::telemetry;
+use crate::telemetry::RequestMetrics;
 use crate::ws::{Shutdown, WebSockets};
 
 /// A bound, ready-to-run server.
@@ -51,6 +53,8 @@ pub struct Application {
     grace: Duration,
     /// The `--metrics-bind` listener and its one route.
     metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
+    /// Feeds the response cache its events (see [`keep_current`]).
+    _cache_upkeep: Option<AbortOnDrop>,
 }
 
 impl Application {
@@ -100,7 +104,8 @@ impl Application {
         let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub = PubSub::start(locator);
         let responses = (!settings.no_response_cache)
-            .then(|| ResponseCache::new(&pubsub, settings.response_cache_bytes));
+            .then(|| Arc::new(ResponseCache::new(settings.response_cache_bytes)));
+        let cache_upkeep = responses.as_ref().map(|cache| keep_current(cache, &pubsub));
         let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
         let state = AppState::new(
             store.clone(),
@@ -151,10 +156,10 @@ impl Application {
             sessions,
         );
         let requests = Arc::new(RequestMetrics::default());
-        let scrape = Scrape {
-            requests: requests.clone(),
-            api: api.clone(),
-            sockets: sockets.clone(),
+        let mut registry = MetricsBuilder::default();
+        scrape::register(&mut registry, &requests, &api, &sockets);
+        let metrics = metrics::Endpoint {
+            metrics: registry.finish(),
             open: false,
             on_api_port: settings.trusted_proxies.is_empty() || settings.metrics_on_api_port,
         };
@@ -165,9 +170,9 @@ impl Application {
                     .with_context(|| format!("binding the metrics listener {bind}"))?;
                 let route = Route::new()
                     .at("/metrics", get(metrics::metrics))
-                    .data(Scrape {
+                    .data(metrics::Endpoint {
                         open: true,
-                        ..scrape.clone()
+                        ..metrics.clone()
                     })
                     .boxed();
                 Some((listener, route))
@@ -187,7 +192,7 @@ impl Application {
             )
             .at("/health", get(routes::health))
             .at("/metrics", get(metrics::metrics))
-            .data(scrape)
+            .data(metrics)
             .data(settings.trusted_proxies.clone())
             .data(routes::BodyLimits {
                 max_bytes: settings.max_body_bytes,
@@ -227,6 +232,7 @@ impl Application {
             state: state_for_app,
             grace: Duration::from_millis(settings.shutdown_grace_ms),
             metrics_listener,
+            _cache_upkeep: cache_upkeep,
         })
     }
 
@@ -357,6 +363,39 @@ fn check_redis(store: Store, source: &'static str) {
             ),
         }
     });
+}
+
+/// Feeds `cache` the score events of `pubsub` for as long as the handle
+/// lives: each vote drops the responses it can change, and a loss of
+/// events (missed ones, or a pub/sub connection that was down: a Redis
+/// restart, a failover) drops everything, since whatever they changed is
+/// unknown.
+fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDrop {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut events = pubsub.subscribe_internal();
+    let mut resubscriptions = pubsub.resubscriptions();
+    let cache = Arc::downgrade(cache);
+    AbortOnDrop(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                event = events.recv() => {
+                    let Some(cache) = cache.upgrade() else { return };
+                    match event {
+                        Ok(event) => cache.vote(event),
+                        Err(RecvError::Lagged(_)) => cache.invalidate(),
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+                changed = resubscriptions.changed() => {
+                    let Some(cache) = cache.upgrade() else { return };
+                    if changed.is_err() {
+                        return;
+                    }
+                    cache.invalidate();
+                }
+            }
+        }
+    }))
 }
 
 /// Indexes the existing accounts by folded name (see

@@ -1,5 +1,5 @@
 //! Logs and per-request telemetry: the log format, request ids, the access
-//! log line and the request metrics of [`crate::metrics`].
+//! log line and the HTTP and GraphQL request metrics.
 //!
 //! Every HTTP request runs in a `request` span carrying its request id, so
 //! each log line written while serving it (a Redis failure, a WebSocket's
@@ -17,7 +17,15 @@ use poem::{Endpoint, IntoResponse, Request, Response};
 use tracing::Instrument;
 use tracing_subscriber::EnvFilter;
 
-use crate::metrics::{Operation, OperationKind, RequestMetrics, Route, CODES};
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
+use parking_lot::RwLock;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+
+use crate::error::ErrorCode;
+use crate::metrics::{buckets, MetricsBuilder};
 
 /// The request id header, read from requests and set on every response.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -77,6 +85,258 @@ fn sane_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(&b))
 }
 
+/// Bucket bounds of request latencies, in microseconds: 250 µs (a cached
+/// page) to 10 s (past the default execution deadline).
+const REQUEST_BOUNDS_US: &[u64] = &[
+    250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000,
+];
+
+/// The kind of a GraphQL operation, as a label; `none` when the request
+/// failed before an operation was chosen (malformed JSON, a syntax error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperationKind {
+    Query,
+    Mutation,
+    Subscription,
+    None,
+}
+
+impl OperationKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            OperationKind::Query => "query",
+            OperationKind::Mutation => "mutation",
+            OperationKind::Subscription => "subscription",
+            OperationKind::None => "none",
+        }
+    }
+}
+
+impl From<OperationType> for OperationKind {
+    fn from(kind: OperationType) -> Self {
+        match kind {
+            OperationType::Query => OperationKind::Query,
+            OperationType::Mutation => OperationKind::Mutation,
+            OperationType::Subscription => OperationKind::Subscription,
+        }
+    }
+}
+
+/// What a GraphQL request was, as far as the metrics care.
+#[derive(Debug, Clone, Default)]
+pub struct Operation {
+    pub kind: Option<OperationKind>,
+    /// The operation's name (None: anonymous), when `kind` is known.
+    pub name: Option<async_graphql::Name>,
+}
+
+impl Operation {
+    /// The operation `document` runs for a request naming `requested`.
+    pub fn of(kind: OperationType, document: &ExecutableDocument, requested: Option<&str>) -> Self {
+        let name = match (&document.operations, requested) {
+            (DocumentOperations::Single(_), _) => None,
+            (DocumentOperations::Multiple(ops), Some(requested)) => {
+                ops.keys().find(|n| n.as_str() == requested).cloned()
+            }
+            (DocumentOperations::Multiple(ops), None) => ops.keys().next().cloned(),
+        };
+        Self {
+            kind: Some(kind.into()),
+            name,
+        }
+    }
+}
+
+/// Routes with series of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Graphql,
+    Health,
+    Metrics,
+    Graphiql,
+    Other,
+}
+
+impl Route {
+    pub fn of(path: &str) -> Self {
+        match path {
+            "/graphql" => Route::Graphql,
+            "/health" => Route::Health,
+            "/metrics" => Route::Metrics,
+            "/" => Route::Graphiql,
+            p if p.starts_with("/assets/graphiql/") => Route::Graphiql,
+            _ => Route::Other,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Route::Graphql => "graphql",
+            Route::Health => "health",
+            Route::Metrics => "metrics",
+            Route::Graphiql => "graphiql",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// Distinct operation names with series of their own; later names count
+/// as `<other>`, so a client inventing names cannot grow the output.
+pub const MAX_OPERATION_NAMES: usize = 100;
+/// Longer names are cut to this many bytes.
+const MAX_NAME_BYTES: usize = 64;
+
+/// The series label of an operation without a name.
+pub const ANONYMOUS: &str = "<anonymous>";
+/// The series label of requests that failed before naming an operation.
+pub const NO_OPERATION: &str = "<none>";
+/// The series label shared by names past [`MAX_OPERATION_NAMES`].
+pub const OTHER_OPERATIONS: &str = "<other>";
+/// The `code` of a response without errors, and of codes not votegraph's.
+const OK: &str = "OK";
+const OTHER_CODE: &str = "OTHER";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    route: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GraphqlLabels {
+    r#type: &'static str,
+    operation: Arc<str>,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    r#type: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn request_histogram() -> Histogram {
+    Histogram::new(buckets(REQUEST_BOUNDS_US))
+}
+
+/// The HTTP and GraphQL request metrics of one server, recorded by the
+/// access-log middleware ([`access_log`]).
+pub struct RequestMetrics {
+    http: Family<HttpLabels, Counter>,
+    http_duration: Histograms<RouteLabel>,
+    graphql: Family<GraphqlLabels, Counter>,
+    graphql_duration: Histograms<KindLabel>,
+    /// Operation names with series of their own (at most
+    /// [`MAX_OPERATION_NAMES`]), each label allocated once.
+    names: RwLock<std::collections::HashMap<Box<str>, Arc<str>>>,
+    labels: [Arc<str>; 3],
+}
+
+impl Default for RequestMetrics {
+    fn default() -> Self {
+        Self {
+            http: Family::default(),
+            http_duration: Family::new_with_constructor(request_histogram),
+            graphql: Family::default(),
+            graphql_duration: Family::new_with_constructor(request_histogram),
+            names: RwLock::default(),
+            labels: [ANONYMOUS, NO_OPERATION, OTHER_OPERATIONS].map(Arc::from),
+        }
+    }
+}
+
+impl RequestMetrics {
+    /// Registers the request metrics.
+    pub fn register(&self, metrics: &mut MetricsBuilder) {
+        metrics.register(
+            "votegraph_http_requests",
+            "HTTP requests answered, by route and status (WebSocket upgrades answer 101).",
+            self.http.clone(),
+        );
+        metrics.register(
+            "votegraph_http_request_duration_seconds",
+            "Time from an HTTP request's arrival to its response, by route.",
+            self.http_duration.clone(),
+        );
+        metrics.register(
+            "votegraph_graphql_requests",
+            "GraphQL requests over HTTP, by operation type, operation name and outcome code (OK: no error; cache hits included).",
+            self.graphql.clone(),
+        );
+        metrics.register(
+            "votegraph_graphql_request_duration_seconds",
+            "Time of GraphQL requests over HTTP, by operation type.",
+            self.graphql_duration.clone(),
+        );
+    }
+
+    /// One HTTP request, answered with `status` after `elapsed`.
+    pub fn http(&self, route: Route, status: StatusCode, elapsed: std::time::Duration) {
+        let route = route.label();
+        self.http
+            .get_or_create(&HttpLabels {
+                route,
+                status: status.as_u16(),
+            })
+            .inc();
+        self.http_duration
+            .get_or_create(&RouteLabel { route })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// One GraphQL request over HTTP: its operation, the code of its first
+    /// error (`OK` without errors) and its time.
+    pub fn graphql(&self, operation: &Operation, code: &'static str, elapsed: std::time::Duration) {
+        let kind = operation.kind.unwrap_or(OperationKind::None).label();
+        let name = match (&operation.kind, &operation.name) {
+            (None, _) => self.labels[1].clone(),
+            (Some(_), None) => self.labels[0].clone(),
+            (Some(_), Some(name)) => self.name(name.as_str()),
+        };
+        self.graphql
+            .get_or_create(&GraphqlLabels {
+                r#type: kind,
+                operation: name,
+                code,
+            })
+            .inc();
+        self.graphql_duration
+            .get_or_create(&KindLabel { r#type: kind })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The label of operation `name`: its own while fewer than
+    /// [`MAX_OPERATION_NAMES`] names have one, else `<other>`.
+    fn name(&self, name: &str) -> Arc<str> {
+        let name = &name[..name.floor_char_boundary(MAX_NAME_BYTES)];
+        if let Some(label) = self.names.read().get(name) {
+            return label.clone();
+        }
+        let mut names = self.names.write();
+        if let Some(label) = names.get(name) {
+            return label.clone();
+        }
+        if names.len() >= MAX_OPERATION_NAMES {
+            return self.labels[2].clone();
+        }
+        let label: Arc<str> = Arc::from(name);
+        names.insert(name.into(), label.clone());
+        label
+    }
+
+    /// Operation names with series of their own so far.
+    pub fn operation_names(&self) -> usize {
+        self.names.read().len()
+    }
+}
+
 /// What the handlers tell the middleware about a GraphQL request.
 #[derive(Default)]
 struct Outcome {
@@ -99,11 +359,7 @@ pub fn note_operation(operation: Operation) {
 /// Records the current request's outcome code, the `extensions.code` of
 /// its first error (no-op outside a request).
 pub fn note_code(code: &str) {
-    let code = CODES
-        .iter()
-        .find(|c| **c == code)
-        .copied()
-        .unwrap_or("OTHER");
+    let code = ErrorCode::parse(code).map_or(OTHER_CODE, ErrorCode::as_str);
     let _ = OUTCOME.try_with(|o| o.borrow_mut().code = Some(code));
 }
 
@@ -167,7 +423,7 @@ pub async fn access_log<E: Endpoint>(
     if route == Route::Graphql && status != StatusCode::SWITCHING_PROTOCOLS {
         let code = outcome
             .code
-            .unwrap_or(if status.is_success() { "OK" } else { "OTHER" });
+            .unwrap_or(if status.is_success() { OK } else { OTHER_CODE });
         metrics.graphql(&outcome.operation, code, elapsed);
         let operation = outcome.operation.name.as_ref().map(|n| {
             let name = n.as_str();

@@ -97,7 +97,7 @@ impl Guard {
     }
 
     /// The parsed-document cache's size, for `/health`.
-    pub fn document_stats(&self) -> serde_json::Value {
+    pub fn document_stats(&self) -> crate::cache::DocumentStats {
         self.documents.stats()
     }
 

@@ -14,7 +14,7 @@ mod scripts;
 mod users;
 mod votes;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,8 +34,13 @@ pub use scripts::RegisterLimits;
 pub use users::{LoginLimit, Standing};
 pub use votes::{Backfill, BackfillReport};
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+
 use crate::error::{AppError, AppResult};
-use crate::metrics::Histogram;
+use crate::metrics::MetricsBuilder;
 
 /// A pooled multiplexed connection that remembers when it broke.
 ///
@@ -64,22 +69,50 @@ pub struct Shared {
     wait: Option<(u32, Duration)>,
 }
 
-/// Redis command latencies and failures, as `/metrics` shows them.
+/// Bucket bounds of Redis command latencies, in microseconds: 50 µs (a
+/// command on the unix socket) to 1 s (the default command timeout).
+const REDIS_BOUNDS_US: &[u64] = &[
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+fn redis_histogram() -> Histogram {
+    Histogram::new(crate::metrics::buckets(REDIS_BOUNDS_US))
+}
+
+/// Redis command latencies and failures, as `/metrics` shows them. The
+/// series are made once, so recording one is no label lookup.
 pub struct RedisMetrics {
+    durations: Family<KindLabel, Histogram, fn() -> Histogram>,
+    errors: Family<KindLabel, Counter>,
     /// Single commands (scripts included), send to reply.
-    pub commands: Histogram,
+    commands: Histogram,
     /// Pipelines, send to the last reply, one observation each.
-    pub pipelines: Histogram,
+    pipelines: Histogram,
     /// Failures by [`RedisMetrics::ERROR_KINDS`].
-    errors: [AtomicU64; 4],
+    failures: [Counter; 4],
 }
 
 impl Default for RedisMetrics {
     fn default() -> Self {
+        let durations: Family<KindLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(redis_histogram);
+        let errors = Family::<KindLabel, Counter>::default();
+        let series = |kind| durations.get_or_create(&KindLabel { kind }).clone();
+        let (commands, pipelines) = (series("command"), series("pipeline"));
+        let failures =
+            Self::ERROR_KINDS.map(|kind| errors.get_or_create(&KindLabel { kind }).clone());
         Self {
-            commands: Histogram::new(crate::metrics::REDIS_BOUNDS),
-            pipelines: Histogram::new(crate::metrics::REDIS_BOUNDS),
-            errors: Default::default(),
+            durations,
+            errors,
+            commands,
+            pipelines,
+            failures,
         }
     }
 }
@@ -89,16 +122,22 @@ impl RedisMetrics {
     /// an error reply from Redis (a script error, NOSCRIPT), anything else.
     pub const ERROR_KINDS: [&'static str; 4] = ["connection", "timeout", "reply", "other"];
 
-    /// Failures so far, by kind.
-    pub fn errors(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        Self::ERROR_KINDS
-            .iter()
-            .zip(&self.errors)
-            .map(|(kind, n)| (*kind, n.load(Ordering::Relaxed)))
+    /// Registers the latencies and failures.
+    pub fn register(&self, metrics: &mut MetricsBuilder) {
+        metrics.register(
+            "votegraph_redis_command_duration_seconds",
+            "Time from sending a Redis command (or a pipeline, as one) to its reply.",
+            self.durations.clone(),
+        );
+        metrics.register(
+            "votegraph_redis_errors",
+            "Failed Redis commands: connection (broken or refused), timeout, reply (an error reply from Redis), other.",
+            self.errors.clone(),
+        );
     }
 
     fn error(&self, kind: usize) {
-        self.errors[kind].fetch_add(1, Ordering::Relaxed);
+        self.failures[kind].inc();
     }
 }
 
@@ -138,7 +177,10 @@ impl ConnectionLike for Conn {
         Box::pin(async move {
             let started = Instant::now();
             let r = self.inner.req_packed_command(cmd).await;
-            self.shared.metrics.commands.observe(started.elapsed());
+            self.shared
+                .metrics
+                .commands
+                .observe(started.elapsed().as_secs_f64());
             self.note(&r);
             r
         })
@@ -156,7 +198,10 @@ impl ConnectionLike for Conn {
                 .inner
                 .req_packed_commands(pipeline, offset, count)
                 .await;
-            self.shared.metrics.pipelines.observe(started.elapsed());
+            self.shared
+                .metrics
+                .pipelines
+                .observe(started.elapsed().as_secs_f64());
             self.note(&r);
             r
         })

@@ -24,7 +24,7 @@ pub async fn metrics_text(client: &reqwest::Client, address: &str) -> String {
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.headers()["content-type"],
-        "text/plain; version=0.0.4; charset=utf-8"
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
     );
     response.text().await.unwrap()
 }

@@ -1,6 +1,7 @@
-"""Parses Prometheus text exposition from stdin with the Prometheus project's
-own Python client (prometheus_client.parser, the parser its tests use) and
-prints the metric families as JSON, for tests/api/metrics.rs.
+"""Parses OpenMetrics text from stdin with the Prometheus project's own
+Python client (prometheus_client.openmetrics.parser, strict: it refuses
+text that breaks the OpenMetrics rules) and prints the metric families as
+JSON, for tests/api/metrics.rs.
 
 Exits non-zero when the text does not parse. scripts/test.sh installs the
 client (scripts/ensure-prometheus-client.sh)."""
@@ -8,7 +9,7 @@ client (scripts/ensure-prometheus-client.sh)."""
 import json
 import sys
 
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 families = [
     {
