@@ -158,7 +158,7 @@ pub struct Settings {
     /// the per-user vote indexes at startup, even when that was done
     /// before (in the background; the server serves meanwhile). Votes
     /// written by the book's code after the first pass show as NONE in
-    /// `myVote` until this runs (see the README).
+    /// `myVote` until this runs (see docs/api.md, Voting).
     #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES")]
     pub reconcile_votes: bool,
 
@@ -292,8 +292,8 @@ pub struct Settings {
     pub max_operations: usize,
 
     /// Work all queries and mutations in flight may hold together, in
-    /// query-cost units (objects their responses can hold); see the README's
-    /// "Limits". The default runs two queries of the maximum cost at once
+    /// query-cost units (objects their responses can hold); see
+    /// docs/security.md, "Work in flight has one budget". The default runs two queries of the maximum cost at once
     /// (~20 MB each while built), one per core of a small machine, and
     /// keeps a tenth of the budget for small requests.
     #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,

@@ -3,7 +3,7 @@
 use clap::Parser;
 
 /// The default allocator spent about a quarter of the request path in
-/// malloc/free under load (see the README's Performance section).
+/// malloc/free under load.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

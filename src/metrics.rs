@@ -170,7 +170,7 @@ pub fn resident_bytes() -> Option<u64> {
 /// Whether `/metrics` on the API's port answers this request: only a
 /// client on this machine (a loopback peer) that did not come through a
 /// proxy. A proxy on the same host connects from loopback too, but it adds
-/// `X-Forwarded-For` or `Forwarded` (the README's nginx example does), so
+/// `X-Forwarded-For` or `Forwarded` (the nginx example in deploy/nginx/ does), so
 /// the internet does not reach the metrics through it.
 pub fn serves(peer: Option<IpAddr>, headers: &poem::http::HeaderMap) -> bool {
     let direct = !["x-forwarded-for", "forwarded", "x-real-ip"]

@@ -1,7 +1,7 @@
 //! HTTP endpoints: GraphQL over HTTP, the WebSocket upgrade and the
 //! health check.
 //!
-//! The HTTP contract (see the README's "HTTP" section): media types
+//! The HTTP contract (see docs/api.md, "The HTTP contract"): media types
 //! negotiated from `Accept`, a JSON GraphQL error with a code for every
 //! refusal, automatic persisted queries (`persisted.rs`), caching headers
 //! (`Cache-Control`, `ETag`, `304`) and compression by `Accept-Encoding`.

@@ -258,8 +258,8 @@ async fn start_votegraph(
         // measured), but set out of reach, so a run with few `--users`
         // measures votes rather than refusals.
         .args(["--rate-vote", "1000000000/60"])
-        // The TOP_* upkeep is per second, not per request (the README gives
-        // its cost): after its first round, keep it out of the per-request
+        // The TOP_* upkeep is per second, not per request (docs/performance.md
+        // gives its cost): after its first round, keep it out of the per-request
         // Redis counts.
         .args(["--top-upkeep-ms", "60000"])
         .env("RUST_LOG", "warn")

@@ -4,7 +4,8 @@
 //!
 //! **Positions, not offsets.** A cursor holds the last article's ranking
 //! value and member, so the next page starts right below it however many
-//! votes moved other articles meanwhile (see the README's cursor paragraph).
+//! votes moved other articles meanwhile (see docs/api.md, "The cursor
+//! guarantee").
 //!
 //! **Net-vote rankings.** `top:<period>` ranks the articles posted within
 //! the period by net votes × 2^32 + post time (whole seconds): net votes

@@ -15,7 +15,8 @@
 //!
 //! The article keys are the ones of *Redis in Action* chapter 1, so the book's
 //! code and votegraph can share one Redis; keys votegraph adds follow the
-//! `type:id:attr` convention. The README's keyspace table mirrors this file.
+//! `type:id:attr` convention. The keyspace table of docs/keyspace.md mirrors
+//! this file.
 
 use crate::client::ClientAddr;
 use crate::domain::{ArticleId, GroupName};
@@ -24,7 +25,7 @@ use crate::domain::{ArticleId, GroupName};
 pub const SCORE: &str = "score:";
 /// Sorted set `article:<id>` → post time (book).
 pub const TIME: &str = "time:";
-/// Hash slug → article id (seed 003).
+/// Hash slug → article id.
 pub const SLUGS: &str = "slug.to.id";
 /// Hash: slug stem → the highest numeric suffix handed out for it.
 pub const SLUG_SUFFIXES: &str = "slug:last-suffix";
@@ -387,7 +388,7 @@ mod tests {
     use super::*;
 
     /// The keys built from the constants are spelled exactly as the book
-    /// and the README's keyspace table spell them: the book's own code
+    /// and docs/keyspace.md's table spell them: the book's own code
     /// shares the Redis.
     #[test]
     fn keys_keep_their_documented_spelling() {

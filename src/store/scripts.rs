@@ -160,7 +160,7 @@ fn seconds(values: &[Value]) -> Option<u64> {
 
 /// Lua shared by the scripts that change karma.
 ///
-/// `karma:` scores fold a tie-break into the karma (seed 004): the integer part
+/// `karma:` scores fold a tie-break into the karma: the integer part
 /// is the karma, the fraction is `(2^32 - 1 - t) / 2^32` where `t` is whole
 /// seconds since 2020-01-01 when the user reached that karma. An earlier `t`
 /// gives a larger fraction, so a plain ZREVRANGE ranks by karma, then by who
@@ -385,7 +385,7 @@ return {'posted', id, slug}
 /// files it in the rankings and its groups.
 ///
 /// The slug is the stem, or `stem-2`, `stem-3`… reserved with HSETNX on
-/// `slug.to.id` (seed 003), so concurrent posts never share one. The highest
+/// `slug.to.id`, so concurrent posts never share one. The highest
 /// suffix handed out per stem is kept in `slug:last-suffix`, so the
 /// thousandth post of one title tries one slug, not a thousand.
 static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {

@@ -1,4 +1,4 @@
-//! The attacks of issue 10, each run against the real server: every one
+//! The attacks of docs/security.md, each run against the real server: every one
 //! gets a clear error, writes and runs nothing, and leaves the server's
 //! memory bounded.
 

@@ -349,9 +349,9 @@ async fn a_redis_left_running_on_the_data_directory_is_not_replaced() {
 }
 
 #[test]
-fn every_flag_is_in_the_readme_configuration_table() {
+fn every_flag_is_in_the_configuration_docs_table() {
     use clap::CommandFactory;
-    let readme = include_str!("../../README.md");
+    let docs = include_str!("../../docs/configuration.md");
     let command = votegraph::config::Settings::command();
     let mut flags = 0;
     for arg in command.get_arguments() {
@@ -365,8 +365,8 @@ fn every_flag_is_in_the_readme_configuration_table() {
             .unwrap_or_else(|| panic!("--{long} has no environment variable"));
         let row = format!("| `--{long}` | `{env}` |");
         assert!(
-            readme.contains(&row),
-            "README's configuration table lacks {row}"
+            docs.contains(&row),
+            "docs/configuration.md's flag table lacks {row}"
         );
         flags += 1;
     }
