@@ -22,13 +22,14 @@
 //! their number is bounded by the WebSocket limits).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
 use crate::error::AppError;
-use crate::sync::lock;
 
 /// Seconds a refused client is told to wait.
 const RETRY_AFTER_SECS: u64 = 1;
@@ -102,7 +103,7 @@ impl Drop for Permit {
     fn drop(&mut self) {
         let inner = &self.budget;
         {
-            let mut in_use = lock(&inner.in_use);
+            let mut in_use = inner.in_use.lock();
             *in_use -= self.units;
             inner.stats.in_use.store(*in_use, Ordering::Relaxed);
         }
@@ -180,7 +181,7 @@ impl WorkBudget {
         } else {
             capacity
         };
-        let mut in_use = lock(&inner.in_use);
+        let mut in_use = inner.in_use.lock();
         let fits = *in_use + units <= room || *in_use == 0;
         if !fits {
             return None;

@@ -36,7 +36,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use async_graphql::parser::types::ExecutableDocument;
@@ -45,7 +47,6 @@ use tokio::sync::watch;
 use crate::compression::{Encoding, Level};
 use crate::personal::Template;
 use crate::pubsub::ScoreEvent;
-use crate::sync::lock;
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this many entries the cache is emptied (distinct anonymous queries
@@ -243,12 +244,12 @@ impl Cached {
 
     /// The compressed form already made for `encoding`, if any.
     fn encoded(&self, encoding: Encoding) -> Option<bytes::Bytes> {
-        lock(&self.encoded)[encoding.index()].clone()
+        self.encoded.lock()[encoding.index()].clone()
     }
 
     /// Bytes held by the compressed forms.
     fn encoded_bytes(&self) -> usize {
-        lock(&self.encoded).iter().flatten().map(|b| b.len()).sum()
+        self.encoded.lock().iter().flatten().map(|b| b.len()).sum()
     }
 }
 
@@ -382,7 +383,7 @@ impl ResponseCache {
 
     /// Read it before computing a response to cache.
     pub fn position(&self) -> Position {
-        let votes = lock(&self.votes);
+        let votes = self.votes.lock();
         Position {
             generation: self.generation.load(Ordering::Acquire),
             votes_seen: votes.count,
@@ -397,8 +398,8 @@ impl ResponseCache {
 
     /// Drops the responses a vote can change.
     pub fn vote(&self, event: Arc<ScoreEvent>) {
-        let mut votes = lock(&self.votes);
-        let removed = lock(&self.entries).remove_affected(&event);
+        let mut votes = self.votes.lock();
+        let removed = self.entries.lock().remove_affected(&event);
         self.evictions.fetch_add(removed as u64, Ordering::Relaxed);
         votes.count += 1;
         votes.recent.push_back(event);
@@ -409,7 +410,9 @@ impl ResponseCache {
 
     pub fn get(&self, key: &str) -> Option<Arc<Cached>> {
         let generation = self.generation.load(Ordering::Acquire);
-        let hit = lock(&self.entries)
+        let hit = self
+            .entries
+            .lock()
             .map
             .get(key)
             .filter(|e| e.generation == generation && e.stored.elapsed() < MAX_AGE)
@@ -441,7 +444,7 @@ impl ResponseCache {
     /// [`Flight`]). Call after a miss.
     pub fn flight(&self, key: &str) -> Flight {
         let now = self.position();
-        let mut flights = lock(&self.flights.0);
+        let mut flights = self.flights.0.lock();
         if let Some((started, receiver)) = flights.get(key) {
             if *started == now {
                 return Flight::Follow(Follow(receiver.clone()));
@@ -472,13 +475,13 @@ impl ResponseCache {
         }
         let form = encoding.compress(&cached.body, Level::Fast)?;
         self.compressions.fetch_add(1, Ordering::Relaxed);
-        let mut entries = lock(&self.entries);
+        let mut entries = self.entries.lock();
         let current = entries
             .map
             .get(key)
             .is_some_and(|e| Arc::ptr_eq(&e.cached, cached));
         if current && entries.bytes + form.len() <= self.max_bytes {
-            let mut forms = lock(&cached.encoded);
+            let mut forms = cached.encoded.lock();
             if forms[encoding.index()].is_none() {
                 forms[encoding.index()] = Some(form.clone());
                 entries.bytes += form.len();
@@ -490,7 +493,7 @@ impl ResponseCache {
     /// Stores a response computed from `start` on, unless something it
     /// depends on changed meanwhile.
     pub fn put(&self, key: String, start: Position, deps: Deps, cached: Arc<Cached>) {
-        let votes = lock(&self.votes);
+        let votes = self.votes.lock();
         if start.generation != self.generation.load(Ordering::Acquire) {
             return;
         }
@@ -502,7 +505,7 @@ impl ResponseCache {
         if votes.recent.iter().skip(skip).any(|e| deps.affected_by(e)) {
             return;
         }
-        lock(&self.entries).insert(
+        self.entries.lock().insert(
             key,
             Entry {
                 generation: start.generation,
@@ -517,7 +520,7 @@ impl ResponseCache {
     /// Counters so far, for `/health` and the benchmark.
     pub fn stats(&self) -> CacheStats {
         let (entries, bytes) = {
-            let e = lock(&self.entries);
+            let e = self.entries.lock();
             (e.map.len(), e.bytes)
         };
         CacheStats {
@@ -589,7 +592,7 @@ impl Lead {
 
 impl Drop for Lead {
     fn drop(&mut self) {
-        let mut flights = lock(&self.flights.0);
+        let mut flights = self.flights.0.lock();
         if flights
             .get(&self.key)
             .is_some_and(|(_, r)| r.same_channel(&self.sender.subscribe()))
@@ -641,7 +644,7 @@ pub const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
 impl DocumentCache {
     /// The cached parse of `query`, if any.
     pub fn get(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
-        let found = lock(&self.documents).map.get(query).cloned();
+        let found = self.documents.lock().map.get(query).cloned();
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -659,7 +662,7 @@ impl DocumentCache {
     ) -> Result<Arc<ExecutableDocument>, async_graphql::parser::Error> {
         let doc = Arc::new(async_graphql::parser::parse_query(query)?);
         if query.len() <= MAX_CACHED_DOCUMENT {
-            let mut documents = lock(&self.documents);
+            let mut documents = self.documents.lock();
             if documents.map.len() >= MAX_DOCUMENTS
                 || documents.text_bytes + query.len() > MAX_DOCUMENT_TEXT_BYTES
             {
@@ -674,7 +677,7 @@ impl DocumentCache {
     /// Documents and text bytes kept, and lookups, for `/health` and
     /// `/metrics`.
     pub fn stats(&self) -> DocumentStats {
-        let documents = lock(&self.documents);
+        let documents = self.documents.lock();
         DocumentStats {
             entries: documents.map.len() as u64,
             text_bytes: documents.text_bytes as u64,
@@ -710,7 +713,7 @@ mod tests {
         let padding = "#".repeat(15_000);
         for i in 0..400 {
             let _ = documents.parse(&format!("{{ articleCount }} {padding} {i}"));
-            assert!(lock(&documents.documents).text_bytes <= MAX_DOCUMENT_TEXT_BYTES);
+            assert!(documents.documents.lock().text_bytes <= MAX_DOCUMENT_TEXT_BYTES);
         }
     }
 
@@ -735,7 +738,7 @@ mod tests {
             for encoding in Encoding::ALL {
                 cache.encoded(&key, &cached, encoding);
             }
-            assert!(lock(&cache.entries).bytes <= 1024 * 1024);
+            assert!(cache.entries.lock().bytes <= 1024 * 1024);
         }
         assert!(cache.get("k199").is_some(), "recent entries are kept");
         // An entry larger than a sixteenth of the budget is not kept at all.
@@ -755,10 +758,10 @@ mod tests {
         let text = br#"{"data":{"articles":[{"id":"1"}]}}"#.repeat(100);
         let kept = cached(bytes::Bytes::from(text));
         cache.put("k".into(), cache.position(), Deps::default(), kept.clone());
-        let before = lock(&cache.entries).bytes;
+        let before = cache.entries.lock().bytes;
         let first = cache.encoded("k", &kept, Encoding::Br).unwrap();
         assert!(first.len() < kept.body().len() / 10);
-        let after = lock(&cache.entries).bytes;
+        let after = cache.entries.lock().bytes;
         assert_eq!(after, before + first.len(), "the form is counted");
         // The second request gets the very same bytes, not a new compression.
         let second = cache
@@ -769,7 +772,7 @@ mod tests {
         let stray = cached(bytes::Bytes::from(vec![b'y'; 5_000]));
         cache.encoded("k", &stray, Encoding::Gzip);
         assert!(stray.encoded(Encoding::Gzip).is_none());
-        assert_eq!(lock(&cache.entries).bytes, after);
+        assert_eq!(cache.entries.lock().bytes, after);
     }
 
     fn cached(body: bytes::Bytes) -> Arc<Cached> {

@@ -19,7 +19,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_graphql::Value;
 use sha2::Digest;
@@ -27,7 +29,6 @@ use sha2::Digest;
 use crate::client::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::store::{RegisterLimits, Store};
-use crate::sync::lock;
 
 /// Texts kept in-process at most (by count and bytes); past either bound
 /// the map starts over. Distinct documents are few: an app's queries.
@@ -169,7 +170,7 @@ impl PersistedQueries {
 
     /// The text under `hash`: from this process' map, else from Redis.
     async fn lookup(&self, hash: &str) -> AppResult<Option<Arc<str>>> {
-        if let Some(text) = lock(&self.local).map.get(hash).cloned() {
+        if let Some(text) = self.local.lock().map.get(hash).cloned() {
             self.local_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(text));
         }
@@ -190,7 +191,7 @@ impl PersistedQueries {
     }
 
     fn keep(&self, hash: String, text: Arc<str>) {
-        let mut local = lock(&self.local);
+        let mut local = self.local.lock();
         if local.map.contains_key(&hash) {
             return;
         }
@@ -206,7 +207,7 @@ impl PersistedQueries {
     /// Counters and sizes, for `/health`.
     pub fn stats(&self) -> serde_json::Value {
         let (entries, text_bytes) = {
-            let local = lock(&self.local);
+            let local = self.local.lock();
             (local.map.len(), local.text_bytes)
         };
         serde_json::json!({

@@ -20,7 +20,9 @@
 //! request, as before.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
 
 use async_graphql::context::{QueryPathNode, QueryPathSegment};
 use async_graphql::{Name, Value};
@@ -28,7 +30,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::domain::ArticleId;
 use crate::store::VoteDirection;
-use crate::sync::lock;
 
 /// One step of a response path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +65,7 @@ impl Holes {
             })
             .collect();
         steps.reverse();
-        lock(&self.holes).push(Hole { path: steps, id });
+        self.holes.lock().push(Hole { path: steps, id });
     }
 
     /// The response read who the caller is.
@@ -81,7 +82,7 @@ impl Holes {
     /// hole cannot be placed (its path is not in the data), which would be
     /// a bug: the caller then runs the request whole.
     pub fn template(&self, response: &mut async_graphql::Response) -> Option<Template> {
-        let holes = std::mem::take(&mut *lock(&self.holes));
+        let holes = std::mem::take(&mut *self.holes.lock());
         let nonce = nonce();
         for (i, hole) in holes.iter().enumerate() {
             *slot(&mut response.data, &hole.path)? = Value::String(format!("{nonce}{i}"));
@@ -211,7 +212,7 @@ mod tests {
 
     fn holes(list: Vec<(Vec<Step>, u64)>) -> Holes {
         let holes = Holes::default();
-        *lock(&holes.holes) = list
+        *holes.holes.lock() = list
             .into_iter()
             .map(|(path, id)| Hole {
                 path,

@@ -23,7 +23,9 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -59,7 +61,7 @@ struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
 
 impl PerClient {
     fn admit(&self, ip: IpAddr, max: usize) -> Option<ClientSlot> {
-        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counts = self.0.lock();
         let count = counts.entry(ip).or_insert(0);
         if *count >= max {
             return None;
@@ -80,7 +82,7 @@ struct ClientSlot {
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counts = self.counts.0.lock();
         if let Some(count) = counts.get_mut(&self.ip) {
             *count -= 1;
             if *count == 0 {

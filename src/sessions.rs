@@ -18,14 +18,16 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
 use crate::pubsub::PubSub;
 use crate::store::Store;
-use crate::sync::{lock, AbortOnDrop};
+use crate::sync::AbortOnDrop;
 
 /// How often the open sockets' sessions are checked in Redis.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
@@ -71,7 +73,7 @@ impl Watched {
 
 impl Drop for Watched {
     fn drop(&mut self) {
-        let mut open = lock(&self.inner.open);
+        let mut open = self.inner.open.lock();
         if let Some(sockets) = open.get_mut(&self.hash) {
             sockets.remove(&self.id);
             if sockets.is_empty() {
@@ -99,7 +101,9 @@ impl SessionWatch {
         let (sender, ended) = watch::channel(false);
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let hash: Arc<str> = Arc::from(token_hash);
-        lock(&self.inner.open)
+        self.inner
+            .open
+            .lock()
             .entry(hash.clone())
             .or_default()
             .insert(id, sender);
@@ -113,7 +117,7 @@ impl SessionWatch {
 
     /// Distinct sessions watched now.
     pub fn sessions(&self) -> usize {
-        lock(&self.inner.open).len()
+        self.inner.open.lock().len()
     }
 
     /// Sockets ended because their session did, ever.
@@ -125,7 +129,7 @@ impl SessionWatch {
 impl Inner {
     /// Tells every socket of `hash` that its session ended.
     fn end(&self, hash: &str) {
-        if let Some(sockets) = lock(&self.open).remove(hash) {
+        if let Some(sockets) = self.open.lock().remove(hash) {
             self.ended
                 .fetch_add(sockets.len() as u64, Ordering::Relaxed);
             for sender in sockets.values() {
@@ -135,7 +139,7 @@ impl Inner {
     }
 
     fn hashes(&self) -> Vec<Arc<str>> {
-        lock(&self.open).keys().cloned().collect()
+        self.open.lock().keys().cloned().collect()
     }
 }
 

@@ -19,7 +19,9 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use async_graphql::http::WebSocketProtocols as Protocol;
@@ -172,8 +174,8 @@ impl WebSockets {
 struct ConnectionCounts(Arc<Mutex<HashMap<IpAddr, usize>>>);
 
 impl ConnectionCounts {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.0.lock()
     }
 }
 

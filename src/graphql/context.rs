@@ -11,7 +11,9 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_graphql::dataloader::DataLoader;
 use async_graphql::{Context, Result};
@@ -33,7 +35,6 @@ use crate::store::{
     ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, LoginLimit, Order, Ranked, Standing,
     Store, Viewer, VoteDirection,
 };
-use crate::sync::lock;
 
 /// What every request of this process shares, registered once: the HTTP
 /// routes, the WebSocket loop and the resolvers (through their
@@ -298,7 +299,7 @@ impl RequestContext {
 
     fn record(&self, f: impl FnOnce(&mut Deps)) {
         if let Some(deps) = &self.deps {
-            f(&mut lock(deps));
+            f(&mut deps.lock());
         }
     }
 
@@ -367,7 +368,7 @@ impl RequestContext {
         };
         let key = format!("{list:?}|{order:?}|{}|{}", page.page, page.page_size);
         let cell = {
-            let mut pages = lock(pages);
+            let mut pages = pages.lock();
             match pages.get_mut(&key) {
                 None => {
                     pages.insert(key, None);
@@ -714,7 +715,9 @@ pub struct Recorded(Option<DepsCollector>, Option<Arc<Holes>>);
 
 impl Recorded {
     pub fn take(&self) -> Option<Deps> {
-        self.0.as_ref().map(|deps| std::mem::take(&mut *lock(deps)))
+        self.0
+            .as_ref()
+            .map(|deps| std::mem::take(&mut *deps.lock()))
     }
 
     /// A template's holes (see [`RequestContext::template`]).

@@ -46,7 +46,9 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
 use async_graphql::{Executor, Request, Response};
@@ -61,7 +63,6 @@ use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
 use crate::client::ClientAddr;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent, Uncounted};
-use crate::sync::lock;
 
 /// Payloads a shared stream keeps for its slowest subscriber; one further
 /// behind skips the oldest. Each is an `Arc` shared by every subscriber,
@@ -148,7 +149,7 @@ impl SharedStreams {
         let Some(key) = shareable_key(api, &request) else {
             return Err(Box::new(request));
         };
-        let mut streams = lock(&registry.streams);
+        let mut streams = registry.streams.lock();
         if let Some(entry) = streams.get(&key).cloned() {
             if let Some(receiver) = entry.join(&registry.pubsub) {
                 drop(streams);
@@ -187,7 +188,7 @@ impl SharedStreams {
         });
         let responses = api.execute_stream(request, Some(Arc::new(data)));
         let task = tokio::spawn(run(responses, sender, entry.clone(), self.clone()));
-        lock(&entry.state).task = Some(task.abort_handle());
+        entry.state.lock().task = Some(task.abort_handle());
         drop(streams);
         Ok(self.payloads(receiver, entry))
     }
@@ -221,23 +222,25 @@ impl SharedStreams {
     /// Removes `entry` from the registry (if it is still there) and closes
     /// it to joiners.
     fn detach(&self, entry: &Arc<Entry>) {
-        let mut streams = lock(&self.0.streams);
+        let mut streams = self.0.streams.lock();
         if streams
             .get(&entry.key)
             .is_some_and(|current| Arc::ptr_eq(current, entry))
         {
             streams.remove(&entry.key);
         }
-        lock(&entry.state).sender = None;
+        entry.state.lock().sender = None;
     }
 
     /// Streams, subscribers and the largest streams' subscriber counts, for
     /// `/health`.
     pub fn stats(&self) -> serde_json::Value {
         let registry = &self.0;
-        let mut counts: Vec<usize> = lock(&registry.streams)
+        let mut counts: Vec<usize> = registry
+            .streams
+            .lock()
             .values()
-            .map(|entry| lock(&entry.state).subscribers)
+            .map(|entry| entry.state.lock().subscribers)
             .collect();
         counts.sort_unstable_by(|a, b| b.cmp(a));
         let subscribers: usize = counts.iter().sum();
@@ -256,7 +259,7 @@ impl SharedStreams {
 impl Entry {
     /// A receiver for one more subscriber, unless the entry is closed.
     fn join(&self, pubsub: &PubSub) -> Option<broadcast::Receiver<Arc<str>>> {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock();
         let receiver = state.sender.as_ref()?.subscribe();
         state.subscribers += 1;
         if state.live {
@@ -266,7 +269,7 @@ impl Entry {
     }
 
     fn is_live(&self) -> bool {
-        lock(&self.state).live
+        self.state.lock().live
     }
 }
 
@@ -280,8 +283,8 @@ struct Member {
 impl Drop for Member {
     fn drop(&mut self) {
         let registry = &self.registry.0;
-        let mut streams = lock(&registry.streams);
-        let mut state = lock(&self.entry.state);
+        let mut streams = registry.streams.lock();
+        let mut state = self.entry.state.lock();
         state.subscribers = state.subscribers.saturating_sub(1);
         if state.live {
             registry.pubsub.remove_shared(1);
@@ -327,7 +330,7 @@ impl SharedExecution {
 
     /// From now on the subscribers are counted as served by this execution.
     fn go_live(&self) {
-        let mut state = lock(&self.entry.state);
+        let mut state = self.entry.state.lock();
         if !state.live {
             state.live = true;
             self.pubsub.add_shared(state.subscribers);

@@ -15,7 +15,7 @@ mod users;
 mod votes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bb8_redis::RedisConnectionManager;
@@ -34,6 +34,7 @@ pub use scripts::RegisterLimits;
 pub use users::{LoginLimit, Standing};
 pub use votes::{Backfill, BackfillReport};
 
+use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -248,7 +249,7 @@ impl bb8::ManageConnection for Manager {
             Err(e) => {
                 self.shared.metrics.error(0);
                 tracing::warn!(redis = %self.shared.address, error = %e, "cannot connect to redis");
-                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                *self.last_error.lock() = Some(e.to_string());
                 Err(e)
             }
         }
@@ -358,7 +359,6 @@ impl Store {
                 cause: self
                     .last_error
                     .lock()
-                    .unwrap_or_else(|p| p.into_inner())
                     .clone()
                     .unwrap_or_else(|| "no pooled connection became free in time".to_owned()),
             }),
