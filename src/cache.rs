@@ -29,19 +29,22 @@
 //! asks for each coding, then served as they are), all counted in the
 //! cache's byte budget.
 //!
-//! Whole-cache invalidation is a generation counter: entries written under
-//! an older generation are dead. A response is stored only if no
-//! invalidation, and no vote that affects it, happened while it was computed
-//! (the last 1,024 votes are remembered for that check).
+//! Whole-cache invalidation empties the entries and moves a generation
+//! counter on: a response is stored only if no invalidation, and no vote
+//! that affects it, happened while it was computed (the last 1,024 votes
+//! are remembered for that check).
+//!
+//! Full, the cache evicts the least recently used entries one at a time
+//! (by bytes and by count), so distinct one-off queries push each other
+//! out, not the pages everyone reads.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-use async_graphql::parser::types::ExecutableDocument;
 use tokio::sync::watch;
 
 use crate::compression::{Encoding, Level};
@@ -49,11 +52,11 @@ use crate::personal::Template;
 use crate::pubsub::ScoreEvent;
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
-/// Past this many entries the cache is emptied (distinct anonymous queries
-/// are few in practice: pages of a few lists).
+/// Past this many entries the least recently used one is evicted (distinct
+/// anonymous queries are few in practice: pages of a few lists).
 const MAX_ENTRIES: usize = 4096;
 /// Default for the bytes the cache may hold (bodies, keys, and the keys'
-/// copies in the indexes); past it the cache is emptied.
+/// copies in the indexes); past it the least recently used entries go.
 pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What a cached response shows that a vote can change, recorded while the
@@ -133,6 +136,11 @@ struct Entry {
     stored: Instant,
     cached: Arc<Cached>,
     deps: Deps,
+    /// When it was last stored or read ([`Entries::tick`]): the least
+    /// recently used entry is evicted first.
+    used: u64,
+    /// Its footprint when stored (see [`Entries::footprint`]).
+    size: usize,
 }
 
 /// A response body as it is served: the bytes, a strong validator (made
@@ -271,19 +279,23 @@ struct Votes {
 }
 
 /// The entries, indexed so that a vote finds what it affects without
-/// looking at every entry.
+/// looking at every entry, and ordered by use so that a full cache makes
+/// room by evicting the least recently used ones, one at a time: a flood
+/// of distinct queries pushes out other rarely read pages, never the hot
+/// front page.
 #[derive(Default)]
 struct Entries {
     map: HashMap<String, Entry>,
-    /// Article id → keys of entries showing it (may name removed entries).
+    /// Keys by last use ([`Entry::used`]), oldest first.
+    by_use: BTreeMap<u64, String>,
+    /// A counter standing for time in [`Entries::by_use`].
+    tick: u64,
+    /// Article id → keys of entries showing it.
     by_article: HashMap<String, HashSet<String>>,
-    /// Keys of entries with score windows or karma, checked on every vote
-    /// (may name removed entries).
+    /// Keys of entries with score windows or karma, checked on every vote.
     scanned: HashSet<String>,
-    /// Keys recorded in the two indexes, to bound their stale names.
-    indexed: usize,
-    /// Bytes held: bodies, keys and every copy of a key in the indexes
-    /// (stale index names included, until the next clear).
+    /// Bytes held: bodies, their compressed forms, keys and every copy of
+    /// a key in the indexes.
     bytes: usize,
 }
 
@@ -294,59 +306,98 @@ impl Entries {
 
     /// What storing `entry` under `key` costs in bytes, indexes included.
     fn footprint(key: &str, entry: &Entry) -> usize {
-        let copies = 1 + entry.deps.ids.len() + 1;
-        entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 128
+        let copies = 1 + 1 + entry.deps.ids.len() + 1;
+        entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 160
     }
 
-    fn insert(&mut self, key: String, entry: Entry, max_bytes: usize) {
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// The entry under `key`, marked as just used.
+    fn touch(&mut self, key: &str) -> Option<&Entry> {
+        let tick = self.next_tick();
+        let entry = self.map.get_mut(key)?;
+        let old = std::mem::replace(&mut entry.used, tick);
+        if let Some(key) = self.by_use.remove(&old) {
+            self.by_use.insert(tick, key);
+        }
+        self.map.get(key)
+    }
+
+    fn insert(&mut self, key: String, mut entry: Entry, max_bytes: usize) {
         let size = Self::footprint(&key, &entry);
         if size > max_bytes / 16 {
             // One response may not take a large share of the cache.
             return;
         }
-        if self.map.len() >= MAX_ENTRIES
-            || self.indexed >= 8 * MAX_ENTRIES
-            || self.bytes + size > max_bytes
+        self.remove(&key);
+        while !self.map.is_empty()
+            && (self.map.len() >= MAX_ENTRIES || self.bytes + size > max_bytes)
         {
-            self.clear();
+            self.evict_oldest();
         }
         for id in &entry.deps.ids {
             self.by_article
                 .entry(id.clone())
                 .or_default()
                 .insert(key.clone());
-            self.indexed += 1;
         }
         if entry.deps.any_vote || !entry.deps.windows.is_empty() {
             self.scanned.insert(key.clone());
-            self.indexed += 1;
         }
+        entry.used = self.next_tick();
+        entry.size = size;
+        self.by_use.insert(entry.used, key.clone());
         self.bytes += size;
-        if let Some(old) = self.map.insert(key, entry) {
-            let held = old.cached.size() + old.cached.encoded_bytes();
-            self.bytes = self.bytes.saturating_sub(held);
+        self.map.insert(key, entry);
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some((_, key)) = self.by_use.pop_first() {
+            self.remove(&key);
         }
+    }
+
+    /// Removes `key`'s entry and every index's copy of its key.
+    fn remove(&mut self, key: &str) -> Option<Entry> {
+        let entry = self.map.remove(key)?;
+        self.by_use.remove(&entry.used);
+        for id in &entry.deps.ids {
+            if let Some(keys) = self.by_article.get_mut(id) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.by_article.remove(id);
+                }
+            }
+        }
+        self.scanned.remove(key);
+        let held = entry.size + entry.cached.encoded_bytes();
+        self.bytes = self.bytes.saturating_sub(held);
+        Some(entry)
     }
 
     /// Removes the entries `event` affects; returns how many.
     fn remove_affected(&mut self, event: &ScoreEvent) -> usize {
         let mut doomed: Vec<String> = self
             .by_article
-            .remove(&event.id)
-            .map(|keys| keys.into_iter().collect())
+            .get(&event.id)
+            .map(|keys| keys.iter().cloned().collect())
             .unwrap_or_default();
-        let map = &self.map;
-        self.scanned.retain(|key| match map.get(key) {
-            Some(entry) if entry.deps.affected_by(event) => {
-                doomed.push(key.clone());
-                false
-            }
-            Some(_) => true,
-            None => false,
-        });
+        doomed.extend(
+            self.scanned
+                .iter()
+                .filter(|key| {
+                    self.map
+                        .get(key.as_str())
+                        .is_some_and(|entry| entry.deps.affected_by(event))
+                })
+                .cloned(),
+        );
         doomed
             .iter()
-            .filter(|key| self.map.remove(key.as_str()).is_some())
+            .filter(|key| self.remove(key).is_some())
             .count()
     }
 }
@@ -393,6 +444,7 @@ impl ResponseCache {
     /// Drops everything (any write but a vote).
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.entries.lock().clear();
         self.invalidations.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -410,13 +462,22 @@ impl ResponseCache {
 
     pub fn get(&self, key: &str) -> Option<Arc<Cached>> {
         let generation = self.generation.load(Ordering::Acquire);
-        let hit = self
-            .entries
-            .lock()
-            .map
-            .get(key)
-            .filter(|e| e.generation == generation && e.stored.elapsed() < MAX_AGE)
-            .map(|e| e.cached.clone());
+        let hit = {
+            let mut entries = self.entries.lock();
+            let fresh = entries
+                .map
+                .get(key)
+                .map(|e| e.generation == generation && e.stored.elapsed() < MAX_AGE);
+            match fresh {
+                Some(true) => entries.touch(key).map(|e| e.cached.clone()),
+                Some(false) => {
+                    // Expired: its bytes go now, not when it is evicted.
+                    entries.remove(key);
+                    None
+                }
+                None => None,
+            }
+        };
         let counter = if hit.is_some() {
             &self.hits
         } else {
@@ -512,6 +573,8 @@ impl ResponseCache {
                 stored: Instant::now(),
                 cached,
                 deps,
+                used: 0,
+                size: 0,
             },
             self.max_bytes,
         );
@@ -616,105 +679,37 @@ impl Follow {
     }
 }
 
-/// Parsed documents by query text. Clients send the same few documents
-/// over and over; parsing one costs more than cloning its syntax tree.
-///
-/// Bounded in bytes: the texts kept add up to at most
-/// [`MAX_DOCUMENT_TEXT_BYTES`] (a syntax tree is a small multiple of its
-/// text), and past it the cache starts over, so 20,000 distinct documents
-/// cost re-parsing, never memory.
-#[derive(Default)]
-pub struct DocumentCache {
-    documents: Mutex<Documents>,
-    hits: AtomicU64,
-    misses: AtomicU64,
-}
-
-#[derive(Default)]
-struct Documents {
-    map: HashMap<String, Arc<ExecutableDocument>>,
-    text_bytes: usize,
-}
-
-/// Documents larger than this are parsed every time (and not kept).
-const MAX_CACHED_DOCUMENT: usize = 16 * 1024;
-const MAX_DOCUMENTS: usize = 1024;
-pub const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
-
-impl DocumentCache {
-    /// The cached parse of `query`, if any.
-    pub fn get(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
-        let found = self.documents.lock().map.get(query).cloned();
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
-    }
-
-    /// Parses `query` and keeps it; the parser's error when it does not
-    /// parse (nothing is kept then).
-    pub fn parse(
-        &self,
-        query: &str,
-    ) -> Result<Arc<ExecutableDocument>, async_graphql::parser::Error> {
-        let doc = Arc::new(async_graphql::parser::parse_query(query)?);
-        if query.len() <= MAX_CACHED_DOCUMENT {
-            let mut documents = self.documents.lock();
-            if documents.map.len() >= MAX_DOCUMENTS
-                || documents.text_bytes + query.len() > MAX_DOCUMENT_TEXT_BYTES
-            {
-                *documents = Documents::default();
-            }
-            documents.text_bytes += query.len();
-            documents.map.insert(query.to_owned(), doc.clone());
-        }
-        Ok(doc)
-    }
-
-    /// Documents and text bytes kept, and lookups, for `/health` and
-    /// `/metrics`.
-    pub fn stats(&self) -> DocumentStats {
-        let documents = self.documents.lock();
-        DocumentStats {
-            entries: documents.map.len() as u64,
-            text_bytes: documents.text_bytes as u64,
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// The parsed-document cache's size and counters.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DocumentStats {
-    pub entries: u64,
-    pub text_bytes: u64,
-    pub hits: u64,
-    pub misses: u64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn documents_are_parsed_once_and_bounded_in_bytes() {
-        let documents = DocumentCache::default();
-        assert!(documents.parse("{ articles { id ").is_err());
-        assert!(documents.get("{ articleCount }").is_none());
-        let a = documents.parse("{ articleCount }").unwrap();
-        // A second lookup is the same parsed document.
-        assert!(Arc::ptr_eq(&a, &documents.get("{ articleCount }").unwrap()));
-        // Distinct documents never hold more than the text budget.
-        let padding = "#".repeat(15_000);
-        for i in 0..400 {
-            let _ = documents.parse(&format!("{{ articleCount }} {padding} {i}"));
-            assert!(documents.documents.lock().text_bytes <= MAX_DOCUMENT_TEXT_BYTES);
+    fn a_flood_of_distinct_queries_evicts_the_least_used_not_the_hot_page() {
+        let cache = ResponseCache::new(1024 * 1024);
+        let put = |key: &str, body: Vec<u8>| {
+            cache.put(
+                key.to_owned(),
+                cache.position(),
+                Deps::default(),
+                Arc::new(Cached::new(bytes::Bytes::from(body))),
+            )
+        };
+        put("front page", vec![b'f'; 20_000]);
+        for i in 0..(2 * MAX_ENTRIES) {
+            put(&format!("one-off {i}"), vec![b'x'; 1_000 + i % 7]);
+            if i % 100 == 0 {
+                assert!(cache.get("front page").is_some(), "evicted after {i}");
+            }
+            let entries = cache.entries.lock();
+            assert!(entries.map.len() <= MAX_ENTRIES);
+            assert!(entries.bytes <= 1024 * 1024);
+            assert_eq!(entries.by_use.len(), entries.map.len());
         }
+        assert!(cache.get("front page").is_some());
+        assert!(cache.get("one-off 0").is_none(), "the oldest went first");
+        assert!(cache
+            .get(&format!("one-off {}", 2 * MAX_ENTRIES - 1))
+            .is_some());
     }
 
     #[test]

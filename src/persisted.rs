@@ -13,15 +13,14 @@
 //! expiring `--persisted-query-ttl-secs` after its last registration, and
 //! none longer than `--max-query-bytes` (a registration runs only after the
 //! document passed every limit of `graphql::limits`). In front of Redis,
-//! each process keeps the texts it has seen by hash ([`Local`]), so a warm
+//! each process keeps the texts it has seen by hash (at most 2 MiB of them,
+//! the least used going first), so a warm
 //! hash costs no Redis round trip; its parse is then found in the
 //! parsed-document cache like any other text.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 
 use async_graphql::Value;
 use sha2::Digest;
@@ -30,10 +29,20 @@ use crate::client::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::store::{RegisterLimits, Store};
 
-/// Texts kept in-process at most (by count and bytes); past either bound
-/// the map starts over. Distinct documents are few: an app's queries.
-const LOCAL_MAX_DOCUMENTS: usize = 1024;
-const LOCAL_MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
+/// Texts kept in-process: an app's few distinct queries, and at most this
+/// many bytes of them (the least used go first).
+const LOCAL_EXPECTED_DOCUMENTS: usize = 1024;
+const LOCAL_MAX_TEXT_BYTES: u64 = 2 * 1024 * 1024;
+
+/// A text weighs its bytes.
+#[derive(Clone)]
+struct TextBytes;
+
+impl quick_cache::Weighter<String, Arc<str>> for TextBytes {
+    fn weight(&self, _: &String, text: &Arc<str>) -> u64 {
+        text.len() as u64
+    }
+}
 
 /// How long and how many documents Redis keeps, and how fast and while
 /// how much memory they may be registered.
@@ -43,19 +52,12 @@ pub type PersistedLimits = RegisterLimits;
 pub struct PersistedQueries {
     store: Store,
     limits: PersistedLimits,
-    local: Mutex<Local>,
+    local: quick_cache::sync::Cache<String, Arc<str>, TextBytes>,
     local_hits: AtomicU64,
     redis_hits: AtomicU64,
     misses: AtomicU64,
     registrations: AtomicU64,
     refused: AtomicU64,
-}
-
-/// Texts by hash, bounded like the parsed-document cache.
-#[derive(Default)]
-struct Local {
-    map: HashMap<String, Arc<str>>,
-    text_bytes: usize,
 }
 
 /// A request that carries a text to register under its (verified) hash,
@@ -100,7 +102,11 @@ impl PersistedQueries {
         Self {
             store,
             limits,
-            local: Mutex::default(),
+            local: quick_cache::sync::Cache::with_weighter(
+                LOCAL_EXPECTED_DOCUMENTS,
+                LOCAL_MAX_TEXT_BYTES,
+                TextBytes,
+            ),
             local_hits: AtomicU64::new(0),
             redis_hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -170,7 +176,7 @@ impl PersistedQueries {
 
     /// The text under `hash`: from this process' map, else from Redis.
     async fn lookup(&self, hash: &str) -> AppResult<Option<Arc<str>>> {
-        if let Some(text) = self.local.lock().map.get(hash).cloned() {
+        if let Some(text) = self.local.get(hash) {
             self.local_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(text));
         }
@@ -191,25 +197,12 @@ impl PersistedQueries {
     }
 
     fn keep(&self, hash: String, text: Arc<str>) {
-        let mut local = self.local.lock();
-        if local.map.contains_key(&hash) {
-            return;
-        }
-        if local.map.len() >= LOCAL_MAX_DOCUMENTS
-            || local.text_bytes + text.len() > LOCAL_MAX_TEXT_BYTES
-        {
-            *local = Local::default();
-        }
-        local.text_bytes += text.len();
-        local.map.insert(hash, text);
+        self.local.insert(hash, text);
     }
 
     /// Counters and sizes, for `/health`.
     pub fn stats(&self) -> serde_json::Value {
-        let (entries, text_bytes) = {
-            let local = self.local.lock();
-            (local.map.len(), local.text_bytes)
-        };
+        let (entries, text_bytes) = (self.local.len(), self.local.weight());
         serde_json::json!({
             "entries": entries,
             "textBytes": text_bytes,

@@ -35,8 +35,8 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Positioned, Value, Variables};
 use async_graphql_value::Value as DocValue;
 
+use super::documents::{DocumentCache, DocumentStats};
 use super::shape;
-use crate::cache::DocumentCache;
 use crate::error::{AppError, AppResult};
 
 /// The limits of one document; each one is a setting (see `config.rs`).
@@ -97,7 +97,7 @@ impl Guard {
     }
 
     /// The parsed-document cache's size, for `/health`.
-    pub fn document_stats(&self) -> crate::cache::DocumentStats {
+    pub fn document_stats(&self) -> DocumentStats {
         self.documents.stats()
     }
 

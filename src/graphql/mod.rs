@@ -7,6 +7,7 @@
 mod canonical;
 pub mod connection;
 mod context;
+pub mod documents;
 pub mod limits;
 mod loaders;
 mod mutation;
