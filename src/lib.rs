@@ -21,6 +21,7 @@ pub mod local_redis;
 pub mod metrics;
 pub mod persisted;
 pub mod personal;
+pub mod pipeline;
 pub mod pubsub;
 pub mod routes;
 pub mod scrape;

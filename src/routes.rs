@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
-use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql_poem::GraphQLProtocol;
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::websocket::WebSocket;
@@ -19,13 +18,13 @@ use poem::{handler, Body, Endpoint, FromRequest, IntoResponse, Request, RequestB
 use tokio::io::AsyncReadExt;
 use tracing::Instrument;
 
-use crate::auth::Session;
 use crate::budget::{HeldBody, Permit};
 use crate::cache::{Cached, ResponseCache};
 use crate::client::{ClientAddr, TrustedProxies};
 use crate::compression::{self, Encoding};
 use crate::error::AppError;
-use crate::graphql::{Api, RequestContext};
+use crate::graphql::Api;
+use crate::pipeline::{self, Ask, Outcome};
 use crate::telemetry;
 use crate::telemetry::Operation;
 use crate::ws::WebSockets;
@@ -226,145 +225,45 @@ async fn execute(
     headers: &HeaderMap,
     client: ClientAddr,
     method: Method,
-    mut request: async_graphql::Request,
+    request: async_graphql::Request,
 ) -> Response {
     let wants = Wants::of(headers);
-    let registration = match schema.state().persisted().resolve(&mut request).await {
-        Ok(registration) => registration,
-        Err(e) => return refusal(e, wants.media),
+    let ask = Ask {
+        request,
+        authorization: authorization(headers).map(str::to_owned),
+        client,
+        queries_only: method == Method::Get,
+        with_cost: headers.contains_key(COST_HEADER),
     };
-    let checked = match schema.guard().check(&request) {
-        Ok(checked) => checked,
-        Err(e) => return refusal(e, wants.media),
-    };
-    let (operation, cost) = match &checked {
-        Some(c) => (Some(c.operation), Some(c.cost)),
-        None => (None, None),
-    };
-    if let Some(c) = &checked {
-        telemetry::note_operation(Operation::of(
-            c.operation,
-            &c.document,
-            request.operation_name.as_deref(),
-        ));
+    let answer = pipeline::answer(schema, ask).await;
+    if let Some((kind, name)) = answer.operation {
+        telemetry::note_operation(Operation {
+            kind: Some(kind.into()),
+            name,
+        });
     }
-    if method == Method::Get && operation.is_some_and(|op| op != OperationType::Query) {
-        // A GET must be safe: a link prefetcher must not vote.
-        return refusal(AppError::MethodNotAllowed, wants.media);
+    if let Some(code) = answer.code {
+        telemetry::note_code(code);
     }
-    if let Some(registration) = registration {
-        // Only a document that passed every limit is kept.
-        let registered = schema
-            .state()
-            .persisted()
-            .register(registration, &request.query, client)
-            .await;
-        if let Err(e) = registered {
-            return refusal(e, wants.media);
+    match answer.outcome {
+        Outcome::Refused(e) => refusal(e, wants.media),
+        Outcome::RequestError(response) => request_error(&response, wants.media),
+        Outcome::Body {
+            body,
+            cached,
+            anonymous,
+            permit,
+        } => {
+            // Only an anonymous GET query may be kept by shared HTTP caches.
+            let public = anonymous && method == Method::Get;
+            let entry = cached.as_ref().map(|(cache, key)| (&**cache, key.as_str()));
+            let response = reply(headers, wants, &body, entry, public);
+            match permit {
+                Some(permit) => held(response, permit),
+                None => response,
+            }
         }
     }
-    let want_cost = headers.contains_key(COST_HEADER);
-    let auth = authorization(headers);
-    let anonymous_query = auth.is_none() && operation == Some(OperationType::Query) && !want_cost;
-    // Only an anonymous GET query may be kept by shared HTTP caches.
-    let public = anonymous_query && method == Method::Get;
-    // Anonymous queries may be answered from (and stored in) the cache.
-    let cache = schema.state().responses().filter(|_| anonymous_query);
-    let mut stored = None;
-    if let Some(cache) = cache {
-        let key = cache_key(&request);
-        let lead = match cache.lookup(&key, schema.deadline()).await {
-            Ok(cached) => return reply(headers, wants, &cached, Some((cache, &key)), public),
-            Err(lead) => lead,
-        };
-        stored = Some((cache, key, cache.position(), lead));
-    }
-    // Past the cache, the request runs (or fills a template): it needs
-    // room in the work budget, held until its body is written.
-    let permit = match schema.budget().admit(cost.unwrap_or(0)).await {
-        Ok(permit) => permit,
-        Err(e) => return refusal(e, wants.media),
-    };
-    let personal_query = auth.is_some() && operation == Some(OperationType::Query) && !want_cost;
-    if let (true, Some(cache), Some(checked)) =
-        (personal_query, schema.state().responses(), &checked)
-    {
-        let document = checked.document.clone();
-        if let Some(body) = personal_page(schema, cache, client, auth, &request, document).await {
-            let response = reply(headers, wants, &Arc::new(Cached::new(body)), None, false);
-            return held(response, permit);
-        }
-    }
-    let session = Session::from_authorization(auth);
-    let context = match stored {
-        Some(_) => RequestContext::recorded(schema.state(), session, client),
-        None => RequestContext::new(schema.state(), session, client),
-    };
-    // An anonymous query may read the replica; anything else, the primary.
-    let context = if auth.is_none() && operation == Some(OperationType::Query) {
-        context.on_replica()
-    } else {
-        context
-    };
-    let (request, recorded) = context.attach(request);
-    let mut response = schema
-        .execute_checked(request, checked.map(|c| c.document))
-        .await;
-    telemetry::note_response(&response);
-    if let (true, Some(cost)) = (want_cost, cost) {
-        response.extensions.insert(
-            "cost".to_owned(),
-            async_graphql::Value::from_json(serde_json::json!({
-                "requested": cost,
-                "limit": schema.guard().limits().max_cost,
-            }))
-            .unwrap_or_default(),
-        );
-    }
-    if is_request_error(&response) {
-        return request_error(&response, wants.media);
-    }
-    let ok = response.is_ok();
-    let body = json_body(&response, cost.unwrap_or(0));
-    let cached = Arc::new(if ok {
-        Cached::new(body)
-    } else {
-        Cached::failed(body)
-    });
-    let Some((cache, key, start, lead)) = stored else {
-        return held(reply(headers, wants, &cached, None, public), permit);
-    };
-    if let (true, Some(deps)) = (ok, recorded.take()) {
-        cache.put(key.clone(), start, deps, cached.clone());
-    }
-    if let Some(lead) = lead {
-        lead.land(cached.clone());
-    }
-    held(
-        reply(headers, wants, &cached, Some((cache, &key)), public),
-        permit,
-    )
-}
-
-/// Bytes of JSON a response takes per unit of query cost, about: a page
-/// of 100 articles with every field (cost 200) is ~26 KB.
-const BYTES_PER_COST: u64 = 128;
-
-/// `response` as JSON, written once into a buffer sized from its query's
-/// cost (not grown by doubling and copying), and trimmed when the guess
-/// was long: a cached body holds no spare capacity the cache's byte count
-/// would not see.
-fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
-    let guess = (cost.saturating_add(8) * BYTES_PER_COST).min(4 << 20) as usize;
-    let mut body = Vec::with_capacity(guess);
-    if let Err(e) = serde_json::to_writer(&mut body, response) {
-        tracing::error!(error = %e, "serialising a response");
-        body.clear();
-    }
-    if body.capacity() > body.len() + body.len() / 4 {
-        body.shrink_to_fit();
-    }
-    bytes::Bytes::from(body)
 }
 
 /// `response` with its body holding `permit` until it is written.
@@ -373,93 +272,6 @@ fn held(response: Response, permit: Permit) -> Response {
     let (parts, body) = response.into_parts();
     let body = BoxBody::new(HeldBody::new(BoxBody::from(body), permit));
     Response::from_parts(parts, Body::from(body))
-}
-
-/// A logged-in query's body, from its template (see [`crate::personal`]):
-/// the caller's session is looked up while the template is found (or
-/// computed), then their votes on its articles fill it. None when the
-/// query must run whole: it reads who the caller is, it failed, or Redis
-/// did (the whole run then reports that properly).
-async fn personal_page(
-    schema: &Api,
-    cache: &Arc<ResponseCache>,
-    client: ClientAddr,
-    auth: Option<&str>,
-    request: &async_graphql::Request,
-    document: Arc<ExecutableDocument>,
-) -> Option<bytes::Bytes> {
-    let key = format!("\u{1}{}", cache_key(request));
-    let session = Session::from_authorization(auth);
-    let store = schema.state().store();
-    let (cached, viewer) = futures_util::join!(
-        template(schema, cache, &key, client, request, document),
-        session.user(store)
-    );
-    let cached = cached?;
-    let template = cached.as_template()?;
-    match viewer.ok()? {
-        // An unknown or expired token reads as anonymous, as everywhere.
-        None => Some(template.anonymous()),
-        Some(user) => {
-            let votes = store.my_votes(&user, &template.ids()).await.ok()?;
-            Some(template.fill(&votes))
-        }
-    }
-}
-
-/// The cache entry of a logged-in query under `key`: a template, or the
-/// mark that it runs whole. Concurrent misses compute it once.
-async fn template(
-    schema: &Api,
-    cache: &Arc<ResponseCache>,
-    key: &str,
-    client: ClientAddr,
-    request: &async_graphql::Request,
-    document: Arc<ExecutableDocument>,
-) -> Option<Arc<Cached>> {
-    let lead = match cache.lookup(key, schema.deadline()).await {
-        Ok(cached) => return Some(cached),
-        // A leader that gave up: the request runs whole.
-        Err(None) => return None,
-        Err(Some(lead)) => lead,
-    };
-    let start = cache.position();
-    let mut copy =
-        async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
-    copy.operation_name = request.operation_name.clone();
-    let (copy, recorded) = RequestContext::template(schema.state(), client).attach(copy);
-    let mut response = schema.execute_checked(copy, Some(document)).await;
-    let holes = recorded.holes()?;
-    let cached = if holes.is_personal() {
-        Cached::whole()
-    } else if response.is_ok() {
-        Cached::template(holes.template(&mut response)?)
-    } else {
-        return None;
-    };
-    let cached = Arc::new(cached);
-    if let Some(deps) = recorded.take() {
-        cache.put(key.to_owned(), start, deps, cached.clone());
-    }
-    lead.land(cached.clone());
-    Some(cached)
-}
-
-/// Whether `response` failed before execution: nothing but parse,
-/// validation or variable errors, none inside a field, and no data. The
-/// GraphQL spec then wants no `data` key at all.
-fn is_request_error(response: &async_graphql::Response) -> bool {
-    response.data == async_graphql::Value::Null
-        && !response.errors.is_empty()
-        && response.errors.iter().all(|e| {
-            let code = e.extensions.as_ref().and_then(|x| x.get("code"));
-            let before_execution = matches!(
-                code,
-                Some(async_graphql::Value::String(c))
-                    if matches!(c.as_str(), "GRAPHQL_PARSE_FAILED" | "GRAPHQL_VALIDATION_FAILED" | "BAD_USER_INPUT")
-            );
-            e.path.is_empty() && before_execution
-        })
 }
 
 /// The answer to a request that failed before execution: its errors
@@ -731,15 +543,6 @@ async fn read_limited(
         }
         data.extend_from_slice(&buf[..n]);
     }
-}
-
-fn cache_key(request: &async_graphql::Request) -> String {
-    format!(
-        "{}\u{0}{}\u{0}{}",
-        request.query,
-        request.operation_name.as_deref().unwrap_or(""),
-        serde_json::to_string(&request.variables).unwrap_or_default()
-    )
 }
 
 /// `POST /graphql`.

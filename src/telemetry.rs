@@ -17,7 +17,7 @@ use poem::{Endpoint, IntoResponse, Request, Response};
 use tracing::Instrument;
 use tracing_subscriber::EnvFilter;
 
-use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
+use async_graphql::parser::types::OperationType;
 use parking_lot::RwLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -129,23 +129,6 @@ pub struct Operation {
     pub kind: Option<OperationKind>,
     /// The operation's name (None: anonymous), when `kind` is known.
     pub name: Option<async_graphql::Name>,
-}
-
-impl Operation {
-    /// The operation `document` runs for a request naming `requested`.
-    pub fn of(kind: OperationType, document: &ExecutableDocument, requested: Option<&str>) -> Self {
-        let name = match (&document.operations, requested) {
-            (DocumentOperations::Single(_), _) => None,
-            (DocumentOperations::Multiple(ops), Some(requested)) => {
-                ops.keys().find(|n| n.as_str() == requested).cloned()
-            }
-            (DocumentOperations::Multiple(ops), None) => ops.keys().next().cloned(),
-        };
-        Self {
-            kind: Some(kind.into()),
-            name,
-        }
-    }
 }
 
 /// Routes with series of their own.
@@ -361,22 +344,6 @@ pub fn note_operation(operation: Operation) {
 pub fn note_code(code: &str) {
     let code = ErrorCode::parse(code).map_or(OTHER_CODE, ErrorCode::as_str);
     let _ = OUTCOME.try_with(|o| o.borrow_mut().code = Some(code));
-}
-
-/// Records the code of an executed response's first error, if any.
-pub fn note_response(response: &async_graphql::Response) {
-    if let Some(error) = response.errors.first() {
-        let code = error
-            .extensions
-            .as_ref()
-            .and_then(|ext| ext.get("code"))
-            .and_then(|code| match code {
-                async_graphql::Value::String(code) => Some(code.as_str()),
-                _ => None,
-            })
-            .unwrap_or("OTHER");
-        note_code(code);
-    }
 }
 
 /// The middleware around every route: the request span with its id, the

@@ -314,6 +314,18 @@ fn parse_error(error: async_graphql::parser::Error) -> AppError {
     }
 }
 
+/// The name of the operation a request runs: None for a document's only,
+/// anonymous operation.
+pub fn operation_name(document: &ExecutableDocument, requested: Option<&str>) -> Option<Name> {
+    match (&document.operations, requested) {
+        (DocumentOperations::Single(_), _) => None,
+        (DocumentOperations::Multiple(ops), Some(requested)) => {
+            ops.keys().find(|n| n.as_str() == requested).cloned()
+        }
+        (DocumentOperations::Multiple(ops), None) => ops.keys().next().cloned(),
+    }
+}
+
 /// The operation a request runs: the named one, or the only one.
 pub(crate) fn select_operation<'a>(
     document: &'a ExecutableDocument,

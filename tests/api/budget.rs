@@ -170,6 +170,7 @@ async fn forty_concurrent_maximum_cost_queries_keep_memory_bounded() {
             // slower than a release build alone: Redis replies wait longer.
             ("VOTEGRAPH_POOL_TIMEOUT_MS", "5000"),
             ("VOTEGRAPH_REDIS_TIMEOUT_MS", "5000"),
+            ("VOTEGRAPH_REQUEST_TIMEOUT_MS", "60000"),
         ],
     )
     .await;
