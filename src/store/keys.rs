@@ -10,8 +10,8 @@
 //! prefixes and suffixes below, which the caller passes in `ARGV`, so their
 //! spelling is defined here too. The functions below compose the same
 //! constants, so a key built in Rust and one built in Lua always agree.
-//! Numbers (the voting window, a vote's score) are written into the scripts
-//! when they are loaded (`scripts.rs`).
+//! Numbers (the voting window, a vote's score) are passed in `ARGV` too,
+//! from the constants here (see `scripts/mod.rs`).
 //!
 //! The article keys are the ones of *Redis in Action* chapter 1, so the book's
 //! code and votegraph can share one Redis; keys votegraph adds follow the

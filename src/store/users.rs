@@ -271,7 +271,7 @@ impl Store {
 }
 
 /// Karma is the integer part of a `karma:` score (the fraction is the
-/// tie-break, see the karma Lua in `scripts.rs`).
+/// tie-break, see `lua/lib/karma.lua`).
 fn karma_of(score: f64) -> i64 {
     score.floor() as i64
 }

@@ -3,7 +3,7 @@
 //! sets for votes it does not hold.
 //!
 //! The vote and post scripts keep the index (see `index_vote` in
-//! `scripts.rs`), but votes written before votegraph kept it, and votes
+//! `lua/lib/vote_index.lua`), but votes written before votegraph kept it, and votes
 //! written by the book's own code (`SADD voted:<id> user:<name>`), are only
 //! in the voted sets. A backfill pass copies the sets of every article of
 //! the voting window into the indexes. It runs once per Redis, in the

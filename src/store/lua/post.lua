@@ -1,0 +1,73 @@
+-- Posts an article (see scripts/post.rs). Needs karma, rate_limit,
+-- group_list and vote_index.
+--
+-- KEYS: [1] the poster's post counter, [2] the article id counter, [3] the
+-- score ranking, [4] the time ranking, [5] karma, [6] slug -> id, [7] the
+-- highest suffix per slug stem, [8] [9] the poster's time and score
+-- rankings, [10] the poster's vote index, [11..15] the net-vote rankings of
+-- the site, one per period, [16..20] those of the poster, [21] the group
+-- directory, then ARGV[14] keys per group named.
+-- ARGV: [1] the poster's member, [2] title, [3] link, [4] slug stem,
+-- [5] [6] the rate limit and its window, [7] the article prefix, [8] the
+-- upvoters' prefix, [9] the article groups' suffix, [10] the channel of new
+-- posts, [11] the voting window in seconds, [12] a vote's score, [13] the
+-- net-vote step, [14] keys per group, [15..] the groups.
+local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local directory = KEYS[21]
+local first_group_key = 22
+local poster, stem = ARGV[1], ARGV[4]
+local article_prefix, voted_prefix, groups_suffix, channel = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local week, vote_score, top_step, per_group =
+  tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local first_group = 15
+local wait = rate_limit(rate, ARGV[5], ARGV[6])
+if wait > 0 then return {'limited', wait} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local id = redis.call('INCR', ids)
+local article = article_prefix .. id
+local voted = voted_prefix .. id
+local groups_key = article .. groups_suffix
+redis.call('SADD', voted, poster)
+redis.call('EXPIRE', voted, week)
+local slug = stem
+if redis.call('HSETNX', slugs, slug, id) == 0 then
+  local n = tonumber(redis.call('HGET', suffixes, stem)) or 1
+  repeat
+    n = n + 1
+    slug = stem .. '-' .. n
+  until redis.call('HSETNX', slugs, slug, id) == 1
+  redis.call('HSET', suffixes, stem, n)
+end
+local ts = string.format('%.6f', now)
+local score = string.format('%.6f', now + vote_score)
+redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', poster,
+  'time', ts, 'votes', 1, 'downvotes', 0, 'slug', slug)
+redis.call('ZADD', by_score, score, article)
+redis.call('ZADD', by_time, ts, article)
+redis.call('ZADD', mine_time, ts, article)
+redis.call('ZADD', mine_score, score, article)
+add_karma(karma, poster, 1, now)
+index_vote(my_votes, article, tonumber(ts), 'up', now, week)
+-- Net votes 1 (the own upvote of the poster), then the post time.
+local top = string.format('%.0f', top_step + math.floor(now))
+for k = 11, 15 do redis.call('ZADD', KEYS[k], top, article) end
+for k = 16, 20 do
+  if redis.call('EXISTS', KEYS[k]) == 1 then redis.call('ZADD', KEYS[k], top, article) end
+end
+for i = first_group, #ARGV do
+  local g, k = ARGV[i], first_group_key + per_group * (i - first_group)
+  if redis.call('SADD', KEYS[k], article) == 1 then redis.call('ZINCRBY', directory, -1, g) end
+  redis.call('SADD', groups_key, g)
+  if redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
+  if redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], ts, article) end
+  for j = k + 3, k + per_group - 1 do
+    if redis.call('EXISTS', KEYS[j]) == 1 then redis.call('ZADD', KEYS[j], top, article) end
+  end
+end
+list_groups(article, groups_key)
+local groups = {}
+for i = first_group, #ARGV do groups[#groups + 1] = ARGV[i] end
+redis.call('PUBLISH', channel, cjson.encode({ id = tostring(id), groups = groups, at = ts }))
+return {'posted', id, slug}

@@ -1,0 +1,156 @@
+//! Accounts: signing up (an account and its first session, case twins
+//! refused), indexing existing accounts by their folded names, and counting
+//! logIn attempts (`lua/sign_up.lua`, `lua/index_names.lua`,
+//! `lua/login_attempt.lua`).
+
+use std::sync::LazyLock;
+
+use redis::Value;
+
+use super::library::RATE_LIMIT;
+use super::{seconds, status, Counted, Lua, ScriptReply};
+use crate::config::RateLimit;
+use crate::domain::UserName;
+use crate::error::AppResult;
+use crate::store::keys;
+use crate::store::Conn;
+
+// --- sign up ------------------------------------------------------------
+
+/// What the sign-up script answered; a taken name counts against the limit
+/// too, which slows down probing for names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignUpReply {
+    Limited {
+        retry_after_secs: u64,
+    },
+    Taken,
+    Created,
+    /// The folded-name index is not built yet (the first start).
+    Indexing,
+}
+
+impl ScriptReply for SignUpReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("taken", _) => Some(Self::Taken),
+            ("created", _) => Some(Self::Created),
+            ("indexing", _) => Some(Self::Indexing),
+            _ => None,
+        }
+    }
+}
+
+/// Creates an account and its first session together. A name is taken
+/// when its account exists or when another name folds to the same (a case
+/// twin); the new name is indexed by its folded form.
+static SIGN_UP: LazyLock<Lua<SignUpReply>> =
+    LazyLock::new(|| Lua::write("sign-up", &[RATE_LIMIT, include_str!("../lua/sign_up.lua")]));
+
+/// Runs the sign-up script, counting against the client address' `limit`.
+pub async fn sign_up(
+    conn: &mut Conn,
+    name: &UserName,
+    password_hash: &str,
+    created: i64,
+    token_hash: &str,
+    rate_key: String,
+    limit: RateLimit,
+) -> AppResult<SignUpReply> {
+    let mut invocation = SIGN_UP.invocation();
+    invocation
+        .key(keys::user(name.as_str()))
+        .key(keys::session(token_hash))
+        .key(rate_key)
+        .key(keys::USERS_BY_FOLDED_NAME)
+        .key(keys::NAMES_INDEX_BUILT)
+        .arg(name.as_str())
+        .arg(password_hash)
+        .arg(created)
+        .arg(keys::SESSION_TTL_SECS)
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(name.folded().as_str());
+    SIGN_UP.call(&invocation, conn).await
+}
+
+// --- the folded-name index ------------------------------------------------
+
+/// Indexes existing accounts by their folded names: each folded name goes
+/// to its oldest account (by `created`, then by name), so that of two case
+/// twins made before names were folded, the first keeps the name in other
+/// cases.
+static INDEX_NAMES: LazyLock<Lua<Counted>> =
+    LazyLock::new(|| Lua::new("index-names", &[include_str!("../lua/index_names.lua")]));
+
+/// Indexes `names` (existing accounts) by their folded form.
+pub async fn index_names(conn: &mut Conn, names: &[UserName]) -> AppResult<u64> {
+    let mut invocation = INDEX_NAMES.invocation();
+    invocation
+        .key(keys::USERS_BY_FOLDED_NAME)
+        .arg(keys::USER_PREFIX);
+    for name in names {
+        invocation.arg(name.as_str()).arg(name.folded().as_str());
+    }
+    Ok(INDEX_NAMES.call(&invocation, conn).await?.0)
+}
+
+// --- login attempt ------------------------------------------------------
+
+/// What the login-attempt script answered: the attempt may go ahead, or
+/// which limit refused it and the seconds until its window ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginAttemptReply {
+    Allowed,
+    AddressLimited { retry_after_secs: u64 },
+    NameLimited { retry_after_secs: u64 },
+}
+
+impl ScriptReply for LoginAttemptReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("ok", _) => Some(Self::Allowed),
+            ("address", v) => Some(Self::AddressLimited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("name", v) => Some(Self::NameLimited {
+                retry_after_secs: seconds(v)?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Counts one logIn attempt before its password is checked, so concurrent
+/// guesses cannot slip past the limits while the hash is verified. An
+/// attempt refused by its address is not counted against the name: it
+/// never reached a password check.
+static LOGIN_ATTEMPT: LazyLock<Lua<LoginAttemptReply>> = LazyLock::new(|| {
+    Lua::new(
+        "login-attempt",
+        &[RATE_LIMIT, include_str!("../lua/login_attempt.lua")],
+    )
+});
+
+/// Runs the login-attempt script with the name's counter and limit and the
+/// address' counter and limit.
+pub async fn login_attempt(
+    conn: &mut Conn,
+    name: &UserName,
+    (name_attempts, name_window_secs): (u32, u64),
+    address_key: String,
+    address_limit: RateLimit,
+) -> AppResult<LoginAttemptReply> {
+    let mut invocation = LOGIN_ATTEMPT.invocation();
+    invocation
+        .key(keys::login_attempts(name.folded().as_str()))
+        .key(address_key)
+        .arg(name_attempts)
+        .arg(name_window_secs)
+        .arg(address_limit.count())
+        .arg(address_limit.window_secs());
+    LOGIN_ATTEMPT.call(&invocation, conn).await
+}

@@ -1,0 +1,94 @@
+//! Feed pages: a page of any article ranking from a rank or right after a
+//! cursor's position, building a missing cached ranking first
+//! (`lua/feed.lua`).
+
+use std::sync::LazyLock;
+
+use redis::Value;
+
+use super::{Lua, ScoredMembers, ScriptReply, MAX_TIES};
+use crate::error::AppResult;
+use crate::store::keys;
+use crate::store::{value_f64, Conn};
+
+/// Members a feed page may skip as too old for its period before it
+/// stops short (pruning keeps them to a second's worth of posts).
+const FEED_SCAN: usize = 2000;
+
+/// A feed page: the list's size and up to `first + 1` members after the
+/// position asked for, each with its ranking value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeedReply {
+    pub total: u64,
+    pub members: Vec<(String, f64)>,
+}
+
+impl ScriptReply for FeedReply {
+    fn read(reply: &Value) -> Option<Self> {
+        let Value::Array(parts) = reply else {
+            return None;
+        };
+        let [total, members] = parts.as_slice() else {
+            return None;
+        };
+        Some(Self {
+            total: value_f64(total)? as u64,
+            members: ScoredMembers::read(members)?.0,
+        })
+    }
+}
+
+/// A page of a ranking (`KEYS[1]`), from a rank or right after a position
+/// (a value and a member), with one more member than asked to tell whether
+/// there is a next page. A cached ranking (a group's or a user's) that is
+/// missing is built first from `KEYS[2]` ∩ `KEYS[3]`, as deep group pages
+/// are. Reaching a position costs `O(log n)` (`ZREVRANK`, or `ZCOUNT` when
+/// the member moved or left), so a deep page costs what the first does.
+static FEED: LazyLock<Lua<FeedReply>> =
+    LazyLock::new(|| Lua::new("feed", &[include_str!("../lua/feed.lua")]));
+
+/// Where a feed page starts.
+pub enum Start<'a> {
+    Rank(usize),
+    /// Right after this ranking value (written exactly) and member.
+    After {
+        value: &'a str,
+        member: &'a str,
+    },
+}
+
+/// What [`feed`] reads: the ranking, and the two sets it is built from when
+/// it is a cache that may be missing.
+pub struct FeedSource {
+    pub key: String,
+    pub build: Option<(String, String)>,
+    /// Skip members posted before this Unix time (net-vote rankings).
+    pub min_time: u64,
+}
+
+/// Runs the feed script: `first + 1` members at most.
+pub async fn feed(
+    conn: &mut Conn,
+    source: &FeedSource,
+    start: Start<'_>,
+    first: usize,
+) -> AppResult<FeedReply> {
+    let mut invocation = FEED.invocation();
+    invocation.key(&source.key);
+    match &source.build {
+        Some((from, members)) => invocation.key(from).key(members).arg(1),
+        None => invocation.key(&source.key).key(&source.key).arg(0),
+    };
+    invocation
+        .arg(first)
+        .arg(source.min_time)
+        .arg(keys::GROUP_CACHE_SECS)
+        .arg(MAX_TIES)
+        .arg(FEED_SCAN)
+        .arg(keys::TOP_STEP);
+    match start {
+        Start::Rank(rank) => invocation.arg(rank),
+        Start::After { value, member } => invocation.arg(0).arg(value).arg(member),
+    };
+    FEED.call(&invocation, conn).await
+}

@@ -1,0 +1,132 @@
+//! An article's groups: changing them (poster only), and reading one page
+//! of a group's ranking (`lua/set_groups.lua`, `lua/group_page.lua`).
+
+use std::sync::LazyLock;
+
+use redis::Value;
+
+use super::library::{GROUP_LIST, RATE_LIMIT};
+use super::{group_keys, seconds, status, Lua, ScoredMembers, ScriptReply, GROUP_KEYS};
+use crate::config::RateLimit;
+use crate::domain::{ArticleId, GroupName, UserName};
+use crate::error::AppResult;
+use crate::store::keys::{self, Period, Ranking, RateAction};
+use crate::store::Conn;
+
+// --- set groups ---------------------------------------------------------
+
+/// What the set-groups script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetGroupsReply {
+    Limited {
+        retry_after_secs: u64,
+    },
+    Missing,
+    /// The caller is not the article's poster.
+    Forbidden,
+    /// The article would be in more than `GroupName::MAX_PER_ARTICLE`
+    /// groups; nothing was written.
+    TooManyGroups,
+    Done,
+}
+
+impl ScriptReply for SetGroupsReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("missing", _) => Some(Self::Missing),
+            ("forbidden", _) => Some(Self::Forbidden),
+            ("too-many-groups", _) => Some(Self::TooManyGroups),
+            ("ok", _) => Some(Self::Done),
+            _ => None,
+        }
+    }
+}
+
+/// Adds and removes an article's groups (poster only). Cached group
+/// rankings (`score:<group>`, `time:<group>`) that exist are updated in the
+/// same step, so a group page shows the change at once.
+static SET_GROUPS: LazyLock<Lua<SetGroupsReply>> = LazyLock::new(|| {
+    Lua::write(
+        "set-groups",
+        &[
+            RATE_LIMIT,
+            GROUP_LIST,
+            include_str!("../lua/set_groups.lua"),
+        ],
+    )
+});
+
+/// Runs the set-groups script; the caller may call it `limit` times per
+/// window.
+pub async fn set_groups(
+    conn: &mut Conn,
+    id: ArticleId,
+    caller: &UserName,
+    add: &[GroupName],
+    remove: &[GroupName],
+    limit: RateLimit,
+) -> AppResult<SetGroupsReply> {
+    let mut invocation = SET_GROUPS.invocation();
+    invocation
+        .key(keys::user_rate(caller.as_str(), RateAction::SetGroups))
+        .key(keys::article(id))
+        .key(keys::article_groups(id))
+        .key(keys::SCORE)
+        .key(keys::TIME)
+        .key(keys::top(Period::All))
+        .key(keys::GROUPS_BY_SIZE)
+        .arg(caller.member())
+        .arg(add.len())
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(keys::USER_PREFIX)
+        .arg(GroupName::MAX_PER_ARTICLE)
+        .arg(GROUP_KEYS);
+    for g in add.iter().chain(remove) {
+        group_keys(&mut invocation, g);
+        invocation.arg(g.as_str());
+    }
+    SET_GROUPS.call(&invocation, conn).await
+}
+
+// --- group page ---------------------------------------------------------
+
+/// One page of a group's ranking.
+///
+/// A cached group ranking (`score:<group>`, kept current by the write
+/// scripts) answers at once. Without one, a shallow page is found by walking
+/// the global ranking from the top and keeping the group's members, which
+/// costs about (stop + 1) × articles / group size membership checks: a few
+/// dozen for a big group's first page. Only when that would pass the budget
+/// is the ranking built with the book's `ZINTERSTORE` (weighted so the
+/// ranking's scores pass through, negative net-vote scores included) and
+/// cached 60 s, as in the book. Either way the order is the cached one's.
+///
+/// Every member comes with its score in the ranking read (score or post
+/// time), so a score page needs no `ZSCORE` per article afterwards.
+static GROUP_PAGE: LazyLock<Lua<ScoredMembers>> =
+    LazyLock::new(|| Lua::new("group-page", &[include_str!("../lua/group_page.lua")]));
+
+/// Runs the group-page script for ranks `start..=stop`, spending at most
+/// `budget` membership checks before building the cached ranking.
+pub async fn group_page(
+    conn: &mut Conn,
+    group: &GroupName,
+    ranking: Ranking,
+    (start, stop): (isize, isize),
+    budget: u32,
+) -> AppResult<ScoredMembers> {
+    let mut invocation = GROUP_PAGE.invocation();
+    invocation
+        .key(keys::group(group))
+        .key(ranking.key())
+        .key(keys::group_ranking(group, ranking))
+        .arg(start)
+        .arg(stop)
+        .arg(budget)
+        .arg(keys::GROUP_CACHE_SECS);
+    GROUP_PAGE.call(&invocation, conn).await
+}

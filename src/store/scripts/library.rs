@@ -1,0 +1,21 @@
+//! The Lua functions several scripts share, each a file of
+//! `src/store/lua/lib/` that says what it does and why. A script's parts
+//! (see [`Lua::new`](super::Lua)) list the ones it calls before its body.
+//! They spell no key and hold no number defined in Rust: keys, prefixes and
+//! such numbers (the voting window) are their parameters.
+
+/// `karma_score`, `add_karma` and `as_member`: karma with its time
+/// tie-break folded into the score.
+pub(super) const KARMA: &str = include_str!("../lua/lib/karma.lua");
+
+/// `rate_limit(key, limit, window)`: one fixed-window counter, counted
+/// before anything else is written.
+pub(super) const RATE_LIMIT: &str = include_str!("../lua/lib/rate_limit.lua");
+
+/// `list_groups(article, groups_key)`: the article hash's `groups` field,
+/// copied from its group set.
+pub(super) const GROUP_LIST: &str = include_str!("../lua/lib/group_list.lua");
+
+/// `index_vote(index, article, posted, dir, now, week)`: the voter's
+/// `user:<name>:votes` index, kept to one week of votes.
+pub(super) const VOTE_INDEX: &str = include_str!("../lua/lib/vote_index.lua");

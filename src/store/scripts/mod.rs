@@ -1,0 +1,249 @@
+//! The Lua scripts behind every multi-key write, how each is called, and
+//! what each answers.
+//!
+//! A script runs atomically in Redis, so a vote, a post or a group change
+//! happens entirely or not at all, even with many servers and voters racing.
+//! `redis::Script` calls them by SHA (EVALSHA) and loads them again by itself
+//! when Redis answers NOSCRIPT, e.g. after a restart. Time comes from Redis'
+//! own clock (`TIME`) so that every server instance agrees on it.
+//!
+//! **Layout.** Each script's Lua is a file of `src/store/lua/` (`vote.lua`,
+//! `post.lua`, …) and the functions several scripts share are files of
+//! `src/store/lua/lib/` ([`library`]), put in front of the bodies that
+//! call them. Each feature has its module here ([`vote`](mod@vote),
+//! [`post`](mod@post), [`groups`], …): its reply type, its loaded script
+//! and the function that calls it, which is the one place its `KEYS` and
+//! `ARGV` are laid out; the `.lua` file opens with the list of them.
+//!
+//! **Keys.** No script spells a key name. Every key the caller can name is
+//! passed in `KEYS`, built by `keys.rs`; keys a script only learns from data
+//! it reads (a new article id, a voted article's groups, its poster) are
+//! built in Lua from prefixes and suffixes passed in `ARGV`, whose values are
+//! `keys.rs` constants; the event channel comes in `ARGV` too. A unit test
+//! checks that no string in any `.lua` file looks like a key.
+//!
+//! **Numbers.** Nothing is written into the Lua: the numbers defined in
+//! Rust (the voting window, a vote's score, the group cache's lifetime, the
+//! most groups of an article, the net-vote step, the KEYS per group, …) come
+//! in `ARGV` too, read with `tonumber`, and a shared function that needs one
+//! takes it as a parameter. So each is defined once, in [`keys`] or the
+//! domain, and a script's text (and SHA) never depends on them.
+//!
+//! **Replies.** Each script answers `{status, values…}` and has its own
+//! reply type ([`VoteReply`], [`PostReply`], …), read in one place
+//! ([`Lua::call`]); a reply no type knows is an [`AppError::Internal`],
+//! logged with the script's name and never shown to the client.
+
+mod accounts;
+mod backfill;
+mod directory;
+mod documents;
+mod feeds;
+mod groups;
+mod library;
+mod post;
+mod slugs;
+mod top;
+mod views;
+mod vote;
+
+#[cfg(test)]
+mod tests;
+
+use std::marker::PhantomData;
+
+use redis::{Script, ScriptInvocation, Value};
+
+use super::keys::{self, Period, Ranking};
+use super::{value_f64, value_str, Conn};
+use crate::domain::GroupName;
+use crate::error::{AppError, AppResult};
+
+pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
+pub use backfill::{backfill_votes, Cursor};
+pub use directory::{directory, recount_groups};
+pub use documents::{register_document, RegisterLimits, RegisterReply};
+pub use feeds::{feed, FeedSource, Start};
+pub use groups::{group_page, set_groups, SetGroupsReply};
+pub use post::{post, PostReply};
+pub use slugs::{rename_slug, RenameSlugReply};
+pub use top::{build_top, prune_top, TopCursor};
+pub use views::{view, ViewReply};
+pub use vote::{vote, VoteReply};
+
+/// A script's reply, read from what the script returned.
+pub trait ScriptReply: Sized {
+    /// None for a reply this version does not know, which is a bug.
+    fn read(reply: &Value) -> Option<Self>;
+}
+
+/// A loaded script whose replies are read as `R`.
+pub struct Lua<R> {
+    name: &'static str,
+    script: Script,
+    /// A user's write: with `--wait-replicas`, its answer waits for the
+    /// replicas (see [`Lua::call`]).
+    write: bool,
+    reply: PhantomData<fn() -> R>,
+}
+
+impl<R: ScriptReply> Lua<R> {
+    /// Builds a script from its parts, joined in order: the [`library`]
+    /// functions it calls, then its body (each an `include_str!` of a
+    /// `.lua` file). Nothing is written into them: names and numbers come in
+    /// KEYS and ARGV.
+    fn new(name: &'static str, parts: &[&str]) -> Self {
+        Self {
+            name,
+            script: Script::new(&parts.concat()),
+            write: false,
+            reply: PhantomData,
+        }
+    }
+
+    /// A script that makes a user's write (see [`Lua::call`]).
+    fn write(name: &'static str, parts: &[&str]) -> Self {
+        Self {
+            write: true,
+            ..Self::new(name, parts)
+        }
+    }
+
+    fn invocation(&self) -> ScriptInvocation<'_> {
+        self.script.prepare_invoke()
+    }
+
+    /// Runs the script (one EVALSHA, or EVAL after a NOSCRIPT) and reads
+    /// its reply.
+    ///
+    /// A write, with `--wait-replicas N`, goes in one pipeline with `WAIT N
+    /// timeout`: no extra round trip when the replicas keep up, and the
+    /// answer comes only once they have it, or is `NOT_REPLICATED`. A
+    /// pipelined script is not loaded again by redis-rs after `NOSCRIPT`
+    /// (a restarted or new primary), so that is done here.
+    async fn call(&self, invocation: &ScriptInvocation<'_>, conn: &mut Conn) -> AppResult<R> {
+        let reply: Value = match (self.write, conn.wait()) {
+            (true, Some((replicas, timeout))) => {
+                waiting(invocation, conn, replicas, timeout).await?
+            }
+            _ => invocation.invoke_async(conn).await?,
+        };
+        R::read(&reply).ok_or_else(|| {
+            AppError::Internal(format!("the {} script answered {reply:?}", self.name))
+        })
+    }
+}
+
+/// Runs a write script and `WAIT` in one pipeline (see [`Lua::call`]).
+async fn waiting(
+    invocation: &ScriptInvocation<'_>,
+    conn: &mut Conn,
+    replicas: u32,
+    timeout: std::time::Duration,
+) -> AppResult<Value> {
+    let mut loaded = false;
+    loop {
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(invocation)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout.as_millis() as u64);
+        match pipe.query_async::<(Value, i64)>(conn).await {
+            Ok((reply, acked)) if acked >= i64::from(replicas) => return Ok(reply),
+            Ok((_, acked)) => {
+                return Err(AppError::NotReplicated {
+                    acked,
+                    wanted: replicas,
+                })
+            }
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    && !loaded =>
+            {
+                invocation.load_async(conn).await?;
+                loaded = true;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Splits `{status, values…}`.
+fn status(reply: &Value) -> Option<(&str, &[Value])> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let (status, values) = items.split_first()?;
+    Some((value_str(status)?, values))
+}
+
+/// The positive number of seconds a refusal carries first.
+fn seconds(values: &[Value]) -> Option<u64> {
+    match values.first() {
+        Some(Value::Int(secs)) if *secs > 0 => Some(*secs as u64),
+        _ => None,
+    }
+}
+
+/// A script's `{status, n}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted(pub u64);
+
+impl ScriptReply for Counted {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("pruned" | "built" | "indexed", [n]) => Some(Self(value_f64(n)? as u64)),
+            _ => None,
+        }
+    }
+}
+
+/// The members of a page, best first, each with its score in the ranking
+/// read (flat `member, score` pairs, as `WITHSCORES` gives them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredMembers(pub Vec<(String, f64)>);
+
+impl ScriptReply for ScoredMembers {
+    fn read(reply: &Value) -> Option<Self> {
+        let Value::Array(items) = reply else {
+            return None;
+        };
+        if items.len() % 2 != 0 {
+            return None;
+        }
+        items
+            .chunks_exact(2)
+            .map(|pair| Some((value_str(&pair[0])?.to_owned(), value_f64(&pair[1])?)))
+            .collect::<Option<_>>()
+            .map(Self)
+    }
+}
+
+/// The KEYS of one group named in a call, in the order the group loops of
+/// the post and set-groups scripts read them ([`GROUP_KEYS`] of them):
+/// `group:<g>`, `score:<g>`, `time:<g>`, then `group:<g>:top:<period>` for
+/// each of [`Period::ALL`].
+fn group_keys(invocation: &mut ScriptInvocation<'_>, group: &GroupName) {
+    invocation
+        .key(keys::group(group))
+        .key(keys::group_ranking(group, Ranking::Score))
+        .key(keys::group_ranking(group, Ranking::Time));
+    for period in Period::ALL {
+        invocation.key(keys::group_top(group, period));
+    }
+}
+
+/// KEYS per group in [`group_keys`] (the Lua loops' stride, passed in ARGV).
+const GROUP_KEYS: usize = 3 + Period::ALL.len();
+
+/// Members sharing the value of a feed cursor whose own member moved,
+/// read to find where the page starts (ties are rare: values hold times).
+/// The directory's cursors are bounded alike.
+const MAX_TIES: usize = 1000;
+
+/// The five `top:<period>` keys, in [`Period::ALL`]'s order.
+fn top_keys(invocation: &mut ScriptInvocation<'_>) {
+    for period in Period::ALL {
+        invocation.key(keys::top(period));
+    }
+}

@@ -1,0 +1,164 @@
+//! The post script: an article filed in every ranking and its groups, the
+//! group keys' stride, slug suffixes, and the limit.
+
+use std::collections::HashMap;
+
+use super::*;
+use crate::store::keys;
+
+async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
+    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
+}
+
+async fn exists(conn: &mut Conn, key: &str) -> bool {
+    q(conn, cmd("EXISTS").arg(key)).await
+}
+
+#[tokio::test]
+async fn a_post_is_filed_in_every_ranking_and_group() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    // The poster's cached net-vote ranking of the day exists; the others
+    // do not, and are not created.
+    let day = keys::user_top("alice", Period::Day);
+    let () = q(c, cmd("ZADD").arg(&day).arg(1).arg("article:99")).await;
+
+    let (id, slug) = posted(c, "alice", "hello-world", &["redis", "lua"]).await;
+    assert_eq!((id, slug.as_str()), (ArticleId(1), "hello-world"));
+    let article = keys::article(id);
+    let hash: HashMap<String, String> = q(c, cmd("HGETALL").arg(&article)).await;
+    assert_eq!(hash["title"], "A title");
+    assert_eq!(hash["link"], "https://example.com/");
+    assert_eq!(hash["poster"], "user:alice");
+    assert_eq!(
+        (hash["votes"].as_str(), hash["downvotes"].as_str()),
+        ("1", "0")
+    );
+    assert_eq!(hash["slug"], "hello-world");
+    assert_eq!(hash["groups"], "lua,redis", "sorted");
+    let t: f64 = hash["time"].parse().unwrap();
+    assert_eq!(zscore(c, keys::TIME, &article).await, Some(t));
+    let score = zscore(c, keys::SCORE, &article).await.unwrap();
+    assert!((score - (t + keys::VOTE_SCORE)).abs() < 1e-3);
+
+    // The poster's own upvote: in the voted set for the voting window, in
+    // karma and in the poster's vote index.
+    let voters: Vec<String> = q(c, cmd("SMEMBERS").arg(keys::voted(id))).await;
+    assert_eq!(voters, ["user:alice"]);
+    let ttl: i64 = q(c, cmd("TTL").arg(keys::voted(id))).await;
+    assert!(ttl > keys::VOTING_WINDOW_SECS as i64 - 5, "{ttl}");
+    let karma = zscore(c, keys::KARMA, "user:alice").await.unwrap();
+    assert_eq!(karma.floor(), 1.0);
+    let indexed = zscore(c, &keys::user_votes("alice"), &article).await;
+    assert_eq!(indexed, Some(t));
+    let ttl: i64 = q(c, cmd("TTL").arg(keys::user_votes("alice"))).await;
+    assert!(ttl > keys::VOTING_WINDOW_SECS as i64 - 5, "{ttl}");
+
+    // Net votes 1, then the post time, in every period.
+    let top = keys::TOP_STEP + t.floor();
+    for period in Period::ALL {
+        assert_eq!(zscore(c, &keys::top(period), &article).await, Some(top));
+    }
+    assert_eq!(zscore(c, &day, &article).await, Some(top));
+    assert!(!exists(c, &keys::user_top("alice", Period::Week)).await);
+    let mine = keys::user_articles("alice", Ranking::Time);
+    assert_eq!(zscore(c, &mine, &article).await, Some(t));
+
+    // Its groups, both ways, and the directory's counts.
+    for g in ["redis", "lua"] {
+        let members: Vec<String> = q(c, cmd("SMEMBERS").arg(keys::group(&group(g)))).await;
+        assert_eq!(members, std::slice::from_ref(&article));
+        assert_eq!(zscore(c, keys::GROUPS_BY_SIZE, g).await, Some(-1.0));
+    }
+    let mut named: Vec<String> = q(c, cmd("SMEMBERS").arg(keys::article_groups(id))).await;
+    named.sort();
+    assert_eq!(named, ["lua", "redis"]);
+}
+
+/// Ten groups (the most an article may be in) each get their own keys:
+/// the stride of the KEYS per group, passed in ARGV, is right to the last.
+#[tokio::test]
+async fn each_of_ten_groups_gets_its_own_keys() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let names: Vec<String> = (0..GroupName::MAX_PER_ARTICLE)
+        .map(|i| format!("g{i}"))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let last = group(names[names.len() - 1]);
+    let first = group(names[0]);
+    let cached = [
+        keys::group_ranking(&last, Ranking::Score),
+        keys::group_ranking(&last, Ranking::Time),
+        keys::group_top(&last, Period::Year),
+        keys::group_top(&first, Period::Day),
+    ];
+    for key in &cached {
+        let () = q(c, cmd("ZADD").arg(key).arg(1).arg("article:99")).await;
+    }
+
+    let (id, _) = posted(c, "alice", "hello", &names).await;
+    let article = keys::article(id);
+    for name in &names {
+        let member: bool = q(
+            c,
+            cmd("SISMEMBER")
+                .arg(keys::group(&group(name)))
+                .arg(&article),
+        )
+        .await;
+        assert!(member, "{name}");
+        assert_eq!(zscore(c, keys::GROUPS_BY_SIZE, name).await, Some(-1.0));
+    }
+    let t = zscore(c, keys::TIME, &article).await.unwrap();
+    let score = zscore(c, keys::SCORE, &article).await;
+    assert_eq!(zscore(c, &cached[0], &article).await, score);
+    assert_eq!(zscore(c, &cached[1], &article).await, Some(t));
+    let top = Some(keys::TOP_STEP + t.floor());
+    assert_eq!(zscore(c, &cached[2], &article).await, top);
+    assert_eq!(zscore(c, &cached[3], &article).await, top);
+    // Rankings of the groups not cached stay missing.
+    assert!(!exists(c, &keys::group_ranking(&first, Ranking::Score)).await);
+    assert!(!exists(c, &keys::group_top(&last, Period::Day)).await);
+}
+
+/// A taken slug gets the next free suffix; the highest one handed out is
+/// remembered per stem, so later posts start from it.
+#[tokio::test]
+async fn taken_slugs_get_the_next_free_suffix() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    assert_eq!(posted(c, "alice", "hello", &[]).await.1, "hello");
+    assert_eq!(posted(c, "bob", "hello", &[]).await.1, "hello-2");
+    // Taken by hand (a rename): skipped.
+    let () = q(c, cmd("HSET").arg(keys::SLUGS).arg("hello-3").arg(99)).await;
+    let (id, slug) = posted(c, "alice", "hello", &[]).await;
+    assert_eq!(slug, "hello-4");
+    let owner: String = q(c, cmd("HGET").arg(keys::SLUGS).arg("hello-4")).await;
+    assert_eq!(owner, id.0.to_string());
+    let suffix: u64 = q(c, cmd("HGET").arg(keys::SLUG_SUFFIXES).arg("hello")).await;
+    assert_eq!(suffix, 4);
+    assert_eq!(posted(c, "alice", "hello", &[]).await.1, "hello-5");
+    // Another stem starts without a suffix.
+    assert_eq!(
+        posted(c, "alice", "hello-world", &[]).await.1,
+        "hello-world"
+    );
+}
+
+#[tokio::test]
+async fn posts_past_the_limit_write_nothing() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (alice, stem, once) = (user("alice"), slug("hello"), limit(1, 60));
+    let link = "https://example.com/";
+    let first = post(c, &alice, "t", link, &stem, &[], once).await.unwrap();
+    assert!(matches!(first, PostReply::Posted { .. }), "{first:?}");
+    match post(c, &alice, "t", link, &stem, &[], once).await.unwrap() {
+        PostReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
+        other => panic!("{other:?}"),
+    }
+    let ids: u64 = q(c, cmd("GET").arg(keys::ARTICLE_IDS)).await;
+    assert_eq!(ids, 1);
+    assert!(!exists(c, &keys::article(ArticleId(2))).await);
+}

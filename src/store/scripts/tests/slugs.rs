@@ -1,0 +1,93 @@
+//! The rename-slug script: renamed (the old slug freed), taken, the same
+//! slug, poster only, a missing article, the limit.
+
+use super::*;
+use crate::store::keys;
+
+async fn rename(c: &mut Conn, id: ArticleId, caller: &str, new: &str) -> RenameSlugReply {
+    rename_slug(c, id, &user(caller), &slug(new), unlimited())
+        .await
+        .expect("the rename-slug script runs")
+}
+
+async fn owner(c: &mut Conn, slug: &str) -> Option<String> {
+    q(c, cmd("HGET").arg(keys::SLUGS).arg(slug)).await
+}
+
+async fn slug_of(c: &mut Conn, id: ArticleId) -> String {
+    q(c, cmd("HGET").arg(keys::article(id)).arg("slug")).await
+}
+
+#[tokio::test]
+async fn a_renamed_article_frees_its_old_slug() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    assert_eq!(
+        rename(c, id, "alice", "new-name").await,
+        RenameSlugReply::Renamed
+    );
+    assert_eq!(slug_of(c, id).await, "new-name");
+    assert_eq!(owner(c, "new-name").await.as_deref(), Some("1"));
+    assert_eq!(owner(c, "hello").await, None);
+    // Its own slug again: nothing to do.
+    assert_eq!(
+        rename(c, id, "alice", "new-name").await,
+        RenameSlugReply::Renamed
+    );
+    assert_eq!(owner(c, "new-name").await.as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_slug_of_another_article_is_taken() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (first, _) = posted(c, "alice", "hello", &[]).await;
+    let (second, _) = posted(c, "alice", "other", &[]).await;
+    assert_eq!(
+        rename(c, first, "alice", "other").await,
+        RenameSlugReply::Taken
+    );
+    assert_eq!(slug_of(c, first).await, "hello");
+    assert_eq!(owner(c, "hello").await.as_deref(), Some("1"));
+    assert_eq!(owner(c, "other").await, Some(second.0.to_string()));
+}
+
+#[tokio::test]
+async fn only_the_poster_renames_and_within_the_limit() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    assert_eq!(
+        rename(c, id, "bob", "mine").await,
+        RenameSlugReply::Forbidden
+    );
+    assert_eq!(owner(c, "mine").await, None);
+    assert_eq!(
+        rename(c, ArticleId(9), "alice", "mine").await,
+        RenameSlugReply::Missing
+    );
+
+    // The calls above were counted too: the limit starts afresh.
+    let () = q(
+        c,
+        cmd("DEL").arg(keys::user_rate("alice", keys::RateAction::RenameSlug)),
+    )
+    .await;
+    let once = limit(1, 60);
+    let alice = user("alice");
+    let reply = rename_slug(c, id, &alice, &slug("first"), once)
+        .await
+        .unwrap();
+    assert_eq!(reply, RenameSlugReply::Renamed);
+    match rename_slug(c, id, &alice, &slug("second"), once)
+        .await
+        .unwrap()
+    {
+        RenameSlugReply::Limited { retry_after_secs } => {
+            assert!((1..=60).contains(&retry_after_secs))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(slug_of(c, id).await, "first");
+}

@@ -1,0 +1,153 @@
+//! The net-vote rankings' scripts: pruning by period, resumed where it
+//! stopped, and building from the book's `score:` and `time:` in batches.
+
+use super::*;
+use crate::store::keys;
+use crate::store::scripts::top::BuildTopReply;
+use crate::store::VoteDirection;
+
+async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
+    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
+}
+
+/// Where the pruning of the day stopped.
+async fn mark(c: &mut Conn) -> Option<String> {
+    q(c, cmd("HGET").arg(keys::TOP_PRUNED).arg("day")).await
+}
+
+#[tokio::test]
+async fn pruning_removes_articles_too_old_for_the_period_and_resumes() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let day = keys::top(Period::Day);
+    for (t, m) in [
+        (1000, "article:1"),
+        (2000, "article:2"),
+        (3000, "article:3"),
+    ] {
+        let () = q(c, cmd("ZADD").arg(keys::TIME).arg(t).arg(m)).await;
+        let () = q(c, cmd("ZADD").arg(&day).arg(t).arg(m)).await;
+    }
+    assert_eq!(prune_top(c, Period::Day, 2500, 1).await.unwrap(), 1);
+    assert_eq!(mark(c).await.as_deref(), Some("1000"));
+    assert_eq!(prune_top(c, Period::Day, 2500, 1).await.unwrap(), 1);
+    assert_eq!(mark(c).await.as_deref(), Some("2000"));
+    assert_eq!(prune_top(c, Period::Day, 2500, 1).await.unwrap(), 0);
+    assert_eq!(mark(c).await.as_deref(), Some("2500"));
+    assert_eq!(zset(c, &day).await, [("article:3".to_owned(), 3000.0)]);
+    // The other periods are untouched.
+    let week: bool = q(c, cmd("EXISTS").arg(keys::top(Period::Week))).await;
+    assert!(!week);
+}
+
+#[tokio::test]
+async fn the_build_derives_net_votes_from_the_books_keys() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &[]).await;
+    posted(c, "alice", "two", &[]).await;
+    vote(
+        c,
+        ArticleId(1),
+        &user("bob"),
+        VoteDirection::Up,
+        unlimited(),
+    )
+    .await
+    .unwrap();
+    // An article of two days ago, written by the book's code: three
+    // upvotes.
+    let now = redis_now(c).await;
+    let old = (now - 2.0 * 86_400.0).floor();
+    let () = q(c, cmd("ZADD").arg(keys::TIME).arg(old).arg("article:3")).await;
+    let () = q(
+        c,
+        cmd("ZADD")
+            .arg(keys::SCORE)
+            .arg(old + 3.0 * keys::VOTE_SCORE)
+            .arg("article:3"),
+    )
+    .await;
+    for period in Period::ALL {
+        let () = q(c, cmd("DEL").arg(keys::top(period))).await;
+    }
+
+    let start = TopCursor {
+        from: "-inf".to_owned(),
+        skip: 0,
+    };
+    let reply = build_top(c, &start, 10, now as u64).await.unwrap();
+    assert_eq!(
+        reply,
+        BuildTopReply {
+            articles: 3,
+            next: None
+        }
+    );
+    let step = keys::TOP_STEP;
+    for (m, net) in [("article:1", 2.0), ("article:2", 1.0)] {
+        let t = zscore(c, keys::TIME, m).await.unwrap();
+        for period in Period::ALL {
+            assert_eq!(
+                zscore(c, &keys::top(period), m).await,
+                Some(net * step + t.floor()),
+                "{m} {period:?}"
+            );
+        }
+    }
+    let old_value = Some(3.0 * step + old);
+    assert_eq!(
+        zscore(c, &keys::top(Period::Day), "article:3").await,
+        None,
+        "too old for the day"
+    );
+    assert_eq!(
+        zscore(c, &keys::top(Period::Week), "article:3").await,
+        old_value
+    );
+    assert_eq!(
+        zscore(c, &keys::top(Period::All), "article:3").await,
+        old_value
+    );
+}
+
+/// Batches resume at the last post time read, past the articles of it
+/// already done, even when one instant's articles span batches.
+#[tokio::test]
+async fn the_build_resumes_past_articles_of_one_instant() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let now = redis_now(c).await.floor();
+    let t = now - 10.0;
+    for m in ["article:1", "article:2", "article:3"] {
+        let () = q(c, cmd("ZADD").arg(keys::TIME).arg(t).arg(m)).await;
+        let () = q(
+            c,
+            cmd("ZADD")
+                .arg(keys::SCORE)
+                .arg(t + keys::VOTE_SCORE)
+                .arg(m),
+        )
+        .await;
+    }
+    let start = TopCursor {
+        from: "-inf".to_owned(),
+        skip: 0,
+    };
+    let first = build_top(c, &start, 2, now as u64).await.unwrap();
+    assert_eq!(first.articles, 2);
+    let next = first.next.expect("a next batch");
+    assert_eq!(next.skip, 2);
+    assert_eq!(next.from.parse::<f64>().unwrap(), t);
+    let second = build_top(c, &next, 2, now as u64).await.unwrap();
+    assert_eq!(
+        second,
+        BuildTopReply {
+            articles: 1,
+            next: None
+        }
+    );
+    let all = zset(c, &keys::top(Period::All)).await;
+    assert_eq!(all.len(), 3);
+    assert!(all.iter().all(|(_, v)| *v == keys::TOP_STEP + t));
+}

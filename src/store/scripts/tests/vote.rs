@@ -1,0 +1,260 @@
+//! The vote script: up, down, a switch, a cleared vote, the closed voting
+//! window, a missing article, the limit, and the cached rankings it moves.
+
+use super::*;
+use crate::store::{keys, VoteDirection};
+
+async fn vote_as(conn: &mut Conn, id: ArticleId, voter: &str, dir: VoteDirection) -> VoteReply {
+    vote(conn, id, &user(voter), dir, unlimited())
+        .await
+        .expect("the vote script runs")
+}
+
+/// The article's `votes` and `downvotes`.
+async fn counts(conn: &mut Conn, id: ArticleId) -> (i64, i64) {
+    q(
+        conn,
+        cmd("HMGET")
+            .arg(keys::article(id))
+            .arg("votes")
+            .arg("downvotes"),
+    )
+    .await
+}
+
+async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
+    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
+}
+
+async fn is_member(conn: &mut Conn, key: &str, member: &str) -> bool {
+    q(conn, cmd("SISMEMBER").arg(key).arg(member)).await
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-3
+}
+
+/// The post time of article `id`, as `time:` holds it.
+async fn post_time(conn: &mut Conn, id: ArticleId) -> f64 {
+    zscore(conn, keys::TIME, &keys::article(id)).await.unwrap()
+}
+
+async fn karma(conn: &mut Conn, name: &str) -> f64 {
+    zscore(conn, keys::KARMA, &keys::user(name))
+        .await
+        .unwrap()
+        .floor()
+}
+
+/// A net-vote ranking's value for `net` votes of an article posted at `t`.
+fn top_value(net: f64, t: f64) -> f64 {
+    net * keys::TOP_STEP + t.floor()
+}
+
+#[tokio::test]
+async fn an_upvote_is_counted_once() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    let article = keys::article(id);
+    let t = post_time(c, id).await;
+
+    assert_eq!(
+        vote_as(c, id, "bob", VoteDirection::Up).await,
+        VoteReply::Changed
+    );
+    assert_eq!(counts(c, id).await, (2, 0));
+    let score = zscore(c, keys::SCORE, &article).await.unwrap();
+    assert!(close(score, t + 2.0 * keys::VOTE_SCORE), "{score} {t}");
+    assert!(is_member(c, &keys::voted(id), "user:bob").await);
+    assert_eq!(karma(c, "alice").await, 2.0);
+    let indexed = zscore(c, &keys::user_votes("bob"), &article).await.unwrap();
+    assert!(close(indexed, t));
+    for period in Period::ALL {
+        let top = zscore(c, &keys::top(period), &article).await;
+        assert_eq!(top, Some(top_value(2.0, t)), "{period:?}");
+    }
+
+    // The same vote again changes nothing.
+    assert_eq!(
+        vote_as(c, id, "bob", VoteDirection::Up).await,
+        VoteReply::Same
+    );
+    assert_eq!(counts(c, id).await, (2, 0));
+    assert_eq!(zscore(c, keys::SCORE, &article).await, Some(score));
+    assert_eq!(karma(c, "alice").await, 2.0);
+}
+
+#[tokio::test]
+async fn a_switch_moves_the_voter_and_two_votes_of_score() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    let article = keys::article(id);
+    let t = post_time(c, id).await;
+    vote_as(c, id, "bob", VoteDirection::Up).await;
+
+    assert_eq!(
+        vote_as(c, id, "bob", VoteDirection::Down).await,
+        VoteReply::Changed
+    );
+    assert_eq!(counts(c, id).await, (1, 1));
+    let score = zscore(c, keys::SCORE, &article).await.unwrap();
+    assert!(close(score, t), "{score} {t}");
+    assert!(!is_member(c, &keys::voted(id), "user:bob").await);
+    assert!(is_member(c, &keys::downvoted(id), "user:bob").await);
+    // The downvoters' set expires when the voting window closes.
+    let ttl: i64 = q(c, cmd("TTL").arg(keys::downvoted(id))).await;
+    assert!(
+        ttl > 0 && ttl <= keys::VOTING_WINDOW_SECS as i64 + 1,
+        "{ttl}"
+    );
+    let indexed = zscore(c, &keys::user_votes("bob"), &article).await.unwrap();
+    assert!(
+        close(indexed, -t),
+        "a downvote is indexed as minus the post time"
+    );
+    assert_eq!(karma(c, "alice").await, 0.0);
+    let top = zscore(c, &keys::top(Period::All), &article).await;
+    assert_eq!(top, Some(top_value(0.0, t)));
+}
+
+#[tokio::test]
+async fn a_cleared_vote_is_taken_back() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    let article = keys::article(id);
+    let t = post_time(c, id).await;
+    // Clearing a vote never cast changes nothing.
+    assert_eq!(
+        vote_as(c, id, "bob", VoteDirection::None).await,
+        VoteReply::Same
+    );
+    vote_as(c, id, "bob", VoteDirection::Up).await;
+
+    assert_eq!(
+        vote_as(c, id, "bob", VoteDirection::None).await,
+        VoteReply::Changed
+    );
+    assert_eq!(counts(c, id).await, (1, 0));
+    let score = zscore(c, keys::SCORE, &article).await.unwrap();
+    assert!(close(score, t + keys::VOTE_SCORE));
+    assert!(!is_member(c, &keys::voted(id), "user:bob").await);
+    assert!(!is_member(c, &keys::downvoted(id), "user:bob").await);
+    assert_eq!(zscore(c, &keys::user_votes("bob"), &article).await, None);
+    assert_eq!(karma(c, "alice").await, 1.0);
+}
+
+#[tokio::test]
+async fn a_closed_voting_window_refuses_the_vote() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    let week_ago = redis_now(c).await - keys::VOTING_WINDOW_SECS as f64 - 5.0;
+    let () = q(
+        c,
+        cmd("ZADD")
+            .arg(keys::TIME)
+            .arg(week_ago)
+            .arg(keys::article(id)),
+    )
+    .await;
+
+    assert_eq!(
+        vote_as(c, id, "bob", VoteDirection::Up).await,
+        VoteReply::Closed
+    );
+    assert_eq!(counts(c, id).await, (1, 0));
+    assert!(!is_member(c, &keys::voted(id), "user:bob").await);
+}
+
+#[tokio::test]
+async fn a_missing_article_is_answered_missing() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    assert_eq!(
+        vote_as(c, ArticleId(42), "bob", VoteDirection::Up).await,
+        VoteReply::Missing
+    );
+    assert!(!is_member(c, &keys::voted(ArticleId(42)), "user:bob").await);
+
+    // An article the book wrote without `time:` is found by its hash's
+    // `time`; one without a time at all is missing.
+    let now = redis_now(c).await;
+    let () = q(
+        c,
+        cmd("HSET")
+            .arg("article:7")
+            .arg("time")
+            .arg(now)
+            .arg("poster")
+            .arg("alice"),
+    )
+    .await;
+    assert_eq!(
+        vote_as(c, ArticleId(7), "bob", VoteDirection::Up).await,
+        VoteReply::Changed
+    );
+    // A poster stored without the user prefix (the book's callers) gets
+    // the karma all the same.
+    assert_eq!(karma(c, "alice").await, 1.0);
+    let () = q(c, cmd("HSET").arg("article:8").arg("title").arg("x")).await;
+    assert_eq!(
+        vote_as(c, ArticleId(8), "bob", VoteDirection::Up).await,
+        VoteReply::Missing
+    );
+}
+
+#[tokio::test]
+async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    let once = limit(1, 60);
+    let bob = user("bob");
+    assert_eq!(
+        vote(c, id, &bob, VoteDirection::Up, once).await.unwrap(),
+        VoteReply::Changed
+    );
+    match vote(c, id, &bob, VoteDirection::Down, once).await.unwrap() {
+        VoteReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(counts(c, id).await, (2, 0), "a refused vote writes nothing");
+}
+
+/// Cached rankings that hold the article (a group's, the poster's) move
+/// with the vote; missing ones are not created.
+#[tokio::test]
+async fn cached_rankings_follow_the_vote() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &["redis"]).await;
+    let article = keys::article(id);
+    let t = post_time(c, id).await;
+    let redis_group = group("redis");
+    let group_score = keys::group_ranking(&redis_group, Ranking::Score);
+    let group_top = keys::group_top(&redis_group, Period::Week);
+    let user_top = keys::user_top("alice", Period::Day);
+    for key in [&group_score, &group_top, &user_top] {
+        let () = q(c, cmd("ZADD").arg(key).arg(top_value(1.0, t)).arg(&article)).await;
+    }
+
+    vote_as(c, id, "bob", VoteDirection::Up).await;
+    let score = zscore(c, keys::SCORE, &article).await;
+    assert_eq!(zscore(c, &group_score, &article).await, score);
+    let user_score = keys::user_articles("alice", Ranking::Score);
+    assert_eq!(zscore(c, &user_score, &article).await, score);
+    assert_eq!(
+        zscore(c, &group_top, &article).await,
+        Some(top_value(2.0, t))
+    );
+    assert_eq!(
+        zscore(c, &user_top, &article).await,
+        Some(top_value(2.0, t))
+    );
+    let missing = keys::group_top(&redis_group, Period::Day);
+    let exists: bool = q(c, cmd("EXISTS").arg(missing)).await;
+    assert!(!exists);
+}

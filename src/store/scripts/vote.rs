@@ -1,0 +1,120 @@
+//! Voting: a voter's up, down or cleared vote on an article, with its
+//! score, karma, rankings and vote index moved in one script
+//! (`lua/vote.lua`).
+
+use std::sync::LazyLock;
+
+use redis::Value;
+
+use super::library::{KARMA, RATE_LIMIT, VOTE_INDEX};
+use super::{seconds, status, top_keys, Lua, ScriptReply};
+use crate::config::RateLimit;
+use crate::domain::{ArticleId, UserName};
+use crate::error::AppResult;
+use crate::store::keys::{self, Period, Ranking, RateAction};
+use crate::store::{Conn, VoteDirection};
+
+/// What the vote script answered. Every vote counts against the limit,
+/// whatever its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoteReply {
+    Limited {
+        retry_after_secs: u64,
+    },
+    /// No such article.
+    Missing,
+    /// The voting window has closed.
+    Closed,
+    /// The voter had already voted so; nothing changed.
+    Same,
+    Changed,
+}
+
+impl ScriptReply for VoteReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("limited", v) => Some(Self::Limited {
+                retry_after_secs: seconds(v)?,
+            }),
+            ("missing", _) => Some(Self::Missing),
+            ("closed", _) => Some(Self::Closed),
+            ("same", _) => Some(Self::Same),
+            ("changed", _) => Some(Self::Changed),
+            _ => None,
+        }
+    }
+}
+
+/// Sets a voter's vote: answers `{status, previous direction, new score}`
+/// (or `{'limited', seconds}`, `{'missing'}`, `{'closed'}`).
+///
+/// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
+/// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
+/// the voting window closes, as the book's `voted:<id>` does. They decide
+/// the previous direction; the voter's `user:<name>:votes` index, which
+/// pages read `myVote` from, is written to match them in the same step. Cached group
+/// rankings that hold the article are updated in place and the change is
+/// published on the score channel, all in the same step.
+static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
+    Lua::write(
+        "vote",
+        &[
+            KARMA,
+            RATE_LIMIT,
+            VOTE_INDEX,
+            include_str!("../lua/vote.lua"),
+        ],
+    )
+});
+
+impl VoteDirection {
+    fn as_arg(self) -> &'static str {
+        match self {
+            VoteDirection::Up => "up",
+            VoteDirection::Down => "down",
+            VoteDirection::None => "none",
+        }
+    }
+}
+
+/// Runs the vote script; the voter may vote `limit` times per window.
+pub async fn vote(
+    conn: &mut Conn,
+    id: ArticleId,
+    voter: &UserName,
+    direction: VoteDirection,
+    limit: RateLimit,
+) -> AppResult<VoteReply> {
+    let mut invocation = VOTE.invocation();
+    invocation
+        .key(keys::user_rate(voter.as_str(), RateAction::Vote))
+        .key(keys::article(id))
+        .key(keys::TIME)
+        .key(keys::SCORE)
+        .key(keys::voted(id))
+        .key(keys::downvoted(id))
+        .key(keys::article_groups(id))
+        .key(keys::KARMA)
+        .key(keys::user_votes(voter.as_str()));
+    top_keys(&mut invocation);
+    invocation
+        .arg(id.0)
+        .arg(voter.member())
+        .arg(direction.as_arg())
+        .arg(limit.count())
+        .arg(limit.window_secs())
+        .arg(keys::USER_PREFIX)
+        .arg(Ranking::Score.user_articles_suffix())
+        .arg(Ranking::Score.group_prefix())
+        .arg(keys::SCORE_CHANNEL)
+        .arg(keys::GROUP_PREFIX)
+        .arg(keys::GROUP_TOP_INFIX)
+        .arg(keys::USER_TOP_INFIX)
+        .arg(keys::VOTING_WINDOW_SECS)
+        .arg(keys::VOTE_SCORE)
+        .arg(keys::TOP_STEP);
+    for period in Period::ALL {
+        invocation.arg(period.name());
+    }
+    VOTE.call(&invocation, conn).await
+}
