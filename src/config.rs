@@ -3,14 +3,13 @@
 //! Every setting has a default that gives a working server on a developer's
 //! machine, so `cargo run` needs no flags at all.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
 
 use crate::client::TrustedProxies;
+pub use crate::rate::{RateLimit, RateLimits};
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -470,73 +469,6 @@ impl Settings {
             max_operations: self.max_operations,
         }
     }
-}
-
-/// A fixed-window rate limit, `COUNT/SECONDS`: at most `count` calls per
-/// window of `window_secs` seconds, the window starting at the first call.
-///
-/// Both numbers are at least 1: a zero count would make an action
-/// impossible and a zero window would never expire, and either is more
-/// likely a typo than a wish, so they are refused at startup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimit {
-    count: u32,
-    window_secs: u32,
-}
-
-impl RateLimit {
-    pub fn new(count: u32, window_secs: u32) -> Result<Self, String> {
-        if count == 0 || window_secs == 0 {
-            return Err(format!(
-                "rate limit {count}/{window_secs}: both the count and the window must be at least 1"
-            ));
-        }
-        Ok(Self { count, window_secs })
-    }
-
-    pub fn count(self) -> u32 {
-        self.count
-    }
-
-    pub fn window_secs(self) -> u32 {
-        self.window_secs
-    }
-}
-
-impl FromStr for RateLimit {
-    type Err = String;
-
-    fn from_str(raw: &str) -> Result<Self, String> {
-        let malformed = || format!("{raw:?} is not COUNT/SECONDS (e.g. 10/3600)");
-        let (count, window) = raw.trim().split_once('/').ok_or_else(malformed)?;
-        let count = count.trim().parse().map_err(|_| malformed())?;
-        let window = window.trim().parse().map_err(|_| malformed())?;
-        Self::new(count, window)
-    }
-}
-
-impl fmt::Display for RateLimit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.count, self.window_secs)
-    }
-}
-
-/// Every write limit, handed to the resolvers as schema data.
-#[derive(Debug, Clone, Copy)]
-pub struct RateLimits {
-    /// Per client address.
-    pub sign_up: RateLimit,
-    /// Per client address (the per-name limit is [`Settings::login_limit`]).
-    pub log_in: RateLimit,
-    /// Per user, or per client address when anonymous.
-    pub view: RateLimit,
-    /// Per user.
-    pub post: RateLimit,
-    pub vote: RateLimit,
-    pub set_groups: RateLimit,
-    pub rename_slug: RateLimit,
-    /// How long a viewer's repeated views of one article are not counted.
-    pub view_window_secs: u64,
 }
 
 #[cfg(test)]

@@ -214,6 +214,15 @@ impl GroupName {
     }
 }
 
+/// The direction of one user's vote on one article: up, down, or neither
+/// (no vote, or one taken back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoteDirection {
+    Up,
+    Down,
+    Neither,
+}
+
 /// A user name: `[A-Za-z0-9_-]{3,32}`. Two names that differ only in
 /// case are one name (see [`UserName::folded`]): readers could not tell
 /// `CaseTwin` from `casetwin` apart.
@@ -266,11 +275,6 @@ impl UserName {
         use unicode_normalization::UnicodeNormalization;
         let once: String = caseless::default_case_fold_str(&self.0).nfkc().collect();
         FoldedName(caseless::default_case_fold_str(&once).nfkc().collect())
-    }
-
-    /// The member used for this user in `voted:<id>` sets and `poster` fields.
-    pub fn member(&self) -> String {
-        crate::store::keys::user(&self.0)
     }
 }
 
@@ -381,14 +385,6 @@ impl ArticleId {
                 format!("{field} must be a positive integer id"),
             )),
         }
-    }
-
-    /// Reads an `article:<id>` sorted-set member; other members are ignored.
-    pub fn from_member(member: &str) -> Option<Self> {
-        member
-            .strip_prefix(crate::store::keys::ARTICLE_PREFIX)
-            .and_then(|n| n.parse().ok())
-            .map(Self)
     }
 }
 
@@ -599,8 +595,6 @@ mod tests {
 
     #[test]
     fn article_members() {
-        assert_eq!(ArticleId::from_member("article:12"), Some(ArticleId(12)));
-        assert_eq!(ArticleId::from_member("post:12"), None);
         assert!(ArticleId::parse("abc", "id").is_err());
         assert!(ArticleId::parse("0", "id").is_err());
     }

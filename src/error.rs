@@ -8,7 +8,7 @@
 use async_graphql::{Pos, ServerError};
 use poem::http::StatusCode;
 
-use crate::store::keys::RateAction;
+use crate::rate::{RateAction, RateScope};
 
 /// Everything that can go wrong while serving a request.
 #[derive(Debug, thiserror::Error)]
@@ -344,30 +344,6 @@ impl std::fmt::Display for ErrorCode {
 impl PartialEq<&str> for ErrorCode {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
-    }
-}
-
-/// Whose budget a rate limit counted, as the error message says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RateScope {
-    /// A user name (logIn's per-name limit, whoever sends the attempts).
-    Name,
-    /// The client address.
-    Address,
-    /// The logged-in user.
-    User,
-    /// Every client together.
-    Site,
-}
-
-impl RateScope {
-    fn suffix(self) -> &'static str {
-        match self {
-            RateScope::Name => " for this name",
-            RateScope::Address => " from this address",
-            RateScope::User => "",
-            RateScope::Site => " from all clients",
-        }
     }
 }
 

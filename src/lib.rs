@@ -23,6 +23,7 @@ pub mod persisted;
 pub mod personal;
 pub mod pipeline;
 pub mod pubsub;
+pub mod rate;
 pub mod routes;
 pub mod scrape;
 pub mod server;

@@ -29,7 +29,7 @@ use async_graphql::{Name, Value};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::domain::ArticleId;
-use crate::store::VoteDirection;
+use crate::domain::VoteDirection;
 
 /// One step of a response path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +157,7 @@ impl Template {
             out.put_slice(match vote {
                 VoteDirection::Up => b"\"UP\"",
                 VoteDirection::Down => b"\"DOWN\"",
-                VoteDirection::None => b"\"NONE\"",
+                VoteDirection::Neither => b"\"NONE\"",
             });
             from = at + NULL.len();
         }
@@ -267,7 +267,7 @@ mod tests {
         }));
         let h = holes(vec![(path(&["a", "myVote"]), 5)]);
         let t = h.template(&mut r).unwrap();
-        let body = t.fill(&[VoteDirection::None]);
+        let body = t.fill(&[VoteDirection::Neither]);
         let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(got["data"]["a"]["title"], "\u{1}0");
         assert_eq!(got["data"]["a"]["myVote"], "NONE");

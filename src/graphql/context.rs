@@ -23,17 +23,19 @@ use super::loaders::{ArticleLoader, StandingLoader};
 use crate::auth::{new_token, token_hash, PasswordHasher, Session};
 use crate::cache::{Deps, DepsCollector, ResponseCache};
 use crate::client::ClientAddr;
-use crate::config::RateLimits;
 use crate::domain::UserName;
-use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug};
+use crate::domain::{
+    ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug, VoteDirection,
+};
 use crate::error::{AppError, AppResult};
 use crate::persisted::PersistedQueries;
 use crate::personal::Holes;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent};
+use crate::rate::RateLimits;
 use crate::store::keys::Ranking;
 use crate::store::{
     ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, LoginLimit, Order, Ranked, Standing,
-    Store, Viewer, VoteDirection,
+    Store, Viewer,
 };
 
 /// What every request of this process shares, registered once: the HTTP

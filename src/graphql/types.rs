@@ -112,7 +112,6 @@ pub struct ArticleEdge {
 
 /// A user's vote on an article.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
-#[graphql(remote = "crate::store::VoteDirection")]
 pub enum VoteDirection {
     /// An upvote: +432 score.
     Up,
@@ -120,6 +119,26 @@ pub enum VoteDirection {
     Down,
     /// No vote (voting NONE retracts one).
     None,
+}
+
+impl From<VoteDirection> for crate::domain::VoteDirection {
+    fn from(direction: VoteDirection) -> Self {
+        match direction {
+            VoteDirection::Up => Self::Up,
+            VoteDirection::Down => Self::Down,
+            VoteDirection::None => Self::Neither,
+        }
+    }
+}
+
+impl From<crate::domain::VoteDirection> for VoteDirection {
+    fn from(direction: crate::domain::VoteDirection) -> Self {
+        match direction {
+            crate::domain::VoteDirection::Up => Self::Up,
+            crate::domain::VoteDirection::Down => Self::Down,
+            crate::domain::VoteDirection::Neither => Self::None,
+        }
+    }
 }
 
 /// An instant, as an RFC 3339 string in UTC (`2026-11-22T18:47:58.123456Z`).

@@ -4,14 +4,18 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::keys::{self, Ranking, RateAction};
+use super::keys::{self, Ranking};
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
 use super::votes::votes_from_reply;
 use super::{value_f64, value_str, Store};
 use crate::client::ClientAddr;
-use crate::config::RateLimit;
-use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName};
-use crate::error::{AppError, AppResult, RateScope};
+use crate::domain::{
+    ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName, VoteDirection,
+};
+use crate::error::{AppError, AppResult};
+use crate::rate::RateAction;
+use crate::rate::RateLimit;
+use crate::rate::RateScope;
 
 /// An article as stored, with what a page needs to show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,14 +38,6 @@ pub struct ArticleRecord {
     pub my_vote: Option<VoteDirection>,
 }
 
-/// The direction of one user's vote on one article.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VoteDirection {
-    Up,
-    Down,
-    None,
-}
-
 /// Who views an article: each viewer counts once per view window, and
 /// their counted views are rate limited per user, or per address when
 /// anonymous.
@@ -55,7 +51,7 @@ impl Viewer {
     /// The member in `article:<id>:viewers`.
     fn member(&self) -> String {
         match self {
-            Viewer::User(name) => name.member(),
+            Viewer::User(name) => keys::member(name),
             Viewer::Client(addr) => keys::client(*addr),
         }
     }
@@ -109,7 +105,7 @@ impl Store {
         let page = self.scored_range(keys::SCORE, start, stop).await?;
         Ok(page
             .iter()
-            .filter_map(|(member, score)| Some((ArticleId::from_member(member)?, Some(*score))))
+            .filter_map(|(member, score)| Some((keys::article_id(member)?, Some(*score))))
             .collect())
     }
 
@@ -147,7 +143,7 @@ impl Store {
             .0
             .iter()
             .filter_map(|(member, score)| {
-                let id = ArticleId::from_member(member)?;
+                let id = keys::article_id(member)?;
                 Some((id, (ranking == Ranking::Score).then_some(*score)))
             })
             .collect())
@@ -245,7 +241,7 @@ impl Store {
             if let Some((mut record, groups_known)) = parse_article(id, hash, &score) {
                 record.my_vote = votes
                     .as_ref()
-                    .map(|v| v.get(i).copied().unwrap_or(VoteDirection::None));
+                    .map(|v| v.get(i).copied().unwrap_or(VoteDirection::Neither));
                 if !groups_known {
                     unlisted.push(id);
                 }
@@ -451,10 +447,7 @@ pub fn not_found(id: ArticleId) -> AppError {
 }
 
 fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
-    members
-        .iter()
-        .filter_map(|m| ArticleId::from_member(m))
-        .collect()
+    members.iter().filter_map(|m| keys::article_id(m)).collect()
 }
 
 /// The hash fields the API shows, in the order `HMGET` returns them.

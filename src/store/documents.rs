@@ -3,11 +3,13 @@
 //! within rate limits and Redis' memory (see
 //! [`scripts::register_document`]).
 
-use super::keys::{self, RateAction};
+use super::keys;
 use super::scripts::{self, RegisterLimits, RegisterReply};
 use super::Store;
 use crate::client::ClientAddr;
-use crate::error::{AppError, AppResult, RateScope};
+use crate::error::{AppError, AppResult};
+use crate::rate::RateAction;
+use crate::rate::RateScope;
 
 /// Seconds a client refused for Redis' memory is told to wait.
 const MEMORY_RETRY_AFTER_SECS: u64 = 60;

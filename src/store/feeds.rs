@@ -264,7 +264,7 @@ impl Store {
             .members
             .iter()
             .filter_map(|(member, value)| {
-                let id = ArticleId::from_member(member)?;
+                let id = keys::article_id(member)?;
                 let score = (order == Order::Score).then_some(*value);
                 Some(((id, score), Position { value: *value, id }))
             })

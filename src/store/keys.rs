@@ -19,7 +19,8 @@
 //! this file.
 
 use crate::client::ClientAddr;
-use crate::domain::{ArticleId, GroupName};
+use crate::domain::{ArticleId, GroupName, UserName};
+use crate::rate::RateAction;
 
 /// Sorted set `article:<id>` → post time + 432 × net votes (book).
 pub const SCORE: &str = "score:";
@@ -82,6 +83,15 @@ pub const SESSION_PREFIX: &str = "session:";
 /// `article:<id>`: the article hash, also the member used in every set.
 pub fn article(id: ArticleId) -> String {
     format!("{ARTICLE_PREFIX}{id}")
+}
+
+/// The article an `article:<id>` sorted-set member stands for; other
+/// members are ignored.
+pub fn article_id(member: &str) -> Option<ArticleId> {
+    member
+        .strip_prefix(ARTICLE_PREFIX)
+        .and_then(|n| n.parse().ok())
+        .map(ArticleId)
 }
 
 /// `article:<id>:groups`: set of the groups an article is in (votegraph's
@@ -190,48 +200,10 @@ pub fn site_rate(action: RateAction) -> String {
     format!("rate:site:{}", action.as_str())
 }
 
-/// A write that is rate limited; its name is the last part of its counter's
-/// key (`user:<name>:rate:vote`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RateAction {
-    SignUp,
-    LogIn,
-    View,
-    Post,
-    Vote,
-    SetGroups,
-    RenameSlug,
-    /// Registering a new automatic persisted query.
-    RegisterQuery,
-}
-
-impl RateAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RateAction::SignUp => "sign-up",
-            RateAction::LogIn => "log-in",
-            RateAction::View => "view",
-            RateAction::Post => "post",
-            RateAction::Vote => "vote",
-            RateAction::SetGroups => "set-groups",
-            RateAction::RenameSlug => "rename-slug",
-            RateAction::RegisterQuery => "register-query",
-        }
-    }
-
-    /// What was counted, for "too many …" in the error message.
-    pub fn counted(self) -> &'static str {
-        match self {
-            RateAction::SignUp => "sign-ups",
-            RateAction::LogIn => "login attempts",
-            RateAction::View => "views",
-            RateAction::Post => "posts",
-            RateAction::Vote => "votes",
-            RateAction::SetGroups => "group changes",
-            RateAction::RenameSlug => "slug renames",
-            RateAction::RegisterQuery => "persisted-query registrations",
-        }
-    }
+/// The member standing for a user in `voted:<id>` sets, `poster` fields
+/// and `karma:` (`user:alice`).
+pub fn member(name: &UserName) -> String {
+    user(name.as_str())
 }
 
 /// `session:<sha256 of token>`: string holding the user name, with a TTL.
@@ -386,6 +358,13 @@ pub const DOCUMENTS: &str = "document:registered";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_read_back_as_article_ids() {
+        assert_eq!(article_id("article:12"), Some(ArticleId(12)));
+        assert_eq!(article_id("post:12"), None);
+        assert_eq!(article_id(&article(ArticleId(7))), Some(ArticleId(7)));
+    }
 
     /// The keys built from the constants are spelled exactly as the book
     /// and docs/keyspace.md's table spell them: the book's own code

@@ -24,9 +24,7 @@ use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::AsyncConnectionConfig;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
-pub use articles::{
-    not_found, ArticleRecord, Ranked, ViewOutcome, Viewer, VoteDirection, ARTICLE_FIELDS,
-};
+pub use articles::{not_found, ArticleRecord, Ranked, ViewOutcome, Viewer, ARTICLE_FIELDS};
 pub use feeds::{Cursor, FeedPage, List, Order, Position, TopIndex};
 pub use groups::{DirectoryPage, GroupCursor, GroupPosition};
 pub use locator::Locator;

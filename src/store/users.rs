@@ -4,13 +4,15 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::keys::{self, RateAction};
+use super::keys;
 use super::scripts::{self, LoginAttemptReply, SignUpReply};
 use super::{value_f64, Store};
 use crate::client::ClientAddr;
-use crate::config::RateLimit;
 use crate::domain::UserName;
-use crate::error::{AppError, AppResult, RateScope};
+use crate::error::{AppError, AppResult};
+use crate::rate::RateAction;
+use crate::rate::RateLimit;
+use crate::rate::RateScope;
 
 /// How many logIn attempts one user name gets per window. Counting by name
 /// stops password guessing against an account however many addresses the

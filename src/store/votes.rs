@@ -17,10 +17,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
-use super::articles::VoteDirection;
 use super::keys;
 use super::scripts::{self, Cursor};
 use super::{value_f64, Store};
+use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::error::{AppError, AppResult};
 use crate::sync::AbortOnDrop;
@@ -41,10 +41,10 @@ const RETRY_MAX: Duration = Duration::from_secs(60);
 /// entry until the user's next vote prunes it).
 pub(crate) fn vote_from_index(score: Option<f64>, now: f64) -> VoteDirection {
     match score {
-        Some(s) if s.abs() + keys::VOTING_WINDOW_SECS as f64 <= now => VoteDirection::None,
+        Some(s) if s.abs() + keys::VOTING_WINDOW_SECS as f64 <= now => VoteDirection::Neither,
         Some(s) if s > 0.0 => VoteDirection::Up,
         Some(s) if s < 0.0 => VoteDirection::Down,
-        _ => VoteDirection::None,
+        _ => VoteDirection::Neither,
     }
 }
 
@@ -182,12 +182,15 @@ mod tests {
         let posted = now - 3_600.0;
         assert_eq!(vote_from_index(Some(posted), now), VoteDirection::Up);
         assert_eq!(vote_from_index(Some(-posted), now), VoteDirection::Down);
-        assert_eq!(vote_from_index(None, now), VoteDirection::None);
+        assert_eq!(vote_from_index(None, now), VoteDirection::Neither);
         // Closed: the same instant the vote script closes it.
-        assert_eq!(vote_from_index(Some(now - week), now), VoteDirection::None);
+        assert_eq!(
+            vote_from_index(Some(now - week), now),
+            VoteDirection::Neither
+        );
         assert_eq!(
             vote_from_index(Some(-(now - week)), now),
-            VoteDirection::None
+            VoteDirection::Neither
         );
         assert_eq!(
             vote_from_index(Some(now - week + 1.0), now),

@@ -9,9 +9,9 @@ use redis::Value;
 
 use super::library::RATE_LIMIT;
 use super::{seconds, status, Counted, Lua, ScriptReply};
-use crate::config::RateLimit;
 use crate::domain::UserName;
 use crate::error::AppResult;
+use crate::rate::RateLimit;
 use crate::store::keys;
 use crate::store::Conn;
 

@@ -7,9 +7,10 @@ use redis::Value;
 
 use super::library::RATE_LIMIT;
 use super::{seconds, status, Lua, ScriptReply};
-use crate::config::RateLimit;
 use crate::error::AppResult;
-use crate::store::keys::{self, RateAction};
+use crate::rate::RateAction;
+use crate::rate::RateLimit;
+use crate::store::keys;
 use crate::store::Conn;
 
 /// What the registration script answered.

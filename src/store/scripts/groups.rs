@@ -7,10 +7,11 @@ use redis::Value;
 
 use super::library::{GROUP_LIST, RATE_LIMIT};
 use super::{group_keys, seconds, status, Lua, ScoredMembers, ScriptReply, GROUP_KEYS};
-use crate::config::RateLimit;
 use crate::domain::{ArticleId, GroupName, UserName};
 use crate::error::AppResult;
-use crate::store::keys::{self, Period, Ranking, RateAction};
+use crate::rate::RateAction;
+use crate::rate::RateLimit;
+use crate::store::keys::{self, Period, Ranking};
 use crate::store::Conn;
 
 // --- set groups ---------------------------------------------------------
@@ -78,7 +79,7 @@ pub async fn set_groups(
         .key(keys::TIME)
         .key(keys::top(Period::All))
         .key(keys::GROUPS_BY_SIZE)
-        .arg(caller.member())
+        .arg(keys::member(caller))
         .arg(add.len())
         .arg(limit.count())
         .arg(limit.window_secs())

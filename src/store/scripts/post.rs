@@ -7,10 +7,11 @@ use redis::Value;
 
 use super::library::{GROUP_LIST, KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS};
-use crate::config::RateLimit;
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::error::AppResult;
-use crate::store::keys::{self, Period, Ranking, RateAction};
+use crate::rate::RateAction;
+use crate::rate::RateLimit;
+use crate::store::keys::{self, Period, Ranking};
 use crate::store::{value_f64, value_str, Conn};
 
 /// What the post script answered.
@@ -87,7 +88,7 @@ pub async fn post(
     }
     invocation
         .key(keys::GROUPS_BY_SIZE)
-        .arg(poster.member())
+        .arg(keys::member(poster))
         .arg(title)
         .arg(link)
         .arg(stem.as_str())

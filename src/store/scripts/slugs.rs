@@ -8,10 +8,11 @@ use redis::Value;
 
 use super::library::RATE_LIMIT;
 use super::{seconds, status, Lua, ScriptReply};
-use crate::config::RateLimit;
 use crate::domain::{ArticleId, Slug, UserName};
 use crate::error::AppResult;
-use crate::store::keys::{self, RateAction};
+use crate::rate::RateAction;
+use crate::rate::RateLimit;
+use crate::store::keys;
 use crate::store::Conn;
 
 /// What the rename-slug script answered.
@@ -66,7 +67,7 @@ pub async fn rename_slug(
         .key(keys::article(id))
         .key(keys::SLUGS)
         .arg(id.0)
-        .arg(caller.member())
+        .arg(keys::member(caller))
         .arg(slug.as_str())
         .arg(limit.count())
         .arg(limit.window_secs())

@@ -7,9 +7,9 @@ use redis::Value;
 
 use super::library::RATE_LIMIT;
 use super::{seconds, status, Lua, ScriptReply};
-use crate::config::RateLimit;
 use crate::domain::ArticleId;
 use crate::error::AppResult;
+use crate::rate::RateLimit;
 use crate::store::keys;
 use crate::store::Conn;
 

@@ -8,11 +8,13 @@ use redis::Value;
 
 use super::library::{KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{seconds, status, top_keys, Lua, ScriptReply};
-use crate::config::RateLimit;
+use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::error::AppResult;
-use crate::store::keys::{self, Period, Ranking, RateAction};
-use crate::store::{Conn, VoteDirection};
+use crate::rate::RateAction;
+use crate::rate::RateLimit;
+use crate::store::keys::{self, Period, Ranking};
+use crate::store::Conn;
 
 /// What the vote script answered. Every vote counts against the limit,
 /// whatever its outcome.
@@ -72,7 +74,7 @@ impl VoteDirection {
         match self {
             VoteDirection::Up => "up",
             VoteDirection::Down => "down",
-            VoteDirection::None => "none",
+            VoteDirection::Neither => "none",
         }
     }
 }
@@ -99,7 +101,7 @@ pub async fn vote(
     top_keys(&mut invocation);
     invocation
         .arg(id.0)
-        .arg(voter.member())
+        .arg(keys::member(voter))
         .arg(direction.as_arg())
         .arg(limit.count())
         .arg(limit.window_secs())

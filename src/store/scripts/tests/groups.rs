@@ -133,7 +133,7 @@ async fn only_the_poster_changes_an_articles_groups() {
     // The calls above were counted too: the limit starts afresh.
     let () = q(
         c,
-        cmd("DEL").arg(keys::user_rate("alice", keys::RateAction::SetGroups)),
+        cmd("DEL").arg(keys::user_rate("alice", crate::rate::RateAction::SetGroups)),
     )
     .await;
     let once = limit(1, 60);

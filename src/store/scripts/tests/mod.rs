@@ -24,8 +24,8 @@ use std::time::Duration;
 use redis::{FromRedisValue, Value};
 
 use super::*;
-use crate::config::RateLimit;
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
+use crate::rate::RateLimit;
 use crate::store::{Conn, Locator, Store};
 
 // --- a real Redis -------------------------------------------------------

@@ -71,7 +71,10 @@ async fn only_the_poster_renames_and_within_the_limit() {
     // The calls above were counted too: the limit starts afresh.
     let () = q(
         c,
-        cmd("DEL").arg(keys::user_rate("alice", keys::RateAction::RenameSlug)),
+        cmd("DEL").arg(keys::user_rate(
+            "alice",
+            crate::rate::RateAction::RenameSlug,
+        )),
     )
     .await;
     let once = limit(1, 60);

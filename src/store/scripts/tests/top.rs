@@ -2,9 +2,9 @@
 //! stopped, and building from the book's `score:` and `time:` in batches.
 
 use super::*;
+use crate::domain::VoteDirection;
 use crate::store::keys;
 use crate::store::scripts::top::BuildTopReply;
-use crate::store::VoteDirection;
 
 async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
     q(conn, cmd("ZSCORE").arg(key).arg(member)).await

@@ -2,7 +2,8 @@
 //! window, a missing article, the limit, and the cached rankings it moves.
 
 use super::*;
-use crate::store::{keys, VoteDirection};
+use crate::domain::VoteDirection;
+use crate::store::keys;
 
 async fn vote_as(conn: &mut Conn, id: ArticleId, voter: &str, dir: VoteDirection) -> VoteReply {
     vote(conn, id, &user(voter), dir, unlimited())
@@ -128,13 +129,13 @@ async fn a_cleared_vote_is_taken_back() {
     let t = post_time(c, id).await;
     // Clearing a vote never cast changes nothing.
     assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::None).await,
+        vote_as(c, id, "bob", VoteDirection::Neither).await,
         VoteReply::Same
     );
     vote_as(c, id, "bob", VoteDirection::Up).await;
 
     assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::None).await,
+        vote_as(c, id, "bob", VoteDirection::Neither).await,
         VoteReply::Changed
     );
     assert_eq!(counts(c, id).await, (1, 0));
