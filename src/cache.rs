@@ -17,7 +17,7 @@
 //! - only anonymous requests whose operation is a query are cached, and only
 //!   responses without errors. A logged-in query's entry is its template
 //!   (computed anonymously, with a hole per `myVote`, filled per reader: see
-//!   `personal.rs`), under the same rules; a query that reads the
+//!   `templates.rs`), under the same rules; a query that reads the
 //!   caller (`me`) is never cached.
 //!
 //! Requests that miss one entry together share one computation of it
@@ -48,8 +48,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::compression::{Encoding, Level};
-use crate::personal::Template;
 use crate::pubsub::ScoreEvent;
+use crate::templates::Template;
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this many entries the least recently used one is evicted (distinct
@@ -208,11 +208,6 @@ impl Cached {
             Personal::Template(t) => Some(t),
             _ => None,
         }
-    }
-
-    /// Whether this is a logged-in query's entry that says "run it whole".
-    pub fn is_whole(&self) -> bool {
-        matches!(self.personal, Personal::Whole)
     }
 
     /// Bytes held by the body (and a template's hole list).

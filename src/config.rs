@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::client::TrustedProxies;
+use crate::client_addr::TrustedProxies;
 pub use crate::rate::{RateLimit, RateLimits};
 
 #[derive(Debug, Clone, Parser)]

@@ -125,7 +125,7 @@ fn refused(reason: &'static str) -> Response {
     Response::builder()
         .status(StatusCode::FORBIDDEN)
         .content_type("application/json")
-        .body(AppError::Forbidden(reason).to_json_body())
+        .body(AppError::Forbidden(reason).into_json_body())
 }
 
 /// Adds `name` to the response's `Vary`, keeping what is there.

@@ -252,20 +252,20 @@ impl AppError {
 
     /// The JSON body of a response refused before any GraphQL execution:
     /// `{"errors": [...]}`, with no `data` key since nothing ran.
-    pub fn to_json_body(self) -> String {
+    pub fn into_json_body(self) -> String {
         #[derive(serde::Serialize)]
         struct Errors {
             errors: [ServerError; 1],
         }
         serde_json::to_string(&Errors {
-            errors: [self.to_server_error()],
+            errors: [self.into_server_error()],
         })
         .unwrap_or_default()
     }
 
     /// This error as a GraphQL error with its code, for failures outside
     /// any resolver (document limits, deadlines, HTTP-level problems).
-    pub fn to_server_error(self) -> ServerError {
+    pub fn into_server_error(self) -> ServerError {
         let pos = match &self {
             AppError::Syntax { pos, .. }
             | AppError::InvalidDocument { pos, .. }

@@ -5,31 +5,67 @@
 //! `main.rs` only parses [`config::Settings`] and runs a
 //! [`startup::Application`]; everything else lives in this library so tests
 //! and tools can start real servers.
+//!
+//! # Layers
+//!
+//! A request walks down, and every module imports only from the layers
+//! below its own (a test, `layers.rs`, fails on any import cycle):
+//!
+//! 1. **startup**: `startup` (builds and runs the application), `scrape`
+//!    (what `/metrics` reads from each part), `config` (flags, turned into
+//!    each part's own settings), `local_redis`.
+//! 2. **HTTP and WebSocket**: `server` (the accept loop), `routes` (the
+//!    `/graphql` and `/health` endpoints), `ws` (the GraphQL-over-WebSocket
+//!    protocol), `sessions` (ended logins close their sockets), `telemetry`
+//!    (request ids, the access log, request metrics), `cors`, `graphiql`,
+//!    `compression`, `metrics` (the registry and its exposition).
+//! 3. **request pipeline**: `pipeline` (one request from its parsed form to
+//!    its answer), `persisted` (automatic persisted queries), `cache` (the
+//!    response cache), `templates` (logged-in pages from shared templates),
+//!    `budget` (the work in flight).
+//! 4. **GraphQL**: `graphql` (schema, resolvers, limits, the executor,
+//!    shared subscriptions) over `graphql::context` (the request context
+//!    resolvers go through), and `state` (what every request shares).
+//! 5. **store**: `store` (every Redis read and write, the keys and the Lua
+//!    scripts), `pubsub` (the process' one pub/sub connection), `auth`.
+//! 6. **bottom**: `domain` (parse-don't-validate newtypes), `error` (the
+//!    one error type and its codes), `rate` (rate limits), `client_addr`,
+//!    `sync`.
 
-pub mod auth;
-pub mod budget;
-pub mod cache;
-pub mod client;
-pub mod compression;
+mod auth;
+mod budget;
+mod cache;
+mod client_addr;
+mod compression;
 pub mod config;
-pub mod cors;
-pub mod domain;
-pub mod error;
-pub mod graphiql;
-pub mod graphql;
-pub mod local_redis;
-pub mod metrics;
-pub mod persisted;
-pub mod personal;
-pub mod pipeline;
-pub mod pubsub;
-pub mod rate;
-pub mod routes;
-pub mod scrape;
-pub mod server;
-pub mod sessions;
+mod cors;
+mod domain;
+mod error;
+mod graphiql;
+mod graphql;
+#[cfg(test)]
+mod layers;
+mod local_redis;
+mod metrics;
+mod persisted;
+mod pipeline;
+mod pubsub;
+mod rate;
+mod routes;
+mod scrape;
+mod server;
+mod sessions;
 pub mod startup;
-pub mod store;
+mod state;
+mod store;
 mod sync;
 pub mod telemetry;
-pub mod ws;
+mod templates;
+mod ws;
+
+/// What the benchmark and the tests reach: the Redis keys (to seed and
+/// inspect), the article fields a page reads, a Redis URL's connection
+/// details, the schema's SDL and a token's stored hash.
+pub use auth::token_hash;
+pub use graphql::sdl;
+pub use store::{connection_info, keys, ARTICLE_FIELDS, DEFAULT_GROUP_SCAN_BUDGET};

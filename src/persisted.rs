@@ -25,7 +25,7 @@ use std::sync::Arc;
 use async_graphql::Value;
 use sha2::Digest;
 
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::store::{RegisterLimits, Store};
 

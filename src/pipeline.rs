@@ -17,7 +17,7 @@ use async_graphql::Name;
 use crate::auth::Session;
 use crate::budget::Permit;
 use crate::cache::{Cached, ResponseCache};
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::error::{AppError, ErrorCode};
 use crate::graphql::limits::operation_name;
 use crate::graphql::{Api, RequestContext};
@@ -256,7 +256,7 @@ fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
     bytes::Bytes::from(body)
 }
 
-/// A logged-in query's body, from its template (see `personal.rs`):
+/// A logged-in query's body, from its template (see `templates.rs`):
 /// the caller's session is looked up while the template is found (or
 /// computed), then their votes on its articles fill it. None when the
 /// query must run whole: it reads who the caller is, it failed, or Redis

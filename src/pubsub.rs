@@ -20,7 +20,7 @@
 //!   while it was down are not replayed (Redis pub/sub is at-most-once).
 //!
 //! A subscription whose result cannot depend on its caller runs once for
-//! all its subscribers (see `graphql/shared.rs`): that execution's
+//! all its subscribers (see `graphql/shared_subscriptions.rs`): that execution's
 //! receiver is not a client subscription itself, so it is taken with
 //! [`PubSub::subscribe_uncounted`] and the subscribers it serves are counted
 //! with [`PubSub::add_shared`], keeping [`PubSub::subscribers`] the number

@@ -20,7 +20,7 @@ use tracing::Instrument;
 
 use crate::budget::{HeldBody, Permit};
 use crate::cache::{Cached, ResponseCache};
-use crate::client::{ClientAddr, TrustedProxies};
+use crate::client_addr::{ClientAddr, TrustedProxies};
 use crate::compression::{self, Encoding};
 use crate::error::AppError;
 use crate::graphql::Api;
@@ -395,7 +395,7 @@ fn refusal(error: AppError, media: Media) -> Response {
     if let Some(secs) = error.retry_after() {
         response = response.header(header::RETRY_AFTER, secs);
     }
-    response.body(error.to_json_body())
+    response.body(error.into_json_body())
 }
 
 /// [`refusal`] as `application/json`, for answers outside the GraphQL

@@ -38,7 +38,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::client::TrustedProxies;
+use crate::client_addr::TrustedProxies;
 use crate::error::AppError;
 
 /// The bounds of the HTTP server.
@@ -244,7 +244,7 @@ fn oversized_head<B>(
         .status(error.http_status())
         .content_type("application/json")
         .header(poem::http::header::CONNECTION, "close")
-        .body(error.to_json_body());
+        .body(error.into_json_body());
     Some(response.into())
 }
 
@@ -257,7 +257,7 @@ async fn refuse(mut stream: TcpStream, error: AppError) {
         "connection refused: at a connection limit"
     );
     let retry = error.retry_after().unwrap_or(1);
-    let body = error.to_json_body();
+    let body = error.into_json_body();
     let response = format!(
         "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nretry-after: {retry}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         status.as_u16(),

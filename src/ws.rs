@@ -35,9 +35,9 @@ use tokio::sync::watch;
 
 use crate::auth::token_hash;
 use crate::auth::Session;
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
-use crate::graphql::shared::SharedStreams;
+use crate::graphql::shared_subscriptions::SharedStreams;
 use crate::graphql::{Api, RequestContext};
 use crate::pubsub::PubSub;
 use crate::sessions::{SessionWatch, Watched};
@@ -643,7 +643,7 @@ impl State {
     /// An `error` message for operation `id`: a list of GraphQL errors in
     /// `graphql-transport-ws`, a single one in the legacy protocol.
     async fn send_error(&mut self, id: &str, error: AppError) -> Result<(), End> {
-        let error = error.to_server_error();
+        let error = error.into_server_error();
         match self.protocol {
             Protocol::GraphQLWS => self.send("error", Some(id), Some([error])).await,
             Protocol::SubscriptionsTransportWS => self.send("error", Some(id), Some(error)).await,

@@ -311,7 +311,7 @@ async fn main() -> anyhow::Result<()> {
             (Some(p), a)
         }
     };
-    let client = redis::Client::open(votegraph::store::connection_info(&format!(
+    let client = redis::Client::open(votegraph::connection_info(&format!(
         "redis://{redis_addr}"
     ))?)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
@@ -437,7 +437,7 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
     }
     // Logged-in readers while others vote: the votes drop the shared
-    // templates their articles are on (see `src/personal.rs`), so this is
+    // templates their articles are on (see `src/templates.rs`), so this is
     // what the template costs when it keeps being recomputed.
     const MIX_LOGGED_IN: &str = "mix with logged-in readers, 90% read / 10% vote";
     if args.wants(MIX_LOGGED_IN) {

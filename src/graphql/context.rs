@@ -20,154 +20,21 @@ use async_graphql::{Context, Result};
 use tokio::sync::{broadcast, OnceCell};
 
 use super::loaders::{ArticleLoader, StandingLoader};
-use crate::auth::{new_token, token_hash, PasswordHasher, Session};
-use crate::cache::{Deps, DepsCollector, ResponseCache};
-use crate::client::ClientAddr;
+use crate::auth::{new_token, token_hash, Session};
+use crate::cache::{Deps, DepsCollector};
+use crate::client_addr::ClientAddr;
 use crate::domain::UserName;
 use crate::domain::{
     ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug, VoteDirection,
 };
 use crate::error::{AppError, AppResult};
-use crate::persisted::PersistedQueries;
-use crate::personal::Holes;
-use crate::pubsub::{PostedEvent, PubSub, ScoreEvent};
-use crate::rate::RateLimits;
+use crate::pubsub::{PostedEvent, ScoreEvent};
+use crate::state::AppState;
 use crate::store::keys::Ranking;
 use crate::store::{
-    ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, LoginLimit, Order, Ranked, Standing,
-    Store, Viewer,
+    ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, Order, Ranked, Standing, Store, Viewer,
 };
-
-/// What every request of this process shares, registered once: the HTTP
-/// routes, the WebSocket loop and the resolvers (through their
-/// [`RequestContext`]) all reach it from [`super::Api`].
-pub struct AppState {
-    store: Store,
-    /// `--redis-replica-url`: where anonymous reads of the site's rankings
-    /// and articles may go (see [`RequestContext::on_replica`]).
-    replica: Option<Store>,
-    replica_lag: ReplicaLag,
-    hasher: PasswordHasher,
-    pubsub: PubSub,
-    responses: Option<Arc<ResponseCache>>,
-    persisted: PersistedQueries,
-    login: LoginLimit,
-    rates: RateLimits,
-}
-
-impl AppState {
-    pub fn new(
-        store: Store,
-        hasher: PasswordHasher,
-        pubsub: PubSub,
-        responses: Option<Arc<ResponseCache>>,
-        persisted: PersistedQueries,
-        login: LoginLimit,
-        rates: RateLimits,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            store,
-            replica: None,
-            replica_lag: ReplicaLag::default(),
-            hasher,
-            pubsub,
-            responses,
-            persisted,
-            login,
-            rates,
-        })
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// Adds a read replica (see [`RequestContext::on_replica`]).
-    pub fn with_replica(self: Arc<Self>, replica: Option<Store>) -> Arc<Self> {
-        match Arc::try_unwrap(self) {
-            Ok(mut state) => {
-                state.replica = replica;
-                Arc::new(state)
-            }
-            Err(shared) => shared,
-        }
-    }
-
-    /// The read replica, when configured.
-    pub fn replica(&self) -> Option<&Store> {
-        self.replica.as_ref()
-    }
-
-    /// The replica's last measured state (see [`ReplicaLag`]).
-    pub fn replica_lag(&self) -> &ReplicaLag {
-        &self.replica_lag
-    }
-
-    pub fn pubsub(&self) -> &PubSub {
-        &self.pubsub
-    }
-
-    /// The anonymous response cache, when enabled.
-    pub fn responses(&self) -> Option<&Arc<ResponseCache>> {
-        self.responses.as_ref()
-    }
-
-    /// The automatic persisted queries' documents.
-    pub fn persisted(&self) -> &PersistedQueries {
-        &self.persisted
-    }
-}
-
-/// How far the read replica is behind the primary, measured every second
-/// by [`ReplicaLag::sample`]'s task: bytes of the replication stream not
-/// yet applied (-1: unknown, e.g. a side did not answer), and whether its
-/// link to the primary is up. `/health` and `/metrics` show it.
-#[derive(Debug)]
-pub struct ReplicaLag {
-    bytes: std::sync::atomic::AtomicI64,
-    link_up: std::sync::atomic::AtomicBool,
-}
-
-impl Default for ReplicaLag {
-    fn default() -> Self {
-        Self {
-            bytes: std::sync::atomic::AtomicI64::new(-1),
-            link_up: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-}
-
-impl ReplicaLag {
-    pub fn bytes(&self) -> i64 {
-        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    pub fn link_up(&self) -> bool {
-        self.link_up.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Measures once: the primary's replication offset against the
-    /// replica's.
-    pub async fn sample(&self, primary: &Store, replica: &Store) {
-        let (ours, theirs) = futures_util::join!(primary.replication(), replica.replication());
-        let offset = |info: &std::collections::HashMap<String, String>, key: &str| {
-            info.get(key).and_then(|v| v.parse::<i64>().ok())
-        };
-        let (bytes, up) = match (ours, theirs) {
-            (Ok(ours), Ok(theirs)) => {
-                let up = theirs.get("master_link_status").is_some_and(|s| s == "up");
-                let lag = offset(&ours, "master_repl_offset")
-                    .zip(offset(&theirs, "slave_repl_offset"))
-                    .map_or(-1, |(p, r)| (p - r).max(0));
-                (lag, up)
-            }
-            _ => (-1, false),
-        };
-        self.bytes
-            .store(bytes, std::sync::atomic::Ordering::Relaxed);
-        self.link_up.store(up, std::sync::atomic::Ordering::Relaxed);
-    }
-}
+use crate::templates::Holes;
 
 /// Which ranked list of articles a page comes from.
 #[derive(Clone, Copy, Debug)]

@@ -14,7 +14,7 @@ mod mutation;
 mod order;
 mod query;
 pub mod shape;
-pub mod shared;
+pub mod shared_subscriptions;
 mod subscription;
 mod types;
 
@@ -27,12 +27,11 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use limits::Checked;
 
-pub use context::{AppState, ArticleList, Recorded, ReplicaLag, RequestContext};
-pub use loaders::{ArticleLoader, StandingLoader};
-pub use mutation::MutationRoot;
-pub use query::QueryRoot;
-pub use subscription::{ScoreChange, SubscriptionRoot};
-pub use types::{Article, ArticleOrder, DateTime, Group, RankedUser, User, VoteDirection};
+pub use crate::state::AppState;
+pub use context::{ArticleList, RequestContext};
+use mutation::MutationRoot;
+use query::QueryRoot;
+use subscription::SubscriptionRoot;
 
 use crate::budget::WorkBudget;
 use crate::error::AppError;
@@ -183,7 +182,7 @@ impl Ordering {
 
 /// A response refusing a request before it ran.
 pub fn rejection(error: AppError) -> Response {
-    Response::from_errors(vec![error.to_server_error()])
+    Response::from_errors(vec![error.into_server_error()])
 }
 
 /// The response of a request stopped at its execution deadline.

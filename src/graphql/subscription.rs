@@ -6,7 +6,7 @@ use async_graphql::{Context, Object, Result, Subscription, ID};
 use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::shared::SharedExecution;
+use super::shared_subscriptions::SharedExecution;
 use super::types::{Article, DateTime};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};

@@ -176,9 +176,9 @@ pub struct Article(pub ArticleRecord);
 /// Fields whose value depends on who asks (the session, or the client
 /// address). A subscription that selects any of them runs once per
 /// subscriber; any other runs once and is shared by all its subscribers
-/// (`shared.rs`). A new field that reads the caller belongs here, or
+/// (`shared_subscriptions.rs`). A new field that reads the caller belongs here, or
 /// every subscriber of a shared stream would see the first one's answer
-/// (they see an anonymous caller's); `shared.rs` has a test that lists
+/// (they see an anonymous caller's); `shared_subscriptions.rs` has a test that lists
 /// every field a subscription can reach, to make adding one a decision.
 pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote"];
 

@@ -8,7 +8,7 @@ use super::keys::{self, Ranking};
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
 use super::votes::votes_from_reply;
 use super::{value_f64, value_str, Store};
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::domain::{
     ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName, VoteDirection,
 };
@@ -167,21 +167,11 @@ impl Store {
             .await?)
     }
 
-    /// Loads many articles in one pipelined round trip. Ids without an
-    /// article hash are absent from the result. With a `viewer`, the same
-    /// pipeline reads their votes on all of them, with one `ZMSCORE` of
-    /// their `user:<name>:votes` index (see `votes.rs`).
-    pub async fn load_articles(
-        &self,
-        ids: &[ArticleId],
-        viewer: Option<&UserName>,
-    ) -> AppResult<HashMap<ArticleId, ArticleRecord>> {
-        let entries: Vec<Ranked> = ids.iter().map(|&id| (id, None)).collect();
-        self.load_ranked(&entries, viewer).await
-    }
-
-    /// Like [`Store::load_articles`], taking the scores a ranking read
-    /// already gave: those articles cost no `ZSCORE`.
+    /// Loads many articles in one pipelined round trip, taking the scores
+    /// a ranking read already gave (those articles cost no `ZSCORE`). Ids
+    /// without an article hash are absent from the result. With a
+    /// `viewer`, the same pipeline reads their votes on all of them, with
+    /// one `ZMSCORE` of their `user:<name>:votes` index (see `votes.rs`).
     pub async fn load_ranked(
         &self,
         entries: &[Ranked],

@@ -6,7 +6,7 @@
 use super::keys;
 use super::scripts::{self, RegisterLimits, RegisterReply};
 use super::Store;
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;
 use crate::rate::RateScope;

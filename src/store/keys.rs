@@ -18,7 +18,7 @@
 //! `type:id:attr` convention. The keyspace table of docs/keyspace.md mirrors
 //! this file.
 
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::domain::{ArticleId, GroupName, UserName};
 use crate::rate::RateAction;
 

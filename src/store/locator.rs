@@ -81,11 +81,6 @@ impl Locator {
         }
     }
 
-    /// Whether the primary is found through Sentinel.
-    pub fn is_sentinel(&self) -> bool {
-        matches!(&*self.0, Target::Sentinel { .. })
-    }
-
     /// A client for the primary as it is now.
     pub async fn client(&self) -> RedisResult<redis::Client> {
         match &*self.0 {

@@ -24,13 +24,12 @@ use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::AsyncConnectionConfig;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
-pub use articles::{not_found, ArticleRecord, Ranked, ViewOutcome, Viewer, ARTICLE_FIELDS};
-pub use feeds::{Cursor, FeedPage, List, Order, Position, TopIndex};
-pub use groups::{DirectoryPage, GroupCursor, GroupPosition};
+pub use articles::{not_found, ArticleRecord, Ranked, Viewer, ARTICLE_FIELDS};
+pub use feeds::{Cursor, List, Order};
+pub use groups::{DirectoryPage, GroupCursor};
 pub use locator::Locator;
 pub use scripts::RegisterLimits;
 pub use users::{LoginLimit, Standing};
-pub use votes::{Backfill, BackfillReport};
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;

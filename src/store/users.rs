@@ -7,7 +7,7 @@ use redis::Value;
 use super::keys;
 use super::scripts::{self, LoginAttemptReply, SignUpReply};
 use super::{value_f64, Store};
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::domain::UserName;
 use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;

@@ -10,7 +10,7 @@ use crate::helpers::{
 /// caching it for 60 s (scan budget 0, as the book does).
 async fn both_group_paths() -> Vec<(u32, TestApp)> {
     let mut apps = Vec::new();
-    for budget in [votegraph::store::DEFAULT_GROUP_SCAN_BUDGET, 0] {
+    for budget in [votegraph::DEFAULT_GROUP_SCAN_BUDGET, 0] {
         let app = spawn_app_with(TestRedis::start().await, move |redis| {
             let mut settings = test_settings(redis);
             settings.group_scan_budget = budget;

@@ -224,7 +224,7 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
     );
     reset_command_stats(&mut conn).await;
     // The first logged-in read of a page computes it (its template, see
-    // `personal.rs`, where the next readers' cost is counted).
+    // `templates.rs`, where the next readers' cost is counted).
     let page = app.gql_ok(&query, json!({}), Some(&bob)).await;
     let counted = command_stats(&mut conn).await;
     let total: u64 = counted.values().sum();

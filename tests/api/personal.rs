@@ -1,4 +1,4 @@
-//! Logged-in pages from shared templates (`src/personal.rs`): readers share
+//! Logged-in pages from shared templates (`src/templates.rs`): readers share
 //! one computation of a page, each sees their own `myVote`, their own votes
 //! show at once, and a query that reads the caller (`me`) runs whole.
 

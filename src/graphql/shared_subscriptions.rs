@@ -61,7 +61,7 @@ use super::limits::select_operation;
 pub use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
-use crate::client::ClientAddr;
+use crate::client_addr::ClientAddr;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent, Uncounted};
 
 /// Payloads a shared stream keeps for its slowest subscriber; one further

@@ -1,0 +1,262 @@
+//! The check that keeps the modules' imports pointing one way: a test that
+//! reads every file of `src/`, collects what each module names through
+//! `crate::…` and `super::…` paths (comments and unit tests aside), and
+//! fails on any cycle between modules, naming it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Module path (`store::keys`) → its source text, for every file of `dir`.
+fn modules(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path.strip_prefix(dir).unwrap_or(&path).with_extension("");
+                let mut parts: Vec<String> = relative
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
+                if parts.last().is_some_and(|p| p == "mod") {
+                    parts.pop();
+                }
+                if parts == ["lib"] || parts == ["main"] {
+                    parts.clear();
+                }
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                out.insert(parts.join("::"), text);
+            }
+        }
+    }
+    out
+}
+
+/// `text` without its comments and without its unit tests (which may
+/// reach anywhere).
+fn code(text: &str) -> String {
+    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The modules `module` (a file) names.
+fn edges(module: &str, is_dir: bool, text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let here: Vec<&str> = if module.is_empty() {
+        Vec::new()
+    } else {
+        module.split("::").collect()
+    };
+    // `super` of a `mod.rs` file is its parent's parent.
+    let parent: Vec<&str> = match (is_dir, here.len()) {
+        (true, n) if n > 0 => here[..n - 1].to_vec(),
+        (false, n) if n > 0 => here[..n - 1].to_vec(),
+        _ => Vec::new(),
+    };
+    let code = code(text);
+    let mut out = BTreeSet::new();
+    let mut paths: Vec<Vec<String>> = Vec::new();
+    // `use crate::a::{b, c::d};` and plain `crate::a::b` paths.
+    for (start, root) in code
+        .match_indices("crate::")
+        .map(|(i, _)| (i + 7, Vec::<String>::new()))
+        .chain(
+            code.match_indices("super::")
+                .map(|(i, _)| (i + 7, parent.iter().map(|s| s.to_string()).collect())),
+        )
+    {
+        if start >= 7 {
+            let before = code[..start - 7].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+        }
+        let rest = &code[start..];
+        let mut prefix = root;
+        let mut segment = String::new();
+        let mut chars = rest.chars().peekable();
+        loop {
+            match chars.next() {
+                Some(c) if c.is_alphanumeric() || c == '_' => segment.push(c),
+                Some(':') if chars.peek() == Some(&':') => {
+                    chars.next();
+                    if segment == "super" {
+                        prefix.pop();
+                    } else if !segment.is_empty() {
+                        prefix.push(std::mem::take(&mut segment));
+                    }
+                    segment.clear();
+                    if chars.peek() == Some(&'{') {
+                        chars.next();
+                        let group: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                        for item in group.split(',') {
+                            let item = item.trim().split(" as ").next().unwrap_or("").trim();
+                            if item.is_empty() || item == "self" {
+                                paths.push(prefix.clone());
+                                continue;
+                            }
+                            let mut path = prefix.clone();
+                            path.extend(item.split("::").map(str::to_owned));
+                            paths.push(path);
+                        }
+                        break;
+                    }
+                }
+                _ => {
+                    if !segment.is_empty() {
+                        prefix.push(segment);
+                    }
+                    paths.push(prefix);
+                    break;
+                }
+            }
+        }
+    }
+    for path in paths {
+        // The deepest prefix that is a module (a file).
+        for len in (1..=path.len()).rev() {
+            let candidate = path[..len].join("::");
+            if known.contains(&candidate) {
+                let inside = candidate == module || module.starts_with(&format!("{candidate}::"));
+                if !inside {
+                    out.insert(candidate);
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The cycles of `graph`: its strongly connected components of more than
+/// one module (Tarjan's algorithm, iterative).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let names: Vec<&String> = graph.keys().collect();
+    let index_of: BTreeMap<&String, usize> =
+        names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let adjacency: Vec<Vec<usize>> = names
+        .iter()
+        .map(|n| {
+            graph[*n]
+                .iter()
+                .filter_map(|t| index_of.get(t).copied())
+                .collect()
+        })
+        .collect();
+    let n = names.len();
+    let (mut index, mut low, mut on_stack) = (vec![usize::MAX; n], vec![0; n], vec![false; n]);
+    let (mut stack, mut out, mut next) = (Vec::new(), Vec::new(), 0);
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        let mut work = vec![(root, 0usize)];
+        while let Some(&mut (v, ref mut edge)) = work.last_mut() {
+            if *edge == 0 {
+                index[v] = next;
+                low[v] = next;
+                next += 1;
+                stack.push(v);
+                on_stack[v] = true;
+            }
+            if let Some(&w) = adjacency[v].get(*edge) {
+                *edge += 1;
+                if index[w] == usize::MAX {
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    component.push(names[w].clone());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    out.push(component);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = modules(&src);
+    assert!(modules.len() > 20, "read {} modules", modules.len());
+    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    let graph: BTreeMap<String, BTreeSet<String>> = modules
+        .iter()
+        .map(|(name, text)| {
+            let is_dir = src.join(name.replace("::", "/")).is_dir();
+            (name.clone(), edges(name, is_dir, text, &known))
+        })
+        .collect();
+    let found = cycles(&graph);
+    let shown: Vec<String> = found
+        .iter()
+        .map(|cycle| {
+            let pairs: Vec<String> = cycle
+                .iter()
+                .flat_map(|m| {
+                    graph[m]
+                        .iter()
+                        .filter(|t| cycle.contains(t))
+                        .map(move |t| format!("{m} -> {t}"))
+                })
+                .collect();
+            format!("{} ({})", cycle.join(", "), pairs.join("; "))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "import cycles between src/ modules:\n{}",
+        shown.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_a_cycle() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(m, to)| (m.to_owned(), to.into_iter().map(str::to_owned).collect()))
+    .collect();
+    assert_eq!(cycles(&graph), vec![vec!["a", "b", "c"]]);
+    let known: BTreeSet<String> = ["store", "store::keys", "domain", "error"]
+        .map(str::to_owned)
+        .into();
+    let text = "use crate::domain::{Name, Other};\nuse super::keys; // crate::error in a comment\nfn f() { crate::error::x(); }";
+    let found = edges("store::articles", false, text, &known);
+    assert_eq!(
+        found,
+        ["domain", "error", "store::keys"].map(str::to_owned).into()
+    );
+}
