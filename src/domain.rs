@@ -214,6 +214,57 @@ impl GroupName {
     }
 }
 
+/// Which global ranking a list is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranking {
+    Score,
+    Time,
+}
+
+/// A period of the `TOP_*` orders: articles posted within it, ranked by
+/// net votes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Period {
+    Day,
+    Week,
+    Month,
+    Year,
+    All,
+}
+
+impl Period {
+    pub const ALL: [Period; 5] = [
+        Period::Day,
+        Period::Week,
+        Period::Month,
+        Period::Year,
+        Period::All,
+    ];
+
+    /// The name in keys (`top:week`) and cursors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Period::Day => "day",
+            Period::Week => "week",
+            Period::Month => "month",
+            Period::Year => "year",
+            Period::All => "all",
+        }
+    }
+
+    /// How far back the period reaches; None for all time.
+    pub fn secs(self) -> Option<u64> {
+        const DAY: u64 = 24 * 60 * 60;
+        match self {
+            Period::Day => Some(DAY),
+            Period::Week => Some(7 * DAY),
+            Period::Month => Some(30 * DAY),
+            Period::Year => Some(365 * DAY),
+            Period::All => None,
+        }
+    }
+}
+
 /// The direction of one user's vote on one article: up, down, or neither
 /// (no vote, or one taken back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

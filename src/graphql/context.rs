@@ -23,6 +23,7 @@ use super::loaders::{ArticleLoader, StandingLoader};
 use crate::auth::{new_token, token_hash, Session};
 use crate::cache::{Deps, DepsCollector};
 use crate::client_addr::ClientAddr;
+use crate::domain::Ranking;
 use crate::domain::UserName;
 use crate::domain::{
     ArticleId, ArticleTitle, GroupName, Link, PageRequest, Password, Slug, VoteDirection,
@@ -30,7 +31,6 @@ use crate::domain::{
 use crate::error::{AppError, AppResult};
 use crate::pubsub::{PostedEvent, ScoreEvent};
 use crate::state::AppState;
-use crate::store::keys::Ranking;
 use crate::store::{
     ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, Order, Ranked, Standing, Store, Viewer,
 };

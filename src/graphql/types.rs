@@ -8,9 +8,9 @@ use chrono::{SecondsFormat, TimeZone, Utc};
 
 use super::connection::PageInfo;
 use super::{ArticleList, RequestContext};
+use crate::domain::Period;
 use crate::domain::{GroupName, PageRequest, UserName};
 use crate::error::AppError;
-use crate::store::keys::Period;
 use crate::store::{ArticleRecord, Order};
 
 /// How a list of articles is ordered.

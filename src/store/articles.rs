@@ -4,11 +4,12 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::keys::{self, Ranking};
+use super::keys;
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
 use super::votes::votes_from_reply;
 use super::{value_f64, value_str, Store};
 use crate::client_addr::ClientAddr;
+use crate::domain::Ranking;
 use crate::domain::{
     ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName, VoteDirection,
 };
@@ -98,7 +99,9 @@ impl Store {
         page: PageRequest,
     ) -> AppResult<Vec<Ranked>> {
         if ranking == Ranking::Time {
-            let ids = self.sorted_set_page(ranking.key(), page).await?;
+            let ids = self
+                .sorted_set_page(keys::ranking_key(ranking), page)
+                .await?;
             return Ok(ids.into_iter().map(|id| (id, None)).collect());
         }
         let (start, stop) = page.range();

@@ -23,10 +23,11 @@
 
 use std::time::Duration;
 
-use super::keys::{self, Period, Ranking};
+use super::keys;
 use super::scripts::{self, FeedSource, Start, TopCursor};
 use super::{unix_secs, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
+use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
 use crate::sync::AbortOnDrop;
 
@@ -90,7 +91,7 @@ impl List<'_> {
                 };
                 (
                     keys::group_ranking(g, ranking),
-                    Some((ranking.key().to_owned(), keys::group(g))),
+                    Some((keys::ranking_key(ranking).to_owned(), keys::group(g))),
                 )
             }
             (List::Group(g), Order::Top(p)) => {

@@ -19,7 +19,7 @@
 //! this file.
 
 use crate::client_addr::ClientAddr;
-use crate::domain::{ArticleId, GroupName, UserName};
+use crate::domain::{ArticleId, GroupName, Period, Ranking, UserName};
 use crate::rate::RateAction;
 
 /// Sorted set `article:<id>` → post time + 432 × net votes (book).
@@ -108,7 +108,7 @@ pub fn group(name: &GroupName) -> String {
 /// `score:<name>` / `time:<name>`: a group's ranking, built by
 /// `ZINTERSTORE` and cached (book).
 pub fn group_ranking(name: &GroupName, ranking: Ranking) -> String {
-    format!("{}{}", ranking.group_prefix(), name.as_str())
+    format!("{}{}", ranking_key(ranking), name.as_str())
 }
 
 /// `user:<name>`: account hash (`name`, `password` as an argon2 PHC string,
@@ -130,7 +130,7 @@ pub fn downvoted(id: ArticleId) -> String {
 /// `user:<name>:articles:score` / `:time`: a user's articles ranked like the
 /// front page.
 pub fn user_articles(name: &str, ranking: Ranking) -> String {
-    format!("{USER_PREFIX}{name}{}", ranking.user_articles_suffix())
+    format!("{USER_PREFIX}{name}{}", user_articles_suffix(ranking))
 }
 
 /// `user:<name>:votes`: the user's votes of the last week, for `myVote`: a
@@ -211,79 +211,21 @@ pub fn session(token_hash: &str) -> String {
     format!("{SESSION_PREFIX}{token_hash}")
 }
 
-/// Which global ranking a list is read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ranking {
-    Score,
-    Time,
-}
-
-impl Ranking {
-    /// The book's sorted-set key (`score:` or `time:`), also the prefix of a
-    /// group's cached ranking (`score:<group>`).
-    pub fn key(self) -> &'static str {
-        match self {
-            Ranking::Score => SCORE,
-            Ranking::Time => TIME,
-        }
-    }
-
-    /// The prefix of a group's cached ranking: the book names it after the
-    /// global one (`score:` + `redis`).
-    pub fn group_prefix(self) -> &'static str {
-        self.key()
-    }
-
-    /// The suffix of a user's ranking of their own articles.
-    pub fn user_articles_suffix(self) -> &'static str {
-        match self {
-            Ranking::Score => USER_ARTICLES_SCORE_SUFFIX,
-            Ranking::Time => USER_ARTICLES_TIME_SUFFIX,
-        }
+/// The book's sorted-set key of `ranking` (`score:` or `time:`), also the
+/// prefix of a group's cached ranking (`score:<group>`): the book names
+/// it after the global one (`score:` + `redis`).
+pub fn ranking_key(ranking: Ranking) -> &'static str {
+    match ranking {
+        Ranking::Score => SCORE,
+        Ranking::Time => TIME,
     }
 }
 
-/// A period of the `TOP_*` orders: articles posted within it, ranked by
-/// net votes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Period {
-    Day,
-    Week,
-    Month,
-    Year,
-    All,
-}
-
-impl Period {
-    pub const ALL: [Period; 5] = [
-        Period::Day,
-        Period::Week,
-        Period::Month,
-        Period::Year,
-        Period::All,
-    ];
-
-    /// The name in keys (`top:week`) and cursors.
-    pub fn name(self) -> &'static str {
-        match self {
-            Period::Day => "day",
-            Period::Week => "week",
-            Period::Month => "month",
-            Period::Year => "year",
-            Period::All => "all",
-        }
-    }
-
-    /// How far back the period reaches; None for all time.
-    pub fn secs(self) -> Option<u64> {
-        const DAY: u64 = 24 * 60 * 60;
-        match self {
-            Period::Day => Some(DAY),
-            Period::Week => Some(7 * DAY),
-            Period::Month => Some(30 * DAY),
-            Period::Year => Some(365 * DAY),
-            Period::All => None,
-        }
+/// The suffix of a user's ranking of their own articles by `ranking`.
+pub fn user_articles_suffix(ranking: Ranking) -> &'static str {
+    match ranking {
+        Ranking::Score => USER_ARTICLES_SCORE_SUFFIX,
+        Ranking::Time => USER_ARTICLES_TIME_SUFFIX,
     }
 }
 

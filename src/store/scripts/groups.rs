@@ -8,10 +8,11 @@ use redis::Value;
 use super::library::{GROUP_LIST, RATE_LIMIT};
 use super::{group_keys, seconds, status, Lua, ScoredMembers, ScriptReply, GROUP_KEYS};
 use crate::domain::{ArticleId, GroupName, UserName};
+use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
-use crate::store::keys::{self, Period, Ranking};
+use crate::store::keys;
 use crate::store::Conn;
 
 // --- set groups ---------------------------------------------------------
@@ -123,7 +124,7 @@ pub async fn group_page(
     let mut invocation = GROUP_PAGE.invocation();
     invocation
         .key(keys::group(group))
-        .key(ranking.key())
+        .key(keys::ranking_key(ranking))
         .key(keys::group_ranking(group, ranking))
         .arg(start)
         .arg(stop)

@@ -54,9 +54,10 @@ use std::marker::PhantomData;
 
 use redis::{Script, ScriptInvocation, Value};
 
-use super::keys::{self, Period, Ranking};
+use super::keys;
 use super::{value_f64, value_str, Conn};
 use crate::domain::GroupName;
+use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
 
 pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};

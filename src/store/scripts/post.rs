@@ -8,10 +8,11 @@ use redis::Value;
 use super::library::{GROUP_LIST, KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS};
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
+use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
-use crate::store::keys::{self, Period, Ranking};
+use crate::store::keys;
 use crate::store::{value_f64, value_str, Conn};
 
 /// What the post script answered.

@@ -7,8 +7,9 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::{status, top_keys, Counted, Lua, ScriptReply};
+use crate::domain::Period;
 use crate::error::AppResult;
-use crate::store::keys::{self, Period};
+use crate::store::keys;
 use crate::store::{value_f64, value_str, Conn};
 
 /// Removes from `top:<period>` up to `batch` articles posted at or before

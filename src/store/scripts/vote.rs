@@ -10,10 +10,11 @@ use super::library::{KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{seconds, status, top_keys, Lua, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
+use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
-use crate::store::keys::{self, Period, Ranking};
+use crate::store::keys;
 use crate::store::Conn;
 
 /// What the vote script answered. Every vote counts against the limit,
@@ -106,8 +107,8 @@ pub async fn vote(
         .arg(limit.count())
         .arg(limit.window_secs())
         .arg(keys::USER_PREFIX)
-        .arg(Ranking::Score.user_articles_suffix())
-        .arg(Ranking::Score.group_prefix())
+        .arg(keys::user_articles_suffix(Ranking::Score))
+        .arg(keys::ranking_key(Ranking::Score))
         .arg(keys::SCORE_CHANNEL)
         .arg(keys::GROUP_PREFIX)
         .arg(keys::GROUP_TOP_INFIX)
