@@ -8,8 +8,9 @@
 //! A public server needs each of those bounded, so this loop enforces the
 //! protocol's close codes, caps what one connection or one address may hold,
 //! drops clients that stop reading, and says goodbye (1001) on shutdown.
-//! Operations still run through [`Api`], so every rule the executor applies
-//! to HTTP requests applies here too.
+//! Queries and mutations run through the request pipeline, exactly as over
+//! HTTP (limits, response cache, work budget, templates); subscriptions
+//! through [`Api`], so every rule the executor applies applies here too.
 //!
 //! A subscription whose result cannot depend on its caller joins a shared
 //! stream ([`SharedStreams`]): its events arrive already serialised, and
@@ -25,6 +26,7 @@ use parking_lot::Mutex;
 use std::time::Duration;
 
 use async_graphql::http::WebSocketProtocols as Protocol;
+use async_graphql::parser::types::OperationType;
 use async_graphql::{Data, Executor, Response};
 use futures_util::stream::{self, AbortHandle, BoxStream, SelectAll, SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
@@ -39,6 +41,7 @@ use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::graphql::shared_subscriptions::SharedStreams;
 use crate::graphql::{Api, RequestContext};
+use crate::pipeline::{self, Ask, Outcome};
 use crate::pubsub::PubSub;
 use crate::sessions::{SessionWatch, Watched};
 use crate::store::Store;
@@ -267,6 +270,7 @@ impl Connection {
             login: None,
             init_received: false,
             data: None,
+            authorization: None,
             operations: HashMap::new(),
             streams: SelectAll::new(),
         };
@@ -398,6 +402,9 @@ struct State {
     init_received: bool,
     /// The connection's data once acknowledged: its session and loaders.
     data: Option<Arc<Data>>,
+    /// The `Authorization` the connection was acknowledged with (None:
+    /// anonymous), for the queries and mutations it runs.
+    authorization: Option<String>,
     /// Running operations by client id; aborting a handle ends its stream.
     operations: HashMap<Arc<str>, AbortHandle>,
     /// The operations' responses, each stream ending with `(id, None)`
@@ -545,6 +552,7 @@ impl State {
                 self.login = session
                     .token()
                     .map(|token| self.sessions.watch(&token_hash(token)));
+                self.authorization = session.token().and(auth);
                 session
             }
             Err(AppError::Forbidden(_)) => return Err(self.refuse(FORBIDDEN)),
@@ -590,13 +598,27 @@ impl State {
         }
         let id: Arc<str> = id.into();
         let key = id.clone();
-        let payloads = match self.shared.join(&self.schema, request) {
-            Ok(shared) => shared.map(Payload::Shared).boxed(),
-            Err(request) => self
-                .schema
-                .execute_stream(*request, Some(data))
-                .map(|response| Payload::Own(Box::new(response)))
-                .boxed(),
+        let payloads = if self.is_subscription(&request) {
+            match self.shared.join(&self.schema, request) {
+                Ok(shared) => shared.map(Payload::Shared).boxed(),
+                Err(request) => self
+                    .schema
+                    .execute_stream(*request, Some(data))
+                    .map(|response| Payload::Own(Box::new(response)))
+                    .boxed(),
+            }
+        } else {
+            // A query or mutation runs through the request pipeline, as
+            // over HTTP: the same cache, budget and templates.
+            let ask = Ask {
+                request,
+                authorization: self.authorization.clone(),
+                client: self.client,
+                queries_only: false,
+                with_cost: false,
+            };
+            let api = self.schema.clone();
+            stream::once(async move { answered(pipeline::answer(&api, ask).await) }).boxed()
         };
         let responses = payloads
             .map(Some)
@@ -606,6 +628,15 @@ impl State {
         self.operations.insert(key, handle);
         self.streams.push(responses.boxed());
         Ok(())
+    }
+
+    /// Whether `request` runs a subscription (a request the limits refuse
+    /// is not one: its refusal comes from the pipeline).
+    fn is_subscription(&self, request: &async_graphql::Request) -> bool {
+        matches!(
+            self.schema.guard().check(request),
+            Ok(Some(checked)) if checked.operation == OperationType::Subscription
+        )
     }
 
     /// Ends the operation `id`; whether it was running.
@@ -686,6 +717,21 @@ async fn login_ended(login: &mut Option<Watched>) {
     match login {
         Some(login) => login.ended().await,
         None => std::future::pending().await,
+    }
+}
+
+/// The pipeline's answer as one result of an operation: a body is sent as
+/// it was serialised (and cached), anything else as a response.
+fn answered(answer: pipeline::Answer) -> Payload {
+    match answer.outcome {
+        Outcome::Body { body, .. } => match std::str::from_utf8(body.body()) {
+            Ok(text) => Payload::Shared(Arc::from(text)),
+            Err(_) => Payload::Own(Box::new(crate::graphql::rejection(AppError::Internal(
+                "a response body was not UTF-8".to_owned(),
+            )))),
+        },
+        Outcome::RequestError(response) => Payload::Own(Box::new(response)),
+        Outcome::Refused(e) => Payload::Own(Box::new(crate::graphql::rejection(e))),
     }
 }
 
