@@ -45,11 +45,13 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
 use crate::compression::{Encoding, Level};
 use crate::pubsub::ScoreEvent;
 use crate::templates::Template;
+
+mod flight;
+use flight::Flights;
+pub use flight::{Flight, Lead};
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this many entries the least recently used one is evicted (distinct
@@ -499,20 +501,7 @@ impl ResponseCache {
     /// Joins the computation of `key`'s response, or leads it (see
     /// [`Flight`]). Call after a miss.
     pub fn flight(&self, key: &str) -> Flight {
-        let now = self.position();
-        let mut flights = self.flights.0.lock();
-        if let Some((started, receiver)) = flights.get(key) {
-            if *started == now {
-                return Flight::Follow(Follow(receiver.clone()));
-            }
-        }
-        let (sender, receiver) = watch::channel(None);
-        flights.insert(key.to_owned(), (now, receiver));
-        Flight::Lead(Lead {
-            flights: self.flights.clone(),
-            key: key.to_owned(),
-            sender,
-        })
+        self.flights.join(key, self.position())
     }
 
     /// `cached` compressed with `encoding`: the form kept with the entry
@@ -606,72 +595,6 @@ pub struct CacheStats {
     pub invalidations: u64,
     pub evicted_by_votes: u64,
     pub compressions: u64,
-}
-
-/// Responses being computed: the first request that misses an entry
-/// computes it, and the requests that miss the same entry meanwhile wait
-/// for its body instead of computing it again. When a front page expires,
-/// 64 clients then cost one execution, not 64 (the latency spike of a
-/// cache miss under load). The map holds one entry per key being computed,
-/// so it is bounded by the requests in flight.
-///
-/// A request joins only a computation that started at the cache's current
-/// [`Position`]: after a vote or a write it computes afresh, so a client
-/// that voted never reads a page computed before its vote.
-#[derive(Default, Clone)]
-struct Flights(Arc<Mutex<HashMap<String, (Position, Landing)>>>);
-
-/// Where a computed body lands: None until it does.
-type Landing = watch::Receiver<Option<Arc<Cached>>>;
-
-/// What a request that missed the cache does.
-pub enum Flight {
-    /// Compute the response, then [`Lead::land`] it for the others.
-    Lead(Lead),
-    /// Wait for the request computing it ([`Follow::wait`]).
-    Follow(Follow),
-}
-
-/// The request computing a response others wait for. Dropped without
-/// landing (its client went away, it failed), it lets the waiters compute
-/// the response themselves.
-pub struct Lead {
-    flights: Flights,
-    key: String,
-    sender: watch::Sender<Option<Arc<Cached>>>,
-}
-
-impl Lead {
-    /// Hands the body to every request waiting for it.
-    pub fn land(self, body: Arc<Cached>) {
-        let _ = self.sender.send(Some(body));
-    }
-}
-
-impl Drop for Lead {
-    fn drop(&mut self) {
-        let mut flights = self.flights.0.lock();
-        if flights
-            .get(&self.key)
-            .is_some_and(|(_, r)| r.same_channel(&self.sender.subscribe()))
-        {
-            flights.remove(&self.key);
-        }
-    }
-}
-
-pub struct Follow(Landing);
-
-impl Follow {
-    /// The leader's body, or None when it gave up or `patience` ran out
-    /// (the caller then computes the response itself).
-    pub async fn wait(mut self, patience: Duration) -> Option<Arc<Cached>> {
-        let landed = tokio::time::timeout(patience, self.0.wait_for(Option::is_some)).await;
-        match landed {
-            Ok(Ok(body)) => body.clone(),
-            _ => None,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,98 @@
+//! Single flight: the requests that miss one cache entry together share
+//! one computation of it, so an expiring front page costs one execution,
+//! not one per waiting client.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::{Cached, Position};
+
+/// Responses being computed: the first request that misses an entry
+/// computes it, and the requests that miss the same entry meanwhile wait
+/// for its body instead of computing it again. When a front page expires,
+/// 64 clients then cost one execution, not 64 (the latency spike of a
+/// cache miss under load). The map holds one entry per key being computed,
+/// so it is bounded by the requests in flight.
+///
+/// A request joins only a computation that started at the cache's current
+/// [`Position`]: after a vote or a write it computes afresh, so a client
+/// that voted never reads a page computed before its vote.
+#[derive(Default, Clone)]
+pub(super) struct Flights(Arc<Mutex<HashMap<String, (Position, Landing)>>>);
+
+/// Where a computed body lands: None until it does.
+type Landing = watch::Receiver<Option<Arc<Cached>>>;
+
+/// What a request that missed the cache does.
+pub enum Flight {
+    /// Compute the response, then [`Lead::land`] it for the others.
+    Lead(Lead),
+    /// Wait for the request computing it ([`Follow::wait`]).
+    Follow(Follow),
+}
+
+/// The request computing a response others wait for. Dropped without
+/// landing (its client went away, it failed), it lets the waiters compute
+/// the response themselves.
+impl Flights {
+    /// Joins the computation of `key` started at the cache's `now`, or
+    /// leads one.
+    pub(super) fn join(&self, key: &str, now: Position) -> Flight {
+        let mut flights = self.0.lock();
+        if let Some((started, receiver)) = flights.get(key) {
+            if *started == now {
+                return Flight::Follow(Follow(receiver.clone()));
+            }
+        }
+        let (sender, receiver) = watch::channel(None);
+        flights.insert(key.to_owned(), (now, receiver));
+        Flight::Lead(Lead {
+            flights: self.clone(),
+            key: key.to_owned(),
+            sender,
+        })
+    }
+}
+
+pub struct Lead {
+    flights: Flights,
+    key: String,
+    sender: watch::Sender<Option<Arc<Cached>>>,
+}
+
+impl Lead {
+    /// Hands the body to every request waiting for it.
+    pub fn land(self, body: Arc<Cached>) {
+        let _ = self.sender.send(Some(body));
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        let mut flights = self.flights.0.lock();
+        if flights
+            .get(&self.key)
+            .is_some_and(|(_, r)| r.same_channel(&self.sender.subscribe()))
+        {
+            flights.remove(&self.key);
+        }
+    }
+}
+
+pub struct Follow(Landing);
+
+impl Follow {
+    /// The leader's body, or None when it gave up or `patience` ran out
+    /// (the caller then computes the response itself).
+    pub async fn wait(mut self, patience: Duration) -> Option<Arc<Cached>> {
+        let landed = tokio::time::timeout(patience, self.0.wait_for(Option::is_some)).await;
+        match landed {
+            Ok(Ok(body)) => body.clone(),
+            _ => None,
+        }
+    }
+}
