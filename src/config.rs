@@ -178,7 +178,7 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(100..=60_000))]
     pub top_upkeep_ms: u64,
 
-    /// Do not cache anonymous query responses (see `cache.rs`); for
+    /// Do not cache anonymous query responses (see `cache/`); for
     /// measurements.
     #[arg(long, env = "VOTEGRAPH_NO_RESPONSE_CACHE")]
     pub no_response_cache: bool,

@@ -8,7 +8,7 @@
 //! articles × a dozen fields) and read every article for every request;
 //! with a template it costs the session lookup, one command for the votes
 //! and a copy of the body. The template follows the anonymous cache's rules
-//! (see `cache.rs`): it records what it shows, votes drop the ones
+//! (see `cache/`): it records what it shows, votes drop the ones
 //! they can change, and it is never older than a second. The reader's own
 //! votes are read fresh on every request, and a vote through this instance
 //! drops the templates it changes before its mutation answers, so readers
