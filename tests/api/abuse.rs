@@ -11,8 +11,8 @@ use tokio::net::TcpStream;
 
 use crate::helpers::{
     error_code, pause_redis, spawn_app, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
+    WsClient, TRANSPORT_WS,
 };
-use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// Commands Redis has run so far (the INFO asking counts itself).
 async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {

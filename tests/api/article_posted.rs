@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, health_at, spawn_app, spawn_server, test_settings, TestApp};
-use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{
+    error_code, health_at, spawn_app, spawn_server, test_settings, TestApp, WsClient, LEGACY_WS,
+    TRANSPORT_WS,
+};
 
 const POSTED: &str =
     "subscription($g: String) { articlePosted(group: $g) { id title groups votes poster { name } myVote } }";

@@ -9,10 +9,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, pause_redis, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
+    error_code, pause_redis, spawn_app_with, test_settings, Binary, TestApp, TestRedis, WsClient,
+    TRANSPORT_WS,
 };
 use crate::metrics::{metrics_text, parse, value};
-use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// Cost 400 (four lists of 100): a large request for a budget of 1,000,
 /// whose reserve for small ones is 100.

@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use serde_json::json;
 
-use crate::helpers::{free_port, gql_at, sign_up_at, spawn_server, test_settings_for, Instance};
-use crate::ws::{WsClient, TRANSPORT_WS};
+use crate::helpers::{
+    free_port, gql_at, sign_up_at, spawn_server, test_settings_for, Instance, WsClient,
+    TRANSPORT_WS,
+};
 
 const MASTER: &str = "votegraph-test";
 

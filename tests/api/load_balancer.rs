@@ -13,8 +13,10 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use crate::failover::Proc;
-use crate::helpers::{free_port, gql_at, sign_up_at, spawn_server_until, test_settings, TestRedis};
-use crate::ws::{WsClient, TRANSPORT_WS};
+use crate::helpers::{
+    free_port, gql_at, sign_up_at, spawn_server_until, test_settings, TestRedis, WsClient,
+    TRANSPORT_WS,
+};
 
 fn haproxy_program() -> Option<String> {
     ["haproxy", "/usr/sbin/haproxy"]

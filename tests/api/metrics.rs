@@ -10,9 +10,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     reads_processed, spawn_app, spawn_app_with, test_settings, wait_for_vote_index, TestApp,
-    TestRedis,
+    TestRedis, WsClient, TRANSPORT_WS,
 };
-use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// The text of `/metrics` at `address`, checked for its status and type.
 pub async fn metrics_text(client: &reqwest::Client, address: &str) -> String {

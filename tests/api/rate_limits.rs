@@ -8,9 +8,9 @@ use serde_json::{json, Value};
 use votegraph::config::Settings;
 
 use crate::helpers::{
-    error_code, gql_at, spawn_app_with, spawn_server, test_settings, TestApp, TestRedis,
+    error_code, gql_at, spawn_app_with, spawn_server, test_settings, TestApp, TestRedis, WsClient,
+    TRANSPORT_WS,
 };
-use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// A server with `test_settings` changed by `configure`.
 async fn app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {

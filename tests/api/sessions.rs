@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{gql_at, spawn_app, spawn_server, test_settings, Instance, TestApp};
-use crate::ws::{Raw, Seen, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{
+    gql_at, spawn_app, spawn_server, test_settings, Instance, Raw, Seen, TestApp, LEGACY_WS,
+    TRANSPORT_WS,
+};
 
 /// The longest a socket may outlive its session.
 const WITHIN: Duration = Duration::from_secs(1);

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{command_calls, spawn_app_with, test_settings, TestApp, TestRedis};
-use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{
+    command_calls, spawn_app_with, test_settings, TestApp, TestRedis, WsClient, LEGACY_WS,
+    TRANSPORT_WS,
+};
 
 /// Reads the article (one HMGET) whenever it runs.
 const WITH_TITLE: &str = "subscription { scoreChanged { votes article { title } } }";

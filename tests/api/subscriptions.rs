@@ -6,9 +6,9 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    health_at, kill_pubsub_connections, spawn_app, spawn_server, test_settings, TestApp,
+    health_at, kill_pubsub_connections, spawn_app, spawn_server, test_settings, TestApp, WsClient,
+    LEGACY_WS, TRANSPORT_WS,
 };
-use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
 

@@ -9,9 +9,9 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::MaybeTlsStream;
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, spawn_server_until, test_settings, TestApp, TestRedis,
+    spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request, Raw, TestApp,
+    TestRedis, LEGACY_WS, TRANSPORT_WS,
 };
-use crate::ws::{ws_request, Raw, LEGACY_WS, TRANSPORT_WS};
 
 const SCORE_CHANGED: &str = "subscription { scoreChanged { votes } }";
 

@@ -9,7 +9,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::helpers::TestApp;
+use super::app::TestApp;
 
 pub const TRANSPORT_WS: &str = "graphql-transport-ws";
 pub const LEGACY_WS: &str = "graphql-ws";
