@@ -4,17 +4,10 @@ use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::helpers::{
-    error_code, ids, spawn_app, spawn_app_with, test_settings, TestRedis, ARTICLE_FIELDS,
+    error_code, ids, now, spawn_app, spawn_app_with, test_settings, TestRedis, ARTICLE_FIELDS,
 };
 
 const WEEK: f64 = 7.0 * 86_400.0;
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 #[tokio::test]
 async fn posting_writes_the_books_keys_and_returns_the_article() {

@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::helpers::{
-    kill_pubsub_connections, reads_processed, spawn_app, spawn_server, test_settings,
+    kill_pubsub_connections, now, reads_processed, spawn_app, spawn_server, test_settings,
 };
 
 const FRONT: &str = "{ articles { id title votes score } }";
@@ -129,11 +129,7 @@ async fn a_vote_far_below_a_cached_page_leaves_it_cached() {
         .as_str()
         .unwrap()
         .to_owned();
-    let then = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        - 3.0 * 86_400.0;
+    let then = now() - 3.0 * 86_400.0;
     let mut redis = app.redis.conn().await;
     let member = format!("article:{old}");
     let _: () = redis.hset(&member, "time", then).await.unwrap();

@@ -11,8 +11,8 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, spawn_app, spawn_app_tending, spawn_app_with, test_settings, wait_for_top_index,
-    TestApp, TestRedis,
+    error_code, now, spawn_app, spawn_app_tending, spawn_app_with, test_settings,
+    wait_for_top_index, TestApp, TestRedis,
 };
 
 const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
@@ -24,13 +24,6 @@ const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
 }";
 
 const DAY: f64 = 86_400.0;
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// The ids of a feed page, its end cursor and whether there is more.
 fn page_of(feed: &Value) -> (Vec<String>, Option<String>, bool) {

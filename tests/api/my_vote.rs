@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    command_stats, reset_command_stats, spawn_app, spawn_server, test_settings,
+    command_stats, now, reset_command_stats, spawn_app, spawn_server, test_settings,
     wait_for_vote_index, TestApp, TestRedis, ARTICLE_FIELDS,
 };
 
@@ -16,13 +16,6 @@ const WEEK: f64 = 7.0 * 86_400.0;
 
 const VOTE: &str =
     "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }";
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// The caller's `myVote` on each article of the newest page, by id.
 async fn my_votes(app: &TestApp, token: &str) -> HashMap<String, String> {

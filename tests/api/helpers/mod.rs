@@ -5,6 +5,7 @@ mod app;
 mod binary;
 mod graphql;
 mod redis;
+mod time;
 mod ws;
 
 pub use self::app::{
@@ -17,4 +18,5 @@ pub use self::redis::{
     command_calls, command_stats, kill_pubsub_connections, pause_redis, reads_processed,
     reset_command_stats, wait_for_top_index, wait_for_vote_index, TestRedis, VOTE_INDEX_MARKER,
 };
+pub use self::time::now;
 pub use self::ws::{ws_request, Raw, Seen, WsClient, LEGACY_WS, TRANSPORT_WS};
