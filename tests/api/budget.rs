@@ -9,8 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, pause_redis, spawn_app_with, test_settings, Binary, TestApp, TestRedis, WsClient,
-    TRANSPORT_WS,
+    error_code, pause_redis, spawn_app_with, Binary, TestApp, TestRedis, WsClient, TRANSPORT_WS,
 };
 use crate::metrics::{metrics_text, parse, value};
 
@@ -29,12 +28,10 @@ async fn post(app: &TestApp, query: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn a_request_without_room_waits_then_is_refused_with_503_while_small_ones_run() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.work_budget = 1_000;
         s.work_wait_ms = 300;
         s.redis_timeout_ms = 5_000;
-        s
     })
     .await;
     let token = app.sign_up("alice").await;

@@ -16,8 +16,8 @@ use redis::aio::MultiplexedConnection;
 use serde_json::json;
 
 use crate::helpers::{
-    free_port, gql_at, sign_up_at, spawn_server, test_settings_for, Instance, WsClient,
-    TRANSPORT_WS,
+    free_port, gql_at, sign_up_at, spawn_app_with, spawn_server, test_settings_for, Instance,
+    WsClient, TRANSPORT_WS,
 };
 
 const MASTER: &str = "votegraph-test";
@@ -410,12 +410,9 @@ async fn a_failover_without_wait_replicas_is_measured() {
 #[tokio::test]
 async fn without_the_replicas_asked_for_a_write_answers_not_replicated() {
     // One Redis, no replica: WAIT 1 cannot be met.
-    let redis = crate::helpers::TestRedis::start().await;
-    let app = crate::helpers::spawn_app_with(redis, |r| {
-        let mut s = crate::helpers::test_settings(r);
+    let app = spawn_app_with(|s| {
         s.wait_replicas = 1;
         s.wait_timeout_ms = 50;
-        s
     })
     .await;
     let body = app

@@ -11,8 +11,8 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, now, spawn_app, spawn_app_tending, spawn_app_with, test_settings,
-    wait_for_top_index, TestApp, TestRedis,
+    error_code, now, spawn_app, spawn_app_on, spawn_app_tending, wait_for_top_index, TestApp,
+    TestRedis,
 };
 
 const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
@@ -228,7 +228,7 @@ async fn every_top_order_matches_a_ranking_computed_from_the_books_keys() {
     for (i, (age, net)) in ages_nets.iter().enumerate() {
         book_article(&mut conn, i as u64 + 1, *age, *net).await;
     }
-    let app = spawn_app_with(redis, test_settings).await;
+    let app = spawn_app_on(redis, |_| {}).await;
     wait_for_top_index(&mut conn).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "fresh", &[]).await;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    reads_processed, spawn_app, spawn_app_with, test_settings, wait_for_vote_index, TestApp,
-    TestRedis, WsClient, TRANSPORT_WS,
+    reads_processed, spawn_app, spawn_app_with, wait_for_vote_index, TestApp, WsClient,
+    TRANSPORT_WS,
 };
 
 /// The text of `/metrics` at `address`, checked for its status and type.
@@ -388,12 +388,7 @@ async fn a_scrape_makes_no_redis_call() {
 
 #[tokio::test]
 async fn metrics_are_not_served_through_a_proxy_but_on_their_own_listener() {
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.metrics_bind = Some("127.0.0.1:0".into());
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.metrics_bind = Some("127.0.0.1:0".into())).await;
     // Through a proxy (it adds X-Forwarded-For), the API's port hides them.
     for header in ["x-forwarded-for", "forwarded", "x-real-ip"] {
         let proxied = app
@@ -439,12 +434,7 @@ async fn behind_trusted_proxies_the_api_port_serves_metrics_only_when_told_to() 
     // A local proxy that forwards without a forwarding header looks like
     // a direct loopback client: behind trusted proxies the API port keeps
     // /metrics to itself.
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.trusted_proxies = "127.0.0.1".parse().unwrap();
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.trusted_proxies = "127.0.0.1".parse().unwrap()).await;
     let direct = app
         .client
         .get(format!("{}/metrics", app.address))
@@ -455,11 +445,9 @@ async fn behind_trusted_proxies_the_api_port_serves_metrics_only_when_told_to() 
     let body: Value = direct.json().await.unwrap();
     assert_eq!(body["errors"][0]["extensions"]["code"], "NOT_FOUND");
     // --metrics-on-api-port allows direct loopback clients again.
-    let allowed = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
+    let allowed = spawn_app_with(|settings| {
         settings.trusted_proxies = "127.0.0.1".parse().unwrap();
         settings.metrics_on_api_port = true;
-        settings
     })
     .await;
     metrics_text(&allowed.client, &allowed.address).await;

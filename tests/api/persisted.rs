@@ -12,7 +12,6 @@ use sha2::Digest;
 
 use crate::helpers::{
     command_calls, error_code, spawn_app, spawn_app_with, spawn_server, test_settings, TestApp,
-    TestRedis,
 };
 
 fn sha256(text: &str) -> String {
@@ -189,12 +188,10 @@ async fn a_warm_hash_costs_no_redis_round_trip() {
 
 #[tokio::test]
 async fn redis_keeps_a_bounded_number_of_documents_with_expiry() {
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
+    let app = spawn_app_with(|settings| {
         settings.persisted_queries_max = 5;
         settings.persisted_query_ttl_secs = 600;
         settings.max_query_bytes = 2_000;
-        settings
     })
     .await;
     let mut redis = app.redis.conn().await;
@@ -396,12 +393,10 @@ async fn stored(app: &TestApp, query: &str) -> bool {
 
 #[tokio::test]
 async fn registrations_are_limited_per_address_and_for_the_whole_site() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.trusted_proxies = "127.0.0.1".parse().unwrap();
         s.rate_persisted_query = "3/600".parse().unwrap();
         s.rate_persisted_query_site = "5/600".parse().unwrap();
-        s
     })
     .await;
     let doc = |i: usize| format!("{{ articleCount }} # document {i}");

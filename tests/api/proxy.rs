@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, spawn_app_with, test_settings, TestRedis};
+use crate::helpers::{free_port, spawn_app_with};
 
 fn nginx_installed() -> bool {
     let on_path = std::env::var_os("PATH")
@@ -236,11 +236,9 @@ async fn the_nginx_example_serves_tls_websockets_and_real_client_addresses() {
     if !nginx_or_skip("the_nginx_example_serves_tls_websockets_and_real_client_addresses") {
         return;
     }
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
+    let app = spawn_app_with(|settings| {
         settings.trusted_proxies = "127.0.0.1".parse().unwrap();
         settings.rate_sign_up = "1/3600".parse().unwrap();
-        settings
     })
     .await;
     let mut proxy = Proxy::start(app.address.trim_start_matches("http://")).await;

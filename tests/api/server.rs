@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, spawn_app};
+use crate::helpers::{free_port, spawn_app, spawn_app_with};
 
 /// Starts the binary with its own redis-server in `data`; returns it and its address.
 async fn start_binary(data: &std::path::Path) -> (std::process::Child, String) {
@@ -182,12 +182,7 @@ async fn queries_work_over_get_and_cors_allows_browsers() {
 
 #[tokio::test]
 async fn cors_can_be_limited_to_named_origins() {
-    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
-        let mut settings = crate::helpers::test_settings(redis);
-        settings.cors_origins = vec!["https://app.example".into()];
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.cors_origins = vec!["https://app.example".into()]).await;
     let preflight = |origin: &'static str| {
         app.client
             .request(reqwest::Method::OPTIONS, format!("{}/graphql", app.address))

@@ -5,24 +5,17 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use votegraph::config::Settings;
 
-use crate::helpers::{
-    command_calls, spawn_app_with, test_settings, TestApp, TestRedis, WsClient, LEGACY_WS,
-    TRANSPORT_WS,
-};
+use crate::helpers::{command_calls, spawn_app_with, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS};
 
 /// Reads the article (one HMGET) whenever it runs.
 const WITH_TITLE: &str = "subscription { scoreChanged { votes article { title } } }";
 
-async fn app_with(configure: impl FnOnce(&mut votegraph::config::Settings)) -> TestApp {
-    spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        // Every test client is 127.0.0.1.
-        settings.ws_max_connections_per_client = 100;
-        configure(&mut settings);
-        settings
-    })
-    .await
+/// Room for the many WebSocket clients of these tests (every test client
+/// is 127.0.0.1).
+fn many_clients(settings: &mut Settings) {
+    settings.ws_max_connections_per_client = 100;
 }
 
 async fn shared(app: &TestApp) -> Value {
@@ -78,7 +71,7 @@ async fn hmgets(app: &TestApp) -> u64 {
 
 #[tokio::test]
 async fn many_subscribers_of_one_document_share_one_execution_per_event() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "shared title", &[]).await;
     let voters = sign_up_voters(&app, 4).await;
@@ -116,7 +109,7 @@ async fn many_subscribers_of_one_document_share_one_execution_per_event() {
 
 #[tokio::test]
 async fn my_vote_subscriptions_are_not_shared() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let carol = app.sign_up("carol").await;
     app.post(&carol, "whose vote", &[]).await;
     let query = "subscription { scoreChanged { votes article { myVote } } }";
@@ -160,7 +153,7 @@ async fn my_vote_subscriptions_are_not_shared() {
 
 #[tokio::test]
 async fn variables_tell_streams_apart_and_both_protocols_share_one() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
     app.post(&alice, "one", &[]).await;
@@ -199,7 +192,7 @@ async fn variables_tell_streams_apart_and_both_protocols_share_one() {
 
 #[tokio::test]
 async fn a_shared_stream_goes_with_its_last_subscriber() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
     app.post(&alice, "short-lived", &[]).await;
@@ -251,7 +244,11 @@ async fn a_shared_stream_goes_with_its_last_subscriber() {
 
 #[tokio::test]
 async fn distinct_shared_streams_are_bounded() {
-    let app = app_with(|s| s.ws_max_shared_streams = 1).await;
+    let app = spawn_app_with(|s| {
+        many_clients(s);
+        s.ws_max_shared_streams = 1;
+    })
+    .await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "bounded", &[]).await;
     let voters = sign_up_voters(&app, 3).await;
@@ -308,7 +305,7 @@ async fn distinct_shared_streams_are_bounded() {
 
 #[tokio::test]
 async fn an_error_an_event_yields_is_shared_like_its_data() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let mut clients = Vec::new();
     for protocol in [TRANSPORT_WS, LEGACY_WS] {
         let mut client = WsClient::connect(&app, protocol).await;
@@ -347,7 +344,7 @@ async fn an_error_an_event_yields_is_shared_like_its_data() {
 
 #[tokio::test]
 async fn documents_that_differ_only_in_how_they_are_written_share_one_stream() {
-    let app = app_with(|s| s.ws_max_connections_per_client = 110).await;
+    let app = spawn_app_with(|s| s.ws_max_connections_per_client = 110).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "one stream", &[]).await;
     let voters = sign_up_voters(&app, 2).await;

@@ -6,8 +6,8 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    health_at, kill_pubsub_connections, spawn_app, spawn_server, test_settings, TestApp, WsClient,
-    LEGACY_WS, TRANSPORT_WS,
+    health_at, kill_pubsub_connections, spawn_app, spawn_app_with, spawn_server, test_settings,
+    TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
 };
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
@@ -256,12 +256,7 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
 async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     // The stalled client reads at the end, so it must outlive the send
     // timeout that drops clients which never read (ws_protocol.rs tests that).
-    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.ws_send_timeout_secs = 300;
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.ws_send_timeout_secs = 300).await;
     let alice = app.sign_up("alice").await;
     // Big articles make big events, so the stalled client's buffers fill.
     let long_title = "t".repeat(300);
@@ -381,12 +376,7 @@ async fn idle_sockets_get_keep_alives_in_each_protocol() {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
 
-    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.ws_keepalive_secs = 1;
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.ws_keepalive_secs = 1).await;
     for (protocol, expect_ka_text) in [(LEGACY_WS, true), (TRANSPORT_WS, false)] {
         let url = format!("{}/graphql", app.address.replacen("http", "ws", 1));
         let mut request = url.into_client_request().unwrap();

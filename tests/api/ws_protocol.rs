@@ -15,15 +15,6 @@ use crate::helpers::{
 
 const SCORE_CHANGED: &str = "subscription { scoreChanged { votes } }";
 
-async fn app_with(configure: impl FnOnce(&mut votegraph::config::Settings)) -> TestApp {
-    spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        configure(&mut settings);
-        settings
-    })
-    .await
-}
-
 /// Waits until `/health` counts exactly `n` subscriptions.
 async fn wait_for_subscriptions(app: &TestApp, n: u64) {
     for _ in 0..250 {
@@ -40,7 +31,7 @@ async fn wait_for_subscriptions(app: &TestApp, n: u64) {
 
 #[tokio::test]
 async fn no_connection_init_in_time_closes_4408() {
-    let app = app_with(|s| s.ws_init_timeout_secs = 1).await;
+    let app = spawn_app_with(|s| s.ws_init_timeout_secs = 1).await;
     let mut transport = Raw::connect(&app.address, TRANSPORT_WS).await;
     let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
     let reason = transport.expect_close(4408).await;
@@ -273,7 +264,7 @@ async fn operations_complete_and_free_their_slot() {
 
 #[tokio::test]
 async fn a_message_over_the_size_limit_closes_1009() {
-    let app = app_with(|s| s.ws_max_message_bytes = 1024).await;
+    let app = spawn_app_with(|s| s.ws_max_message_bytes = 1024).await;
     let query = format!("{{ articleCount }} # {}", "p".repeat(900));
     // Under the limit, fine.
     let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
@@ -296,7 +287,7 @@ async fn a_message_over_the_size_limit_closes_1009() {
 
 #[tokio::test]
 async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
-    let app = app_with(|s| s.ws_max_subscriptions = 2).await;
+    let app = spawn_app_with(|s| s.ws_max_subscriptions = 2).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "limited", &[]).await;
     let bob = app.sign_up("bob").await;
@@ -399,7 +390,7 @@ async fn try_upgrade(app: &TestApp) -> Result<Raw, (u16, Option<String>, Option<
 
 #[tokio::test]
 async fn connections_per_address_are_limited_and_given_back() {
-    let app = app_with(|s| s.ws_max_connections_per_client = 2).await;
+    let app = spawn_app_with(|s| s.ws_max_connections_per_client = 2).await;
     let first = try_upgrade(&app).await.expect("first");
     let mut second = try_upgrade(&app).await.expect("second");
     let (status, content_type, retry_after, body) =
@@ -446,7 +437,7 @@ async fn connections_per_address_are_limited_and_given_back() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
-    let app = app_with(|s| s.ws_send_timeout_secs = 1).await;
+    let app = spawn_app_with(|s| s.ws_send_timeout_secs = 1).await;
     let alice = app.sign_up("alice").await;
     // Big articles, selected eight times, make big events (~19 KB each), so
     // the buffers (megabytes in the kernel) fill after a few hundred.

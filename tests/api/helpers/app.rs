@@ -95,9 +95,10 @@ pub fn test_settings_for(redis_url: &str) -> Settings {
     settings
 }
 
+/// A server on a fresh [`TestRedis`] with the [`test_settings`], once its
+/// first start's background indexing is done.
 pub async fn spawn_app() -> TestApp {
-    let redis = TestRedis::start().await;
-    let app = spawn_app_with(redis, test_settings).await;
+    let app = spawn_app_on(TestRedis::start().await, |_| {}).await;
     // A first start indexes the book's votes in the background; waiting
     // for it keeps that Redis work out of tests that count commands.
     let mut conn = app.redis.conn().await;
@@ -106,11 +107,18 @@ pub async fn spawn_app() -> TestApp {
     app
 }
 
-pub async fn spawn_app_with(
-    redis: TestRedis,
-    configure: impl FnOnce(&TestRedis) -> Settings,
-) -> TestApp {
-    let instance = spawn_server(configure(&redis)).await;
+/// A server on a fresh [`TestRedis`], with the [`test_settings`] as
+/// `configure` changes them: `spawn_app_with(|s| s.ws_max_subscriptions = 2)`.
+/// It does not wait for the first start's indexing ([`spawn_app`] does).
+pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_app_on(TestRedis::start().await, configure).await
+}
+
+/// [`spawn_app_with`] on `redis`, a Redis the test has arranged data in.
+pub async fn spawn_app_on(redis: TestRedis, configure: impl FnOnce(&mut Settings)) -> TestApp {
+    let mut settings = test_settings(&redis);
+    configure(&mut settings);
+    let instance = spawn_server(settings).await;
     TestApp {
         address: instance.address.clone(),
         metrics_port: instance.metrics_port,
@@ -123,12 +131,7 @@ pub async fn spawn_app_with(
 /// A server whose TOP_* and directory upkeep ticks every 100 ms, for the
 /// tests that watch it catch up with writes made behind its back.
 pub async fn spawn_app_tending(redis: TestRedis) -> TestApp {
-    spawn_app_with(redis, |r| {
-        let mut s = test_settings(r);
-        s.top_upkeep_ms = 100;
-        s
-    })
-    .await
+    spawn_app_on(redis, |s| s.top_upkeep_ms = 100).await
 }
 
 /// Another server instance on `settings`' Redis; it stops when dropped.

@@ -9,8 +9,8 @@ mod time;
 mod ws;
 
 pub use self::app::{
-    health_at, spawn_app, spawn_app_tending, spawn_app_with, spawn_server, spawn_server_until,
-    test_settings, test_settings_for, Instance, TestApp,
+    health_at, spawn_app, spawn_app_on, spawn_app_tending, spawn_app_with, spawn_server,
+    spawn_server_until, test_settings, test_settings_for, Instance, TestApp,
 };
 pub use self::binary::{free_port, Binary};
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS};
