@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use votegraph::config::Settings;
 
-use crate::helpers::{command_calls, spawn_app_with, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{
+    command_calls, eventually, spawn_app_with, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
+};
 
 /// Reads the article (one HMGET) whenever it runs.
 const WITH_TITLE: &str = "subscription { scoreChanged { votes article { title } } }";
@@ -22,31 +24,21 @@ async fn shared(app: &TestApp) -> Value {
     app.health().await["sharedSubscriptions"].clone()
 }
 
-/// Waits until `/health` satisfies `test`; fails with the last body.
-async fn wait_for_health(app: &TestApp, what: &str, test: impl Fn(&Value) -> bool) {
-    let mut health = Value::Null;
-    for _ in 0..250 {
-        health = app.health().await;
-        if test(&health) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("never saw {what}: {health}");
-}
-
-/// Waits for `subscriptions` client subscriptions, `streams` shared streams
-/// and `members` subscribers of shared streams.
+/// Waits (5 s at most) for `subscriptions` client subscriptions, `streams`
+/// shared streams and `members` subscribers of shared streams.
 async fn wait_for(app: &TestApp, subscriptions: u64, streams: u64, members: u64) {
-    wait_for_health(
-        app,
-        &format!("{subscriptions} subscriptions, {streams} shared streams of {members}"),
-        |h| {
-            h["subscriptions"] == subscriptions
-                && h["sharedSubscriptions"]["streams"] == streams
-                && h["sharedSubscriptions"]["subscribers"] == members
-        },
-    )
+    let what = format!("{subscriptions} subscriptions, {streams} shared streams of {members}");
+    eventually(&what, Duration::from_secs(5), || async {
+        let h = app.health().await;
+        if h["subscriptions"] == subscriptions
+            && h["sharedSubscriptions"]["streams"] == streams
+            && h["sharedSubscriptions"]["subscribers"] == members
+        {
+            Ok(())
+        } else {
+            Err(h)
+        }
+    })
     .await;
 }
 

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     health_at, kill_pubsub_connections, spawn_app, spawn_app_with, spawn_server, test_settings,
-    TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
+    Subscriptions::AtLeast, Subscriptions::Exactly, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
 };
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
@@ -15,20 +15,13 @@ const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(art
 async fn subscribed(app: &TestApp, protocol: &'static str, variables: Value) -> WsClient {
     let mut client = WsClient::connect(app, protocol).await;
     client.subscribe("1", SCORE_CHANGED, variables).await;
-    wait_for_subscriptions(app, 1).await;
+    app.wait_for_subscriptions(AtLeast(1), WITHIN).await;
     client
 }
 
-/// Subscribing is asynchronous: wait until the server counts `n` at least.
-async fn wait_for_subscriptions(app: &TestApp, n: u64) {
-    for _ in 0..100 {
-        if app.subscriptions().await >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the server never counted {n} subscriptions");
-}
+/// Subscribing is asynchronous: how long the server may take to count a
+/// subscription (or to drop one).
+const WITHIN: Duration = Duration::from_secs(2);
 
 #[tokio::test]
 async fn both_protocols_receive_score_changes() {
@@ -81,7 +74,7 @@ async fn connection_init_carries_the_login() {
     )
     .await;
     client.subscribe("s", SCORE_CHANGED, json!({})).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(AtLeast(1), WITHIN).await;
     app.vote(&bob, "1").await;
     let event = client.next_event().await;
     assert_eq!(
@@ -109,7 +102,7 @@ async fn filters_by_article_and_by_group() {
     let mut both = WsClient::connect(&app, TRANSPORT_WS).await;
     both.subscribe("b", SCORE_CHANGED, json!({ "a": "2", "g": "news" }))
         .await;
-    wait_for_subscriptions(&app, 3).await;
+    app.wait_for_subscriptions(AtLeast(3), WITHIN).await;
 
     for id in ["1", "2", "3"] {
         app.vote(&bob, id).await;
@@ -273,7 +266,7 @@ async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     reader
         .subscribe("r", "subscription { scoreChanged { votes } }", json!({}))
         .await;
-    wait_for_subscriptions(&app, 2).await;
+    app.wait_for_subscriptions(AtLeast(2), WITHIN).await;
     // Both run as shared streams, so the skipping below is their bounded
     // fan-out's (graphql/shared.rs), not the event hub's.
     assert_eq!(app.health().await["sharedSubscriptions"]["streams"], 2);
@@ -342,20 +335,13 @@ async fn closing_a_client_frees_its_subscription() {
         client.subscribe("1", SCORE_CHANGED, json!({})).await;
         clients.push(client);
     }
-    wait_for_subscriptions(&app, 3).await;
+    app.wait_for_subscriptions(AtLeast(3), WITHIN).await;
     assert_eq!(app.subscriptions().await, 3);
     for client in clients.drain(..2) {
         client.close().await;
     }
-    let mut freed = false;
-    for _ in 0..100 {
-        if app.subscriptions().await == 1 {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(freed, "closed clients' subscriptions were dropped");
+    // Closed clients' subscriptions are dropped.
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
 }
 
 /// Redis' count of subscribers to the score channel (server processes,

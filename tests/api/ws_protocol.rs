@@ -9,25 +9,14 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::MaybeTlsStream;
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request, Raw, TestApp,
-    TestRedis, LEGACY_WS, TRANSPORT_WS,
+    spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request, Raw,
+    Subscriptions::Exactly, TestApp, TestRedis, LEGACY_WS, TRANSPORT_WS,
 };
 
 const SCORE_CHANGED: &str = "subscription { scoreChanged { votes } }";
 
-/// Waits until `/health` counts exactly `n` subscriptions.
-async fn wait_for_subscriptions(app: &TestApp, n: u64) {
-    for _ in 0..250 {
-        if app.subscriptions().await == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "the server never counted {n} subscriptions (has {})",
-        app.subscriptions().await
-    );
-}
+/// How long a subscription may take to start or end.
+const WITHIN: Duration = Duration::from_secs(5);
 
 #[tokio::test]
 async fn no_connection_init_in_time_closes_4408() {
@@ -120,7 +109,7 @@ async fn subscribing_before_the_ack_closes_4401() {
     let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
     legacy.subscribe("1", SCORE_CHANGED).await;
     legacy.expect_connection_error(4401).await;
-    wait_for_subscriptions(&app, 0).await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
 }
 
 #[tokio::test]
@@ -128,13 +117,13 @@ async fn a_duplicate_id_closes_4409_or_is_refused_in_the_legacy_protocol() {
     let app = spawn_app().await;
     let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
     client.subscribe("one", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
     client.subscribe("one", SCORE_CHANGED).await;
     assert_eq!(
         client.expect_close(4409).await,
         "Subscriber for one already exists"
     );
-    wait_for_subscriptions(&app, 0).await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
 
     // A long id is cut short in the reason.
     let long = "x".repeat(5000);
@@ -146,7 +135,7 @@ async fn a_duplicate_id_closes_4409_or_is_refused_in_the_legacy_protocol() {
 
     let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
     legacy.subscribe("one", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
     legacy.subscribe("one", SCORE_CHANGED).await;
     let error = legacy.msg().await;
     assert_eq!(error["type"], "error", "{error}");
@@ -238,12 +227,12 @@ async fn operations_complete_and_free_their_slot() {
     assert_eq!(client.msg().await, json!({ "id": "q", "type": "complete" }));
     // The client's `complete` stops a subscription, with no reply.
     client.subscribe("s", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
     client.send(json!({ "type": "complete", "id": "s" })).await;
-    wait_for_subscriptions(&app, 0).await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
     // The id may be used again.
     client.subscribe("s", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
     app.vote(&app.sign_up("bob").await, "1").await;
     let event = client.msg().await;
     assert_eq!(event["id"], "s");
@@ -251,15 +240,15 @@ async fn operations_complete_and_free_their_slot() {
 
     let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
     legacy.subscribe("s", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 2).await;
+    app.wait_for_subscriptions(Exactly(2), WITHIN).await;
     legacy.send(json!({ "type": "stop", "id": "s" })).await;
     assert_eq!(legacy.msg().await, json!({ "id": "s", "type": "complete" }));
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
     legacy.subscribe("t", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 2).await;
+    app.wait_for_subscriptions(Exactly(2), WITHIN).await;
     legacy.send(json!({ "type": "connection_terminate" })).await;
     legacy.expect_close(1000).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
 }
 
 #[tokio::test]
@@ -296,7 +285,7 @@ async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
         let mut client = Raw::ready(&app.address, protocol).await;
         client.subscribe("a", SCORE_CHANGED).await;
         client.subscribe("b", SCORE_CHANGED).await;
-        wait_for_subscriptions(&app, 2).await;
+        app.wait_for_subscriptions(Exactly(2), WITHIN).await;
         client.subscribe("c", SCORE_CHANGED).await;
         let error = client.msg().await;
         assert_eq!(error["type"], "error", "{error}");
@@ -341,9 +330,9 @@ async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
         if protocol == LEGACY_WS {
             assert_eq!(client.msg().await, json!({ "id": "a", "type": "complete" }));
         }
-        wait_for_subscriptions(&app, 1).await;
+        app.wait_for_subscriptions(Exactly(1), WITHIN).await;
         client.subscribe("c", SCORE_CHANGED).await;
-        wait_for_subscriptions(&app, 2).await;
+        app.wait_for_subscriptions(Exactly(2), WITHIN).await;
         app.gql_ok(
             "mutation { vote(articleId: \"1\", direction: UP) { id } }",
             json!({}),
@@ -357,7 +346,7 @@ async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
         ids.sort();
         assert_eq!(ids, ["b", "c"]);
         drop(client);
-        wait_for_subscriptions(&app, 0).await;
+        app.wait_for_subscriptions(Exactly(0), WITHIN).await;
     }
 }
 
@@ -478,7 +467,7 @@ async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
         .await;
     let mut reader = Raw::ready(&app.address, LEGACY_WS).await;
     reader.subscribe("r", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 2).await;
+    app.wait_for_subscriptions(Exactly(2), WITHIN).await;
 
     // Publish as the vote script does, straight into Redis, in batches the
     // reader keeps up with, until the server drops the stalled client.
@@ -529,7 +518,7 @@ async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
     fresh.send(json!({ "type": "ping" })).await;
     assert_eq!(fresh.msg().await, json!({ "type": "pong" }));
     drop(reader);
-    wait_for_subscriptions(&app, 0).await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use votegraph::config::{RateLimit, Settings};
 use votegraph::startup::Application;
 
 use super::redis::{wait_for_top_index, wait_for_vote_index, TestRedis};
+use super::time::eventually;
 
 /// A server on its own [`TestRedis`], with a client to speak to it; the
 /// server stops when dropped.
@@ -48,6 +49,47 @@ impl TestApp {
             .as_u64()
             .expect("subscriptions in /health")
     }
+
+    /// Waits, at most `within`, until this server's `/health` counts
+    /// `want` subscriptions (subscribing and ending run in the background).
+    pub async fn wait_for_subscriptions(&self, want: Subscriptions, within: Duration) {
+        wait_for_subscriptions_at(&self.client, &self.address, want, within).await;
+    }
+}
+
+/// A count of subscriptions to wait for.
+#[derive(Clone, Copy, Debug)]
+pub enum Subscriptions {
+    Exactly(u64),
+    AtLeast(u64),
+}
+
+impl Subscriptions {
+    fn met_by(self, count: u64) -> bool {
+        match self {
+            Self::Exactly(n) => count == n,
+            Self::AtLeast(n) => count >= n,
+        }
+    }
+}
+
+/// [`TestApp::wait_for_subscriptions`] for the server at `address` (any
+/// instance).
+pub async fn wait_for_subscriptions_at(
+    client: &reqwest::Client,
+    address: &str,
+    want: Subscriptions,
+    within: Duration,
+) {
+    let what = format!("{want:?} subscriptions at {address}");
+    eventually(&what, within, || async {
+        let count = health_at(client, address).await["subscriptions"].as_u64();
+        match count {
+            Some(n) if want.met_by(n) => Ok(()),
+            _ => Err(count),
+        }
+    })
+    .await;
 }
 
 /// The JSON of `/health` of the server at `address`.

@@ -10,7 +10,8 @@ mod ws;
 
 pub use self::app::{
     health_at, spawn_app, spawn_app_on, spawn_app_tending, spawn_app_with, spawn_server,
-    spawn_server_until, test_settings, test_settings_for, Instance, TestApp,
+    spawn_server_until, test_settings, test_settings_for, wait_for_subscriptions_at, Instance,
+    Subscriptions, TestApp,
 };
 pub use self::binary::{free_port, Binary};
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS};
@@ -18,5 +19,5 @@ pub use self::redis::{
     command_calls, command_stats, kill_pubsub_connections, pause_redis, reads_processed,
     reset_command_stats, wait_for_top_index, wait_for_vote_index, TestRedis, VOTE_INDEX_MARKER,
 };
-pub use self::time::now;
+pub use self::time::{eventually, now};
 pub use self::ws::{ws_request, Raw, Seen, WsClient, LEGACY_WS, TRANSPORT_WS};
