@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::helpers::{free_port, spawn_app, Binary, TestRedis};
+use crate::helpers::{free_port, spawn_app, ws_request, Binary, TestRedis, TRANSPORT_WS};
 
 fn is_generated_id(id: &str) -> bool {
     id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -107,12 +106,7 @@ async fn json_logs_put_the_request_id_on_every_line_of_a_request() {
 
     // A WebSocket's lines, written long after its upgrade request was
     // served, carry that request's id too.
-    let url = format!("{}/graphql", server.address.replacen("http", "ws", 1));
-    let mut request = url.into_client_request().unwrap();
-    request.headers_mut().insert(
-        "sec-websocket-protocol",
-        "graphql-transport-ws".parse().unwrap(),
-    );
+    let mut request = ws_request(&server.address, TRANSPORT_WS);
     request
         .headers_mut()
         .insert("x-request-id", "ws-upgrade-42".parse().unwrap());

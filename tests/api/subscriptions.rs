@@ -359,19 +359,13 @@ async fn numsub(redis: &mut redis::aio::MultiplexedConnection) -> i64 {
 #[tokio::test]
 async fn idle_sockets_get_keep_alives_in_each_protocol() {
     use futures_util::StreamExt;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
 
     let app = spawn_app_with(|s| s.ws_keepalive_secs = 1).await;
     for (protocol, expect_ka_text) in [(LEGACY_WS, true), (TRANSPORT_WS, false)] {
-        let url = format!("{}/graphql", app.address.replacen("http", "ws", 1));
-        let mut request = url.into_client_request().unwrap();
-        request
-            .headers_mut()
-            .insert("sec-websocket-protocol", protocol.parse().unwrap());
-        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let mut client = WsClient::open(&app.address, protocol).await;
         // Nothing is sent by the client, so the first frame is a keep-alive.
-        let frame = tokio::time::timeout(Duration::from_secs(5), socket.next())
+        let frame = tokio::time::timeout(Duration::from_secs(5), client.socket.next())
             .await
             .unwrap_or_else(|_| panic!("{protocol}: no keep-alive within 5 s"))
             .expect("open socket")

@@ -20,4 +20,4 @@ pub use self::redis::{
     reset_command_stats, wait_for_top_index, wait_for_vote_index, TestRedis, VOTE_INDEX_MARKER,
 };
 pub use self::time::{eventually, now};
-pub use self::ws::{ws_request, Raw, Seen, WsClient, LEGACY_WS, TRANSPORT_WS};
+pub use self::ws::{ws_request, Seen, WsClient, LEGACY_WS, TRANSPORT_WS};
