@@ -11,8 +11,8 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, now, spawn_app, spawn_app_on, spawn_app_tending, wait_for_top_index, TestApp,
-    TestRedis,
+    error_code, gql_at, now, spawn_app, spawn_app_on, spawn_app_tending, wait_for_top_index,
+    TestApp, TestRedis, VOTE_AS,
 };
 
 const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
@@ -93,10 +93,10 @@ async fn scrolling_a_feed_while_votes_reorder_it_repeats_and_skips_only_moved_ar
                     let id = (i * 37 % 60 + 1).to_string();
                     let direction = if i.is_multiple_of(3) { "DOWN" } else { "UP" };
                     moved.lock().unwrap().insert(id.clone());
-                    crate::helpers::gql_at(
+                    gql_at(
                         &client,
                         &address,
-                        "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }",
+                        VOTE_AS,
                         json!({ "id": id, "d": direction }),
                         Some(&tokens[(i % 6) as usize]),
                         None,
@@ -116,12 +116,8 @@ async fn scrolling_a_feed_while_votes_reorder_it_repeats_and_skips_only_moved_ar
                 for k in 0..3 {
                     let id = ((step * 11 + k * 23) % 60 + 1).to_string();
                     moved.lock().unwrap().insert(id.clone());
-                    app.gql_ok(
-                        "mutation($id: ID!) { vote(articleId: $id, direction: UP) { id } }",
-                        json!({ "id": id }),
-                        Some(&voters[((step + k) % 6) as usize]),
-                    )
-                    .await;
+                    app.vote_as(&voters[((step + k) % 6) as usize], &id, "UP")
+                        .await;
                 }
             }
         })
@@ -285,12 +281,7 @@ async fn votes_show_in_top_orders_at_once_and_book_votes_within_a_sweep() {
     assert_eq!(top("TOP_DAY").await, ["3", "2", "1"]);
     // A vote through votegraph moves every period's ranking before its
     // mutation answers (the cached page is dropped too).
-    app.gql_ok(
-        "mutation { vote(articleId: \"1\", direction: UP) { id } }",
-        json!({}),
-        Some(&bob),
-    )
-    .await;
+    app.vote_as(&bob, "1", "UP").await;
     for order in ["TOP_DAY", "TOP_WEEK", "TOP_MONTH", "TOP_YEAR", "TOP_ALL"] {
         assert_eq!(top(order).await, ["1", "3", "2"], "{order}");
     }

@@ -42,16 +42,6 @@ async fn wait_for(app: &TestApp, subscriptions: u64, streams: u64, members: u64)
     .await;
 }
 
-/// An upvote that reads nothing back, so only subscriptions read articles.
-async fn vote(app: &TestApp, token: &str, id: &str) {
-    app.gql_ok(
-        "mutation($id: ID!) { vote(articleId: $id) { id } }",
-        json!({ "id": id }),
-        Some(token),
-    )
-    .await;
-}
-
 async fn sign_up_voters(app: &TestApp, n: usize) -> Vec<String> {
     let names: Vec<String> = (0..n).map(|i| format!("voter{i}")).collect();
     futures_util::future::join_all(names.iter().map(|name| app.sign_up(name))).await
@@ -69,7 +59,7 @@ async fn many_subscribers_of_one_document_share_one_execution_per_event() {
     let voters = sign_up_voters(&app, 4).await;
     // What a vote itself costs in HMGETs, with nobody listening.
     let before = hmgets(&app).await;
-    vote(&app, &voters[0], "1").await;
+    app.vote_as(&voters[0], "1", "UP").await;
     let per_vote = hmgets(&app).await - before;
 
     let mut clients = Vec::new();
@@ -84,7 +74,7 @@ async fn many_subscribers_of_one_document_share_one_execution_per_event() {
 
     let before = hmgets(&app).await;
     for (n, voter) in voters[1..].iter().enumerate() {
-        vote(&app, voter, "1").await;
+        app.vote_as(voter, "1", "UP").await;
         for client in &mut clients {
             let event = client.next_event().await["scoreChanged"].clone();
             assert_eq!(event["votes"], n as i64 + 3, "{event}");
@@ -119,7 +109,7 @@ async fn my_vote_subscriptions_are_not_shared() {
     }
     wait_for(&app, 2, 0, 0).await;
 
-    vote(&app, &subscribers[0].0, "1").await;
+    app.vote_as(&subscribers[0].0, "1", "UP").await;
     let mut seen = Vec::new();
     for (_, client) in &mut subscribers {
         seen.push(client.next_event().await["scoreChanged"]["article"]["myVote"].clone());
@@ -129,12 +119,7 @@ async fn my_vote_subscriptions_are_not_shared() {
         [json!("UP"), json!("NONE")],
         "each sees their own vote"
     );
-    app.gql_ok(
-        "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-        json!({}),
-        Some(&subscribers[1].0),
-    )
-    .await;
+    app.vote_as(&subscribers[1].0, "1", "DOWN").await;
     let mut seen = Vec::new();
     for (_, client) in &mut subscribers {
         seen.push(client.next_event().await["scoreChanged"]["article"]["myVote"].clone());
@@ -160,7 +145,7 @@ async fn variables_tell_streams_apart_and_both_protocols_share_one() {
     wait_for(&app, 3, 2, 3).await;
     assert_eq!(shared(&app).await["largest"], json!([2, 1]));
 
-    vote(&app, &bob, "1").await;
+    app.vote_as(&bob, "1", "UP").await;
     let frame = transport.next_raw().await;
     assert_eq!(
         frame,
@@ -172,7 +157,7 @@ async fn variables_tell_streams_apart_and_both_protocols_share_one() {
         json!({ "id": "l", "type": "data", "payload": { "data": { "scoreChanged": { "votes": 2, "article": { "id": "1" } } } } })
     );
     assert!(other.is_quiet(Duration::from_millis(300)).await);
-    vote(&app, &bob, "2").await;
+    app.vote_as(&bob, "2", "UP").await;
     assert_eq!(
         other.next_event().await["scoreChanged"]["article"]["id"],
         "2"
@@ -197,7 +182,7 @@ async fn a_shared_stream_goes_with_its_last_subscriber() {
     // One completes: the stream stays for the other.
     first.complete("a").await;
     wait_for(&app, 1, 1, 1).await;
-    vote(&app, &bob, "1").await;
+    app.vote_as(&bob, "1", "UP").await;
     assert_eq!(second.next_event().await["scoreChanged"]["votes"], 2);
     assert!(first.is_quiet(Duration::from_millis(300)).await);
     // The other disconnects: the stream and its entry go.
@@ -207,12 +192,7 @@ async fn a_shared_stream_goes_with_its_last_subscriber() {
     // The same document again starts a new stream, which works.
     first.subscribe("c", WITH_TITLE, json!({})).await;
     wait_for(&app, 1, 1, 1).await;
-    app.gql_ok(
-        "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-        json!({}),
-        Some(&bob),
-    )
-    .await;
+    app.vote_as(&bob, "1", "DOWN").await;
     assert_eq!(first.next_event().await["scoreChanged"]["votes"], 1);
 
     // An operation that fails to start ends its stream; each subscriber
@@ -245,7 +225,7 @@ async fn distinct_shared_streams_are_bounded() {
     app.post(&alice, "bounded", &[]).await;
     let voters = sign_up_voters(&app, 3).await;
     let before = hmgets(&app).await;
-    vote(&app, &voters[0], "1").await;
+    app.vote_as(&voters[0], "1", "UP").await;
     let per_vote = hmgets(&app).await - before;
 
     // The one shared stream, then two subscribers of another document:
@@ -264,7 +244,7 @@ async fn distinct_shared_streams_are_bounded() {
     wait_for(&app, 3, 1, 1).await;
     assert_eq!(shared(&app).await["unsharedAtLimit"], 2);
     let before = hmgets(&app).await;
-    vote(&app, &voters[1], "1").await;
+    app.vote_as(&voters[1], "1", "UP").await;
     for client in &mut unshared {
         assert_eq!(client.next_event().await["scoreChanged"]["votes"], 3);
     }
@@ -284,7 +264,7 @@ async fn distinct_shared_streams_are_bounded() {
     }
     wait_for(&app, 2, 1, 2).await;
     let before = hmgets(&app).await;
-    vote(&app, &voters[2], "1").await;
+    app.vote_as(&voters[2], "1", "UP").await;
     for client in &mut sharing {
         assert_eq!(client.next_event().await["scoreChanged"]["votes"], 4);
     }
@@ -342,7 +322,7 @@ async fn documents_that_differ_only_in_how_they_are_written_share_one_stream() {
     let voters = sign_up_voters(&app, 2).await;
     // What a vote itself costs in HMGETs, with nobody listening.
     let before = hmgets(&app).await;
-    vote(&app, &voters[0], "1").await;
+    app.vote_as(&voters[0], "1", "UP").await;
     let per_vote = hmgets(&app).await - before;
     let mut clients = Vec::new();
     for i in 0..100 {
@@ -362,7 +342,7 @@ async fn documents_that_differ_only_in_how_they_are_written_share_one_stream() {
     wait_for(&app, 100, 1, 100).await;
     assert_eq!(shared(&app).await["largest"], json!([100]));
     let before = hmgets(&app).await;
-    vote(&app, &voters[1], "1").await;
+    app.vote_as(&voters[1], "1", "UP").await;
     for client in &mut clients {
         let event = client.next_event().await["scoreChanged"].clone();
         assert_eq!(event["votes"], 3, "{event}");

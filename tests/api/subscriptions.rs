@@ -46,12 +46,7 @@ async fn both_protocols_receive_score_changes() {
         let at = chrono::DateTime::parse_from_rfc3339(event["at"].as_str().unwrap()).unwrap();
         assert!((chrono::Utc::now().timestamp() - at.timestamp()).abs() < 60);
 
-        app.gql_ok(
-            "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-            json!({}),
-            Some(&bob),
-        )
-        .await;
+        app.vote_as(&bob, "1", "DOWN").await;
         let event = client.next_event().await["scoreChanged"].clone();
         assert_eq!(
             (event["votes"].as_i64(), event["downvotes"].as_i64()),

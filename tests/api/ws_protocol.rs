@@ -310,12 +310,7 @@ async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
         assert_eq!(app.subscriptions().await, 2);
 
         // The earlier two keep working.
-        app.gql_ok(
-            "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-            json!({}),
-            Some(&bob),
-        )
-        .await;
+        app.vote_as(&bob, "1", "DOWN").await;
         let mut ids = vec![
             client.next_raw().await["id"].as_str().unwrap().to_owned(),
             client.next_raw().await["id"].as_str().unwrap().to_owned(),
@@ -334,12 +329,7 @@ async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
         app.wait_for_subscriptions(Exactly(1), WITHIN).await;
         client.subscribe_query("c", SCORE_CHANGED).await;
         app.wait_for_subscriptions(Exactly(2), WITHIN).await;
-        app.gql_ok(
-            "mutation { vote(articleId: \"1\", direction: UP) { id } }",
-            json!({}),
-            Some(&bob),
-        )
-        .await;
+        app.vote_as(&bob, "1", "UP").await;
         let mut ids = vec![
             client.next_raw().await["id"].as_str().unwrap().to_owned(),
             client.next_raw().await["id"].as_str().unwrap().to_owned(),

@@ -72,6 +72,14 @@ impl TestApp {
         .await
     }
 
+    /// Votes `direction` (`UP`, `DOWN`, `NONE`) as `token`, reading back
+    /// only the article's id, so that the vote itself reads no article
+    /// (see [`VOTE_AS`]); fails the test on any GraphQL error.
+    pub async fn vote_as(&self, token: &str, id: &str, direction: &str) {
+        self.gql_ok(VOTE_AS, json!({ "id": id, "d": direction }), Some(token))
+            .await;
+    }
+
     /// Ids of a page of the front page in the given order.
     pub async fn front_page_ids(&self, order: &str, page: i64, page_size: i64) -> Vec<String> {
         let data = self
@@ -108,6 +116,11 @@ pub async fn gql_at(
     assert!(response.status().is_success(), "HTTP {}", response.status());
     response.json().await.expect("json body")
 }
+
+/// The vote of [`TestApp::vote_as`]: `$id` in direction `$d`, reading back
+/// only the id.
+pub const VOTE_AS: &str =
+    "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }";
 
 pub const ARTICLE_FIELDS: &str = "id title link poster { name } postedAt votes score groups";
 

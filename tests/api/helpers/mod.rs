@@ -14,7 +14,7 @@ pub use self::app::{
     Subscriptions, TestApp,
 };
 pub use self::binary::{free_port, Binary};
-pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS};
+pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS, VOTE_AS};
 pub use self::redis::{
     command_calls, command_stats, kill_pubsub_connections, pause_redis, reads_processed,
     reset_command_stats, wait_for_top_index, wait_for_vote_index, TestRedis, VOTE_INDEX_MARKER,
