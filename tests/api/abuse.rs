@@ -10,8 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::helpers::{
-    error_code, pause_redis, spawn_app, spawn_app_with, Binary, TestApp, TestRedis, WsClient,
-    TRANSPORT_WS,
+    error_code, eventually_every, pause_redis, spawn_app, spawn_app_with, Binary, TestApp,
+    TestRedis, WsClient, TRANSPORT_WS,
 };
 
 /// Commands Redis has run so far (the INFO asking counts itself).
@@ -376,22 +376,16 @@ async fn half_sent_headers_and_idle_connections_are_dropped_and_capped() {
         let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "a half-open connection was dropped");
     }
-    let mut served = false;
-    for _ in 0..50 {
-        if let Ok(r) = app
-            .client
-            .get(format!("{}/health", app.address))
-            .send()
-            .await
-        {
-            if r.status() == 200 {
-                served = true;
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(served);
+    eventually_every(
+        "the server to serve again",
+        Duration::from_millis(2_500),
+        Duration::from_millis(50),
+        async || {
+            let health = app.client.get(format!("{}/health", app.address));
+            health.send().await.is_ok_and(|r| r.status() == 200)
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, pause_redis, spawn_app_with, Binary, TestApp, TestRedis, WsClient, TRANSPORT_WS,
+    error_code, pause_redis, poll_until, spawn_app_with, Binary, TestApp, TestRedis, WsClient,
+    TRANSPORT_WS,
 };
 use crate::metrics::{metrics_text, parse, value};
 
@@ -283,14 +284,20 @@ async fn forty_concurrent_maximum_cost_queries_keep_memory_bounded() {
         peak - idle
     );
     // The memory goes back near its idle level (plus the 4 MiB cache).
-    let mut settled = rss_mib(&server);
-    for _ in 0..150 {
-        if settled <= idle + 64 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        settled = rss_mib(&server);
-    }
+    let settled = poll_until(
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        async || {
+            let rss = rss_mib(&server);
+            if rss <= idle + 64 {
+                Ok(rss)
+            } else {
+                Err(rss)
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|rss| rss);
     assert!(
         settled <= idle + 64,
         "after the storm the process holds {settled} MiB (idle {idle} MiB, peak {peak} MiB)"

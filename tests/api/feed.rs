@@ -5,14 +5,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, gql_at, now, spawn_app, spawn_app_on, spawn_app_tending, wait_for_top_index,
-    TestApp, TestRedis, VOTE_AS,
+    error_code, eventually_every, gql_at, now, spawn_app, spawn_app_on, spawn_app_tending,
+    wait_for_top_index, TestApp, TestRedis, VOTE_AS,
 };
 
 const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
@@ -312,17 +312,20 @@ async fn votes_show_in_top_orders_at_once_and_book_votes_within_a_sweep() {
         let _: () = conn.zincr("score:", "article:2", 432).await.unwrap();
         let _: () = conn.hincr("article:2", "votes", 1).await.unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if top("TOP_WEEK").await == ["2", "1", "3"] {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the book's votes never reached TOP_WEEK"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_every(
+        "the book's votes to reach TOP_WEEK",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || {
+            let week = top("TOP_WEEK").await;
+            if week == ["2", "1", "3"] {
+                Ok(())
+            } else {
+                Err(week)
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -351,19 +354,21 @@ async fn an_article_leaves_a_periods_ranking_when_it_grows_too_old() {
             .await
             .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let day: Vec<String> = conn.zrange("top:day", 0, -1).await.unwrap();
-        let week: Vec<String> = conn.zrange("top:week", 0, -1).await.unwrap();
-        if day == ["article:1"] && week == ["article:1"] {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "article 2 was never pruned: {day:?} {week:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_every(
+        "article 2 to be pruned",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || {
+            let day: Vec<String> = conn.zrange("top:day", 0, -1).await.unwrap();
+            let week: Vec<String> = conn.zrange("top:week", 0, -1).await.unwrap();
+            if day == ["article:1"] && week == ["article:1"] {
+                Ok(())
+            } else {
+                Err((day, week))
+            }
+        },
+    )
+    .await;
     for (order, want) in [
         ("TOP_DAY", vec!["1"]),
         ("TOP_WEEK", vec!["1"]),

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    reads_processed, spawn_app, spawn_app_with, wait_for_vote_index, TestApp, WsClient,
-    TRANSPORT_WS,
+    eventually_every, reads_processed, spawn_app, spawn_app_with, wait_for_vote_index, TestApp,
+    WsClient, TRANSPORT_WS,
 };
 
 /// The text of `/metrics` at `address`, checked for its status and type.
@@ -291,18 +291,17 @@ async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
 
     socket.close().await;
     // The closed socket leaves both gauges.
-    let mut closed = false;
-    for _ in 0..50 {
-        let families = parse(&metrics_text(&app.client, &app.address).await);
-        if must(&families, "votegraph_websocket_connections", &[]) == 0.0
-            && must(&families, "votegraph_subscriptions", &[]) == 0.0
-        {
-            closed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(closed, "the closed WebSocket is no longer counted");
+    eventually_every(
+        "the closed WebSocket to be no longer counted",
+        Duration::from_secs(5),
+        Duration::from_millis(100),
+        async || {
+            let families = parse(&metrics_text(&app.client, &app.address).await);
+            must(&families, "votegraph_websocket_connections", &[]) == 0.0
+                && must(&families, "votegraph_subscriptions", &[]) == 0.0
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -355,18 +354,17 @@ async fn redis_failures_and_pubsub_reconnections_are_counted() {
     assert!(failures >= 1.0, "the failed request shows");
 
     app.redis.restart().await;
-    let mut reconnected = false;
-    for _ in 0..100 {
-        let families = parse(&metrics_text(&app.client, &app.address).await);
-        if must(&families, "votegraph_pubsub_reconnections_total", &[]) == 1.0
-            && must(&families, "votegraph_pubsub_connected", &[]) == 1.0
-        {
-            reconnected = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(reconnected, "pub/sub reconnected and was counted once");
+    eventually_every(
+        "pub/sub to reconnect and be counted once",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        async || {
+            let families = parse(&metrics_text(&app.client, &app.address).await);
+            must(&families, "votegraph_pubsub_reconnections_total", &[]) == 1.0
+                && must(&families, "votegraph_pubsub_connected", &[]) == 1.0
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

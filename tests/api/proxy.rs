@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, spawn_app_with};
+use crate::helpers::{eventually_every, free_port, spawn_app_with};
 
 fn nginx_installed() -> bool {
     let on_path = std::env::var_os("PATH")
@@ -69,16 +69,23 @@ impl Proxy {
             http,
             dir,
         };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", https)).is_ok() {
-                return proxy;
-            }
-            if let Ok(Some(status)) = proxy.child.try_wait() {
-                panic!("proxy.sh exited ({status}): {}", proxy.stderr());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("nginx did not listen on {https}");
+        let what = format!("nginx to listen on {https}");
+        eventually_every(
+            &what,
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            async || {
+                if std::net::TcpStream::connect(("127.0.0.1", https)).is_ok() {
+                    return true;
+                }
+                if let Ok(Some(status)) = proxy.child.try_wait() {
+                    panic!("proxy.sh exited ({status}): {}", proxy.stderr());
+                }
+                false
+            },
+        )
+        .await;
+        proxy
     }
 
     fn stderr(&mut self) -> String {

@@ -6,8 +6,9 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    health_at, kill_pubsub_connections, spawn_app, spawn_app_with, spawn_server, test_settings,
-    Subscriptions::AtLeast, Subscriptions::Exactly, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
+    eventually_every, health_at, kill_pubsub_connections, poll_until, spawn_app, spawn_app_with,
+    spawn_server, test_settings, Subscriptions::AtLeast, Subscriptions::Exactly, TestApp, WsClient,
+    LEGACY_WS, POLL, TRANSPORT_WS,
 };
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
@@ -191,21 +192,17 @@ async fn a_vote_on_one_instance_reaches_subscribers_of_another() {
     // Each instance holds one pub/sub connection, however many subscribers.
     let mut extra = WsClient::connect_to(&other.address, TRANSPORT_WS, json!({})).await;
     extra.subscribe("2", SCORE_CHANGED, json!({})).await;
+    // (Both waits go on either way: the events and the count below tell.)
     let mut redis = app.redis.conn().await;
-    for _ in 0..100 {
-        let subs = numsub(&mut redis).await;
-        if subs == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let _ = poll_until(Duration::from_secs(2), POLL, async || {
+        numsub(&mut redis).await == 2
+    })
+    .await;
     // Both subscriptions are running on the other instance before the vote.
-    for _ in 0..250 {
-        if health_at(&app.client, &other.address).await["subscriptions"] == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let _ = poll_until(Duration::from_secs(5), POLL, async || {
+        health_at(&app.client, &other.address).await["subscriptions"] == 2
+    })
+    .await;
     app.vote(&bob, "1").await;
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
     assert_eq!(extra.next_event().await["scoreChanged"]["votes"], 2);
@@ -226,16 +223,20 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
 
     let mut redis = app.redis.conn().await;
     assert_eq!(kill_pubsub_connections(&mut redis).await, 1);
-    let mut back = false;
-    for _ in 0..100 {
-        let subs = numsub(&mut redis).await;
-        if subs == 1 {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(back, "the server re-subscribed");
+    eventually_every(
+        "the server to re-subscribe",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || {
+            let subs = numsub(&mut redis).await;
+            if subs == 1 {
+                Ok(())
+            } else {
+                Err(subs)
+            }
+        },
+    )
+    .await;
     app.vote(&carol, "1").await;
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 3);
 }

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::MaybeTlsStream;
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request,
+    eventually, spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request,
     Subscriptions::Exactly, TestApp, TestRedis, WsClient, LEGACY_WS, TRANSPORT_WS,
 };
 
@@ -393,16 +393,21 @@ async fn connections_per_address_are_limited_and_given_back() {
     second.send_text("nonsense".into()).await;
     second.expect_close(4400).await;
     let mut reopened = Vec::new();
-    for _ in 0..100 {
-        if let Ok(raw) = try_upgrade(&app).await {
-            reopened.push(raw);
-            if reopened.len() == 2 {
-                break;
+    eventually(
+        "both slots to be given back",
+        Duration::from_secs(2),
+        async || {
+            if let Ok(client) = try_upgrade(&app).await {
+                reopened.push(client);
             }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(reopened.len(), 2, "both slots were given back");
+            if reopened.len() == 2 {
+                Ok(())
+            } else {
+                Err(reopened.len())
+            }
+        },
+    )
+    .await;
     assert!(
         try_upgrade(&app).await.is_err(),
         "and the limit holds again"

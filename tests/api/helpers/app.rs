@@ -10,7 +10,7 @@ use votegraph::config::{RateLimit, Settings};
 use votegraph::startup::Application;
 
 use super::redis::{wait_for_top_index, wait_for_vote_index, TestRedis};
-use super::time::eventually;
+use super::time::{eventually, poll_until};
 
 /// A server on its own [`TestRedis`], with a client to speak to it; the
 /// server stops when dropped.
@@ -32,15 +32,14 @@ impl TestApp {
     /// Whether the server answers `{ articleCount }` with 0 within `tries`
     /// tenths of a second: after a Redis outage, a Redis that came back
     /// empty (the test servers keep no data) is served again.
-    pub async fn serves_again(&self, tries: usize) -> bool {
-        for _ in 0..tries {
+    pub async fn serves_again(&self, tries: u32) -> bool {
+        let tenth = Duration::from_millis(100);
+        poll_until(tenth * tries, tenth, async || {
             let body = self.gql("{ articleCount }", json!({}), None).await;
-            if body["data"]["articleCount"] == 0 {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
+            body["data"]["articleCount"] == 0
+        })
+        .await
+        .is_ok()
     }
 
     /// How many subscriptions the server reports on `/health`.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
+use super::time::poll_until;
+
 /// The `votegraph` binary as a child process, logging to a file; killed
 /// when dropped. For what an in-process server cannot show: its own
 /// resident memory and its log.
@@ -59,15 +61,20 @@ impl Binary {
             log,
             _dir: dir,
         };
-        for _ in 0..200 {
-            if let Ok(r) = reqwest::get(format!("{}/health", binary.address)).await {
-                if r.status().is_success() || !healthy {
-                    return binary;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let health = format!("{}/health", binary.address);
+        let answered = poll_until(
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            async || {
+                let response = reqwest::get(&health).await;
+                response.is_ok_and(|r| r.status().is_success() || !healthy)
+            },
+        )
+        .await;
+        if answered.is_err() {
+            panic!("votegraph did not start: {}", binary.log_text());
         }
-        panic!("votegraph did not start: {}", binary.log_text());
+        binary
     }
 
     pub fn pid(&self) -> u32 {

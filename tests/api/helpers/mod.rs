@@ -19,5 +19,5 @@ pub use self::redis::{
     command_calls, command_stats, kill_pubsub_connections, pause_redis, reads_processed,
     reset_command_stats, wait_for_top_index, wait_for_vote_index, TestRedis, VOTE_INDEX_MARKER,
 };
-pub use self::time::{eventually, now};
+pub use self::time::{eventually, eventually_every, now, poll_until, POLL};
 pub use self::ws::{ws_request, Seen, WsClient, LEGACY_WS, TRANSPORT_WS};

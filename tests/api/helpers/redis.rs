@@ -10,6 +10,8 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use tempfile::TempDir;
 
+use super::time::eventually_every;
+
 /// A private `redis-server` on a unix socket in a temporary directory.
 pub struct TestRedis {
     child: Option<Child>,
@@ -56,16 +58,16 @@ impl TestRedis {
         .spawn()
         .expect("redis-server must be installed to run the tests (apt-get install redis-server)");
         self.child = Some(child);
-        for _ in 0..200 {
-            if let Ok(mut c) = self.try_conn().await {
-                let pong: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut c).await;
-                if pong.is_ok() {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("redis-server did not start");
+        eventually_every(
+            "redis-server to start",
+            Duration::from_secs(2),
+            Duration::from_millis(10),
+            async || {
+                let mut c = self.try_conn().await?;
+                redis::cmd("PING").query_async::<String>(&mut c).await
+            },
+        )
+        .await;
     }
 
     async fn try_conn(&self) -> redis::RedisResult<MultiplexedConnection> {
@@ -184,19 +186,20 @@ pub async fn pause_redis(conn: &mut MultiplexedConnection, ms: u64) {
 /// build from `score:` and `time:`, then the pruning, whose last period
 /// leaves its mark.
 pub async fn wait_for_top_index(conn: &mut MultiplexedConnection) {
-    for _ in 0..500 {
-        let done: bool = redis::cmd("HEXISTS")
-            .arg("index:top:pruned")
-            .arg("year")
-            .query_async(conn)
-            .await
-            .expect("EXISTS");
-        if done {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the TOP_* rankings were not built within 5 s");
+    eventually_every(
+        "the TOP_* rankings to be built",
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        async || {
+            redis::cmd("HEXISTS")
+                .arg("index:top:pruned")
+                .arg("year")
+                .query_async::<bool>(conn)
+                .await
+                .expect("EXISTS")
+        },
+    )
+    .await;
 }
 
 /// The marker the vote-index backfill sets when its pass is done.
@@ -208,18 +211,18 @@ pub async fn wait_for_vote_index(
     conn: &mut MultiplexedConnection,
     previous: Option<&str>,
 ) -> String {
-    for _ in 0..200 {
-        let marker: Option<String> = redis::cmd("GET")
-            .arg(VOTE_INDEX_MARKER)
-            .query_async(conn)
-            .await
-            .expect("GET");
-        if let Some(marker) = marker {
-            if Some(marker.as_str()) != previous {
-                return marker;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the vote index backfill did not finish within 10 s");
+    eventually_every(
+        "the vote index backfill to finish",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        async || {
+            let marker: Option<String> = redis::cmd("GET")
+                .arg(VOTE_INDEX_MARKER)
+                .query_async(conn)
+                .await
+                .expect("GET");
+            marker.filter(|marker| Some(marker.as_str()) != previous)
+        },
+    )
+    .await
 }
