@@ -10,21 +10,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::helpers::{
-    error_code, eventually_every, pause_redis, spawn_app, spawn_app_with, Binary, TestApp,
-    TestRedis, WsClient, TRANSPORT_WS,
+    error_code, eventually_every, info_field, pause_redis, spawn_app, spawn_app_with, Binary,
+    TestApp, TestRedis, WsClient, TRANSPORT_WS,
 };
 
 /// Commands Redis has run so far (the INFO asking counts itself).
 async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("total_commands_processed")
+    info_field(conn, "stats", "total_commands_processed").await
 }
 
 fn nested(levels: usize) -> String {

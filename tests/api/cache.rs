@@ -7,8 +7,8 @@ use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::helpers::{
-    eventually_every, kill_pubsub_connections, now, reads_processed, spawn_app, spawn_server,
-    test_settings,
+    done_if, eventually_every, kill_pubsub_connections, now, reads_processed, spawn_app,
+    spawn_server, test_settings,
 };
 
 const FRONT: &str = "{ articles { id title votes score } }";
@@ -84,11 +84,7 @@ async fn writes_invalidate_at_once_even_on_another_instance() {
                 .find(|a| a["id"] == "1")
                 .unwrap()
                 .clone();
-            if first["votes"] == 2 {
-                Ok(())
-            } else {
-                Err(first)
-            }
+            done_if(first["votes"] == 2, first)
         },
     )
     .await;
@@ -113,11 +109,7 @@ async fn nothing_is_served_older_than_a_second() {
         Duration::from_millis(50),
         async || {
             let title = app.gql_ok(FRONT, json!({}), None).await["articles"][0]["title"].clone();
-            if title == "new title" {
-                Ok(())
-            } else {
-                Err(title)
-            }
+            done_if(title == "new title", title)
         },
     )
     .await;
@@ -182,11 +174,10 @@ async fn a_lost_pubsub_connection_empties_the_response_cache() {
         Duration::from_millis(50),
         async || {
             let stats = app.health().await["responseCache"].clone();
-            if stats["invalidations"].as_u64() > before["invalidations"].as_u64() {
-                Ok(())
-            } else {
-                Err(stats)
-            }
+            done_if(
+                stats["invalidations"].as_u64() > before["invalidations"].as_u64(),
+                stats,
+            )
         },
     )
     .await;

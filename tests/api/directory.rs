@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, eventually_every, spawn_app, spawn_app_tending, TestApp, TestRedis,
+    done_if, error_code, eventually_every, spawn_app, spawn_app_tending, TestApp, TestRedis,
 };
 
 const GROUPS: &str = "query($n: Int!, $a: String) { groups(first: $n, after: $a) {
@@ -47,11 +47,7 @@ async fn wait_for_directory(app: &TestApp, what: &str, want: Vec<(String, i64)>)
     let every = Duration::from_millis(50);
     eventually_every(what, Duration::from_secs(5), every, async || {
         let listed = directory(app, 10).await;
-        if listed == want {
-            Ok(())
-        } else {
-            Err(listed)
-        }
+        done_if(listed == want, listed)
     })
     .await;
 }

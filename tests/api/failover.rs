@@ -16,7 +16,7 @@ use redis::aio::MultiplexedConnection;
 use serde_json::json;
 
 use crate::helpers::{
-    eventually_every, free_port, gql_at, sign_up_at, spawn_app_with, spawn_server,
+    done_if, eventually_every, free_port, gql_at, sign_up_at, spawn_app_with, spawn_server,
     test_settings_for, Instance, WsClient, TRANSPORT_WS,
 };
 
@@ -275,11 +275,7 @@ async fn run(wait_replicas: u32) -> Report {
                 None,
             )
             .await;
-            if body["errors"].is_null() {
-                Ok(())
-            } else {
-                Err(body)
-            }
+            done_if(body["errors"].is_null(), body)
         },
     )
     .await;
@@ -287,11 +283,7 @@ async fn run(wait_replicas: u32) -> Report {
     let what = "the replica to be promoted";
     eventually_every(what, Duration::from_secs(10), EVERY, async || {
         let primary = named_primary(sentinel_ports[0]).await;
-        if primary == Some(p2) {
-            Ok(())
-        } else {
-            Err(primary)
-        }
+        done_if(primary == Some(p2), primary)
     })
     .await;
     // The old primary comes back, as its operator would bring it back: as a

@@ -11,7 +11,7 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, eventually_every, gql_at, now, spawn_app, spawn_app_on, spawn_app_tending,
+    done_if, error_code, eventually_every, gql_at, now, spawn_app, spawn_app_on, spawn_app_tending,
     wait_for_top_index, TestApp, TestRedis, VOTE_AS,
 };
 
@@ -318,11 +318,7 @@ async fn votes_show_in_top_orders_at_once_and_book_votes_within_a_sweep() {
         Duration::from_millis(50),
         async || {
             let week = top("TOP_WEEK").await;
-            if week == ["2", "1", "3"] {
-                Ok(())
-            } else {
-                Err(week)
-            }
+            done_if(week == ["2", "1", "3"], week)
         },
     )
     .await;
@@ -361,11 +357,7 @@ async fn an_article_leaves_a_periods_ranking_when_it_grows_too_old() {
         async || {
             let day: Vec<String> = conn.zrange("top:day", 0, -1).await.unwrap();
             let week: Vec<String> = conn.zrange("top:week", 0, -1).await.unwrap();
-            if day == ["article:1"] && week == ["article:1"] {
-                Ok(())
-            } else {
-                Err((day, week))
-            }
+            done_if(day == ["article:1"] && week == ["article:1"], (day, week))
         },
     )
     .await;

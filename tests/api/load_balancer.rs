@@ -14,8 +14,8 @@ use tokio::sync::oneshot;
 
 use crate::failover::Proc;
 use crate::helpers::{
-    eventually_every, free_port, gql_at, sign_up_at, spawn_server_until, test_settings, TestRedis,
-    WsClient, TRANSPORT_WS,
+    done_if, eventually_every, free_port, gql_at, sign_up_at, spawn_server_until, test_settings,
+    TestRedis, WsClient, TRANSPORT_WS,
 };
 
 fn haproxy_program() -> Option<String> {
@@ -110,11 +110,7 @@ async fn two_instances_behind_haproxy_share_events_and_one_stops_without_failure
             if ok {
                 served.insert(instance);
             }
-            if served.len() == 2 {
-                Ok(())
-            } else {
-                Err(served.clone())
-            }
+            done_if(served.len() == 2, served.clone())
         },
     )
     .await;

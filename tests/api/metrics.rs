@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    eventually_every, reads_processed, spawn_app, spawn_app_with, wait_for_vote_index, TestApp,
-    WsClient, TRANSPORT_WS,
+    done_if, eventually_every, reads_processed, spawn_app, spawn_app_with, wait_for_vote_index,
+    TestApp, WsClient, TRANSPORT_WS,
 };
 
 /// The text of `/metrics` at `address`, checked for its status and type.
@@ -94,6 +94,20 @@ pub fn value(families: &[Family], name: &str, labels: &[(&str, &str)]) -> Option
 /// The same, failing the test when there is no such sample.
 fn must(families: &[Family], name: &str, labels: &[(&str, &str)]) -> f64 {
     value(families, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?}"))
+}
+
+/// Waits, scraping every 100 ms for at most `within`, until each series
+/// (without labels) in `want` has its value.
+async fn wait_for_metrics(app: &TestApp, what: &str, within: Duration, want: &[(&str, f64)]) {
+    eventually_every(what, within, Duration::from_millis(100), async || {
+        let families = parse(&metrics_text(&app.client, &app.address).await);
+        let seen: Vec<f64> = want
+            .iter()
+            .map(|(name, _)| must(&families, name, &[]))
+            .collect();
+        done_if(want.iter().zip(&seen).all(|((_, v), s)| v == s), seen)
+    })
+    .await;
 }
 
 /// What every family must be, beyond parsing: documented, typed, counters
@@ -291,15 +305,14 @@ async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
 
     socket.close().await;
     // The closed socket leaves both gauges.
-    eventually_every(
+    wait_for_metrics(
+        &app,
         "the closed WebSocket to be no longer counted",
         Duration::from_secs(5),
-        Duration::from_millis(100),
-        async || {
-            let families = parse(&metrics_text(&app.client, &app.address).await);
-            must(&families, "votegraph_websocket_connections", &[]) == 0.0
-                && must(&families, "votegraph_subscriptions", &[]) == 0.0
-        },
+        &[
+            ("votegraph_websocket_connections", 0.0),
+            ("votegraph_subscriptions", 0.0),
+        ],
     )
     .await;
 }
@@ -354,15 +367,14 @@ async fn redis_failures_and_pubsub_reconnections_are_counted() {
     assert!(failures >= 1.0, "the failed request shows");
 
     app.redis.restart().await;
-    eventually_every(
+    wait_for_metrics(
+        &app,
         "pub/sub to reconnect and be counted once",
         Duration::from_secs(10),
-        Duration::from_millis(100),
-        async || {
-            let families = parse(&metrics_text(&app.client, &app.address).await);
-            must(&families, "votegraph_pubsub_reconnections_total", &[]) == 1.0
-                && must(&families, "votegraph_pubsub_connected", &[]) == 1.0
-        },
+        &[
+            ("votegraph_pubsub_reconnections_total", 1.0),
+            ("votegraph_pubsub_connected", 1.0),
+        ],
     )
     .await;
 }

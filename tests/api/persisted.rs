@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use sha2::Digest;
 
 use crate::helpers::{
-    command_calls, error_code, spawn_app, spawn_app_with, spawn_server, test_settings, TestApp,
+    command_calls, error_code, info_field, spawn_app, spawn_app_with, spawn_server, test_settings,
+    TestApp,
 };
 
 fn sha256(text: &str) -> String {
@@ -452,18 +453,7 @@ async fn registrations_stop_before_redis_is_full_and_never_starve_users_writes()
     let token = app.sign_up("alice").await;
     let article = app.post(&token, "before", &[]).await;
     let mut admin = app.redis.conn().await;
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let used: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let used = info_field(&mut admin, "memory", "used_memory").await;
     // Room for about 1.5 MB more: registrations stop at 80 % of it.
     let max = used + 1_500_000;
     let () = redis::cmd("CONFIG")

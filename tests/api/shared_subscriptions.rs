@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use votegraph::config::Settings;
 
 use crate::helpers::{
-    command_calls, eventually, spawn_app_with, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
+    command_calls, done_if, eventually, spawn_app_with, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
 };
 
 /// Reads the article (one HMGET) whenever it runs.
@@ -28,16 +28,14 @@ async fn shared(app: &TestApp) -> Value {
 /// shared streams and `members` subscribers of shared streams.
 async fn wait_for(app: &TestApp, subscriptions: u64, streams: u64, members: u64) {
     let what = format!("{subscriptions} subscriptions, {streams} shared streams of {members}");
-    eventually(&what, Duration::from_secs(5), || async {
+    eventually(&what, Duration::from_secs(5), async || {
         let h = app.health().await;
-        if h["subscriptions"] == subscriptions
-            && h["sharedSubscriptions"]["streams"] == streams
-            && h["sharedSubscriptions"]["subscribers"] == members
-        {
-            Ok(())
-        } else {
-            Err(h)
-        }
+        done_if(
+            h["subscriptions"] == subscriptions
+                && h["sharedSubscriptions"]["streams"] == streams
+                && h["sharedSubscriptions"]["subscribers"] == members,
+            h,
+        )
     })
     .await;
 }

@@ -6,9 +6,9 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    eventually_every, health_at, kill_pubsub_connections, poll_until, spawn_app, spawn_app_with,
-    spawn_server, test_settings, Subscriptions::AtLeast, Subscriptions::Exactly, TestApp, WsClient,
-    LEGACY_WS, POLL, TRANSPORT_WS,
+    done_if, eventually_every, health_at, kill_pubsub_connections, poll_until, spawn_app,
+    spawn_app_with, spawn_server, test_settings, Subscriptions::AtLeast, Subscriptions::Exactly,
+    TestApp, WsClient, LEGACY_WS, POLL, TRANSPORT_WS,
 };
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
@@ -229,11 +229,7 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
         Duration::from_millis(50),
         async || {
             let subs = numsub(&mut redis).await;
-            if subs == 1 {
-                Ok(())
-            } else {
-                Err(subs)
-            }
+            done_if(subs == 1, subs)
         },
     )
     .await;

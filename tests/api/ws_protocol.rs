@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::MaybeTlsStream;
 
 use crate::helpers::{
-    eventually, spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request,
+    done_if, eventually, spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request,
     Subscriptions::Exactly, TestApp, TestRedis, WsClient, LEGACY_WS, TRANSPORT_WS,
 };
 
@@ -228,7 +228,7 @@ async fn operations_complete_and_free_their_slot() {
     // The client's `complete` stops a subscription, with no reply.
     client.subscribe_query("s", SCORE_CHANGED).await;
     app.wait_for_subscriptions(Exactly(1), WITHIN).await;
-    client.send(json!({ "type": "complete", "id": "s" })).await;
+    client.complete("s").await;
     app.wait_for_subscriptions(Exactly(0), WITHIN).await;
     // The id may be used again.
     client.subscribe_query("s", SCORE_CHANGED).await;
@@ -241,7 +241,7 @@ async fn operations_complete_and_free_their_slot() {
     let mut legacy = WsClient::connect(&app, LEGACY_WS).await;
     legacy.subscribe_query("s", SCORE_CHANGED).await;
     app.wait_for_subscriptions(Exactly(2), WITHIN).await;
-    legacy.send(json!({ "type": "stop", "id": "s" })).await;
+    legacy.complete("s").await;
     assert_eq!(
         legacy.next_raw().await,
         json!({ "id": "s", "type": "complete" })
@@ -400,11 +400,7 @@ async fn connections_per_address_are_limited_and_given_back() {
             if let Ok(client) = try_upgrade(&app).await {
                 reopened.push(client);
             }
-            if reopened.len() == 2 {
-                Ok(())
-            } else {
-                Err(reopened.len())
-            }
+            done_if(reopened.len() == 2, reopened.len())
         },
     )
     .await;

@@ -81,7 +81,7 @@ pub async fn wait_for_subscriptions_at(
     within: Duration,
 ) {
     let what = format!("{want:?} subscriptions at {address}");
-    eventually(&what, within, || async {
+    eventually(&what, within, async || {
         let count = health_at(client, address).await["subscriptions"].as_u64();
         match count {
             Some(n) if want.met_by(n) => Ok(()),

@@ -103,28 +103,36 @@ impl Drop for TestRedis {
     }
 }
 
-/// Redis' count of read events: one per request (or pipeline) it receives.
-pub async fn reads_processed(conn: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
+/// The text of Redis' `INFO section`.
+pub async fn redis_info(conn: &mut MultiplexedConnection, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
         .query_async(conn)
         .await
-        .expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_reads_processed:"))
+        .expect("INFO")
+}
+
+/// A number of `INFO section`: `field:<number>`.
+pub async fn info_field(conn: &mut MultiplexedConnection, section: &str, field: &str) -> u64 {
+    redis_info(conn, section)
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
-        .expect("total_reads_processed in INFO")
+        .unwrap_or_else(|| panic!("{field} in INFO {section}"))
+}
+
+/// Redis' count of read events: one per request (or pipeline) it receives.
+pub async fn reads_processed(conn: &mut MultiplexedConnection) -> u64 {
+    info_field(conn, "stats", "total_reads_processed").await
 }
 
 /// Calls of each Redis command since the last [`reset_command_stats`],
 /// leaving out the test's own `INFO` and `CONFIG`.
 pub async fn command_stats(conn: &mut MultiplexedConnection) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
+    redis_info(conn, "commandstats")
         .await
-        .expect("INFO");
-    info.lines()
+        .lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(":calls=")?;
             let calls = rest.split(',').next()?.parse().ok()?;
@@ -158,13 +166,10 @@ pub async fn kill_pubsub_connections(conn: &mut MultiplexedConnection) -> i64 {
 
 /// How many times Redis ran `command` so far.
 pub async fn command_calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .expect("INFO");
     let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
+    redis_info(conn, "commandstats")
+        .await
+        .lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .and_then(|rest| rest.split(',').next())
         .and_then(|v| v.parse().ok())

@@ -32,11 +32,7 @@ impl Outcome for bool {
     type Done = ();
     type Seen = bool;
     fn done(self) -> Result<(), bool> {
-        if self {
-            Ok(())
-        } else {
-            Err(false)
-        }
+        done_if(self, false)
     }
 }
 
@@ -55,6 +51,16 @@ impl<T, O: Debug> Outcome for Result<T, O> {
     type Seen = O;
     fn done(self) -> Self {
         self
+    }
+}
+
+/// A check's answer when it gives nothing: done when `done`, else what was
+/// `seen` instead.
+pub fn done_if<O>(done: bool, seen: O) -> Result<(), O> {
+    if done {
+        Ok(())
+    } else {
+        Err(seen)
     }
 }
 
