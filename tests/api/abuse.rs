@@ -10,21 +10,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::helpers::{
-    error_code, pause_redis, spawn_app, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
+    error_code, eventually_every, info_field, pause_redis, spawn_app, spawn_app_with, Binary,
+    TestApp, TestRedis, WsClient, TRANSPORT_WS,
 };
-use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// Commands Redis has run so far (the INFO asking counts itself).
 async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("total_commands_processed")
+    info_field(conn, "stats", "total_commands_processed").await
 }
 
 fn nested(levels: usize) -> String {
@@ -161,12 +153,7 @@ async fn undeclared_variables_are_refused_and_never_cached() {
 
 #[tokio::test]
 async fn huge_group_lists_are_refused_and_write_nothing() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
-        s.max_body_bytes = 8 * 1024 * 1024;
-        s
-    })
-    .await;
+    let app = spawn_app_with(|s| s.max_body_bytes = 8 * 1024 * 1024).await;
     let token = app.sign_up("alice").await;
     let article = app.post(&token, "mine", &[]).await;
     let mut redis = app.redis.conn().await;
@@ -303,12 +290,7 @@ async fn request_heads_over_64_kib_are_refused_with_431() {
 
 #[tokio::test]
 async fn bodies_are_bounded_in_size_and_time() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
-        s.body_timeout_ms = 300;
-        s
-    })
-    .await;
+    let app = spawn_app_with(|s| s.body_timeout_ms = 300).await;
     // A 500 MB body is refused from its header, without being read.
     let reply = raw_exchange(
         &app.address,
@@ -355,11 +337,9 @@ async fn bodies_are_bounded_in_size_and_time() {
 
 #[tokio::test]
 async fn half_sent_headers_and_idle_connections_are_dropped_and_capped() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.header_timeout_ms = 300;
         s.max_connections = 20;
-        s
     })
     .await;
     let target = app.address.trim_start_matches("http://").to_owned();
@@ -388,22 +368,16 @@ async fn half_sent_headers_and_idle_connections_are_dropped_and_capped() {
         let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "a half-open connection was dropped");
     }
-    let mut served = false;
-    for _ in 0..50 {
-        if let Ok(r) = app
-            .client
-            .get(format!("{}/health", app.address))
-            .send()
-            .await
-        {
-            if r.status() == 200 {
-                served = true;
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(served);
+    eventually_every(
+        "the server to serve again",
+        Duration::from_millis(2_500),
+        Duration::from_millis(50),
+        async || {
+            let health = app.client.get(format!("{}/health", app.address));
+            health.send().await.is_ok_and(|r| r.status() == 200)
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -489,12 +463,7 @@ async fn get_never_mutates_and_post_needs_json() {
 
 #[tokio::test]
 async fn a_slow_or_paused_redis_fails_requests_in_bounded_time() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
-        s.redis_timeout_ms = 300;
-        s
-    })
-    .await;
+    let app = spawn_app_with(|s| s.redis_timeout_ms = 300).await;
     app.gql_ok("{ articleCount }", json!({}), None).await;
     let mut admin = app.redis.conn().await;
     let client = reqwest::Client::builder()
@@ -525,11 +494,9 @@ async fn a_slow_or_paused_redis_fails_requests_in_bounded_time() {
 
 #[tokio::test]
 async fn the_execution_deadline_answers_timeout() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.redis_timeout_ms = 5_000;
         s.request_timeout_ms = 200;
-        s
     })
     .await;
     let mut admin = app.redis.conn().await;
@@ -726,12 +693,7 @@ async fn work_stops_when_the_client_goes_away() {
 
 #[tokio::test]
 async fn aliased_mutations_count_one_by_one() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
-        s.rate_sign_up = "5/3600".parse().unwrap();
-        s
-    })
-    .await;
+    let app = spawn_app_with(|s| s.rate_sign_up = "5/3600".parse().unwrap()).await;
     let token = app.sign_up("alice").await;
     app.post(&token, "viewed", &[]).await;
     // 50 aliased views from one viewer are one view.
@@ -792,11 +754,9 @@ async fn repeated_attacks_leave_memory_flat() {
 
 #[tokio::test]
 async fn websocket_operations_pass_the_same_limits_and_deadline() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.redis_timeout_ms = 5_000;
         s.request_timeout_ms = 200;
-        s
     })
     .await;
     let mut ws = WsClient::connect(&app, TRANSPORT_WS).await;
@@ -846,12 +806,10 @@ async fn connect_from(source: &str, address: &str) -> TcpStream {
 
 #[tokio::test]
 async fn one_address_cannot_take_every_connection() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.max_connections = 100;
         s.max_connections_per_client = 5;
         s.header_timeout_ms = 5_000;
-        s
     })
     .await;
     let mut held = Vec::new();

@@ -6,22 +6,16 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, health_at, spawn_app, spawn_server, test_settings, TestApp};
-use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{
+    error_code, spawn_app, spawn_server, test_settings, wait_for_subscriptions_at,
+    Subscriptions::Exactly, WsClient, LEGACY_WS, TRANSPORT_WS,
+};
 
 const POSTED: &str =
     "subscription($g: String) { articlePosted(group: $g) { id title groups votes poster { name } myVote } }";
 
-/// Waits until the server at `address` runs `n` subscriptions.
-async fn wait_for_subscriptions(app: &TestApp, address: &str, n: u64) {
-    for _ in 0..250 {
-        if health_at(&app.client, address).await["subscriptions"] == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the server never counted {n} subscriptions");
-}
+/// How long a subscription may take to start.
+const WITHIN: Duration = Duration::from_secs(5);
 
 fn posted(event: &Value) -> &Value {
     &event["articlePosted"]
@@ -36,7 +30,7 @@ async fn both_protocols_receive_new_posts_and_the_group_filter_holds() {
         all.subscribe("1", POSTED, json!({})).await;
         let mut rust = WsClient::connect(&app, protocol).await;
         rust.subscribe("1", POSTED, json!({ "g": "rust" })).await;
-        wait_for_subscriptions(&app, &app.address, 2).await;
+        app.wait_for_subscriptions(Exactly(2), WITHIN).await;
 
         app.post(&alice, "plain", &[]).await;
         app.post(&alice, "crab", &["rust", "news"]).await;
@@ -77,7 +71,7 @@ async fn a_post_through_one_instance_reaches_subscribers_of_another() {
     scores
         .subscribe("1", "subscription { scoreChanged { votes } }", json!({}))
         .await;
-    wait_for_subscriptions(&app, &other.address, 2).await;
+    wait_for_subscriptions_at(&app.client, &other.address, Exactly(2), WITHIN).await;
     app.post(&alice, "far away", &[]).await;
     assert_eq!(posted(&client.next_event().await)["title"], "far away");
     // One pub/sub connection per process carries both kinds of events.

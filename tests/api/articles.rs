@@ -3,18 +3,9 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{
-    error_code, ids, spawn_app, spawn_app_with, test_settings, TestRedis, ARTICLE_FIELDS,
-};
+use crate::helpers::{error_code, ids, now, spawn_app, spawn_app_with, ARTICLE_FIELDS};
 
 const WEEK: f64 = 7.0 * 86_400.0;
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 #[tokio::test]
 async fn posting_writes_the_books_keys_and_returns_the_article() {
@@ -221,12 +212,7 @@ async fn two_hundred_concurrent_voters_add_exactly_two_hundred_votes() {
     // 400 requests at once may need 400 connections from 127.0.0.1, past
     // the default per-address cap (256), whose refusals would make the
     // test depend on how fast earlier requests finish.
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.max_connections_per_client = 1_024;
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.max_connections_per_client = 1_024).await;
     let alice = app.sign_up("alice").await;
     let article = app.post(&alice, "popular", &["hot"]).await;
     let id = article["id"].as_str().unwrap().to_owned();

@@ -1,7 +1,8 @@
 use redis::AsyncCommands;
 use serde_json::json;
+use votegraph::config::Settings;
 
-use crate::helpers::{error_code, spawn_app, spawn_app_with, test_settings, TestRedis};
+use crate::helpers::{error_code, spawn_app, spawn_app_with, test_settings};
 
 const ME: &str = "{ me { name } }";
 
@@ -199,20 +200,15 @@ async fn mutations_need_a_login_and_write_nothing_without_one() {
 const LOG_IN: &str =
     "mutation($n: String!, $p: String!) { logIn(name: $n, password: $p) { token } }";
 
-/// A server allowing 3 logIn attempts per name per minute.
-async fn app_with_login_limit() -> crate::helpers::TestApp {
-    spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.login_attempts = 3;
-        settings.login_window_secs = 60;
-        settings
-    })
-    .await
+/// 3 logIn attempts per name per minute.
+fn login_limit(settings: &mut Settings) {
+    settings.login_attempts = 3;
+    settings.login_window_secs = 60;
 }
 
 #[tokio::test]
 async fn repeated_failed_logins_are_rate_limited_per_name() {
-    let app = app_with_login_limit().await;
+    let app = spawn_app_with(login_limit).await;
     app.sign_up("alice").await;
     app.sign_up("bob").await;
     let wrong = json!({ "n": "alice", "p": "wrong password" });
@@ -257,7 +253,7 @@ async fn repeated_failed_logins_are_rate_limited_per_name() {
 
 #[tokio::test]
 async fn a_successful_login_resets_the_count() {
-    let app = app_with_login_limit().await;
+    let app = spawn_app_with(login_limit).await;
     app.sign_up("alice").await;
     let wrong = json!({ "n": "alice", "p": "wrong password" });
     let right = json!({ "n": "alice", "p": "password-of-alice" });
@@ -276,7 +272,7 @@ async fn a_successful_login_resets_the_count() {
 
 #[tokio::test]
 async fn concurrent_guesses_cannot_exceed_the_limit() {
-    let app = app_with_login_limit().await;
+    let app = spawn_app_with(login_limit).await;
     app.sign_up("alice").await;
     let guesses = (0..20).map(|i| {
         let app = &app;
@@ -306,7 +302,7 @@ const SIGN_UP: &str =
 
 #[tokio::test]
 async fn a_name_is_one_name_whatever_its_case() {
-    let app = app_with_login_limit().await;
+    let app = spawn_app_with(login_limit).await;
     let data = app
         .gql_ok(
             SIGN_UP,

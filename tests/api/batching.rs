@@ -4,8 +4,7 @@
 use serde_json::json;
 
 use crate::helpers::{
-    command_calls, reads_processed, spawn_app, spawn_app_with, test_settings, TestApp, TestRedis,
-    ARTICLE_FIELDS,
+    command_calls, reads_processed, spawn_app, spawn_app_with, TestApp, ARTICLE_FIELDS,
 };
 
 /// Runs `query` and returns (round trips to Redis, article hash reads) it cost.
@@ -28,12 +27,7 @@ async fn cost_of(app: &TestApp, query: &str) -> (u64, u64) {
 async fn seeded_app() -> TestApp {
     // The response cache would answer repeated anonymous queries with no
     // Redis work at all; these tests measure the Redis work itself.
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.no_response_cache = true;
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.no_response_cache = true).await;
     let alice = app.sign_up("alice").await;
     for i in 0..30 {
         let groups: &[&str] = if i % 2 == 0 {

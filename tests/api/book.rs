@@ -9,19 +9,12 @@ use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::helpers::{
-    gql_at, spawn_app, spawn_server, test_settings, wait_for_top_index, wait_for_vote_index,
-    TestRedis, ARTICLE_FIELDS, VOTE_INDEX_MARKER,
+    gql_at, now as time_time, redis_info, spawn_app, spawn_server, test_settings,
+    wait_for_top_index, wait_for_vote_index, TestRedis, ARTICLE_FIELDS, VOTE_INDEX_MARKER,
 };
 
 const ONE_WEEK_IN_SECONDS: i64 = 7 * 86_400;
 const VOTE_SCORE: f64 = 432.0;
-
-fn time_time() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 async fn post_article(
     conn: &mut MultiplexedConnection,
@@ -425,11 +418,7 @@ async fn the_backfill_walks_the_voting_window_in_batches() {
     wait_for_top_index(&mut conn).await;
     let articles: u64 = conn.zcard("time:").await.unwrap();
     let upkeep = articles / 1000 + 1 + 1 + 1 + 4;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let info = redis_info(&mut conn, "commandstats").await;
     let stat = |field: &str| -> u64 {
         let line = info
             .lines()

@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::helpers::spawn_app;
+use crate::helpers::{eventually_every, poll_until, spawn_app};
 
 type Sink = SplitSink<WebSocketStream<MaybeTlsStream<TcpStream>>, Message>;
 
@@ -58,17 +58,19 @@ impl Chromium {
             _profile: profile,
             ws_url: String::new(),
         };
-        for _ in 0..300 {
-            if let Ok(text) = std::fs::read_to_string(&port_file) {
+        chromium.ws_url = eventually_every(
+            "chromium to open its DevTools port",
+            Duration::from_secs(15),
+            Duration::from_millis(50),
+            async || {
+                let text = std::fs::read_to_string(&port_file).ok()?;
                 let mut lines = text.lines();
-                if let (Some(port), Some(path)) = (lines.next(), lines.next()) {
-                    chromium.ws_url = format!("ws://127.0.0.1:{port}{path}");
-                    return chromium;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("chromium did not open its DevTools port");
+                let (port, path) = (lines.next()?, lines.next()?);
+                Some(format!("ws://127.0.0.1:{port}{path}"))
+            },
+        )
+        .await;
+        chromium
     }
 }
 
@@ -153,15 +155,16 @@ impl Cdp {
 
     /// Polls `expression` until it is truthy, for at most `within`.
     async fn poll(&self, expression: &str, within: Duration) -> Option<Value> {
-        let deadline = tokio::time::Instant::now() + within;
-        while tokio::time::Instant::now() < deadline {
+        poll_until(within, Duration::from_millis(100), async || {
             let value = self.eval(expression).await;
-            if !(value.is_null() || value == json!(false) || value == json!("")) {
-                return Some(value);
+            if value.is_null() || value == json!(false) || value == json!("") {
+                Err(value)
+            } else {
+                Ok(value)
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        None
+        })
+        .await
+        .ok()
     }
 
     /// Polls `expression` until it is truthy; fails after 30 s.

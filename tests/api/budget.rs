@@ -9,10 +9,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, pause_redis, spawn_app_with, test_settings, Binary, TestApp, TestRedis,
+    error_code, pause_redis, poll_until, spawn_app_with, Binary, TestApp, TestRedis, WsClient,
+    TRANSPORT_WS,
 };
 use crate::metrics::{metrics_text, parse, value};
-use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// Cost 400 (four lists of 100): a large request for a budget of 1,000,
 /// whose reserve for small ones is 100.
@@ -29,12 +29,10 @@ async fn post(app: &TestApp, query: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn a_request_without_room_waits_then_is_refused_with_503_while_small_ones_run() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.work_budget = 1_000;
         s.work_wait_ms = 300;
         s.redis_timeout_ms = 5_000;
-        s
     })
     .await;
     let token = app.sign_up("alice").await;
@@ -287,14 +285,20 @@ async fn forty_concurrent_maximum_cost_queries_keep_memory_bounded() {
         peak - idle
     );
     // The memory goes back near its idle level (plus the 4 MiB cache).
-    let mut settled = rss_mib(&server);
-    for _ in 0..150 {
-        if settled <= idle + 64 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        settled = rss_mib(&server);
-    }
+    let settled = poll_until(
+        Duration::from_secs(15),
+        Duration::from_millis(100),
+        async || {
+            let rss = rss_mib(&server);
+            if rss <= idle + 64 {
+                Ok(rss)
+            } else {
+                Err(rss)
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|rss| rss);
     assert!(
         settled <= idle + 64,
         "after the storm the process holds {settled} MiB (idle {idle} MiB, peak {peak} MiB)"

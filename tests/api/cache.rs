@@ -7,7 +7,8 @@ use redis::AsyncCommands;
 use serde_json::json;
 
 use crate::helpers::{
-    kill_pubsub_connections, reads_processed, spawn_app, spawn_server, test_settings,
+    done_if, eventually_every, kill_pubsub_connections, now, reads_processed, spawn_app,
+    spawn_server, test_settings,
 };
 
 const FRONT: &str = "{ articles { id title votes score } }";
@@ -70,24 +71,23 @@ async fn writes_invalidate_at_once_even_on_another_instance() {
         .await
         .unwrap();
     assert_eq!(voted["data"]["vote"]["votes"], 2, "{voted}");
-    loop {
-        let data = app.gql_ok(FRONT, json!({}), None).await;
-        let first = data["articles"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["id"] == "1")
-            .unwrap()
-            .clone();
-        if first["votes"] == 2 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_millis(900),
-            "the vote was hidden too long"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually_every(
+        "the vote, which was hidden too long",
+        Duration::from_millis(900).saturating_sub(started.elapsed()),
+        Duration::from_millis(10),
+        async || {
+            let data = app.gql_ok(FRONT, json!({}), None).await;
+            let first = data["articles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["id"] == "1")
+                .unwrap()
+                .clone();
+            done_if(first["votes"] == 2, first)
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -103,17 +103,16 @@ async fn nothing_is_served_older_than_a_second() {
     let mut redis = app.redis.conn().await;
     let _: () = redis.hset("article:1", "title", "new title").await.unwrap();
     let changed = Instant::now();
-    loop {
-        let title = app.gql_ok(FRONT, json!({}), None).await["articles"][0]["title"].clone();
-        if title == "new title" {
-            break;
-        }
-        assert!(
-            changed.elapsed() < Duration::from_millis(1200),
-            "stale for more than a second"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_every(
+        "the new title, stale for more than a second",
+        Duration::from_millis(1200).saturating_sub(changed.elapsed()),
+        Duration::from_millis(50),
+        async || {
+            let title = app.gql_ok(FRONT, json!({}), None).await["articles"][0]["title"].clone();
+            done_if(title == "new title", title)
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -129,11 +128,7 @@ async fn a_vote_far_below_a_cached_page_leaves_it_cached() {
         .as_str()
         .unwrap()
         .to_owned();
-    let then = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        - 3.0 * 86_400.0;
+    let then = now() - 3.0 * 86_400.0;
     let mut redis = app.redis.conn().await;
     let member = format!("article:{old}");
     let _: () = redis.hset(&member, "time", then).await.unwrap();
@@ -173,19 +168,19 @@ async fn a_lost_pubsub_connection_empties_the_response_cache() {
     assert!(before["entries"].as_u64().unwrap() >= 1, "{before}");
     let mut redis = app.redis.conn().await;
     assert_eq!(kill_pubsub_connections(&mut redis).await, 1);
-    let mut emptied = false;
-    for _ in 0..100 {
-        let stats = app.health().await["responseCache"].clone();
-        if stats["invalidations"].as_u64() > before["invalidations"].as_u64() {
-            emptied = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        emptied,
-        "the cache was not emptied after the resubscription"
-    );
+    eventually_every(
+        "the cache to be emptied after the resubscription",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || {
+            let stats = app.health().await["responseCache"].clone();
+            done_if(
+                stats["invalidations"].as_u64() > before["invalidations"].as_u64(),
+                stats,
+            )
+        },
+    )
+    .await;
     // The page is computed again rather than served from before.
     let misses = app.health().await["responseCache"]["misses"].as_u64();
     app.gql_ok("{ articles { id votes } }", json!({}), None)

@@ -5,14 +5,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, spawn_app, spawn_app_tending, spawn_app_with, test_settings, wait_for_top_index,
-    TestApp, TestRedis,
+    done_if, error_code, eventually_every, gql_at, now, spawn_app, spawn_app_on, spawn_app_tending,
+    wait_for_top_index, TestApp, TestRedis, VOTE_AS,
 };
 
 const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
@@ -24,13 +24,6 @@ const FEED: &str = "query($o: ArticleOrder!, $n: Int!, $a: String) {
 }";
 
 const DAY: f64 = 86_400.0;
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// The ids of a feed page, its end cursor and whether there is more.
 fn page_of(feed: &Value) -> (Vec<String>, Option<String>, bool) {
@@ -100,10 +93,10 @@ async fn scrolling_a_feed_while_votes_reorder_it_repeats_and_skips_only_moved_ar
                     let id = (i * 37 % 60 + 1).to_string();
                     let direction = if i.is_multiple_of(3) { "DOWN" } else { "UP" };
                     moved.lock().unwrap().insert(id.clone());
-                    crate::helpers::gql_at(
+                    gql_at(
                         &client,
                         &address,
-                        "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }",
+                        VOTE_AS,
                         json!({ "id": id, "d": direction }),
                         Some(&tokens[(i % 6) as usize]),
                         None,
@@ -123,12 +116,8 @@ async fn scrolling_a_feed_while_votes_reorder_it_repeats_and_skips_only_moved_ar
                 for k in 0..3 {
                     let id = ((step * 11 + k * 23) % 60 + 1).to_string();
                     moved.lock().unwrap().insert(id.clone());
-                    app.gql_ok(
-                        "mutation($id: ID!) { vote(articleId: $id, direction: UP) { id } }",
-                        json!({ "id": id }),
-                        Some(&voters[((step + k) % 6) as usize]),
-                    )
-                    .await;
+                    app.vote_as(&voters[((step + k) % 6) as usize], &id, "UP")
+                        .await;
                 }
             }
         })
@@ -235,7 +224,7 @@ async fn every_top_order_matches_a_ranking_computed_from_the_books_keys() {
     for (i, (age, net)) in ages_nets.iter().enumerate() {
         book_article(&mut conn, i as u64 + 1, *age, *net).await;
     }
-    let app = spawn_app_with(redis, test_settings).await;
+    let app = spawn_app_on(redis, |_| {}).await;
     wait_for_top_index(&mut conn).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "fresh", &[]).await;
@@ -292,12 +281,7 @@ async fn votes_show_in_top_orders_at_once_and_book_votes_within_a_sweep() {
     assert_eq!(top("TOP_DAY").await, ["3", "2", "1"]);
     // A vote through votegraph moves every period's ranking before its
     // mutation answers (the cached page is dropped too).
-    app.gql_ok(
-        "mutation { vote(articleId: \"1\", direction: UP) { id } }",
-        json!({}),
-        Some(&bob),
-    )
-    .await;
+    app.vote_as(&bob, "1", "UP").await;
     for order in ["TOP_DAY", "TOP_WEEK", "TOP_MONTH", "TOP_YEAR", "TOP_ALL"] {
         assert_eq!(top(order).await, ["1", "3", "2"], "{order}");
     }
@@ -328,17 +312,16 @@ async fn votes_show_in_top_orders_at_once_and_book_votes_within_a_sweep() {
         let _: () = conn.zincr("score:", "article:2", 432).await.unwrap();
         let _: () = conn.hincr("article:2", "votes", 1).await.unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if top("TOP_WEEK").await == ["2", "1", "3"] {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the book's votes never reached TOP_WEEK"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_every(
+        "the book's votes to reach TOP_WEEK",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || {
+            let week = top("TOP_WEEK").await;
+            done_if(week == ["2", "1", "3"], week)
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -367,19 +350,17 @@ async fn an_article_leaves_a_periods_ranking_when_it_grows_too_old() {
             .await
             .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let day: Vec<String> = conn.zrange("top:day", 0, -1).await.unwrap();
-        let week: Vec<String> = conn.zrange("top:week", 0, -1).await.unwrap();
-        if day == ["article:1"] && week == ["article:1"] {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "article 2 was never pruned: {day:?} {week:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_every(
+        "article 2 to be pruned",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || {
+            let day: Vec<String> = conn.zrange("top:day", 0, -1).await.unwrap();
+            let week: Vec<String> = conn.zrange("top:week", 0, -1).await.unwrap();
+            done_if(day == ["article:1"] && week == ["article:1"], (day, week))
+        },
+    )
+    .await;
     for (order, want) in [
         ("TOP_DAY", vec!["1"]),
         ("TOP_WEEK", vec!["1"]),

@@ -1,9 +1,7 @@
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 
-use crate::helpers::{
-    error_code, ids, spawn_app, spawn_app_with, test_settings, TestApp, TestRedis,
-};
+use crate::helpers::{error_code, ids, spawn_app, spawn_app_with, TestApp};
 
 /// Apps for both ways a cold group page is read: walking the global ranking
 /// (the default) and building the group's ranking with ZINTERSTORE and
@@ -11,12 +9,10 @@ use crate::helpers::{
 async fn both_group_paths() -> Vec<(u32, TestApp)> {
     let mut apps = Vec::new();
     for budget in [votegraph::DEFAULT_GROUP_SCAN_BUDGET, 0] {
-        let app = spawn_app_with(TestRedis::start().await, move |redis| {
-            let mut settings = test_settings(redis);
+        let app = spawn_app_with(move |settings| {
             settings.group_scan_budget = budget;
             // Every read must reach Redis here.
             settings.no_response_cache = true;
-            settings
         })
         .await;
         apps.push((budget, app));

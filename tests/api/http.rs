@@ -6,10 +6,9 @@
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::helpers::{error_code, spawn_app, TestApp};
+use crate::helpers::{error_code, spawn_app, TestApp, WsClient, TRANSPORT_WS};
 
 const GRAPHQL_RESPONSE: &str = "application/graphql-response+json";
 
@@ -310,14 +309,7 @@ async fn response_keys_follow_the_document_over_http_and_websocket() {
     }
 
     // The same through the WebSocket executor (raw text, not re-parsed).
-    let mut request = format!("{}/graphql", app.address.replacen("http", "ws", 1))
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "sec-websocket-protocol",
-        "graphql-transport-ws".parse().unwrap(),
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut socket = WsClient::open(&app.address, TRANSPORT_WS).await.socket;
     socket
         .send(Message::text(
             json!({ "type": "connection_init" }).to_string(),

@@ -9,7 +9,7 @@ use std::io::Read;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, spawn_app_with, test_settings, TestApp, TestRedis};
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 
 const PUBLIC: &str = "public, max-age=1, stale-while-revalidate=10";
 const PRIVATE: &str = "private, no-store";
@@ -342,12 +342,7 @@ async fn cors_varies_on_origin_and_allows_only_the_served_methods() {
     }
 
     // An empty list allows no origin at all (and no Origin, no CORS).
-    let closed = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.cors_origins = vec![String::new()];
-        settings
-    })
-    .await;
+    let closed = spawn_app_with(|s| s.cors_origins = vec![String::new()]).await;
     let refused = closed
         .client
         .request(

@@ -56,19 +56,13 @@ async fn the_leaderboard_orders_by_karma_then_by_who_got_there_first() {
     );
 
     // A downvote drops amy below zed; karma can go negative.
-    let down = "mutation($id: ID!) { vote(articleId: $id, direction: DOWN) { id } }";
-    app.gql_ok(down, json!({ "id": a }), Some(&voter2)).await;
+    app.vote_as(&voter2, &a, "DOWN").await;
     assert_eq!(
         names(&app.gql_ok(TOP, json!({ "n": 1 }), None).await),
         [("zed".into(), 2)]
     );
-    app.gql_ok(
-        "mutation($id: ID!) { vote(articleId: $id, direction: NONE) { id } }",
-        json!({ "id": a }),
-        Some(&voter1),
-    )
-    .await;
-    app.gql_ok(down, json!({ "id": a }), Some(&amy)).await;
+    app.vote_as(&voter1, &a, "NONE").await;
+    app.vote_as(&amy, &a, "DOWN").await;
     let top = app.gql_ok(TOP, json!({ "n": 10 }), None).await;
     assert_eq!(names(&top), [("zed".into(), 2), ("amy".into(), -2)]);
 }

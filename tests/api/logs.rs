@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::helpers::{free_port, spawn_app, Binary, TestRedis};
+use crate::helpers::{
+    free_port, poll_until, spawn_app, ws_request, Binary, TestRedis, TRANSPORT_WS,
+};
 
 fn is_generated_id(id: &str) -> bool {
     id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -107,12 +108,7 @@ async fn json_logs_put_the_request_id_on_every_line_of_a_request() {
 
     // A WebSocket's lines, written long after its upgrade request was
     // served, carry that request's id too.
-    let url = format!("{}/graphql", server.address.replacen("http", "ws", 1));
-    let mut request = url.into_client_request().unwrap();
-    request.headers_mut().insert(
-        "sec-websocket-protocol",
-        "graphql-transport-ws".parse().unwrap(),
-    );
+    let mut request = ws_request(&server.address, TRANSPORT_WS);
     request
         .headers_mut()
         .insert("x-request-id", "ws-upgrade-42".parse().unwrap());
@@ -134,17 +130,21 @@ async fn json_logs_put_the_request_id_on_every_line_of_a_request() {
     .unwrap();
     assert_eq!(closed, Some(4400));
 
-    let mut lines = Vec::new();
-    for _ in 0..50 {
-        lines = json_lines(&server.log_text());
+    // The lines so far, once the WebSocket's is among them.
+    let tenth = Duration::from_millis(100);
+    let lines = poll_until(Duration::from_secs(5), tenth, async || {
+        let lines = json_lines(&server.log_text());
         let ws_logged = lines.iter().any(|l| {
             l["message"] == "closing WebSocket" && line_request_id(l) == Some("ws-upgrade-42")
         });
         if ws_logged {
-            break;
+            Ok(lines)
+        } else {
+            Err(lines)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|lines| lines);
     let served = lines
         .iter()
         .find(|l| l["message"] == "served" && line_request_id(l) == Some("trace-abc-123"))
@@ -184,14 +184,18 @@ async fn a_wrong_redis_url_is_named_in_the_log_and_never_to_clients() {
     assert!(!text.to_lowercase().contains("refused"), "{text}");
     assert!(!text.contains(&port.to_string()), "{text}");
 
-    let mut log = server.log_text();
-    for _ in 0..50 {
+    // The log so far, once it has both lines.
+    let tenth = Duration::from_millis(100);
+    let log = poll_until(Duration::from_secs(5), tenth, async || {
+        let log = server.log_text();
         if log.contains("redis does not answer") && log.contains("request_id=wrong-url-1") {
-            break;
+            Ok(log)
+        } else {
+            Err(log)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        log = server.log_text();
-    }
+    })
+    .await
+    .unwrap_or_else(|log| log);
     let address = format!("127.0.0.1:{port}");
     // At startup, before any request: the address and the cause.
     let startup = log

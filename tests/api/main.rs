@@ -38,5 +38,4 @@ mod slugs;
 mod subscriptions;
 mod validation;
 mod voting;
-mod ws;
 mod ws_protocol;

@@ -9,10 +9,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    reads_processed, spawn_app, spawn_app_with, test_settings, wait_for_vote_index, TestApp,
-    TestRedis,
+    done_if, eventually_every, reads_processed, spawn_app, spawn_app_with, wait_for_vote_index,
+    TestApp, WsClient, TRANSPORT_WS,
 };
-use crate::ws::{WsClient, TRANSPORT_WS};
 
 /// The text of `/metrics` at `address`, checked for its status and type.
 pub async fn metrics_text(client: &reqwest::Client, address: &str) -> String {
@@ -95,6 +94,20 @@ pub fn value(families: &[Family], name: &str, labels: &[(&str, &str)]) -> Option
 /// The same, failing the test when there is no such sample.
 fn must(families: &[Family], name: &str, labels: &[(&str, &str)]) -> f64 {
     value(families, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?}"))
+}
+
+/// Waits, scraping every 100 ms for at most `within`, until each series
+/// (without labels) in `want` has its value.
+async fn wait_for_metrics(app: &TestApp, what: &str, within: Duration, want: &[(&str, f64)]) {
+    eventually_every(what, within, Duration::from_millis(100), async || {
+        let families = parse(&metrics_text(&app.client, &app.address).await);
+        let seen: Vec<f64> = want
+            .iter()
+            .map(|(name, _)| must(&families, name, &[]))
+            .collect();
+        done_if(want.iter().zip(&seen).all(|((_, v), s)| v == s), seen)
+    })
+    .await;
 }
 
 /// What every family must be, beyond parsing: documented, typed, counters
@@ -303,18 +316,16 @@ async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
 
     socket.close().await;
     // The closed socket leaves both gauges.
-    let mut closed = false;
-    for _ in 0..50 {
-        let families = parse(&metrics_text(&app.client, &app.address).await);
-        if must(&families, "votegraph_websocket_connections", &[]) == 0.0
-            && must(&families, "votegraph_subscriptions", &[]) == 0.0
-        {
-            closed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(closed, "the closed WebSocket is no longer counted");
+    wait_for_metrics(
+        &app,
+        "the closed WebSocket to be no longer counted",
+        Duration::from_secs(5),
+        &[
+            ("votegraph_websocket_connections", 0.0),
+            ("votegraph_subscriptions", 0.0),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -367,18 +378,16 @@ async fn redis_failures_and_pubsub_reconnections_are_counted() {
     assert!(failures >= 1.0, "the failed request shows");
 
     app.redis.restart().await;
-    let mut reconnected = false;
-    for _ in 0..100 {
-        let families = parse(&metrics_text(&app.client, &app.address).await);
-        if must(&families, "votegraph_pubsub_reconnections_total", &[]) == 1.0
-            && must(&families, "votegraph_pubsub_connected", &[]) == 1.0
-        {
-            reconnected = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(reconnected, "pub/sub reconnected and was counted once");
+    wait_for_metrics(
+        &app,
+        "pub/sub to reconnect and be counted once",
+        Duration::from_secs(10),
+        &[
+            ("votegraph_pubsub_reconnections_total", 1.0),
+            ("votegraph_pubsub_connected", 1.0),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -400,12 +409,7 @@ async fn a_scrape_makes_no_redis_call() {
 
 #[tokio::test]
 async fn metrics_are_not_served_through_a_proxy_but_on_their_own_listener() {
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.metrics_bind = Some("127.0.0.1:0".into());
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.metrics_bind = Some("127.0.0.1:0".into())).await;
     // Through a proxy (it adds X-Forwarded-For), the API's port hides them.
     for header in ["x-forwarded-for", "forwarded", "x-real-ip"] {
         let proxied = app
@@ -451,12 +455,7 @@ async fn behind_trusted_proxies_the_api_port_serves_metrics_only_when_told_to() 
     // A local proxy that forwards without a forwarding header looks like
     // a direct loopback client: behind trusted proxies the API port keeps
     // /metrics to itself.
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.trusted_proxies = "127.0.0.1".parse().unwrap();
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.trusted_proxies = "127.0.0.1".parse().unwrap()).await;
     let direct = app
         .client
         .get(format!("{}/metrics", app.address))
@@ -467,11 +466,9 @@ async fn behind_trusted_proxies_the_api_port_serves_metrics_only_when_told_to() 
     let body: Value = direct.json().await.unwrap();
     assert_eq!(body["errors"][0]["extensions"]["code"], "NOT_FOUND");
     // --metrics-on-api-port allows direct loopback clients again.
-    let allowed = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
+    let allowed = spawn_app_with(|settings| {
         settings.trusted_proxies = "127.0.0.1".parse().unwrap();
         settings.metrics_on_api_port = true;
-        settings
     })
     .await;
     metrics_text(&allowed.client, &allowed.address).await;

@@ -8,21 +8,11 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    command_stats, reset_command_stats, spawn_app, spawn_server, test_settings,
-    wait_for_vote_index, TestApp, TestRedis, ARTICLE_FIELDS,
+    command_stats, now, reset_command_stats, spawn_app, spawn_server, test_settings,
+    wait_for_vote_index, TestApp, TestRedis, ARTICLE_FIELDS, VOTE_AS,
 };
 
 const WEEK: f64 = 7.0 * 86_400.0;
-
-const VOTE: &str =
-    "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }";
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// The caller's `myVote` on each article of the newest page, by id.
 async fn my_votes(app: &TestApp, token: &str) -> HashMap<String, String> {
@@ -88,7 +78,7 @@ async fn my_vote_on_a_page_follows_every_switch_of_two_users() {
     for (i, (user, id, direction)) in steps.into_iter().enumerate() {
         let token = if user == "bob" { &bob } else { &carol };
         let body = app
-            .gql(VOTE, json!({ "id": id, "d": direction }), Some(token))
+            .gql(VOTE_AS, json!({ "id": id, "d": direction }), Some(token))
             .await;
         assert!(body.get("errors").is_none(), "step {i}: {body}");
         expected.insert((user, id), direction);
@@ -131,8 +121,7 @@ async fn closed_articles_leave_the_vote_index_on_the_next_vote() {
         .as_str()
         .unwrap()
         .to_owned();
-    app.gql_ok(VOTE, json!({ "id": open, "d": "UP" }), Some(&bob))
-        .await;
+    app.vote_as(&bob, &open, "UP").await;
 
     // Articles written with the book's keys: two posted 8 days ago, two
     // an hour before their window closes. bob's index lists them from when
@@ -183,8 +172,7 @@ async fn closed_articles_leave_the_vote_index_on_the_next_vote() {
     );
 
     // bob's next vote prunes the closed ones, and only them.
-    app.gql_ok(VOTE, json!({ "id": fresh, "d": "DOWN" }), Some(&bob))
-        .await;
+    app.vote_as(&bob, &fresh, "DOWN").await;
     let mut members: Vec<String> = index(&mut conn, "bob").await.into_keys().collect();
     members.sort();
     let mut want = vec![
@@ -209,13 +197,11 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
         app.post(&alice, &format!("article {i}"), &[]).await;
     }
     for (id, direction) in [("30", "UP"), ("29", "DOWN"), ("10", "UP")] {
-        app.gql_ok(VOTE, json!({ "id": id, "d": direction }), Some(&bob))
-            .await;
+        app.vote_as(&bob, id, direction).await;
     }
     // carol's upvote keeps bob's downvoted article on the first page.
     let carol = app.sign_up("carol").await;
-    app.gql_ok(VOTE, json!({ "id": "29", "d": "UP" }), Some(&carol))
-        .await;
+    app.vote_as(&carol, "29", "UP").await;
     let mut conn = app.redis.conn().await;
     wait_for_vote_index(&mut conn, None).await;
 

@@ -9,8 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, Binary, TestRedis};
-use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{error_code, Binary, TestRedis, WsClient, LEGACY_WS, TRANSPORT_WS};
 
 fn nest(levels: usize, open: &str, inner: &str, close: &str) -> String {
     format!("{}{inner}{}", open.repeat(levels), close.repeat(levels))

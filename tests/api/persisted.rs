@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 use sha2::Digest;
 
 use crate::helpers::{
-    command_calls, error_code, spawn_app, spawn_app_with, spawn_server, test_settings, TestApp,
-    TestRedis,
+    command_calls, error_code, info_field, spawn_app, spawn_app_with, spawn_server, test_settings,
+    TestApp,
 };
 
 fn sha256(text: &str) -> String {
@@ -189,12 +189,10 @@ async fn a_warm_hash_costs_no_redis_round_trip() {
 
 #[tokio::test]
 async fn redis_keeps_a_bounded_number_of_documents_with_expiry() {
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
+    let app = spawn_app_with(|settings| {
         settings.persisted_queries_max = 5;
         settings.persisted_query_ttl_secs = 600;
         settings.max_query_bytes = 2_000;
-        settings
     })
     .await;
     let mut redis = app.redis.conn().await;
@@ -396,12 +394,10 @@ async fn stored(app: &TestApp, query: &str) -> bool {
 
 #[tokio::test]
 async fn registrations_are_limited_per_address_and_for_the_whole_site() {
-    let app = spawn_app_with(TestRedis::start().await, |r| {
-        let mut s = test_settings(r);
+    let app = spawn_app_with(|s| {
         s.trusted_proxies = "127.0.0.1".parse().unwrap();
         s.rate_persisted_query = "3/600".parse().unwrap();
         s.rate_persisted_query_site = "5/600".parse().unwrap();
-        s
     })
     .await;
     let doc = |i: usize| format!("{{ articleCount }} # document {i}");
@@ -457,18 +453,7 @@ async fn registrations_stop_before_redis_is_full_and_never_starve_users_writes()
     let token = app.sign_up("alice").await;
     let article = app.post(&token, "before", &[]).await;
     let mut admin = app.redis.conn().await;
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let used: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let used = info_field(&mut admin, "memory", "used_memory").await;
     // Room for about 1.5 MB more: registrations stop at 80 % of it.
     let max = used + 1_500_000;
     let () = redis::cmd("CONFIG")

@@ -3,16 +3,14 @@
 //! show at once, and a query that reads the caller (`me`) runs whole.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    command_stats, gql_at, reset_command_stats, spawn_app, spawn_server, test_settings, TestApp,
+    command_stats, eventually_every, gql_at, reset_command_stats, spawn_app, spawn_server,
+    test_settings, VOTE_AS,
 };
-
-const VOTE: &str =
-    "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }";
 
 const PAGE: &str =
     "{ articles(order: SCORE, page: 1, pageSize: 25) { id title votes downvotes score groups myVote } }";
@@ -36,11 +34,6 @@ fn without_votes(page: &Value) -> Value {
     page
 }
 
-async fn vote(app: &TestApp, token: &str, id: &str, direction: &str) {
-    app.gql_ok(VOTE, json!({ "id": id, "d": direction }), Some(token))
-        .await;
-}
-
 #[tokio::test]
 async fn readers_share_one_page_and_each_sees_their_own_votes() {
     let app = spawn_app().await;
@@ -50,14 +43,14 @@ async fn readers_share_one_page_and_each_sees_their_own_votes() {
     for i in 0..30 {
         app.post(&alice, &format!("article {i}"), &[]).await;
     }
-    vote(&app, &bob, "30", "UP").await;
-    vote(&app, &bob, "29", "DOWN").await;
-    vote(&app, &carol, "28", "DOWN").await;
-    vote(&app, &carol, "30", "DOWN").await;
+    app.vote_as(&bob, "30", "UP").await;
+    app.vote_as(&bob, "29", "DOWN").await;
+    app.vote_as(&carol, "28", "DOWN").await;
+    app.vote_as(&carol, "30", "DOWN").await;
     // dave's upvotes keep the downvoted articles on the first page.
     let dave = app.sign_up("dave").await;
-    vote(&app, &dave, "29", "UP").await;
-    vote(&app, &dave, "28", "UP").await;
+    app.vote_as(&dave, "29", "UP").await;
+    app.vote_as(&dave, "28", "UP").await;
 
     let bobs = app.gql_ok(PAGE, json!({}), Some(&bob)).await;
     let mut conn = app.redis.conn().await;
@@ -108,7 +101,7 @@ async fn a_readers_vote_shows_on_their_next_page() {
         ("DOWN", 1, 1, "DOWN"),
         ("NONE", 1, 0, "NONE"),
     ] {
-        vote(&app, &bob, "2", direction).await;
+        app.vote_as(&bob, "2", direction).await;
         let page = app.gql_ok(query, json!({}), Some(&bob)).await;
         assert_eq!(
             page["article"],
@@ -171,26 +164,28 @@ async fn a_vote_through_another_instance_reaches_a_logged_in_page_within_a_secon
     let voted = gql_at(
         &app.client,
         &other.address,
-        VOTE,
+        VOTE_AS,
         json!({ "id": "1", "d": "UP" }),
         Some(&bob),
         None,
     )
     .await;
     assert!(voted.get("errors").is_none(), "{voted}");
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let page = app.gql_ok(query, json!({}), Some(&alice)).await;
-        if page["articles"][0]["votes"] == 2 {
-            assert_eq!(page["articles"][0]["myVote"], "UP");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "bob's vote through the other instance never showed: {page}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let page = eventually_every(
+        "bob's vote through the other instance to show",
+        Duration::from_secs(2),
+        Duration::from_millis(50),
+        async || {
+            let page = app.gql_ok(query, json!({}), Some(&alice)).await;
+            if page["articles"][0]["votes"] == 2 {
+                Ok(page)
+            } else {
+                Err(page)
+            }
+        },
+    )
+    .await;
+    assert_eq!(page["articles"][0]["myVote"], "UP");
     // And bob, reading through this instance, sees his own vote.
     let page = app.gql_ok(query, json!({}), Some(&bob)).await;
     assert_eq!(page["articles"][0]["myVote"], "UP");

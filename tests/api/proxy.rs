@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, spawn_app_with, test_settings, TestRedis};
+use crate::helpers::{eventually_every, free_port, spawn_app_with};
 
 fn nginx_installed() -> bool {
     let on_path = std::env::var_os("PATH")
@@ -69,16 +69,23 @@ impl Proxy {
             http,
             dir,
         };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", https)).is_ok() {
-                return proxy;
-            }
-            if let Ok(Some(status)) = proxy.child.try_wait() {
-                panic!("proxy.sh exited ({status}): {}", proxy.stderr());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("nginx did not listen on {https}");
+        let what = format!("nginx to listen on {https}");
+        eventually_every(
+            &what,
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            async || {
+                if std::net::TcpStream::connect(("127.0.0.1", https)).is_ok() {
+                    return true;
+                }
+                if let Ok(Some(status)) = proxy.child.try_wait() {
+                    panic!("proxy.sh exited ({status}): {}", proxy.stderr());
+                }
+                false
+            },
+        )
+        .await;
+        proxy
     }
 
     fn stderr(&mut self) -> String {
@@ -236,11 +243,9 @@ async fn the_nginx_example_serves_tls_websockets_and_real_client_addresses() {
     if !nginx_or_skip("the_nginx_example_serves_tls_websockets_and_real_client_addresses") {
         return;
     }
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
+    let app = spawn_app_with(|settings| {
         settings.trusted_proxies = "127.0.0.1".parse().unwrap();
         settings.rate_sign_up = "1/3600".parse().unwrap();
-        settings
     })
     .await;
     let mut proxy = Proxy::start(app.address.trim_start_matches("http://")).await;

@@ -5,22 +5,10 @@ use std::collections::HashSet;
 
 use redis::AsyncCommands;
 use serde_json::{json, Value};
-use votegraph::config::Settings;
 
 use crate::helpers::{
-    error_code, gql_at, spawn_app_with, spawn_server, test_settings, TestApp, TestRedis,
+    error_code, gql_at, spawn_app_with, spawn_server, test_settings, WsClient, TRANSPORT_WS,
 };
-use crate::ws::{WsClient, TRANSPORT_WS};
-
-/// A server with `test_settings` changed by `configure`.
-async fn app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
-    spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        configure(&mut settings);
-        settings
-    })
-    .await
-}
 
 /// Checks that `body` is one refusal by a rate limit whose message starts
 /// with `too_many` and whose window is at most `window` seconds; returns
@@ -55,7 +43,7 @@ fn sign_up_vars(name: &str) -> Value {
 
 #[tokio::test]
 async fn votes_over_the_limit_are_refused_and_change_nothing() {
-    let app = app_with(|s| s.rate_vote = "2/60".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.rate_vote = "2/60".parse().unwrap()).await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
     app.post(&alice, "voted on", &[]).await;
@@ -107,7 +95,7 @@ async fn votes_over_the_limit_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn posts_over_the_limit_are_refused_and_write_nothing() {
-    let app = app_with(|s| s.rate_post = "2/3600".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.rate_post = "2/3600".parse().unwrap()).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "one", &["g"]).await;
     app.post(&alice, "two", &["g"]).await;
@@ -139,7 +127,7 @@ async fn posts_over_the_limit_are_refused_and_write_nothing() {
 
 #[tokio::test]
 async fn group_changes_and_slug_renames_are_limited_per_user() {
-    let app = app_with(|s| {
+    let app = spawn_app_with(|s| {
         s.rate_set_groups = "1/60".parse().unwrap();
         s.rate_rename_slug = "1/3600".parse().unwrap();
     })
@@ -184,7 +172,7 @@ async fn group_changes_and_slug_renames_are_limited_per_user() {
 
 #[tokio::test]
 async fn sign_ups_are_limited_per_address_even_when_concurrent() {
-    let app = app_with(|s| s.rate_sign_up = "3/3600".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.rate_sign_up = "3/3600".parse().unwrap()).await;
     let bodies = futures_util::future::join_all((0..8).map(|i| {
         let app = &app;
         async move {
@@ -216,7 +204,7 @@ async fn sign_ups_are_limited_per_address_even_when_concurrent() {
 
 #[tokio::test]
 async fn log_ins_are_limited_per_address_as_well_as_per_name() {
-    let app = app_with(|s| s.rate_log_in = "3/60".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.rate_log_in = "3/60".parse().unwrap()).await;
     app.sign_up("alice").await;
     app.sign_up("bob").await;
     let wrong = |name: &str| json!({ "n": name, "p": "wrong password" });
@@ -239,7 +227,7 @@ async fn log_ins_are_limited_per_address_as_well_as_per_name() {
 
 #[tokio::test]
 async fn fifty_aliased_log_ins_in_one_document_are_fifty_attempts() {
-    let app = app_with(|s| {
+    let app = spawn_app_with(|s| {
         s.rate_log_in = "30/60".parse().unwrap();
         s.login_attempts = 1000;
     })
@@ -277,7 +265,7 @@ async fn fifty_aliased_log_ins_in_one_document_are_fifty_attempts() {
 
 #[tokio::test]
 async fn limits_are_shared_by_every_instance_on_one_redis() {
-    let app = app_with(|s| {
+    let app = spawn_app_with(|s| {
         s.rate_vote = "3/60".parse().unwrap();
         s.rate_sign_up = "3/3600".parse().unwrap();
     })
@@ -351,7 +339,7 @@ async fn limits_are_shared_by_every_instance_on_one_redis() {
 #[tokio::test]
 async fn forwarded_addresses_count_only_from_a_trusted_proxy() {
     // Untrusted (the default): the header is ignored, 127.0.0.1 is counted.
-    let app = app_with(|s| s.rate_sign_up = "1/3600".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.rate_sign_up = "1/3600".parse().unwrap()).await;
     let first = app
         .gql_forwarded("198.51.100.1", SIGN_UP, sign_up_vars("alice"), None)
         .await;
@@ -365,7 +353,7 @@ async fn forwarded_addresses_count_only_from_a_trusted_proxy() {
     assert_eq!(keys, vec!["client:127.0.0.1:rate:sign-up".to_owned()]);
 
     // 127.0.0.1 trusted: each forwarded address has its own budget.
-    let app = app_with(|s| {
+    let app = spawn_app_with(|s| {
         s.rate_sign_up = "1/3600".parse().unwrap();
         s.trusted_proxies = "127.0.0.1".parse().unwrap();
     })
@@ -405,7 +393,7 @@ async fn forwarded_addresses_count_only_from_a_trusted_proxy() {
 
 #[tokio::test]
 async fn views_count_once_per_viewer_per_window() {
-    let app = app_with(|s| s.trusted_proxies = "127.0.0.1".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.trusted_proxies = "127.0.0.1".parse().unwrap()).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "popular", &[]).await;
     let view = |from: &'static str, token: Option<String>| {
@@ -451,7 +439,7 @@ async fn views_count_once_per_viewer_per_window() {
 
 #[tokio::test]
 async fn counted_views_are_limited_per_address_or_per_user() {
-    let app = app_with(|s| s.rate_view = "2/60".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.rate_view = "2/60".parse().unwrap()).await;
     let alice = app.sign_up("alice").await;
     for title in ["one", "two", "three"] {
         app.post(&alice, title, &[]).await;
@@ -489,7 +477,7 @@ async fn counted_views_are_limited_per_address_or_per_user() {
 
 #[tokio::test]
 async fn writes_over_a_websocket_count_against_the_upgrade_address() {
-    let app = app_with(|s| s.rate_view = "2/60".parse().unwrap()).await;
+    let app = spawn_app_with(|s| s.rate_view = "2/60".parse().unwrap()).await;
     let alice = app.sign_up("alice").await;
     for title in ["one", "two", "three"] {
         app.post(&alice, title, &[]).await;

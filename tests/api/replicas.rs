@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::failover::{conn, eventually, info, start_node};
+use crate::failover::{conn, info, start_node, EVERY};
 use crate::helpers::{
-    command_stats, free_port, gql_at, health_at, reset_command_stats, sign_up_at, spawn_server,
-    test_settings_for, wait_for_top_index,
+    command_stats, eventually_every, free_port, gql_at, health_at, reset_command_stats, sign_up_at,
+    spawn_server, test_settings_for, wait_for_top_index,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,15 +18,17 @@ async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
     let (p, r) = (free_port(), free_port());
     let _primary = start_node(dir.path(), p, None);
     let mut replica_process = Some(start_node(dir.path(), r, Some(p)));
-    assert!(
-        eventually(Duration::from_secs(10), || async {
+    eventually_every(
+        "the replica to sync",
+        Duration::from_secs(10),
+        EVERY,
+        async || {
             info(r, "replication")
                 .await
                 .contains("master_link_status:up")
-        })
-        .await,
-        "the replica never synced"
-    );
+        },
+    )
+    .await;
     let mut settings = test_settings_for(&format!("redis://127.0.0.1:{p}"));
     settings.redis_replica_url = Some(format!("redis://127.0.0.1:{r}"));
     let server = spawn_server(settings).await;
@@ -51,27 +53,27 @@ async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
         .await;
         assert!(body["errors"].is_null(), "{body}");
     }
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            info(r, "keyspace").await.contains("keys=")
-                && redis::cmd("ZCARD")
-                    .arg("score:")
-                    .query_async::<i64>(&mut conn(r).await.unwrap())
-                    .await
-                    .unwrap_or(0)
-                    == 3
-        })
-        .await
-    );
+    let what = "the replica to hold the three articles";
+    eventually_every(what, Duration::from_secs(5), EVERY, async || {
+        info(r, "keyspace").await.contains("keys=")
+            && redis::cmd("ZCARD")
+                .arg("score:")
+                .query_async::<i64>(&mut conn(r).await.unwrap())
+                .await
+                .unwrap_or(0)
+                == 3
+    })
+    .await;
 
     // An anonymous page: read from the replica, not the primary (once the
     // sampler has seen the replica's link up).
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            health_at(&client, &server.address).await["replica"]["linkUp"] == true
-        })
-        .await
-    );
+    eventually_every(
+        "the replica's link up",
+        Duration::from_secs(5),
+        EVERY,
+        async || health_at(&client, &server.address).await["replica"]["linkUp"] == true,
+    )
+    .await;
     reset_command_stats(&mut primary).await;
     reset_command_stats(&mut replica).await;
     let page = gql_at(
@@ -130,14 +132,16 @@ async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
     );
 
     // The lag is visible, and so is a replica that went away.
-    assert!(
-        eventually(Duration::from_secs(5), || async {
+    eventually_every(
+        "the replica's lag to show",
+        Duration::from_secs(5),
+        EVERY,
+        async || {
             let h = health_at(&client, &server.address).await;
             h["replica"]["linkUp"] == true && h["replica"]["lagBytes"].as_i64() >= Some(0)
-        })
-        .await,
-        "the replica's lag never showed"
-    );
+        },
+    )
+    .await;
     let metrics = client
         .get(format!("{}/metrics", server.address))
         .send()
@@ -155,14 +159,16 @@ async fn anonymous_reads_go_to_the_replica_and_readers_see_their_own_writes() {
         "{metrics}"
     );
     drop(replica_process.take());
-    assert!(
-        eventually(Duration::from_secs(5), || async {
+    eventually_every(
+        "a replica gone to show",
+        Duration::from_secs(5),
+        EVERY,
+        async || {
             let h = health_at(&client, &server.address).await;
             h["replica"]["linkUp"] == false && h["replica"]["lagBytes"] == -1
-        })
-        .await,
-        "a replica gone is not shown"
-    );
+        },
+    )
+    .await;
     // Anonymous reads went back to the primary.
     let page = gql_at(
         &client,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, spawn_app};
+use crate::helpers::{eventually, free_port, poll_until, spawn_app, spawn_app_with};
 
 /// Starts the binary with its own redis-server in `data`; returns it and its address.
 async fn start_binary(data: &std::path::Path) -> (std::process::Child, String) {
@@ -21,13 +21,18 @@ async fn start_binary(data: &std::path::Path) -> (std::process::Child, String) {
         .spawn()
         .unwrap();
     let address = format!("http://127.0.0.1:{port}");
-    for _ in 0..200 {
-        if let Ok(r) = reqwest::get(format!("{address}/health")).await {
-            if r.status() == 200 {
-                return (child, address);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let health = format!("{address}/health");
+    let up = poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        async || {
+            let response = reqwest::get(&health).await;
+            response.is_ok_and(|r| r.status() == 200)
+        },
+    )
+    .await;
+    if up.is_ok() {
+        return (child, address);
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -98,14 +103,13 @@ async fn stop_gracefully(server: &mut std::process::Child, data: &std::path::Pat
         .status()
         .unwrap();
     assert!(killed.success());
-    let mut stopped = false;
-    for _ in 0..200 {
-        if server.try_wait().unwrap().is_some() {
-            stopped = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let stopped = poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        async || server.try_wait().unwrap().is_some(),
+    )
+    .await
+    .is_ok();
     if !stopped {
         let _ = server.kill();
         let _ = server.wait();
@@ -182,12 +186,7 @@ async fn queries_work_over_get_and_cors_allows_browsers() {
 
 #[tokio::test]
 async fn cors_can_be_limited_to_named_origins() {
-    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
-        let mut settings = crate::helpers::test_settings(redis);
-        settings.cors_origins = vec!["https://app.example".into()];
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.cors_origins = vec!["https://app.example".into()]).await;
     let preflight = |origin: &'static str| {
         app.client
             .request(reqwest::Method::OPTIONS, format!("{}/graphql", app.address))
@@ -315,15 +314,10 @@ async fn a_redis_left_running_on_the_data_directory_is_not_replaced() {
             .expect("redis-server"),
     );
     let client = redis::Client::open(format!("redis+unix://{}", socket.display())).unwrap();
-    let mut conn = None;
-    for _ in 0..100 {
-        if let Ok(c) = client.get_multiplexed_async_connection().await {
-            conn = Some(c);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut conn = conn.expect("the orphan answers");
+    let mut conn = eventually("the orphan to answer", Duration::from_secs(2), async || {
+        client.get_multiplexed_async_connection().await
+    })
+    .await;
     let _: () = redis::cmd("SET")
         .arg("mine")
         .arg("1")

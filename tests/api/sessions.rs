@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{gql_at, spawn_app, spawn_server, test_settings, Instance, TestApp};
-use crate::ws::{Raw, Seen, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{
+    gql_at, spawn_app, spawn_server, test_settings, Instance, Seen, TestApp, WsClient, LEGACY_WS,
+    TRANSPORT_WS,
+};
 
 /// The longest a socket may outlive its session.
 const WITHIN: Duration = Duration::from_secs(1);
@@ -20,8 +22,13 @@ fn session_key(token: &str) -> String {
 
 /// A socket authenticated with `token` on the server at `address`, that
 /// has shown it is logged in (`me`).
-async fn logged_in_socket(address: &str, protocol: &'static str, token: &str, name: &str) -> Raw {
-    let mut raw = Raw::connect(address, protocol).await;
+async fn logged_in_socket(
+    address: &str,
+    protocol: &'static str,
+    token: &str,
+    name: &str,
+) -> WsClient {
+    let mut raw = WsClient::open(address, protocol).await;
     raw.init(json!({ "Authorization": format!("Bearer {token}") }))
         .await;
     let answer = query(&mut raw, "me", "{ me { name } }").await;
@@ -31,22 +38,22 @@ async fn logged_in_socket(address: &str, protocol: &'static str, token: &str, na
 
 /// Runs a query or mutation over `raw`: its payload, once its `complete`
 /// came too.
-async fn query(raw: &mut Raw, id: &str, document: &str) -> Value {
-    raw.subscribe(id, document).await;
-    let answer = raw.msg().await;
+async fn query(raw: &mut WsClient, id: &str, document: &str) -> Value {
+    raw.subscribe_query(id, document).await;
+    let answer = raw.next_raw().await;
     assert_eq!(answer["id"], id, "{answer}");
     assert!(
         answer["type"] == "next" || answer["type"] == "data",
         "{answer}"
     );
-    let complete = raw.msg().await;
+    let complete = raw.next_raw().await;
     assert_eq!(complete, json!({ "id": id, "type": "complete" }));
     answer["payload"].clone()
 }
 
 /// Waits for the socket's end: the legacy protocol's `connection_error`
 /// first, then a close with 4403. Returns when it came.
-async fn closed_4403(raw: &mut Raw) -> Instant {
+async fn closed_4403(raw: &mut WsClient) -> Instant {
     loop {
         match raw.next().await {
             Seen::Closed(code, reason) => {
@@ -83,7 +90,7 @@ async fn log_out_on_one_instance_closes_the_sockets_on_every_instance() {
         }
     }
     let mut bob = logged_in_socket(&other.address, TRANSPORT_WS, &bystander, "bob").await;
-    let mut anonymous = Raw::ready(&other.address, TRANSPORT_WS).await;
+    let mut anonymous = WsClient::connect_to(&other.address, TRANSPORT_WS, json!({})).await;
 
     let body = app
         .gql_ok("mutation { logOut }", json!({}), Some(&token))

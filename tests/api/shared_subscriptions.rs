@@ -5,63 +5,38 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use votegraph::config::Settings;
 
-use crate::helpers::{command_calls, spawn_app_with, test_settings, TestApp, TestRedis};
-use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
+use crate::helpers::{
+    command_calls, done_if, eventually, spawn_app_with, TestApp, WsClient, LEGACY_WS, TRANSPORT_WS,
+};
 
 /// Reads the article (one HMGET) whenever it runs.
 const WITH_TITLE: &str = "subscription { scoreChanged { votes article { title } } }";
 
-async fn app_with(configure: impl FnOnce(&mut votegraph::config::Settings)) -> TestApp {
-    spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        // Every test client is 127.0.0.1.
-        settings.ws_max_connections_per_client = 100;
-        configure(&mut settings);
-        settings
-    })
-    .await
+/// Room for the many WebSocket clients of these tests (every test client
+/// is 127.0.0.1).
+fn many_clients(settings: &mut Settings) {
+    settings.ws_max_connections_per_client = 100;
 }
 
 async fn shared(app: &TestApp) -> Value {
     app.health().await["sharedSubscriptions"].clone()
 }
 
-/// Waits until `/health` satisfies `test`; fails with the last body.
-async fn wait_for_health(app: &TestApp, what: &str, test: impl Fn(&Value) -> bool) {
-    let mut health = Value::Null;
-    for _ in 0..250 {
-        health = app.health().await;
-        if test(&health) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("never saw {what}: {health}");
-}
-
-/// Waits for `subscriptions` client subscriptions, `streams` shared streams
-/// and `members` subscribers of shared streams.
+/// Waits (5 s at most) for `subscriptions` client subscriptions, `streams`
+/// shared streams and `members` subscribers of shared streams.
 async fn wait_for(app: &TestApp, subscriptions: u64, streams: u64, members: u64) {
-    wait_for_health(
-        app,
-        &format!("{subscriptions} subscriptions, {streams} shared streams of {members}"),
-        |h| {
+    let what = format!("{subscriptions} subscriptions, {streams} shared streams of {members}");
+    eventually(&what, Duration::from_secs(5), async || {
+        let h = app.health().await;
+        done_if(
             h["subscriptions"] == subscriptions
                 && h["sharedSubscriptions"]["streams"] == streams
-                && h["sharedSubscriptions"]["subscribers"] == members
-        },
-    )
-    .await;
-}
-
-/// An upvote that reads nothing back, so only subscriptions read articles.
-async fn vote(app: &TestApp, token: &str, id: &str) {
-    app.gql_ok(
-        "mutation($id: ID!) { vote(articleId: $id) { id } }",
-        json!({ "id": id }),
-        Some(token),
-    )
+                && h["sharedSubscriptions"]["subscribers"] == members,
+            h,
+        )
+    })
     .await;
 }
 
@@ -76,13 +51,13 @@ async fn hmgets(app: &TestApp) -> u64 {
 
 #[tokio::test]
 async fn many_subscribers_of_one_document_share_one_execution_per_event() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "shared title", &[]).await;
     let voters = sign_up_voters(&app, 4).await;
     // What a vote itself costs in HMGETs, with nobody listening.
     let before = hmgets(&app).await;
-    vote(&app, &voters[0], "1").await;
+    app.vote_as(&voters[0], "1", "UP").await;
     let per_vote = hmgets(&app).await - before;
 
     let mut clients = Vec::new();
@@ -97,7 +72,7 @@ async fn many_subscribers_of_one_document_share_one_execution_per_event() {
 
     let before = hmgets(&app).await;
     for (n, voter) in voters[1..].iter().enumerate() {
-        vote(&app, voter, "1").await;
+        app.vote_as(voter, "1", "UP").await;
         for client in &mut clients {
             let event = client.next_event().await["scoreChanged"].clone();
             assert_eq!(event["votes"], n as i64 + 3, "{event}");
@@ -114,7 +89,7 @@ async fn many_subscribers_of_one_document_share_one_execution_per_event() {
 
 #[tokio::test]
 async fn my_vote_subscriptions_are_not_shared() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let carol = app.sign_up("carol").await;
     app.post(&carol, "whose vote", &[]).await;
     let query = "subscription { scoreChanged { votes article { myVote } } }";
@@ -132,7 +107,7 @@ async fn my_vote_subscriptions_are_not_shared() {
     }
     wait_for(&app, 2, 0, 0).await;
 
-    vote(&app, &subscribers[0].0, "1").await;
+    app.vote_as(&subscribers[0].0, "1", "UP").await;
     let mut seen = Vec::new();
     for (_, client) in &mut subscribers {
         seen.push(client.next_event().await["scoreChanged"]["article"]["myVote"].clone());
@@ -142,12 +117,7 @@ async fn my_vote_subscriptions_are_not_shared() {
         [json!("UP"), json!("NONE")],
         "each sees their own vote"
     );
-    app.gql_ok(
-        "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-        json!({}),
-        Some(&subscribers[1].0),
-    )
-    .await;
+    app.vote_as(&subscribers[1].0, "1", "DOWN").await;
     let mut seen = Vec::new();
     for (_, client) in &mut subscribers {
         seen.push(client.next_event().await["scoreChanged"]["article"]["myVote"].clone());
@@ -158,7 +128,7 @@ async fn my_vote_subscriptions_are_not_shared() {
 
 #[tokio::test]
 async fn variables_tell_streams_apart_and_both_protocols_share_one() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
     app.post(&alice, "one", &[]).await;
@@ -173,7 +143,7 @@ async fn variables_tell_streams_apart_and_both_protocols_share_one() {
     wait_for(&app, 3, 2, 3).await;
     assert_eq!(shared(&app).await["largest"], json!([2, 1]));
 
-    vote(&app, &bob, "1").await;
+    app.vote_as(&bob, "1", "UP").await;
     let frame = transport.next_raw().await;
     assert_eq!(
         frame,
@@ -185,7 +155,7 @@ async fn variables_tell_streams_apart_and_both_protocols_share_one() {
         json!({ "id": "l", "type": "data", "payload": { "data": { "scoreChanged": { "votes": 2, "article": { "id": "1" } } } } })
     );
     assert!(other.is_quiet(Duration::from_millis(300)).await);
-    vote(&app, &bob, "2").await;
+    app.vote_as(&bob, "2", "UP").await;
     assert_eq!(
         other.next_event().await["scoreChanged"]["article"]["id"],
         "2"
@@ -197,7 +167,7 @@ async fn variables_tell_streams_apart_and_both_protocols_share_one() {
 
 #[tokio::test]
 async fn a_shared_stream_goes_with_its_last_subscriber() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
     app.post(&alice, "short-lived", &[]).await;
@@ -210,7 +180,7 @@ async fn a_shared_stream_goes_with_its_last_subscriber() {
     // One completes: the stream stays for the other.
     first.complete("a").await;
     wait_for(&app, 1, 1, 1).await;
-    vote(&app, &bob, "1").await;
+    app.vote_as(&bob, "1", "UP").await;
     assert_eq!(second.next_event().await["scoreChanged"]["votes"], 2);
     assert!(first.is_quiet(Duration::from_millis(300)).await);
     // The other disconnects: the stream and its entry go.
@@ -220,12 +190,7 @@ async fn a_shared_stream_goes_with_its_last_subscriber() {
     // The same document again starts a new stream, which works.
     first.subscribe("c", WITH_TITLE, json!({})).await;
     wait_for(&app, 1, 1, 1).await;
-    app.gql_ok(
-        "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-        json!({}),
-        Some(&bob),
-    )
-    .await;
+    app.vote_as(&bob, "1", "DOWN").await;
     assert_eq!(first.next_event().await["scoreChanged"]["votes"], 1);
 
     // An operation that fails to start ends its stream; each subscriber
@@ -249,12 +214,16 @@ async fn a_shared_stream_goes_with_its_last_subscriber() {
 
 #[tokio::test]
 async fn distinct_shared_streams_are_bounded() {
-    let app = app_with(|s| s.ws_max_shared_streams = 1).await;
+    let app = spawn_app_with(|s| {
+        many_clients(s);
+        s.ws_max_shared_streams = 1;
+    })
+    .await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "bounded", &[]).await;
     let voters = sign_up_voters(&app, 3).await;
     let before = hmgets(&app).await;
-    vote(&app, &voters[0], "1").await;
+    app.vote_as(&voters[0], "1", "UP").await;
     let per_vote = hmgets(&app).await - before;
 
     // The one shared stream, then two subscribers of another document:
@@ -273,7 +242,7 @@ async fn distinct_shared_streams_are_bounded() {
     wait_for(&app, 3, 1, 1).await;
     assert_eq!(shared(&app).await["unsharedAtLimit"], 2);
     let before = hmgets(&app).await;
-    vote(&app, &voters[1], "1").await;
+    app.vote_as(&voters[1], "1", "UP").await;
     for client in &mut unshared {
         assert_eq!(client.next_event().await["scoreChanged"]["votes"], 3);
     }
@@ -293,7 +262,7 @@ async fn distinct_shared_streams_are_bounded() {
     }
     wait_for(&app, 2, 1, 2).await;
     let before = hmgets(&app).await;
-    vote(&app, &voters[2], "1").await;
+    app.vote_as(&voters[2], "1", "UP").await;
     for client in &mut sharing {
         assert_eq!(client.next_event().await["scoreChanged"]["votes"], 4);
     }
@@ -306,7 +275,7 @@ async fn distinct_shared_streams_are_bounded() {
 
 #[tokio::test]
 async fn an_error_an_event_yields_is_shared_like_its_data() {
-    let app = app_with(|_| {}).await;
+    let app = spawn_app_with(many_clients).await;
     let mut clients = Vec::new();
     for protocol in [TRANSPORT_WS, LEGACY_WS] {
         let mut client = WsClient::connect(&app, protocol).await;
@@ -345,13 +314,13 @@ async fn an_error_an_event_yields_is_shared_like_its_data() {
 
 #[tokio::test]
 async fn documents_that_differ_only_in_how_they_are_written_share_one_stream() {
-    let app = app_with(|s| s.ws_max_connections_per_client = 110).await;
+    let app = spawn_app_with(|s| s.ws_max_connections_per_client = 110).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "one stream", &[]).await;
     let voters = sign_up_voters(&app, 2).await;
     // What a vote itself costs in HMGETs, with nobody listening.
     let before = hmgets(&app).await;
-    vote(&app, &voters[0], "1").await;
+    app.vote_as(&voters[0], "1", "UP").await;
     let per_vote = hmgets(&app).await - before;
     let mut clients = Vec::new();
     for i in 0..100 {
@@ -371,7 +340,7 @@ async fn documents_that_differ_only_in_how_they_are_written_share_one_stream() {
     wait_for(&app, 100, 1, 100).await;
     assert_eq!(shared(&app).await["largest"], json!([100]));
     let before = hmgets(&app).await;
-    vote(&app, &voters[1], "1").await;
+    app.vote_as(&voters[1], "1", "UP").await;
     for client in &mut clients {
         let event = client.next_event().await["scoreChanged"].clone();
         assert_eq!(event["votes"], 3, "{event}");

@@ -3,9 +3,7 @@
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{
-    command_calls, error_code, spawn_app, spawn_app_with, test_settings, TestRedis,
-};
+use crate::helpers::{command_calls, error_code, spawn_app, spawn_app_with};
 
 const BY_SLUG: &str = "query($s: String!) { articleBySlug(slug: $s) { id slug title } }";
 const RENAME: &str =
@@ -131,12 +129,7 @@ async fn renaming_frees_the_old_slug_and_refuses_taken_ones() {
 async fn views_are_counted_atomically() {
     // 127.0.0.1 is a trusted proxy, so the 50 forwarded addresses are 50
     // viewers (one viewer's repeated views count once).
-    let app = spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.trusted_proxies = "127.0.0.1".parse().unwrap();
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.trusted_proxies = "127.0.0.1".parse().unwrap()).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "viewed", &[]).await;
     let view = "mutation { viewArticle(id: \"1\") { views } }";

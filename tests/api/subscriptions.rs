@@ -6,29 +6,23 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    health_at, kill_pubsub_connections, spawn_app, spawn_server, test_settings, TestApp,
+    done_if, eventually_every, health_at, kill_pubsub_connections, poll_until, spawn_app,
+    spawn_app_with, spawn_server, test_settings, Subscriptions::AtLeast, Subscriptions::Exactly,
+    TestApp, WsClient, LEGACY_WS, POLL, TRANSPORT_WS,
 };
-use crate::ws::{WsClient, LEGACY_WS, TRANSPORT_WS};
 
 const SCORE_CHANGED: &str = "subscription($a: ID, $g: String) { scoreChanged(articleId: $a, group: $g) { score votes downvotes at article { id title myVote } } }";
 
 async fn subscribed(app: &TestApp, protocol: &'static str, variables: Value) -> WsClient {
     let mut client = WsClient::connect(app, protocol).await;
     client.subscribe("1", SCORE_CHANGED, variables).await;
-    wait_for_subscriptions(app, 1).await;
+    app.wait_for_subscriptions(AtLeast(1), WITHIN).await;
     client
 }
 
-/// Subscribing is asynchronous: wait until the server counts `n` at least.
-async fn wait_for_subscriptions(app: &TestApp, n: u64) {
-    for _ in 0..100 {
-        if app.subscriptions().await >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the server never counted {n} subscriptions");
-}
+/// Subscribing is asynchronous: how long the server may take to count a
+/// subscription (or to drop one).
+const WITHIN: Duration = Duration::from_secs(2);
 
 #[tokio::test]
 async fn both_protocols_receive_score_changes() {
@@ -53,12 +47,7 @@ async fn both_protocols_receive_score_changes() {
         let at = chrono::DateTime::parse_from_rfc3339(event["at"].as_str().unwrap()).unwrap();
         assert!((chrono::Utc::now().timestamp() - at.timestamp()).abs() < 60);
 
-        app.gql_ok(
-            "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-            json!({}),
-            Some(&bob),
-        )
-        .await;
+        app.vote_as(&bob, "1", "DOWN").await;
         let event = client.next_event().await["scoreChanged"].clone();
         assert_eq!(
             (event["votes"].as_i64(), event["downvotes"].as_i64()),
@@ -81,7 +70,7 @@ async fn connection_init_carries_the_login() {
     )
     .await;
     client.subscribe("s", SCORE_CHANGED, json!({})).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(AtLeast(1), WITHIN).await;
     app.vote(&bob, "1").await;
     let event = client.next_event().await;
     assert_eq!(
@@ -109,7 +98,7 @@ async fn filters_by_article_and_by_group() {
     let mut both = WsClient::connect(&app, TRANSPORT_WS).await;
     both.subscribe("b", SCORE_CHANGED, json!({ "a": "2", "g": "news" }))
         .await;
-    wait_for_subscriptions(&app, 3).await;
+    app.wait_for_subscriptions(AtLeast(3), WITHIN).await;
 
     for id in ["1", "2", "3"] {
         app.vote(&bob, id).await;
@@ -203,21 +192,17 @@ async fn a_vote_on_one_instance_reaches_subscribers_of_another() {
     // Each instance holds one pub/sub connection, however many subscribers.
     let mut extra = WsClient::connect_to(&other.address, TRANSPORT_WS, json!({})).await;
     extra.subscribe("2", SCORE_CHANGED, json!({})).await;
+    // (Both waits go on either way: the events and the count below tell.)
     let mut redis = app.redis.conn().await;
-    for _ in 0..100 {
-        let subs = numsub(&mut redis).await;
-        if subs == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let _ = poll_until(Duration::from_secs(2), POLL, async || {
+        numsub(&mut redis).await == 2
+    })
+    .await;
     // Both subscriptions are running on the other instance before the vote.
-    for _ in 0..250 {
-        if health_at(&app.client, &other.address).await["subscriptions"] == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let _ = poll_until(Duration::from_secs(5), POLL, async || {
+        health_at(&app.client, &other.address).await["subscriptions"] == 2
+    })
+    .await;
     app.vote(&bob, "1").await;
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
     assert_eq!(extra.next_event().await["scoreChanged"]["votes"], 2);
@@ -238,16 +223,16 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
 
     let mut redis = app.redis.conn().await;
     assert_eq!(kill_pubsub_connections(&mut redis).await, 1);
-    let mut back = false;
-    for _ in 0..100 {
-        let subs = numsub(&mut redis).await;
-        if subs == 1 {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(back, "the server re-subscribed");
+    eventually_every(
+        "the server to re-subscribe",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || {
+            let subs = numsub(&mut redis).await;
+            done_if(subs == 1, subs)
+        },
+    )
+    .await;
     app.vote(&carol, "1").await;
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 3);
 }
@@ -256,12 +241,7 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
 async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     // The stalled client reads at the end, so it must outlive the send
     // timeout that drops clients which never read (ws_protocol.rs tests that).
-    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.ws_send_timeout_secs = 300;
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.ws_send_timeout_secs = 300).await;
     let alice = app.sign_up("alice").await;
     // Big articles make big events, so the stalled client's buffers fill.
     let long_title = "t".repeat(300);
@@ -278,7 +258,7 @@ async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     reader
         .subscribe("r", "subscription { scoreChanged { votes } }", json!({}))
         .await;
-    wait_for_subscriptions(&app, 2).await;
+    app.wait_for_subscriptions(AtLeast(2), WITHIN).await;
     // Both run as shared streams, so the skipping below is their bounded
     // fan-out's (graphql/shared.rs), not the event hub's.
     assert_eq!(app.health().await["sharedSubscriptions"]["streams"], 2);
@@ -347,20 +327,13 @@ async fn closing_a_client_frees_its_subscription() {
         client.subscribe("1", SCORE_CHANGED, json!({})).await;
         clients.push(client);
     }
-    wait_for_subscriptions(&app, 3).await;
+    app.wait_for_subscriptions(AtLeast(3), WITHIN).await;
     assert_eq!(app.subscriptions().await, 3);
     for client in clients.drain(..2) {
         client.close().await;
     }
-    let mut freed = false;
-    for _ in 0..100 {
-        if app.subscriptions().await == 1 {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(freed, "closed clients' subscriptions were dropped");
+    // Closed clients' subscriptions are dropped.
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
 }
 
 /// Redis' count of subscribers to the score channel (server processes,
@@ -378,24 +351,13 @@ async fn numsub(redis: &mut redis::aio::MultiplexedConnection) -> i64 {
 #[tokio::test]
 async fn idle_sockets_get_keep_alives_in_each_protocol() {
     use futures_util::StreamExt;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
 
-    let app = crate::helpers::spawn_app_with(crate::helpers::TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        settings.ws_keepalive_secs = 1;
-        settings
-    })
-    .await;
+    let app = spawn_app_with(|s| s.ws_keepalive_secs = 1).await;
     for (protocol, expect_ka_text) in [(LEGACY_WS, true), (TRANSPORT_WS, false)] {
-        let url = format!("{}/graphql", app.address.replacen("http", "ws", 1));
-        let mut request = url.into_client_request().unwrap();
-        request
-            .headers_mut()
-            .insert("sec-websocket-protocol", protocol.parse().unwrap());
-        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let mut client = WsClient::open(&app.address, protocol).await;
         // Nothing is sent by the client, so the first frame is a keep-alive.
-        let frame = tokio::time::timeout(Duration::from_secs(5), socket.next())
+        let frame = tokio::time::timeout(Duration::from_secs(5), client.socket.next())
             .await
             .unwrap_or_else(|_| panic!("{protocol}: no keep-alive within 5 s"))
             .expect("open socket")

@@ -6,7 +6,7 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    command_calls, error_code, reads_processed, spawn_app, TestApp, ARTICLE_FIELDS,
+    command_calls, error_code, now, reads_processed, spawn_app, TestApp, ARTICLE_FIELDS,
 };
 
 const VOTE: &str = "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { votes downvotes score myVote poster { karma } } }";
@@ -86,11 +86,7 @@ async fn after_a_week_every_direction_is_closed() {
         .to_owned();
     vote_dir(&app, &bob, &id, "DOWN").await;
     let mut redis = app.redis.conn().await;
-    let old = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        - 8.0 * 86_400.0;
+    let old = now() - 8.0 * 86_400.0;
     let _: () = redis
         .zadd("time:", format!("article:{id}"), old)
         .await

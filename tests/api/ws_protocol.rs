@@ -9,40 +9,20 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::MaybeTlsStream;
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, spawn_server_until, test_settings, TestApp, TestRedis,
+    done_if, eventually, spawn_app, spawn_app_with, spawn_server_until, test_settings, ws_request,
+    Subscriptions::Exactly, TestApp, TestRedis, WsClient, LEGACY_WS, TRANSPORT_WS,
 };
-use crate::ws::{ws_request, Raw, LEGACY_WS, TRANSPORT_WS};
 
 const SCORE_CHANGED: &str = "subscription { scoreChanged { votes } }";
 
-async fn app_with(configure: impl FnOnce(&mut votegraph::config::Settings)) -> TestApp {
-    spawn_app_with(TestRedis::start().await, |redis| {
-        let mut settings = test_settings(redis);
-        configure(&mut settings);
-        settings
-    })
-    .await
-}
-
-/// Waits until `/health` counts exactly `n` subscriptions.
-async fn wait_for_subscriptions(app: &TestApp, n: u64) {
-    for _ in 0..250 {
-        if app.subscriptions().await == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "the server never counted {n} subscriptions (has {})",
-        app.subscriptions().await
-    );
-}
+/// How long a subscription may take to start or end.
+const WITHIN: Duration = Duration::from_secs(5);
 
 #[tokio::test]
 async fn no_connection_init_in_time_closes_4408() {
-    let app = app_with(|s| s.ws_init_timeout_secs = 1).await;
-    let mut transport = Raw::connect(&app.address, TRANSPORT_WS).await;
-    let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
+    let app = spawn_app_with(|s| s.ws_init_timeout_secs = 1).await;
+    let mut transport = WsClient::open(&app.address, TRANSPORT_WS).await;
+    let mut legacy = WsClient::open(&app.address, LEGACY_WS).await;
     let reason = transport.expect_close(4408).await;
     assert_eq!(reason, "Connection initialisation timeout");
     assert_eq!(
@@ -50,10 +30,10 @@ async fn no_connection_init_in_time_closes_4408() {
         "connection initialisation timeout"
     );
     // In time, the connection lives on past the timeout.
-    let mut ok = Raw::ready(&app.address, TRANSPORT_WS).await;
+    let mut ok = WsClient::connect(&app, TRANSPORT_WS).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     ok.send(json!({ "type": "ping" })).await;
-    assert_eq!(ok.msg().await, json!({ "type": "pong" }));
+    assert_eq!(ok.next_raw().await, json!({ "type": "pong" }));
 }
 
 #[tokio::test]
@@ -69,13 +49,13 @@ async fn an_invalid_or_expired_token_closes_4403() {
         format!("Bearer {revoked}"),
         format!("Basic {alice}"),
     ] {
-        let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+        let mut client = WsClient::open(&app.address, TRANSPORT_WS).await;
         client
             .send(json!({ "type": "connection_init", "payload": { "Authorization": auth } }))
             .await;
         assert_eq!(client.expect_close(4403).await, "Forbidden", "{auth}");
 
-        let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
+        let mut legacy = WsClient::open(&app.address, LEGACY_WS).await;
         legacy
             .send(json!({ "type": "connection_init", "payload": { "authorization": auth } }))
             .await;
@@ -89,21 +69,18 @@ async fn an_invalid_or_expired_token_closes_4403() {
         .headers_mut()
         .insert("authorization", "Bearer nope".parse().unwrap());
     let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut client = Raw {
-        socket,
-        protocol: TRANSPORT_WS,
-    };
+    let mut client = WsClient::over(socket, TRANSPORT_WS);
     client
         .send(json!({ "type": "connection_init", "payload": {} }))
         .await;
     client.expect_close(4403).await;
 
     // A valid token, and no token at all, are acknowledged.
-    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+    let mut client = WsClient::open(&app.address, TRANSPORT_WS).await;
     client
         .init(json!({ "Authorization": format!("Bearer {alice}") }))
         .await;
-    Raw::ready(&app.address, LEGACY_WS).await;
+    WsClient::connect(&app, LEGACY_WS).await;
 }
 
 #[tokio::test]
@@ -111,7 +88,7 @@ async fn redis_down_at_connection_init_closes_1011_without_detail() {
     let mut app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     app.redis.stop();
-    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+    let mut client = WsClient::open(&app.address, TRANSPORT_WS).await;
     client
         .send(json!({ "type": "connection_init", "payload": { "Authorization": format!("Bearer {alice}") } }))
         .await;
@@ -122,42 +99,42 @@ async fn redis_down_at_connection_init_closes_1011_without_detail() {
 #[tokio::test]
 async fn subscribing_before_the_ack_closes_4401() {
     let app = spawn_app().await;
-    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
-    client.subscribe("1", SCORE_CHANGED).await;
+    let mut client = WsClient::open(&app.address, TRANSPORT_WS).await;
+    client.subscribe_query("1", SCORE_CHANGED).await;
     assert_eq!(client.expect_close(4401).await, "Unauthorized");
 
-    let mut legacy = Raw::connect(&app.address, LEGACY_WS).await;
-    legacy.subscribe("1", SCORE_CHANGED).await;
+    let mut legacy = WsClient::open(&app.address, LEGACY_WS).await;
+    legacy.subscribe_query("1", SCORE_CHANGED).await;
     legacy.expect_connection_error(4401).await;
-    wait_for_subscriptions(&app, 0).await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
 }
 
 #[tokio::test]
 async fn a_duplicate_id_closes_4409_or_is_refused_in_the_legacy_protocol() {
     let app = spawn_app().await;
-    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
-    client.subscribe("one", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
-    client.subscribe("one", SCORE_CHANGED).await;
+    let mut client = WsClient::connect(&app, TRANSPORT_WS).await;
+    client.subscribe_query("one", SCORE_CHANGED).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
+    client.subscribe_query("one", SCORE_CHANGED).await;
     assert_eq!(
         client.expect_close(4409).await,
         "Subscriber for one already exists"
     );
-    wait_for_subscriptions(&app, 0).await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
 
     // A long id is cut short in the reason.
     let long = "x".repeat(5000);
-    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
-    client.subscribe(&long, SCORE_CHANGED).await;
-    client.subscribe(&long, SCORE_CHANGED).await;
+    let mut client = WsClient::connect(&app, TRANSPORT_WS).await;
+    client.subscribe_query(&long, SCORE_CHANGED).await;
+    client.subscribe_query(&long, SCORE_CHANGED).await;
     let reason = client.expect_close(4409).await;
     assert!(reason.starts_with("Subscriber for xxx"), "{reason}");
 
-    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
-    legacy.subscribe("one", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
-    legacy.subscribe("one", SCORE_CHANGED).await;
-    let error = legacy.msg().await;
+    let mut legacy = WsClient::connect(&app, LEGACY_WS).await;
+    legacy.subscribe_query("one", SCORE_CHANGED).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
+    legacy.subscribe_query("one", SCORE_CHANGED).await;
+    let error = legacy.next_raw().await;
     assert_eq!(error["type"], "error", "{error}");
     assert_eq!(error["id"], "one");
     assert_eq!(error["payload"]["extensions"]["code"], "BAD_USER_INPUT");
@@ -170,7 +147,7 @@ async fn a_duplicate_id_closes_4409_or_is_refused_in_the_legacy_protocol() {
     app.post(&alice, "dup", &[]).await;
     let bob = app.sign_up("bob").await;
     app.vote(&bob, "1").await;
-    let event = legacy.msg().await;
+    let event = legacy.next_raw().await;
     assert_eq!(
         (event["type"].as_str(), event["id"].as_str()),
         (Some("data"), Some("one"))
@@ -181,7 +158,7 @@ async fn a_duplicate_id_closes_4409_or_is_refused_in_the_legacy_protocol() {
 #[tokio::test]
 async fn a_second_connection_init_closes_4429() {
     let app = spawn_app().await;
-    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+    let mut client = WsClient::connect(&app, TRANSPORT_WS).await;
     client
         .send(json!({ "type": "connection_init", "payload": {} }))
         .await;
@@ -189,7 +166,7 @@ async fn a_second_connection_init_closes_4429() {
         client.expect_close(4429).await,
         "Too many initialisation requests"
     );
-    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
+    let mut legacy = WsClient::connect(&app, LEGACY_WS).await;
     legacy
         .send(json!({ "type": "connection_init", "payload": {} }))
         .await;
@@ -210,7 +187,7 @@ async fn invalid_messages_close_4400_with_a_short_reason() {
             .to_string(),
     ];
     for case in cases {
-        let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+        let mut client = WsClient::connect(&app, TRANSPORT_WS).await;
         client.send_text(case.clone()).await;
         let reason = client.expect_close(4400).await;
         assert!(
@@ -218,13 +195,13 @@ async fn invalid_messages_close_4400_with_a_short_reason() {
             "the reason does not echo input: {reason}"
         );
     }
-    let mut client = Raw::connect(&app.address, TRANSPORT_WS).await;
+    let mut client = WsClient::open(&app.address, TRANSPORT_WS).await;
     client
         .send(json!({ "type": "connection_init", "payload": "a string" }))
         .await;
     client.expect_close(4400).await;
 
-    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
+    let mut legacy = WsClient::connect(&app, LEGACY_WS).await;
     legacy.send(json!({ "type": "subscribe", "id": "1" })).await;
     legacy.expect_connection_error(4400).await;
 }
@@ -235,57 +212,63 @@ async fn operations_complete_and_free_their_slot() {
     let alice = app.sign_up("alice").await;
     app.post(&alice, "first", &[]).await;
 
-    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
+    let mut client = WsClient::connect(&app, TRANSPORT_WS).await;
     client.send(json!({ "type": "ping" })).await;
-    assert_eq!(client.msg().await, json!({ "type": "pong" }));
+    assert_eq!(client.next_raw().await, json!({ "type": "pong" }));
     // A query over the socket: one `next`, then `complete`.
-    client.subscribe("q", "{ articleCount }").await;
+    client.subscribe_query("q", "{ articleCount }").await;
     assert_eq!(
-        client.msg().await,
+        client.next_raw().await,
         json!({ "id": "q", "type": "next", "payload": { "data": { "articleCount": 1 } } })
     );
-    assert_eq!(client.msg().await, json!({ "id": "q", "type": "complete" }));
+    assert_eq!(
+        client.next_raw().await,
+        json!({ "id": "q", "type": "complete" })
+    );
     // The client's `complete` stops a subscription, with no reply.
-    client.subscribe("s", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
-    client.send(json!({ "type": "complete", "id": "s" })).await;
-    wait_for_subscriptions(&app, 0).await;
+    client.subscribe_query("s", SCORE_CHANGED).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
+    client.complete("s").await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
     // The id may be used again.
-    client.subscribe("s", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 1).await;
+    client.subscribe_query("s", SCORE_CHANGED).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
     app.vote(&app.sign_up("bob").await, "1").await;
-    let event = client.msg().await;
+    let event = client.next_raw().await;
     assert_eq!(event["id"], "s");
     assert_eq!(event["payload"]["data"]["scoreChanged"]["votes"], 2);
 
-    let mut legacy = Raw::ready(&app.address, LEGACY_WS).await;
-    legacy.subscribe("s", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 2).await;
-    legacy.send(json!({ "type": "stop", "id": "s" })).await;
-    assert_eq!(legacy.msg().await, json!({ "id": "s", "type": "complete" }));
-    wait_for_subscriptions(&app, 1).await;
-    legacy.subscribe("t", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 2).await;
+    let mut legacy = WsClient::connect(&app, LEGACY_WS).await;
+    legacy.subscribe_query("s", SCORE_CHANGED).await;
+    app.wait_for_subscriptions(Exactly(2), WITHIN).await;
+    legacy.complete("s").await;
+    assert_eq!(
+        legacy.next_raw().await,
+        json!({ "id": "s", "type": "complete" })
+    );
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
+    legacy.subscribe_query("t", SCORE_CHANGED).await;
+    app.wait_for_subscriptions(Exactly(2), WITHIN).await;
     legacy.send(json!({ "type": "connection_terminate" })).await;
     legacy.expect_close(1000).await;
-    wait_for_subscriptions(&app, 1).await;
+    app.wait_for_subscriptions(Exactly(1), WITHIN).await;
 }
 
 #[tokio::test]
 async fn a_message_over_the_size_limit_closes_1009() {
-    let app = app_with(|s| s.ws_max_message_bytes = 1024).await;
+    let app = spawn_app_with(|s| s.ws_max_message_bytes = 1024).await;
     let query = format!("{{ articleCount }} # {}", "p".repeat(900));
     // Under the limit, fine.
-    let mut client = Raw::ready(&app.address, TRANSPORT_WS).await;
-    client.subscribe("small", &query).await;
-    assert_eq!(client.msg().await["type"], "next");
-    assert_eq!(client.msg().await["type"], "complete");
+    let mut client = WsClient::connect(&app, TRANSPORT_WS).await;
+    client.subscribe_query("small", &query).await;
+    assert_eq!(client.next_raw().await["type"], "next");
+    assert_eq!(client.next_raw().await["type"], "complete");
     // Over it: closed, with a close frame the client reads.
     let big = format!("{{ articleCount }} # {}", "p".repeat(2000));
-    client.subscribe("big", &big).await;
+    client.subscribe_query("big", &big).await;
     client.expect_close(1009).await;
     // Well over it (tungstenite refuses it from the frame header).
-    let mut client = Raw::ready(&app.address, LEGACY_WS).await;
+    let mut client = WsClient::connect(&app, LEGACY_WS).await;
     client.send_text("x".repeat(1_000_000)).await;
     client.expect_close(1009).await;
     assert_eq!(
@@ -296,18 +279,18 @@ async fn a_message_over_the_size_limit_closes_1009() {
 
 #[tokio::test]
 async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
-    let app = app_with(|s| s.ws_max_subscriptions = 2).await;
+    let app = spawn_app_with(|s| s.ws_max_subscriptions = 2).await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "limited", &[]).await;
     let bob = app.sign_up("bob").await;
 
     for protocol in [TRANSPORT_WS, LEGACY_WS] {
-        let mut client = Raw::ready(&app.address, protocol).await;
-        client.subscribe("a", SCORE_CHANGED).await;
-        client.subscribe("b", SCORE_CHANGED).await;
-        wait_for_subscriptions(&app, 2).await;
-        client.subscribe("c", SCORE_CHANGED).await;
-        let error = client.msg().await;
+        let mut client = WsClient::connect(&app, protocol).await;
+        client.subscribe_query("a", SCORE_CHANGED).await;
+        client.subscribe_query("b", SCORE_CHANGED).await;
+        app.wait_for_subscriptions(Exactly(2), WITHIN).await;
+        client.subscribe_query("c", SCORE_CHANGED).await;
+        let error = client.next_raw().await;
         assert_eq!(error["type"], "error", "{error}");
         assert_eq!(error["id"], "c");
         let error = if protocol == TRANSPORT_WS {
@@ -327,57 +310,44 @@ async fn subscriptions_past_the_limit_get_an_error_and_the_others_go_on() {
         assert_eq!(app.subscriptions().await, 2);
 
         // The earlier two keep working.
-        app.gql_ok(
-            "mutation { vote(articleId: \"1\", direction: DOWN) { id } }",
-            json!({}),
-            Some(&bob),
-        )
-        .await;
+        app.vote_as(&bob, "1", "DOWN").await;
         let mut ids = vec![
-            client.msg().await["id"].as_str().unwrap().to_owned(),
-            client.msg().await["id"].as_str().unwrap().to_owned(),
+            client.next_raw().await["id"].as_str().unwrap().to_owned(),
+            client.next_raw().await["id"].as_str().unwrap().to_owned(),
         ];
         ids.sort();
         assert_eq!(ids, ["a", "b"]);
 
-        // Completing one frees a slot.
-        let stop = if protocol == TRANSPORT_WS {
-            "complete"
-        } else {
-            "stop"
-        };
-        client.send(json!({ "type": stop, "id": "a" })).await;
+        // Completing one (`complete`, or the legacy `stop`) frees a slot.
+        client.complete("a").await;
         if protocol == LEGACY_WS {
-            assert_eq!(client.msg().await, json!({ "id": "a", "type": "complete" }));
+            assert_eq!(
+                client.next_raw().await,
+                json!({ "id": "a", "type": "complete" })
+            );
         }
-        wait_for_subscriptions(&app, 1).await;
-        client.subscribe("c", SCORE_CHANGED).await;
-        wait_for_subscriptions(&app, 2).await;
-        app.gql_ok(
-            "mutation { vote(articleId: \"1\", direction: UP) { id } }",
-            json!({}),
-            Some(&bob),
-        )
-        .await;
+        app.wait_for_subscriptions(Exactly(1), WITHIN).await;
+        client.subscribe_query("c", SCORE_CHANGED).await;
+        app.wait_for_subscriptions(Exactly(2), WITHIN).await;
+        app.vote_as(&bob, "1", "UP").await;
         let mut ids = vec![
-            client.msg().await["id"].as_str().unwrap().to_owned(),
-            client.msg().await["id"].as_str().unwrap().to_owned(),
+            client.next_raw().await["id"].as_str().unwrap().to_owned(),
+            client.next_raw().await["id"].as_str().unwrap().to_owned(),
         ];
         ids.sort();
         assert_eq!(ids, ["b", "c"]);
         drop(client);
-        wait_for_subscriptions(&app, 0).await;
+        app.wait_for_subscriptions(Exactly(0), WITHIN).await;
     }
 }
 
 /// Tries a WebSocket upgrade: the socket, or the refusal's status, headers
 /// and body.
-async fn try_upgrade(app: &TestApp) -> Result<Raw, (u16, Option<String>, Option<String>, Value)> {
+async fn try_upgrade(
+    app: &TestApp,
+) -> Result<WsClient, (u16, Option<String>, Option<String>, Value)> {
     match tokio_tungstenite::connect_async(ws_request(&app.address, TRANSPORT_WS)).await {
-        Ok((socket, _)) => Ok(Raw {
-            socket,
-            protocol: TRANSPORT_WS,
-        }),
+        Ok((socket, _)) => Ok(WsClient::over(socket, TRANSPORT_WS)),
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             let header = |name: &str| {
                 response
@@ -399,7 +369,7 @@ async fn try_upgrade(app: &TestApp) -> Result<Raw, (u16, Option<String>, Option<
 
 #[tokio::test]
 async fn connections_per_address_are_limited_and_given_back() {
-    let app = app_with(|s| s.ws_max_connections_per_client = 2).await;
+    let app = spawn_app_with(|s| s.ws_max_connections_per_client = 2).await;
     let first = try_upgrade(&app).await.expect("first");
     let mut second = try_upgrade(&app).await.expect("second");
     let (status, content_type, retry_after, body) =
@@ -423,16 +393,17 @@ async fn connections_per_address_are_limited_and_given_back() {
     second.send_text("nonsense".into()).await;
     second.expect_close(4400).await;
     let mut reopened = Vec::new();
-    for _ in 0..100 {
-        if let Ok(raw) = try_upgrade(&app).await {
-            reopened.push(raw);
-            if reopened.len() == 2 {
-                break;
+    eventually(
+        "both slots to be given back",
+        Duration::from_secs(2),
+        async || {
+            if let Ok(client) = try_upgrade(&app).await {
+                reopened.push(client);
             }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(reopened.len(), 2, "both slots were given back");
+            done_if(reopened.len() == 2, reopened.len())
+        },
+    )
+    .await;
     assert!(
         try_upgrade(&app).await.is_err(),
         "and the limit holds again"
@@ -446,7 +417,7 @@ async fn connections_per_address_are_limited_and_given_back() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
-    let app = app_with(|s| s.ws_send_timeout_secs = 1).await;
+    let app = spawn_app_with(|s| s.ws_send_timeout_secs = 1).await;
     let alice = app.sign_up("alice").await;
     // Big articles, selected eight times, make big events (~19 KB each), so
     // the buffers (megabytes in the kernel) fill after a few hundred.
@@ -471,23 +442,20 @@ async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
     )
     .await
     .unwrap();
-    let mut stalled = Raw {
-        socket,
-        protocol: TRANSPORT_WS,
-    };
+    let mut stalled = WsClient::over(socket, TRANSPORT_WS);
     stalled.init(json!({})).await;
     let heavy: String = (0..8)
         .map(|i| format!("a{i}: article {{ title link }} "))
         .collect();
     stalled
-        .subscribe(
+        .subscribe_query(
             "s",
             &format!("subscription {{ scoreChanged {{ votes {heavy} }} }}"),
         )
         .await;
-    let mut reader = Raw::ready(&app.address, LEGACY_WS).await;
-    reader.subscribe("r", SCORE_CHANGED).await;
-    wait_for_subscriptions(&app, 2).await;
+    let mut reader = WsClient::connect(&app, LEGACY_WS).await;
+    reader.subscribe_query("r", SCORE_CHANGED).await;
+    app.wait_for_subscriptions(Exactly(2), WITHIN).await;
 
     // Publish as the vote script does, straight into Redis, in batches the
     // reader keeps up with, until the server drops the stalled client.
@@ -507,7 +475,7 @@ async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
         }
         let () = pipe.query_async(&mut redis).await.unwrap();
         for expected in n - 200..n {
-            let event = reader.msg().await;
+            let event = reader.next_raw().await;
             assert_eq!(
                 event["payload"]["data"]["scoreChanged"]["votes"], expected,
                 "the reader gets every event: {event}"
@@ -534,11 +502,11 @@ async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
         app.gql_ok("{ articleCount }", json!({}), None).await["articleCount"],
         1
     );
-    let mut fresh = Raw::ready(&app.address, TRANSPORT_WS).await;
+    let mut fresh = WsClient::connect(&app, TRANSPORT_WS).await;
     fresh.send(json!({ "type": "ping" })).await;
-    assert_eq!(fresh.msg().await, json!({ "type": "pong" }));
+    assert_eq!(fresh.next_raw().await, json!({ "type": "pong" }));
     drop(reader);
-    wait_for_subscriptions(&app, 0).await;
+    app.wait_for_subscriptions(Exactly(0), WITHIN).await;
 }
 
 #[tokio::test]
@@ -546,12 +514,12 @@ async fn shutdown_closes_every_socket_with_1001() {
     let redis = TestRedis::start().await;
     let (stop, stop_rx) = oneshot::channel();
     let mut server = spawn_server_until(test_settings(&redis), stop_rx).await;
-    let mut transport = Raw::ready(&server.address, TRANSPORT_WS).await;
-    transport.subscribe("1", SCORE_CHANGED).await;
-    let mut legacy = Raw::ready(&server.address, LEGACY_WS).await;
-    legacy.subscribe("1", SCORE_CHANGED).await;
+    let mut transport = WsClient::connect_to(&server.address, TRANSPORT_WS, json!({})).await;
+    transport.subscribe_query("1", SCORE_CHANGED).await;
+    let mut legacy = WsClient::connect_to(&server.address, LEGACY_WS, json!({})).await;
+    legacy.subscribe_query("1", SCORE_CHANGED).await;
     // Not yet initialised: closed too.
-    let mut fresh = Raw::connect(&server.address, TRANSPORT_WS).await;
+    let mut fresh = WsClient::open(&server.address, TRANSPORT_WS).await;
     // Let the subscriptions start.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
