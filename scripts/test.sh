@@ -4,8 +4,9 @@
 # GraphiQL test, nginx for the reverse-proxy example and HAProxy for the
 # load-balancer example (and Redis replicas and sentinels for the failover
 # test, from the same redis-server), and check /metrics
-# with Prometheus' Python parser, so those only need to be installed; this
-# installs them.
+# with Prometheus' Python parser, and run the book's own Python code
+# (redis-py 2.x, in target/book-python), so those only need to be
+# installed; this installs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
@@ -13,4 +14,5 @@ scripts/ensure-chromium.sh
 scripts/ensure-nginx.sh
 scripts/ensure-haproxy.sh
 scripts/ensure-prometheus-client.sh
+scripts/ensure-book-python.sh
 exec cargo test --all-targets "$@"

@@ -604,6 +604,10 @@ pub async fn health(
         "responseCache": state.responses().map(|c| c.stats()),
         "documentCache": schema.guard().document_stats(),
         "persistedQueries": state.persisted().stats(),
+        // Following other clients' writes (the book's code): notifications
+        // "on", or "refused" / "down" while the sweep alone follows them
+        // (see docs/operations.md), and the queue of what waits.
+        "deriver": state.store().deriver_stats(),
         // Measured every second; lagBytes -1 until known.
         "replica": state.replica().map(|replica| serde_json::json!({
             "address": replica.address(),

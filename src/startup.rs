@@ -261,6 +261,8 @@ impl Application {
         let top_index = self
             .store
             .start_top_index(self.reconcile_votes, self.top_upkeep);
+        // Follows the writes of other clients (the book's code) as they come.
+        let deriver = self.store.start_deriver();
         // The replica's lag, measured every second for /health and /metrics.
         let lag = self.state.replica().cloned().map(|replica| {
             let state = self.state.clone();
@@ -324,6 +326,7 @@ impl Application {
         .await;
         drop(backfill);
         drop(top_index);
+        drop(deriver);
         drop(lag);
         // The serve loop waited for every connection, upgraded ones
         // included; this only bounds a socket still saying goodbye.

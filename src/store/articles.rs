@@ -241,40 +241,14 @@ impl Store {
                 out.insert(id, record);
             }
         }
-        self.fill_groups(&unlisted, &mut out).await?;
+        // An article whose hash lists no groups was written by another
+        // client and not derived yet (its group list comes from the group
+        // sets, through the deriver): it reads as in no group, at no extra
+        // cost, and is derived at once.
+        for id in unlisted {
+            self.derive_soon(keys::Touched::Article(id));
+        }
         Ok(out)
-    }
-
-    /// Reads the groups of articles whose hash has no `groups` field (posted
-    /// before votegraph kept one, or by other clients) from their
-    /// `article:<id>:groups` set: one more round trip, only for them.
-    async fn fill_groups(
-        &self,
-        ids: &[ArticleId],
-        records: &mut HashMap<ArticleId, ArticleRecord>,
-    ) -> AppResult<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let mut pipe = redis::pipe();
-        for &id in ids {
-            pipe.cmd("SMEMBERS").arg(keys::article_groups(id));
-        }
-        let mut conn = self.conn().await?;
-        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
-        for (id, reply) in ids.iter().zip(&replies) {
-            if let (Some(record), Value::Array(items) | Value::Set(items)) =
-                (records.get_mut(id), reply)
-            {
-                record.groups = items
-                    .iter()
-                    .filter_map(value_str)
-                    .map(str::to_owned)
-                    .collect();
-                record.groups.sort();
-            }
-        }
-        Ok(())
     }
 
     /// The id a slug points to.

@@ -23,6 +23,7 @@
 
 use std::time::Duration;
 
+use super::deriver::index_all_voters;
 use super::keys;
 use super::scripts::{self, FeedSource, Start, TopCursor};
 use super::{unix_secs, Ranked, Store};
@@ -203,8 +204,13 @@ pub struct FeedPage {
     pub total: u64,
 }
 
-/// Articles the background work prunes or re-derives per call.
+/// Articles the background work prunes or builds per call.
 const BATCH: usize = 1000;
+
+/// Articles the sweep re-derives per round of upkeep (a second by
+/// default): every article within `articles / SWEEP_BATCH` rounds, 200 s
+/// at 1,000,000 articles.
+pub const SWEEP_BATCH: u64 = 5000;
 
 impl Store {
     /// Up to `first` articles of `list` in `order` after `after` (from the
@@ -311,24 +317,29 @@ impl Store {
         Ok(Some(written))
     }
 
-    /// One round of upkeep: prunes each period of what grew too old, and
-    /// re-derives one batch of open articles from `from` on; answers where
-    /// the next batch of the sweep starts (None: the window is done).
+    /// One round of upkeep: re-derives one batch of the sweep through every
+    /// article from `from` on (see `deriver.rs`), then prunes each period
+    /// of what grew too old; answers where the next batch of the sweep
+    /// starts (None: the sweep starts again from the oldest).
     async fn tend_top(&self, from: Option<TopCursor>) -> AppResult<Option<TopCursor>> {
         let now = unix_secs();
         let mut conn = self.conn().await?;
         let at = from.unwrap_or_else(|| TopCursor {
-            from: now.saturating_sub(keys::VOTING_WINDOW_SECS).to_string(),
+            from: "-inf".to_owned(),
             skip: 0,
         });
-        let batch = scripts::build_top(&mut conn, &at, BATCH, now).await?;
+        let swept = scripts::sweep_articles(&mut conn, &at, SWEEP_BATCH).await?;
+        self.count_derived(swept.derived.changed);
+        for id in swept.derived.voters_left {
+            index_all_voters(&mut conn, id).await?;
+        }
         // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {
             if let Some(secs) = period.secs() {
                 scripts::prune_top(&mut conn, period, now.saturating_sub(secs), BATCH).await?;
             }
         }
-        Ok(batch.next)
+        Ok(swept.next)
     }
 
     /// Starts the net-vote rankings' background work (see the module doc)
@@ -341,6 +352,7 @@ impl Store {
             let mut built = false;
             let mut sweep = None;
             let mut recount = 0;
+            let mut groups = 0;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -357,6 +369,10 @@ impl Store {
                 match store.recount_groups(recount).await {
                     Ok(next) => recount = next,
                     Err(e) => tracing::warn!(error = %e, "recounting the group directory failed"),
+                }
+                match store.sweep_groups(groups).await {
+                    Ok(next) => groups = next,
+                    Err(e) => tracing::warn!(error = %e, "sweeping the group sets failed"),
                 }
                 // Last: its final pruning marks a round as done.
                 match store.tend_top(sweep.take()).await {

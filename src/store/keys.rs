@@ -111,6 +111,83 @@ pub fn group_ranking(name: &GroupName, ranking: Ranking) -> String {
     format!("{}{}", ranking_key(ranking), name.as_str())
 }
 
+/// `group:<name>:indexed`: set of the `article:<id>` members whose group
+/// lists (`article:<id>:groups`) name the group: what votegraph has
+/// derived from `group:<name>`, kept with it by the post and set-groups
+/// scripts and compared with it by the deriver to follow other writers.
+pub fn group_indexed(name: &GroupName) -> String {
+    format!("{GROUP_PREFIX}{}{GROUP_INDEXED_SUFFIX}", name.as_str())
+}
+
+/// The suffix of a group's mirror (see [`group_indexed`]).
+pub const GROUP_INDEXED_SUFFIX: &str = ":indexed";
+
+/// A group's cached rankings, as the deriver drops them when the group's
+/// articles change: `score:<name>`, `time:<name>` (the book's) and
+/// `group:<name>:top:<period>`.
+pub fn group_caches(name: &GroupName) -> Vec<String> {
+    let mut caches = vec![
+        group_ranking(name, Ranking::Score),
+        group_ranking(name, Ranking::Time),
+    ];
+    caches.extend(Period::ALL.iter().map(|&p| group_top(name, p)));
+    caches
+}
+
+/// What a write to a key means for what votegraph derives from the
+/// book's keys (see `deriver.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touched {
+    /// `voted:<id>` or `downvoted:<id>`: the article's votes.
+    Article(ArticleId),
+    /// `group:<name>`: the group's articles.
+    Group(GroupName),
+    /// `time:` or `score:` as a whole (deleted, restored or renamed):
+    /// every article.
+    Everything,
+}
+
+/// Reads which derived data a key written by any client concerns; None for
+/// keys votegraph derives nothing from. Group names hold no ':', so a
+/// group's own derived keys (its cached rankings, its mirror) never read
+/// as a group; nor do sets named outside votegraph's group names.
+pub fn touched(key: &str) -> Option<Touched> {
+    if key == TIME || key == SCORE {
+        return Some(Touched::Everything);
+    }
+    let id = key
+        .strip_prefix(VOTED_PREFIX)
+        .or_else(|| key.strip_prefix(DOWNVOTED_PREFIX));
+    if let Some(id) = id {
+        return match id.parse::<u64>() {
+            Ok(n) if n > 0 && !id.starts_with('+') => Some(Touched::Article(ArticleId(n))),
+            _ => None,
+        };
+    }
+    let name = key.strip_prefix(GROUP_PREFIX)?;
+    GroupName::parse(name).ok().map(Touched::Group)
+}
+
+/// The keyspace-notification patterns the deriver subscribes to, in Redis
+/// database `db`: the voted sets, the group sets, `time:` and `score:`.
+pub fn keyspace_patterns(db: i64) -> Vec<String> {
+    [
+        format!("{VOTED_PREFIX}*"),
+        format!("{DOWNVOTED_PREFIX}*"),
+        format!("{GROUP_PREFIX}*"),
+        TIME.to_owned(),
+        SCORE.to_owned(),
+    ]
+    .into_iter()
+    .map(|key| format!("__keyspace@{db}__:{key}"))
+    .collect()
+}
+
+/// The key a keyspace notification's channel names, in database `db`.
+pub fn notified_key(channel: &str, db: i64) -> Option<&str> {
+    channel.strip_prefix(&format!("__keyspace@{db}__:"))
+}
+
 /// `user:<name>`: account hash (`name`, `password` as an argon2 PHC string,
 /// `created`); also the user's member in sets and in `poster` fields.
 pub fn user(name: &str) -> String {

@@ -5,6 +5,7 @@
 //! [`Store`], which keep the book-compatible keyspace consistent.
 
 mod articles;
+mod deriver;
 mod documents;
 mod feeds;
 mod groups;
@@ -25,6 +26,7 @@ use redis::AsyncConnectionConfig;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 pub use articles::{not_found, ArticleRecord, Ranked, Viewer, ARTICLE_FIELDS};
+pub use deriver::DeriverStats;
 pub use feeds::{Cursor, List, Order};
 pub use groups::{DirectoryPage, GroupCursor};
 pub use locator::Locator;
@@ -283,6 +285,11 @@ pub struct Store {
     /// Held while the folded-name index is built (see
     /// [`Store::build_name_index`]).
     name_index: Arc<tokio::sync::Mutex<()>>,
+    /// Where Redis is, for the deriver's own subscription.
+    locator: Locator,
+    /// What waits to be derived from other clients' writes (see
+    /// `deriver.rs`).
+    derive: Arc<deriver::DeriveQueue>,
 }
 
 impl Store {
@@ -308,7 +315,7 @@ impl Store {
         });
         let manager = Manager {
             inner: RedisConnectionManager::new(locator.any_address()).map_err(AppError::Storage)?,
-            locator,
+            locator: locator.clone(),
             config: AsyncConnectionConfig::new()
                 .set_response_timeout(Some(command_timeout))
                 .set_connection_timeout(Some(command_timeout.min(timeout))),
@@ -331,7 +338,27 @@ impl Store {
             pool_size: max_size.max(1),
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
             name_index: Arc::default(),
+            locator,
+            derive: Arc::default(),
         })
+    }
+
+    fn locator(&self) -> &Locator {
+        &self.locator
+    }
+
+    fn derive_queue(&self) -> &Arc<deriver::DeriveQueue> {
+        &self.derive
+    }
+
+    /// Asks the deriver to derive `touched` soon (see `deriver.rs`).
+    fn derive_soon(&self, touched: keys::Touched) {
+        self.derive.touch(touched);
+    }
+
+    /// How following other clients' writes goes (for `/health`).
+    pub fn deriver_stats(&self) -> DeriverStats {
+        self.derive.stats()
     }
 
     pub(crate) fn name_index_lock(&self) -> &tokio::sync::Mutex<()> {

@@ -46,6 +46,7 @@ async fn seeded() -> (TestApp, String) {
     for i in 0..5 {
         app.post(&token, &format!("article {i}"), &["rust"]).await;
     }
+    app.wait_for_derivations().await;
     (app, token)
 }
 
@@ -156,6 +157,7 @@ async fn huge_group_lists_are_refused_and_write_nothing() {
     let app = spawn_app_with(|s| s.max_body_bytes = 8 * 1024 * 1024).await;
     let token = app.sign_up("alice").await;
     let article = app.post(&token, "mine", &[]).await;
+    app.wait_for_derivations().await;
     let mut redis = app.redis.conn().await;
     let groups: Vec<String> = (0..150_000).map(|i| format!("g{i}")).collect();
     let before = commands_processed(&mut redis).await;

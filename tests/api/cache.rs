@@ -21,6 +21,7 @@ async fn a_repeated_anonymous_page_is_served_from_memory() {
     let first = app.gql_ok(FRONT, json!({}), None).await;
 
     let mut redis = app.redis.conn().await;
+    app.wait_for_derivations().await;
     let r0 = reads_processed(&mut redis).await;
     let r1 = reads_processed(&mut redis).await;
     let second = app.gql_ok(FRONT, json!({}), None).await;
@@ -139,6 +140,7 @@ async fn a_vote_far_below_a_cached_page_leaves_it_cached() {
     let before = app.gql_ok(page, json!({}), None).await;
     assert_eq!(before["articles"].as_array().unwrap().len(), 3);
     app.vote(&bob, &old).await;
+    app.wait_for_derivations().await;
 
     let r0 = reads_processed(&mut redis).await;
     let r1 = reads_processed(&mut redis).await;
@@ -167,7 +169,8 @@ async fn a_lost_pubsub_connection_empties_the_response_cache() {
     let before = app.health().await["responseCache"].clone();
     assert!(before["entries"].as_u64().unwrap() >= 1, "{before}");
     let mut redis = app.redis.conn().await;
-    assert_eq!(kill_pubsub_connections(&mut redis).await, 1);
+    // The events' connection and the deriver's keyspace notifications.
+    assert_eq!(kill_pubsub_connections(&mut redis).await, 2);
     eventually_every(
         "the cache to be emptied after the resubscription",
         Duration::from_secs(5),

@@ -7,6 +7,7 @@ mod articles;
 mod auth;
 mod batching;
 mod book;
+mod book_writes;
 mod browser;
 mod budget;
 mod cache;

@@ -398,6 +398,7 @@ async fn a_scrape_makes_no_redis_call() {
     // The server's only background Redis work, the vote-index backfill
     // of a first start, is over once its marker is set.
     wait_for_vote_index(&mut conn, None).await;
+    app.wait_for_derivations().await;
     let before = reads_processed(&mut conn).await;
     for _ in 0..5 {
         metrics_text(&app.client, &app.address).await;

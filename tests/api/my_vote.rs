@@ -208,6 +208,7 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
     let query = format!(
         "{{ articles(order: SCORE, page: 1, pageSize: 25) {{ {ARTICLE_FIELDS} downvotes slug views myVote }} }}"
     );
+    app.wait_for_derivations().await;
     reset_command_stats(&mut conn).await;
     // The first logged-in read of a page computes it (its template, see
     // `templates.rs`, where the next readers' cost is counted).

@@ -54,6 +54,7 @@ async fn readers_share_one_page_and_each_sees_their_own_votes() {
 
     let bobs = app.gql_ok(PAGE, json!({}), Some(&bob)).await;
     let mut conn = app.redis.conn().await;
+    app.wait_for_derivations().await;
     reset_command_stats(&mut conn).await;
     let carols = app.gql_ok(PAGE, json!({}), Some(&carol)).await;
     let counted = command_stats(&mut conn).await;

@@ -222,7 +222,8 @@ async fn a_killed_pubsub_connection_is_replaced_and_subscribers_stay() {
     assert_eq!(client.next_event().await["scoreChanged"]["votes"], 2);
 
     let mut redis = app.redis.conn().await;
-    assert_eq!(kill_pubsub_connections(&mut redis).await, 1);
+    // The events' connection and the deriver's keyspace notifications.
+    assert_eq!(kill_pubsub_connections(&mut redis).await, 2);
     eventually_every(
         "the server to re-subscribe",
         Duration::from_secs(5),

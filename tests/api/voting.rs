@@ -213,6 +213,7 @@ async fn my_vote_is_null_when_anonymous_and_batched_when_logged_in() {
     // range, and one pipeline with the hashes and one ZMSCORE of the
     // caller's vote index for the whole page.
     let mut redis = app.redis.conn().await;
+    app.wait_for_derivations().await;
     let r0 = reads_processed(&mut redis).await;
     let r1 = reads_processed(&mut redis).await;
     let s1 = command_calls(&mut redis, "sismember").await;

@@ -43,7 +43,7 @@ end
 local ts = string.format('%.6f', now)
 local score = string.format('%.6f', now + vote_score)
 redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', poster,
-  'time', ts, 'votes', 1, 'downvotes', 0, 'slug', slug)
+  'time', ts, 'votes', 1, 'downvotes', 0, 'slug', slug, 'indexed', '1,0')
 redis.call('ZADD', by_score, score, article)
 redis.call('ZADD', by_time, ts, article)
 redis.call('ZADD', mine_time, ts, article)
@@ -60,9 +60,10 @@ for i = first_group, #ARGV do
   local g, k = ARGV[i], first_group_key + per_group * (i - first_group)
   if redis.call('SADD', KEYS[k], article) == 1 then redis.call('ZINCRBY', directory, -1, g) end
   redis.call('SADD', groups_key, g)
+  redis.call('SADD', KEYS[k + per_group - 1], article)
   if redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
   if redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], ts, article) end
-  for j = k + 3, k + per_group - 1 do
+  for j = k + 3, k + per_group - 2 do
     if redis.call('EXISTS', KEYS[j]) == 1 then redis.call('ZADD', KEYS[j], top, article) end
   end
 end

@@ -1,16 +1,34 @@
 -- Removes from a period's net-vote ranking a batch of the articles posted
--- before it, resuming where the last call stopped (see scripts/top.rs).
+-- before it, resuming where the last call stopped (see scripts/top.rs),
+-- and from the cached rankings of the period of their groups and poster,
+-- so no cached ranking keeps an article past its period either.
+-- Needs karma (as_member).
 --
 -- KEYS: [1] the period's ranking, [2] the time ranking, [3] the hash of
 -- where each period's pruning stopped.
--- ARGV: [1] the cutoff post time, [2] the batch size, [3] the period name.
+-- ARGV: [1] the cutoff post time, [2] the batch size, [3] the period name,
+-- [4] the article groups' suffix, [5] the group prefix, [6] the infix of a
+-- group's net-vote rankings, [7] the user prefix, [8] the infix of a
+-- user's net-vote rankings.
 local top, by_time, marks = KEYS[1], KEYS[2], KEYS[3]
 local cutoff, batch, period = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local groups_suffix, group_prefix, group_top, user_prefix, user_top =
+  ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local from = redis.call('HGET', marks, period)
 local min = '-inf'
 if from then min = '(' .. from end
 local old = redis.call('ZRANGEBYSCORE', by_time, min, cutoff, 'WITHSCORES', 'LIMIT', 0, batch)
 local n = #old / 2
-for i = 1, #old, 2 do redis.call('ZREM', top, old[i]) end
+for i = 1, #old, 2 do
+  local article = old[i]
+  redis.call('ZREM', top, article)
+  for _, g in ipairs(redis.call('SMEMBERS', article .. groups_suffix)) do
+    redis.call('ZREM', group_prefix .. g .. group_top .. period, article)
+  end
+  local poster = redis.call('HGET', article, 'poster')
+  if poster then
+    redis.call('ZREM', as_member(poster, user_prefix) .. user_top .. period, article)
+  end
+end
 if n == batch then redis.call('HSET', marks, period, old[#old]) else redis.call('HSET', marks, period, cutoff) end
 return {'pruned', n}

@@ -35,9 +35,10 @@ for i = first_group, #ARGV do
   if i < first_group + nadd then
     if redis.call('SADD', KEYS[k], article) == 1 then redis.call('ZINCRBY', directory, -1, g) end
     redis.call('SADD', groups_key, g)
+    redis.call('SADD', KEYS[k + per_group - 1], article)
     if score and redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end
     if time and redis.call('EXISTS', KEYS[k + 2]) == 1 then redis.call('ZADD', KEYS[k + 2], time, article) end
-    for j = k + 3, k + per_group - 1 do
+    for j = k + 3, k + per_group - 2 do
       if top and redis.call('EXISTS', KEYS[j]) == 1 then redis.call('ZADD', KEYS[j], top, article) end
     end
   else
@@ -45,7 +46,8 @@ for i = first_group, #ARGV do
       if tonumber(redis.call('ZINCRBY', directory, 1, g)) >= 0 then redis.call('ZREM', directory, g) end
     end
     redis.call('SREM', groups_key, g)
-    for j = k + 1, k + per_group - 1 do redis.call('ZREM', KEYS[j], article) end
+    redis.call('SREM', KEYS[k + per_group - 1], article)
+    for j = k + 1, k + per_group - 2 do redis.call('ZREM', KEYS[j], article) end
   end
 end
 list_groups(article, groups_key)

@@ -47,6 +47,10 @@ if was == 'up' then dup = -1 elseif was == 'down' then ddown = -1 end
 if dir == 'up' then dup = dup + 1 elseif dir == 'down' then ddown = ddown + 1 end
 local target = nil
 if dir == 'up' then target = up elseif dir == 'down' then target = down end
+-- The hash's indexed field (see lib/derive.lua) follows this vote only
+-- when it matched the sets before it: a difference left by another
+-- writer stays for the deriver to see.
+local indexed = redis.call('SCARD', up) .. ',' .. redis.call('SCARD', down)
 if was == 'none' then
   redis.call('SADD', target, voter)
 elseif dir == 'none' then
@@ -56,6 +60,9 @@ else
 end
 if target and redis.call('TTL', target) == -1 then
   redis.call('EXPIREAT', target, math.floor(posted + week) + 1)
+end
+if redis.call('HGET', article, 'indexed') == indexed then
+  redis.call('HSET', article, 'indexed', redis.call('SCARD', up) .. ',' .. redis.call('SCARD', down))
 end
 if dup ~= 0 then redis.call('HINCRBY', article, 'votes', dup) end
 if ddown ~= 0 then redis.call('HINCRBY', article, 'downvotes', ddown) end

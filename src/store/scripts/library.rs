@@ -19,3 +19,11 @@ pub(super) const GROUP_LIST: &str = include_str!("../lua/lib/group_list.lua");
 /// `index_vote(index, article, posted, dir, now, week)`: the voter's
 /// `user:<name>:votes` index, kept to one week of votes.
 pub(super) const VOTE_INDEX: &str = include_str!("../lua/lib/vote_index.lua");
+
+/// `index_members` and `index_voters`: copying voters from a voted set into
+/// their vote indexes, writing only what differs.
+pub(super) const VOTERS: &str = include_str!("../lua/lib/voters.lua");
+
+/// `derive_article(c, id)`: everything votegraph keeps about one article,
+/// re-derived from the book's keys. Needs karma, group_list and voters.
+pub(super) const DERIVE: &str = include_str!("../lua/lib/derive.lua");

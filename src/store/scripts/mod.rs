@@ -36,6 +36,7 @@
 
 mod accounts;
 mod backfill;
+mod derive;
 mod directory;
 mod documents;
 mod feeds;
@@ -62,6 +63,9 @@ use crate::error::{AppError, AppResult};
 
 pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
 pub use backfill::{backfill_votes, Cursor};
+pub use derive::{
+    derive_articles, derive_group, index_voters, sweep_articles, GroupDerived, GroupMode,
+};
 pub use directory::{directory, recount_groups};
 pub use documents::{register_document, RegisterLimits, RegisterReply};
 pub use feeds::{feed, FeedSource, Start};
@@ -223,7 +227,8 @@ impl ScriptReply for ScoredMembers {
 /// The KEYS of one group named in a call, in the order the group loops of
 /// the post and set-groups scripts read them ([`GROUP_KEYS`] of them):
 /// `group:<g>`, `score:<g>`, `time:<g>`, then `group:<g>:top:<period>` for
-/// each of [`Period::ALL`].
+/// each of [`Period::ALL`], and last the group's mirror
+/// (`group:<g>:indexed`, see `derive_group.lua`).
 fn group_keys(invocation: &mut ScriptInvocation<'_>, group: &GroupName) {
     invocation
         .key(keys::group(group))
@@ -232,10 +237,11 @@ fn group_keys(invocation: &mut ScriptInvocation<'_>, group: &GroupName) {
     for period in Period::ALL {
         invocation.key(keys::group_top(group, period));
     }
+    invocation.key(keys::group_indexed(group));
 }
 
 /// KEYS per group in [`group_keys`] (the Lua loops' stride, passed in ARGV).
-const GROUP_KEYS: usize = 3 + Period::ALL.len();
+const GROUP_KEYS: usize = 4 + Period::ALL.len();
 
 /// Members sharing the value of a feed cursor whose own member moved,
 /// read to find where the page starts (ties are rare: values hold times).

@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
+use super::library::KARMA;
 use super::{status, top_keys, Counted, Lua, ScriptReply};
 use crate::domain::Period;
 use crate::error::AppResult;
@@ -13,9 +14,10 @@ use crate::store::keys;
 use crate::store::{value_f64, value_str, Conn};
 
 /// Removes from `top:<period>` up to `batch` articles posted at or before
-/// `cutoff`, resuming where the last call stopped (`index:top:pruned`).
+/// `cutoff`, resuming where the last call stopped (`index:top:pruned`),
+/// and from the period's cached rankings of their groups and posters.
 static PRUNE_TOP: LazyLock<Lua<Counted>> =
-    LazyLock::new(|| Lua::new("prune-top", &[include_str!("../lua/prune_top.lua")]));
+    LazyLock::new(|| Lua::new("prune-top", &[KARMA, include_str!("../lua/prune_top.lua")]));
 
 /// Runs the pruning of one period; answers how many articles left it.
 pub async fn prune_top(
@@ -31,7 +33,12 @@ pub async fn prune_top(
         .key(keys::TOP_PRUNED)
         .arg(cutoff)
         .arg(batch)
-        .arg(period.name());
+        .arg(period.name())
+        .arg(keys::ARTICLE_GROUPS_SUFFIX)
+        .arg(keys::GROUP_PREFIX)
+        .arg(keys::GROUP_TOP_INFIX)
+        .arg(keys::USER_PREFIX)
+        .arg(keys::USER_TOP_INFIX);
     Ok(PRUNE_TOP.call(&invocation, conn).await?.0)
 }
 

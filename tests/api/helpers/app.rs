@@ -10,7 +10,7 @@ use votegraph::config::{RateLimit, Settings};
 use votegraph::startup::Application;
 
 use super::redis::{wait_for_top_index, wait_for_vote_index, TestRedis};
-use super::time::{eventually, poll_until};
+use super::time::{done_if, eventually, poll_until};
 
 /// A server on its own [`TestRedis`], with a client to speak to it; the
 /// server stops when dropped.
@@ -40,6 +40,31 @@ impl TestApp {
         })
         .await
         .is_ok()
+    }
+
+    /// Waits until the deriver (which follows keyspace notifications,
+    /// votegraph's own writes included) has nothing left to do, for tests
+    /// that count Redis commands: its derivations are Redis commands too.
+    pub async fn wait_for_derivations(&self) {
+        // A notification reaches the queue within a few milliseconds and
+        // waits COALESCE (20 ms) there.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let mut idle = 0;
+        poll_until(
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+            async || {
+                let deriver = self.health().await["deriver"].clone();
+                if deriver["pending"] == 0 && deriver["busy"] == false {
+                    idle += 1;
+                } else {
+                    idle = 0;
+                }
+                done_if(idle >= 2, deriver)
+            },
+        )
+        .await
+        .expect("the deriver to be idle");
     }
 
     /// How many subscriptions the server reports on `/health`.

@@ -3,6 +3,7 @@
 
 mod app;
 mod binary;
+mod book;
 mod graphql;
 mod redis;
 mod time;
@@ -14,6 +15,7 @@ pub use self::app::{
     Subscriptions, TestApp,
 };
 pub use self::binary::{free_port, Binary};
+pub use self::book::Book;
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS, VOTE_AS};
 pub use self::redis::{
     command_calls, command_stats, info_field, kill_pubsub_connections, pause_redis,

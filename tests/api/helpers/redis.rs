@@ -29,7 +29,8 @@ impl TestRedis {
         redis
     }
 
-    fn socket(&self) -> PathBuf {
+    /// The unix socket it listens on.
+    pub fn socket(&self) -> PathBuf {
         self.dir.path().join("redis.sock")
     }
 

@@ -1,0 +1,489 @@
+//! Following every writer of the shared Redis, the book's code included.
+//!
+//! votegraph keeps indexes the book's keys do not have (the net-vote
+//! rankings, the vote indexes `myVote` reads, the articles' group lists, the
+//! group directory, users' feeds, karma) and its own scripts keep them with
+//! each write. The book's `post_article`, `article_vote`,
+//! `add_remove_groups` and its downvote exercise write only the book's
+//! keys, so what they change is derived here:
+//!
+//! - **Keyspace notifications.** One pub/sub connection per process
+//!   subscribes to the notifications of the voted sets, the group sets and
+//!   `time:`/`score:` as wholes (see [`keys::keyspace_patterns`]); votegraph
+//!   turns them on itself (`notify-keyspace-events`, flags `K`, `g` and `s`
+//!   added to whatever is set) and says at startup and on `/health` when
+//!   the server refuses. A notification names a key, not what changed in
+//!   it, so each names the article or group to derive again.
+//! - **A queue that coalesces.** Touched articles and groups wait in two
+//!   bounded sets for [`COALESCE`], so a burst of writes to one article is
+//!   one derivation; groups go first, with the batch's articles as the
+//!   likely members (a post and its groups arrive together).
+//! - **Derivations that write only what differs** (`scripts/derive.rs`):
+//!   votegraph's own writes, and another instance's derivation of the same
+//!   write, leave nothing to do but a few reads; each instance derives every
+//!   notification, and the first one to run does the work (and publishes
+//!   the event, once).
+//! - **The sweep** (run by the upkeep, see `feeds.rs`) re-derives every
+//!   article and group in turn, because pub/sub delivers at most once: a
+//!   notification lost with its connection, a server that refuses to send
+//!   them, or a change no notification names (an article's key restored
+//!   alone) is caught by the next pass.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::Notify;
+
+use super::keys::{self, Touched};
+use super::scripts::{self, GroupDerived, GroupMode};
+use super::{Conn, Locator, Store};
+use crate::domain::{ArticleId, GroupName};
+use crate::error::AppResult;
+use crate::sync::AbortOnDrop;
+
+/// How long touched keys wait to be derived together.
+pub const COALESCE: Duration = Duration::from_millis(20);
+
+/// Articles waiting at most; more are left to the sweep (and counted).
+pub const MAX_PENDING_ARTICLES: usize = 100_000;
+
+/// Groups waiting at most; likewise.
+pub const MAX_PENDING_GROUPS: usize = 10_000;
+
+/// Keys the group sweep's `SCAN` visits per round of upkeep: every group
+/// set within `keys / GROUP_SCAN_COUNT` rounds.
+pub const GROUP_SCAN_COUNT: u64 = 10_000;
+
+/// Articles per derivation script.
+const ARTICLES_PER_CALL: usize = 100;
+
+/// Articles of a batch tried as members of each touched group.
+const MAX_CANDIDATES: usize = 256;
+
+/// The notification flags the deriver needs: keyspace channels (`K`),
+/// generic commands (`g`: DEL, RESTORE, RENAME, EXPIRE) and sets (`s`).
+const NOTIFY_FLAGS: [char; 3] = ['K', 'g', 's'];
+
+/// Whether Redis sends the notifications the deriver follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notifications {
+    /// Not known yet (never connected).
+    Starting,
+    /// Subscribed, and the server sends them.
+    On,
+    /// The server's setting lacks the flags and `CONFIG SET` was refused:
+    /// the sweep alone follows other writers.
+    Refused,
+    /// The subscription is down (reconnecting).
+    Down,
+}
+
+impl Notifications {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::On => "on",
+            Self::Refused => "refused",
+            Self::Down => "down",
+        }
+    }
+
+    fn from_u8(n: u8) -> Self {
+        match n {
+            1 => Self::On,
+            2 => Self::Refused,
+            3 => Self::Down,
+            _ => Self::Starting,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Pending {
+    articles: HashSet<ArticleId>,
+    groups: HashSet<GroupName>,
+}
+
+/// What waits to be derived, and how the following goes; shared by the
+/// listener, the worker, the sweep and the reads that find an article
+/// never derived.
+#[derive(Default)]
+pub struct DeriveQueue {
+    pending: Mutex<Pending>,
+    wake: Notify,
+    notifications: AtomicU8,
+    /// Notifications received.
+    pub received: AtomicU64,
+    /// Touches dropped because the queue was full (the sweep catches them).
+    pub dropped: AtomicU64,
+    /// Articles and groups whose derived data had to change.
+    pub derived: AtomicU64,
+    /// Derivation batches that failed (Redis down); tried again.
+    pub failures: AtomicU64,
+    /// A batch is being derived.
+    busy: AtomicBool,
+}
+
+/// The deriver at a glance, for `/health` (and the tests that wait for it
+/// to be idle before counting Redis commands).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeriverStats {
+    /// `on`, `refused`, `down` or `starting` (see [`Notifications`]).
+    pub notifications: &'static str,
+    /// Articles and groups waiting to be derived.
+    pub pending: usize,
+    /// Whether a batch is being derived now.
+    pub busy: bool,
+    pub received: u64,
+    pub derived: u64,
+    pub dropped: u64,
+    pub failures: u64,
+}
+
+impl DeriveQueue {
+    /// Asks for `touched` to be derived soon; never blocks.
+    pub fn touch(&self, touched: Touched) {
+        let mut pending = self.pending.lock();
+        let room = match &touched {
+            Touched::Article(_) => pending.articles.len() < MAX_PENDING_ARTICLES,
+            Touched::Group(_) => pending.groups.len() < MAX_PENDING_GROUPS,
+            Touched::Everything => true,
+        };
+        if !room {
+            drop(pending);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        match touched {
+            Touched::Article(id) => {
+                pending.articles.insert(id);
+            }
+            Touched::Group(name) => {
+                pending.groups.insert(name);
+            }
+            // The sweep passes every article in turn; nothing more to do
+            // at once than what it does (see the module doc).
+            Touched::Everything => return,
+        }
+        drop(pending);
+        self.wake.notify_one();
+    }
+
+    pub fn stats(&self) -> DeriverStats {
+        let pending = {
+            let pending = self.pending.lock();
+            pending.articles.len() + pending.groups.len()
+        };
+        DeriverStats {
+            notifications: self.notifications().name(),
+            pending,
+            busy: self.busy.load(Ordering::Relaxed),
+            received: self.received.load(Ordering::Relaxed),
+            derived: self.derived.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn notifications(&self) -> Notifications {
+        Notifications::from_u8(self.notifications.load(Ordering::Relaxed))
+    }
+
+    fn set_notifications(&self, state: Notifications) {
+        self.notifications.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// Takes the pending batch, marking the deriver busy until
+    /// [`DeriveQueue::done`] (one lock, so `/health` never sees the batch
+    /// neither pending nor busy).
+    fn take(&self) -> Pending {
+        let mut pending = self.pending.lock();
+        self.busy.store(true, Ordering::Relaxed);
+        std::mem::take(&mut *pending)
+    }
+
+    fn done(&self) {
+        self.busy.store(false, Ordering::Relaxed);
+    }
+
+    fn put_back(&self, batch: Pending) {
+        for id in batch.articles {
+            self.touch(Touched::Article(id));
+        }
+        for name in batch.groups {
+            self.touch(Touched::Group(name));
+        }
+    }
+}
+
+/// The deriver's tasks; dropping it stops them.
+pub struct Deriver {
+    _listener: AbortOnDrop,
+    _worker: AbortOnDrop,
+}
+
+impl Store {
+    /// Starts following other writers (see the module doc).
+    pub fn start_deriver(&self) -> Deriver {
+        let queue = self.derive_queue().clone();
+        let listener = AbortOnDrop(tokio::spawn(listen(self.locator().clone(), queue)));
+        let store = self.clone();
+        let worker = AbortOnDrop(tokio::spawn(async move {
+            let queue = store.derive_queue().clone();
+            loop {
+                queue.wake.notified().await;
+                tokio::time::sleep(COALESCE).await;
+                let batch = queue.take();
+                let derived = store.derive_batch(&batch).await;
+                queue.done();
+                if let Err(e) = derived {
+                    queue.failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "deriving other clients' writes failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    queue.put_back(batch);
+                }
+            }
+        }));
+        Deriver {
+            _listener: listener,
+            _worker: worker,
+        }
+    }
+
+    /// Derives one batch: groups first (with the batch's articles as
+    /// candidates), then articles.
+    async fn derive_batch(&self, batch: &Pending) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let articles: Vec<ArticleId> = batch.articles.iter().copied().collect();
+        let candidates = &articles[..articles.len().min(MAX_CANDIDATES)];
+        for name in &batch.groups {
+            self.follow_group(&mut conn, name, GroupMode::Check, candidates)
+                .await?;
+        }
+        for chunk in articles.chunks(ARTICLES_PER_CALL) {
+            let derived = scripts::derive_articles(&mut conn, chunk).await?;
+            self.count_derived(derived.changed);
+            for id in derived.voters_left {
+                index_all_voters(&mut conn, id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows one group until its mirror matches it, scanning large ones
+    /// in batches; answers how many articles changed.
+    pub(super) async fn follow_group(
+        &self,
+        conn: &mut Conn,
+        name: &GroupName,
+        mode: GroupMode,
+        candidates: &[ArticleId],
+    ) -> AppResult<u64> {
+        let mut changed = match scripts::derive_group(conn, name, mode, "0", candidates).await? {
+            GroupDerived::Synced { changed } => {
+                self.count_derived(changed);
+                return Ok(changed);
+            }
+            GroupDerived::Scan { changed } | GroupDerived::Cursor { changed, .. } => changed,
+        };
+        for mode in [GroupMode::Add, GroupMode::Remove] {
+            let mut cursor = "0".to_owned();
+            loop {
+                match scripts::derive_group(conn, name, mode, &cursor, &[]).await? {
+                    GroupDerived::Cursor { next, changed: c } => {
+                        changed += c;
+                        if next == "0" {
+                            break;
+                        }
+                        cursor = next;
+                    }
+                    GroupDerived::Synced { changed: c } | GroupDerived::Scan { changed: c } => {
+                        changed += c;
+                        break;
+                    }
+                }
+            }
+        }
+        self.count_derived(changed);
+        Ok(changed)
+    }
+
+    /// One step of the sweep through the group sets (a `SCAN` of
+    /// [`GROUP_SCAN_COUNT`] keys from `cursor`): each group found is
+    /// compared whole with its mirror. Answers the next cursor (0: the
+    /// scan starts over).
+    pub(super) async fn sweep_groups(&self, cursor: u64) -> AppResult<u64> {
+        let mut conn = self.conn().await?;
+        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{}*", keys::GROUP_PREFIX))
+            .arg("COUNT")
+            .arg(GROUP_SCAN_COUNT)
+            .arg("TYPE")
+            .arg("set")
+            .query_async(&mut conn)
+            .await?;
+        for key in found {
+            if let Some(Touched::Group(name)) = keys::touched(&key) {
+                self.follow_group(&mut conn, &name, GroupMode::Full, &[])
+                    .await?;
+            }
+        }
+        Ok(next)
+    }
+
+    pub(super) fn count_derived(&self, n: u64) {
+        self.derive_queue().derived.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Indexes every voter of an article too large for one script, in
+/// batches, and records the sets' sizes once done.
+pub(super) async fn index_all_voters(conn: &mut Conn, id: ArticleId) -> AppResult<()> {
+    let (ups, downs): (u64, u64) = redis::pipe()
+        .cmd("SCARD")
+        .arg(keys::voted(id))
+        .cmd("SCARD")
+        .arg(keys::downvoted(id))
+        .query_async(conn)
+        .await?;
+    let snapshot = format!("{ups},{downs}");
+    for down in [true, false] {
+        let mut cursor = "0".to_owned();
+        loop {
+            let last = (!down).then_some(snapshot.as_str());
+            let batch = scripts::index_voters(conn, id, down, &cursor, last).await?;
+            if batch.next == "0" {
+                break;
+            }
+            cursor = batch.next;
+        }
+    }
+    Ok(())
+}
+
+/// Keeps the notification subscription up (reconnecting with backoff, like
+/// the events' connection in `pubsub.rs`), turning notifications on each
+/// time it connects, and queues what each one names.
+async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
+    let redis = locator.describe();
+    let db = locator.any_address().redis_settings().db();
+    let mut backoff = Duration::from_millis(100);
+    let mut refused_logged = false;
+    loop {
+        let subscribed = async {
+            let client = locator.client().await?;
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            let enabled = enable_notifications(&mut conn).await;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.psubscribe(keys::keyspace_patterns(db)).await?;
+            Ok::<_, redis::RedisError>((enabled, pubsub))
+        };
+        match subscribed.await {
+            Ok((enabled, pubsub)) => {
+                match enabled {
+                    Ok(()) => {
+                        queue.set_notifications(Notifications::On);
+                        tracing::info!(%redis, "following other clients' writes through keyspace notifications");
+                    }
+                    Err(e) => {
+                        queue.set_notifications(Notifications::Refused);
+                        if !refused_logged {
+                            refused_logged = true;
+                            tracing::warn!(
+                                %redis,
+                                error = %e,
+                                "Redis refused to turn on keyspace notifications; writes by other clients (the book's code) are followed by the sweep alone. Set notify-keyspace-events to include K, g and s (e.g. \"Kgs\") to follow them within a second"
+                            );
+                        }
+                    }
+                }
+                backoff = Duration::from_millis(100);
+                let mut messages = pubsub.into_on_message();
+                while let Some(message) = messages.next().await {
+                    queue.received.fetch_add(1, Ordering::Relaxed);
+                    let channel = message.get_channel_name();
+                    if let Some(touched) = keys::notified_key(channel, db).and_then(keys::touched) {
+                        queue.touch(touched);
+                    }
+                }
+                queue.set_notifications(Notifications::Down);
+                tracing::warn!(%redis, "keyspace notification connection closed; reconnecting");
+            }
+            Err(e) => {
+                queue.set_notifications(Notifications::Down);
+                tracing::warn!(%redis, error = %e, "subscribing to keyspace notifications failed");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Adds the flags the deriver needs to `notify-keyspace-events`, keeping
+/// the ones already set (other clients may rely on them).
+async fn enable_notifications(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<(), redis::RedisError> {
+    let (_, current): (String, String) = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("notify-keyspace-events")
+        .query_async(conn)
+        .await?;
+    let wanted = with_flags(&current);
+    if wanted != current {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg(&wanted)
+            .query_async(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// `current` with the flags of [`NOTIFY_FLAGS`] it lacks (`A` stands for
+/// every type's flag, `g` and `s` included).
+fn with_flags(current: &str) -> String {
+    let mut flags = current.to_owned();
+    for flag in NOTIFY_FLAGS {
+        let covered = current.contains(flag) || (flag != 'K' && current.contains('A'));
+        if !covered {
+            flags.push(flag);
+        }
+    }
+    flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notification_flags_are_added_to_the_ones_set() {
+        assert_eq!(with_flags(""), "Kgs");
+        assert_eq!(with_flags("Ex"), "ExKgs");
+        assert_eq!(with_flags("KA"), "KA");
+        assert_eq!(with_flags("Egsh"), "EgshK");
+    }
+
+    #[test]
+    fn touches_beyond_the_bound_are_dropped_and_counted() {
+        let queue = DeriveQueue::default();
+        for n in 0..MAX_PENDING_ARTICLES as u64 + 10 {
+            queue.touch(Touched::Article(ArticleId(n + 1)));
+        }
+        assert_eq!(queue.pending.lock().articles.len(), MAX_PENDING_ARTICLES);
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 10);
+        let batch = queue.take();
+        assert_eq!(batch.articles.len(), MAX_PENDING_ARTICLES);
+        assert!(queue.pending.lock().articles.is_empty());
+    }
+}

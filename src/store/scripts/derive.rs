@@ -1,0 +1,338 @@
+//! Following the writes other clients make (the book's code above all):
+//! re-deriving articles (`lua/derive_articles.lua`, with the shared
+//! `lib/derive.lua`), indexing the voters of large voted sets in batches
+//! (`lua/index_voters.lua`) and following a group's article set
+//! (`lua/derive_group.lua`). Each writes only what differs, so running one
+//! on data already right (votegraph's own writes, or another instance's
+//! derivation) reads and writes nothing else.
+
+use std::sync::LazyLock;
+
+use redis::{ScriptInvocation, Value};
+
+use super::library::{DERIVE, GROUP_LIST, KARMA, VOTERS};
+use super::{status, top_keys, Lua, ScriptReply, TopCursor};
+use crate::domain::{ArticleId, GroupName, Period};
+use crate::error::{AppError, AppResult};
+use crate::store::keys;
+use crate::store::{value_f64, value_str, Conn};
+
+/// New articles are announced (`articlePosted`) when the deriver finds
+/// them within this many seconds of their post time; older ones (an
+/// import, a restore, a notification lost and caught by the sweep) are
+/// filed silently.
+pub const ANNOUNCE_SECS: u64 = 60;
+
+/// Voters a derivation indexes in its own script; an article with more is
+/// indexed in batches of [`VOTER_BATCH`].
+pub const INLINE_VOTERS: u64 = 1000;
+
+/// Voters indexed per `index_voters` call.
+pub const VOTER_BATCH: u64 = 1000;
+
+/// What a derivation of named articles did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Derived {
+    /// Articles whose rankings moved (new ones included).
+    pub changed: u64,
+    /// Articles with more new voters than one script indexes.
+    pub voters_left: Vec<ArticleId>,
+}
+
+/// What one batch of the sweep did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Swept {
+    pub seen: u64,
+    pub derived: Derived,
+    /// Where the next batch starts; None once the sweep reached the newest.
+    pub next: Option<TopCursor>,
+}
+
+fn ids(values: &[Value]) -> Option<Vec<ArticleId>> {
+    values
+        .iter()
+        .map(|v| value_str(v)?.parse().ok().map(ArticleId))
+        .collect()
+}
+
+fn count(v: &Value) -> Option<u64> {
+    value_f64(v).filter(|n| *n >= 0.0).map(|n| n as u64)
+}
+
+impl ScriptReply for Derived {
+    fn read(reply: &Value) -> Option<Self> {
+        let ("derived", [changed, left @ ..]) = status(reply)? else {
+            return None;
+        };
+        Some(Self {
+            changed: count(changed)?,
+            voters_left: ids(left)?,
+        })
+    }
+}
+
+impl ScriptReply for Swept {
+    fn read(reply: &Value) -> Option<Self> {
+        let ("swept", [seen, changed, from, skip, left @ ..]) = status(reply)? else {
+            return None;
+        };
+        let from = value_str(from)?;
+        Some(Self {
+            seen: count(seen)?,
+            derived: Derived {
+                changed: count(changed)?,
+                voters_left: ids(left)?,
+            },
+            next: (!from.is_empty()).then(|| TopCursor {
+                from: from.to_owned(),
+                skip: count(skip).unwrap_or(0),
+            }),
+        })
+    }
+}
+
+/// The derivation script's two answers, one per mode.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeriveReply {
+    Derived(Derived),
+    Swept(Swept),
+}
+
+impl ScriptReply for DeriveReply {
+    fn read(reply: &Value) -> Option<Self> {
+        Derived::read(reply)
+            .map(Self::Derived)
+            .or_else(|| Swept::read(reply).map(Self::Swept))
+    }
+}
+
+static DERIVE_ARTICLES: LazyLock<Lua<DeriveReply>> = LazyLock::new(|| {
+    Lua::new(
+        "derive-articles",
+        &[
+            KARMA,
+            GROUP_LIST,
+            VOTERS,
+            DERIVE,
+            include_str!("../lua/derive_articles.lua"),
+        ],
+    )
+});
+
+/// The KEYS and ARGV every derivation shares (see the `.lua` file).
+fn derive_invocation(invocation: &mut ScriptInvocation<'_>) {
+    invocation.key(keys::TIME).key(keys::SCORE).key(keys::KARMA);
+    top_keys(invocation);
+    invocation
+        .arg(keys::ARTICLE_PREFIX)
+        .arg(keys::VOTED_PREFIX)
+        .arg(keys::DOWNVOTED_PREFIX)
+        .arg(keys::ARTICLE_GROUPS_SUFFIX)
+        .arg(keys::USER_PREFIX)
+        .arg(keys::USER_VOTES_SUFFIX)
+        .arg(keys::USER_ARTICLES_SCORE_SUFFIX)
+        .arg(keys::USER_ARTICLES_TIME_SUFFIX)
+        .arg(keys::USER_TOP_INFIX)
+        .arg(keys::GROUP_PREFIX)
+        .arg(keys::GROUP_TOP_INFIX)
+        .arg(keys::SCORE)
+        .arg(keys::TIME)
+        .arg(keys::SCORE_CHANNEL)
+        .arg(keys::POSTED_CHANNEL)
+        .arg(keys::VOTING_WINDOW_SECS)
+        .arg(keys::VOTE_SCORE)
+        .arg(keys::TOP_STEP)
+        .arg(ANNOUNCE_SECS)
+        .arg(INLINE_VOTERS);
+    for period in &Period::ALL[..4] {
+        invocation.arg(period.secs().unwrap_or(u64::MAX));
+    }
+    for period in Period::ALL {
+        invocation.arg(period.name());
+    }
+}
+
+/// Re-derives the articles named (see `lib/derive.lua`).
+pub async fn derive_articles(conn: &mut Conn, ids: &[ArticleId]) -> AppResult<Derived> {
+    let mut invocation = DERIVE_ARTICLES.invocation();
+    derive_invocation(&mut invocation);
+    invocation.arg("ids");
+    for id in ids {
+        invocation.arg(id.0);
+    }
+    match DERIVE_ARTICLES.call(&invocation, conn).await? {
+        DeriveReply::Derived(derived) => Ok(derived),
+        DeriveReply::Swept(_) => Err(unexpected("ids")),
+    }
+}
+
+/// A reply of the other mode than the one asked.
+fn unexpected(mode: &str) -> AppError {
+    AppError::Internal(format!(
+        "the derive-articles script answered another mode than {mode}"
+    ))
+}
+
+/// Re-derives up to `batch` articles of `time:` from `at` on: one step of
+/// the sweep that catches what notifications missed.
+pub async fn sweep_articles(conn: &mut Conn, at: &TopCursor, batch: u64) -> AppResult<Swept> {
+    let mut invocation = DERIVE_ARTICLES.invocation();
+    derive_invocation(&mut invocation);
+    invocation
+        .arg("sweep")
+        .arg(&at.from)
+        .arg(at.skip)
+        .arg(batch);
+    match DERIVE_ARTICLES.call(&invocation, conn).await? {
+        DeriveReply::Swept(swept) => Ok(swept),
+        DeriveReply::Derived(_) => Err(unexpected("sweep")),
+    }
+}
+
+/// One batch of a voted set's voters indexed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedVoters {
+    /// The SSCAN cursor to go on from; "0" at the end.
+    pub next: String,
+    pub written: u64,
+}
+
+impl ScriptReply for IndexedVoters {
+    fn read(reply: &Value) -> Option<Self> {
+        let ("indexed", [next, written]) = status(reply)? else {
+            return None;
+        };
+        Some(Self {
+            next: value_str(next)?.to_owned(),
+            written: count(written)?,
+        })
+    }
+}
+
+static INDEX_VOTERS: LazyLock<Lua<IndexedVoters>> = LazyLock::new(|| {
+    Lua::new(
+        "index-voters",
+        &[VOTERS, include_str!("../lua/index_voters.lua")],
+    )
+});
+
+/// Indexes one batch of an article's upvoters (`down` false) or
+/// downvoters; `snapshot` ("up,down", the sets' sizes when the indexing
+/// began) is recorded once the scan ends.
+pub async fn index_voters(
+    conn: &mut Conn,
+    id: ArticleId,
+    down: bool,
+    cursor: &str,
+    snapshot: Option<&str>,
+) -> AppResult<IndexedVoters> {
+    let mut invocation = INDEX_VOTERS.invocation();
+    invocation
+        .key(keys::article(id))
+        .key(if down {
+            keys::downvoted(id)
+        } else {
+            keys::voted(id)
+        })
+        .key(keys::TIME)
+        .arg(keys::USER_PREFIX)
+        .arg(keys::USER_VOTES_SUFFIX)
+        .arg(keys::VOTING_WINDOW_SECS)
+        .arg(if down { "-" } else { "" })
+        .arg(cursor)
+        .arg(VOTER_BATCH)
+        .arg(snapshot.unwrap_or(""));
+    INDEX_VOTERS.call(&invocation, conn).await
+}
+
+/// How a group is compared with its mirror (see `derive_group.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupMode {
+    /// The candidates, then the whole sets if their sizes still differ.
+    Check,
+    /// The whole sets.
+    Full,
+    /// One scan batch of the group's set (additions).
+    Add,
+    /// One scan batch of the mirror (removals).
+    Remove,
+}
+
+/// What a group derivation answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupDerived {
+    /// The mirror matches the group.
+    Synced { changed: u64 },
+    /// The sets are too large to compare in one script: scan them.
+    Scan { changed: u64 },
+    /// One scan batch done; "0" when the scan is over.
+    Cursor { next: String, changed: u64 },
+}
+
+impl ScriptReply for GroupDerived {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("synced", [changed]) => Some(Self::Synced {
+                changed: count(changed)?,
+            }),
+            ("scan", [changed]) => Some(Self::Scan {
+                changed: count(changed)?,
+            }),
+            ("cursor", [next, changed]) => Some(Self::Cursor {
+                next: value_str(next)?.to_owned(),
+                changed: count(changed)?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Members a group derivation compares whole (both sets together); larger
+/// groups are scanned in batches of [`GROUP_BATCH`].
+pub const GROUP_WHOLE: u64 = 4000;
+
+/// Members per scan batch of a large group.
+pub const GROUP_BATCH: u64 = 1000;
+
+static DERIVE_GROUP: LazyLock<Lua<GroupDerived>> = LazyLock::new(|| {
+    Lua::new(
+        "derive-group",
+        &[GROUP_LIST, include_str!("../lua/derive_group.lua")],
+    )
+});
+
+/// Follows one group's article set (see [`GroupMode`]); `candidates` are
+/// `article:<id>` members touched with it.
+pub async fn derive_group(
+    conn: &mut Conn,
+    name: &GroupName,
+    mode: GroupMode,
+    cursor: &str,
+    candidates: &[ArticleId],
+) -> AppResult<GroupDerived> {
+    let mut invocation = DERIVE_GROUP.invocation();
+    invocation
+        .key(keys::group(name))
+        .key(keys::group_indexed(name))
+        .key(keys::GROUPS_BY_SIZE);
+    for cache in keys::group_caches(name) {
+        invocation.key(cache);
+    }
+    invocation
+        .arg(name.as_str())
+        .arg(keys::ARTICLE_PREFIX)
+        .arg(keys::ARTICLE_GROUPS_SUFFIX)
+        .arg(match mode {
+            GroupMode::Check => "check",
+            GroupMode::Full => "full",
+            GroupMode::Add => "add",
+            GroupMode::Remove => "remove",
+        })
+        .arg(cursor)
+        .arg(GROUP_BATCH)
+        .arg(GROUP_WHOLE);
+    for &id in candidates {
+        invocation.arg(keys::article(id));
+    }
+    DERIVE_GROUP.call(&invocation, conn).await
+}

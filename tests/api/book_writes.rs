@@ -1,0 +1,525 @@
+//! The book's own code as a writer of the shared Redis: its Python
+//! functions (`tests/book/`, run unmodified) write while votegraph runs,
+//! and every view follows within a second: `myVote`, `Article.groups`,
+//! every order, group and user feeds and counts, the group directory, and
+//! the live events. Also: a lost notification caught by the sweep, two
+//! instances deriving one write once, old data imported while running,
+//! the book's own unittest, and the cost of reading book-written articles.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    command_stats, eventually, gql_at, ids, kill_pubsub_connections, now, reset_command_stats,
+    spawn_app, spawn_app_on, spawn_server, test_settings, Book, Subscriptions::Exactly, TestApp,
+    TestRedis, WsClient, TRANSPORT_WS,
+};
+
+/// The promise: every view agrees with the book's keys within a second.
+const WITHIN: Duration = Duration::from_secs(1);
+
+/// How long a subscription may take to start.
+const SUBSCRIBED: Duration = Duration::from_secs(5);
+
+const ORDERS: [&str; 7] = [
+    "SCORE",
+    "NEWEST",
+    "TOP_DAY",
+    "TOP_WEEK",
+    "TOP_MONTH",
+    "TOP_YEAR",
+    "TOP_ALL",
+];
+
+/// The site's pages in every order, as `order -> [id]`.
+async fn every_order(app: &TestApp, group: Option<&str>) -> Value {
+    let mut seen = serde_json::Map::new();
+    for order in ORDERS {
+        let query = match group {
+            None => format!("{{ articles(order: {order}) {{ id }} }}"),
+            Some(g) => {
+                format!("{{ group(name: \"{g}\") {{ articles(order: {order}) {{ id }} }} }}")
+            }
+        };
+        let data = app.gql_ok(&query, json!({}), None).await;
+        let list = match group {
+            None => &data["articles"],
+            Some(_) => &data["group"]["articles"],
+        };
+        seen.insert(order.to_owned(), json!(ids(list)));
+    }
+    Value::Object(seen)
+}
+
+fn in_every_order(ids: &[&str]) -> Value {
+    let mut want = serde_json::Map::new();
+    for order in ORDERS {
+        want.insert(order.to_owned(), json!(ids));
+    }
+    Value::Object(want)
+}
+
+async fn article(app: &TestApp, id: &str, token: Option<&str>) -> Value {
+    let query = "query($id: ID!) { article(id: $id) { id votes downvotes groups myVote poster { name karma } } }";
+    app.gql_ok(query, json!({ "id": id }), token).await["article"].clone()
+}
+
+async fn directory(app: &TestApp) -> Value {
+    let data = app
+        .gql_ok(
+            "{ groups { edges { node { name articleCount } } } }",
+            json!({}),
+            None,
+        )
+        .await;
+    json!(data["groups"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["node"]["name"].clone(), e["node"]["articleCount"].clone()))
+        .collect::<Vec<_>>())
+}
+
+#[tokio::test]
+async fn a_book_post_reaches_every_view_and_is_announced_within_a_second() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let book = Book::on(&app.redis);
+    let mut ws = WsClient::connect(&app, TRANSPORT_WS).await;
+    ws.subscribe(
+        "1",
+        "subscription { articlePosted { id title groups } }",
+        json!({}),
+    )
+    .await;
+    app.wait_for_subscriptions(Exactly(1), SUBSCRIBED).await;
+
+    // The book's post, then its groups, as its code runs them.
+    let replies = book
+        .batch(&[
+            vec![
+                "post".into(),
+                "user:alice".into(),
+                "From the book".into(),
+                "https://example.com/".into(),
+            ],
+            vec![
+                "groups".into(),
+                "1".into(),
+                "--add".into(),
+                "rust".into(),
+                "news".into(),
+            ],
+        ])
+        .await;
+    assert_eq!(replies[0], "1");
+
+    let event = ws.next_event().await;
+    assert_eq!(event["articlePosted"]["id"], "1", "{event}");
+    assert_eq!(event["articlePosted"]["title"], "From the book");
+    eventually("the book's post in every order", WITHIN, async || {
+        let seen = every_order(&app, None).await;
+        (seen == in_every_order(&["1"])).then_some(()).ok_or(seen)
+    })
+    .await;
+    eventually("its groups, feeds, directory, poster", WITHIN, async || {
+        let a = article(&app, "1", Some(&alice)).await;
+        let rust = every_order(&app, Some("rust")).await;
+        let dir = directory(&app).await;
+        let me = app
+            .gql_ok(
+                "{ me { karma articles { id } feed(order: TOP_DAY) { edges { node { id } } } } }",
+                json!({}),
+                Some(&alice),
+            )
+            .await;
+        let ok = a["groups"] == json!(["news", "rust"])
+            && a["myVote"] == "UP"
+            && a["poster"] == json!({ "name": "alice", "karma": 1 })
+            && rust == in_every_order(&["1"])
+            && dir == json!([["news", 1], ["rust", 1]])
+            && me["me"]["karma"] == 1
+            && ids(&me["me"]["articles"]) == ["1"]
+            && me["me"]["feed"]["edges"][0]["node"]["id"] == "1";
+        ok.then_some(()).ok_or((a, rust, dir, me))
+    })
+    .await;
+    ws.close().await;
+}
+
+#[tokio::test]
+async fn book_votes_downvotes_and_switches_reach_my_vote_rankings_karma_and_subscribers() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let carol = app.sign_up("carol").await;
+    let book = Book::on(&app.redis);
+    // One article by the book, one by votegraph, both in one group.
+    let first = book.post("user:alice", "by the book").await;
+    book.groups(&first, &["rust"], &[]).await;
+    let second = app.post(&alice, "by votegraph", &["rust"]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(second, "2");
+    // Warm the cached group rankings, which must follow too.
+    eventually("both in the group", WITHIN, async || {
+        let seen = every_order(&app, Some("rust")).await;
+        (seen["TOP_DAY"].as_array().map(Vec::len) == Some(2))
+            .then_some(())
+            .ok_or(seen)
+    })
+    .await;
+    let mut ws = WsClient::connect(&app, TRANSPORT_WS).await;
+    ws.subscribe(
+        "1",
+        "subscription { scoreChanged(group: \"rust\") { article { id } votes downvotes } }",
+        json!({}),
+    )
+    .await;
+    app.wait_for_subscriptions(Exactly(1), SUBSCRIBED).await;
+
+    // Two book upvotes lift the book's article above votegraph's in every
+    // net-vote order, the group's included.
+    book.vote("user:bob", &first).await;
+    book.vote("user:carol", &first).await;
+    let event = ws.next_event().await;
+    assert_eq!(
+        event["scoreChanged"]["article"]["id"],
+        first.as_str(),
+        "{event}"
+    );
+    eventually("the book's votes everywhere", WITHIN, async || {
+        let site = every_order(&app, None).await;
+        let group = every_order(&app, Some("rust")).await;
+        let by_bob = article(&app, &first, Some(&bob)).await;
+        let ok = ["TOP_DAY", "TOP_WEEK", "TOP_ALL", "SCORE"].iter().all(|o| {
+            site[o] == json!([first.as_str(), "2"]) && group[o] == json!([first.as_str(), "2"])
+        }) && by_bob["myVote"] == "UP"
+            && by_bob["votes"] == 3
+            && by_bob["poster"]["karma"] == 4;
+        ok.then_some(()).ok_or((site, group, by_bob))
+    })
+    .await;
+
+    // The exercise: carol's vote switches to a downvote, bob's stays, and
+    // a third user downvotes; net votes 3 - 2 = 1... then 1 - 1 (dave).
+    book.switch("user:carol", &first).await;
+    book.downvote("user:dave", &first).await;
+    eventually("the switch and the downvote", WITHIN, async || {
+        let by_carol = article(&app, &first, Some(&carol)).await;
+        let site = every_order(&app, None).await;
+        let ok = by_carol["myVote"] == "DOWN"
+            && by_carol["votes"] == 2
+            && by_carol["downvotes"] == 2
+            && by_carol["poster"]["karma"] == 1
+            // Net 0 now, below votegraph's article (net 1) in TOP_*.
+            && site["TOP_DAY"] == json!(["2", first.as_str()]);
+        ok.then_some(()).ok_or((by_carol, site))
+    })
+    .await;
+    // Every change was announced, to the group's subscriber too.
+    let mut last = Value::Null;
+    eventually("the last change announced", WITHIN, async || {
+        last = ws.next_event().await;
+        let change = &last["scoreChanged"];
+        (change["votes"] == 2 && change["downvotes"] == 2)
+            .then_some(())
+            .ok_or(last.clone())
+    })
+    .await;
+    ws.close().await;
+}
+
+#[tokio::test]
+async fn groups_the_book_adds_and_removes_are_followed() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let book = Book::on(&app.redis);
+    let id = app.post(&alice, "votegraph's", &["rust"]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A group only the book writes, and a removal from votegraph's group.
+    book.groups(&id, &["bookonly"], &["rust"]).await;
+    eventually("the book's group changes", WITHIN, async || {
+        let a = article(&app, &id, None).await;
+        let dir = directory(&app).await;
+        let group = app
+            .gql_ok(
+                "{ group(name: \"bookonly\") { articleCount articles(order: TOP_DAY) { id } } }",
+                json!({}),
+                None,
+            )
+            .await;
+        let ok = a["groups"] == json!(["bookonly"])
+            && dir == json!([["bookonly", 1]])
+            && group["group"]["articleCount"] == 1
+            && ids(&group["group"]["articles"]) == [id.as_str()];
+        ok.then_some(()).ok_or((a, dir, group))
+    })
+    .await;
+    // votegraph's own setGroups still works on what the book wrote.
+    app.gql_ok(
+        "mutation($id: ID!) { setGroups(articleId: $id, remove: [\"bookonly\"], add: [\"rust\"]) { groups } }",
+        json!({ "id": id }),
+        Some(&alice),
+    )
+    .await;
+    let mut conn = app.redis.conn().await;
+    let members: Vec<String> = redis::cmd("SMEMBERS")
+        .arg("group:bookonly")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(members.is_empty(), "{members:?}");
+    assert_eq!(article(&app, &id, None).await["groups"], json!(["rust"]));
+    assert_eq!(directory(&app).await, json!([["rust", 1]]));
+}
+
+#[tokio::test]
+async fn a_lost_notification_is_caught_by_the_sweep() {
+    let redis = TestRedis::start().await;
+    let app = spawn_app_on(redis, |s| s.top_upkeep_ms = 100).await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let book = Book::on(&app.redis);
+    let id = app.post(&alice, "votegraph's", &[]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    eventually("notifications on", Duration::from_secs(5), async || {
+        let health = app.health().await;
+        (health["deriver"]["notifications"] == "on")
+            .then_some(())
+            .ok_or(health)
+    })
+    .await;
+    // Notifications lost: Redis stops sending them, and the connection
+    // that carries them is killed, while the book writes.
+    let mut conn = app.redis.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(kill_pubsub_connections(&mut conn).await >= 1);
+    book.vote("user:bob", &id).await;
+    book.groups(&id, &["caught"], &[]).await;
+    // The sweep passes every article (and group) in turn: here, in a few
+    // rounds of 100 ms.
+    eventually(
+        "the sweep catching the book's writes",
+        Duration::from_secs(5),
+        async || {
+            let a = article(&app, &id, Some(&bob)).await;
+            let top = every_order(&app, None).await;
+            let ok = a["myVote"] == "UP"
+                && a["groups"] == json!(["caught"])
+                && a["poster"]["karma"] == 2
+                && top["TOP_DAY"] == json!([id.as_str()])
+                && directory(&app).await == json!([["caught", 1]]);
+            ok.then_some(()).ok_or((a, top))
+        },
+    )
+    .await;
+    // The listener came back and turned notifications on again.
+    eventually(
+        "notifications on again",
+        Duration::from_secs(5),
+        async || {
+            let flags: (String, String) = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("notify-keyspace-events")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let health = app.health().await;
+            (health["deriver"]["notifications"] == "on" && flags.1.contains('K'))
+                .then_some(())
+                .ok_or((health, flags))
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn two_instances_derive_a_book_write_once() {
+    let app = spawn_app().await;
+    let other = spawn_server(test_settings(&app.redis)).await;
+    let alice = app.sign_up("alice").await;
+    let book = Book::on(&app.redis);
+    let id = book.post("user:alice", "shared").await;
+    eventually("the post derived", WITHIN, async || {
+        let a = article(&app, &id, None).await;
+        (a["poster"]["karma"] == 1).then_some(()).ok_or(a)
+    })
+    .await;
+    let mut here = WsClient::connect(&app, TRANSPORT_WS).await;
+    here.subscribe(
+        "1",
+        "subscription { scoreChanged { article { id } votes } }",
+        json!({}),
+    )
+    .await;
+    let mut there = WsClient::connect_to(&other.address, TRANSPORT_WS, json!({})).await;
+    there
+        .subscribe(
+            "1",
+            "subscription { scoreChanged { article { id } votes } }",
+            json!({}),
+        )
+        .await;
+    app.wait_for_subscriptions(Exactly(1), SUBSCRIBED).await;
+    crate::helpers::wait_for_subscriptions_at(&app.client, &other.address, Exactly(1), SUBSCRIBED)
+        .await;
+
+    book.vote("user:bob", &id).await;
+    for ws in [&mut here, &mut there] {
+        let event = ws.next_event().await;
+        assert_eq!(event["scoreChanged"]["votes"], 2, "{event}");
+        // Once: both instances derived the vote, only the first changed
+        // anything (and published).
+        assert!(ws.is_quiet(Duration::from_millis(500)).await);
+    }
+    let a = article(&app, &id, Some(&alice)).await;
+    assert_eq!(a["poster"]["karma"], 2, "karma counted once: {a}");
+    let seen = gql_at(
+        &app.client,
+        &other.address,
+        "{ articles(order: TOP_DAY) { id votes } }",
+        json!({}),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(seen["data"]["articles"], json!([{ "id": id, "votes": 2 }]));
+    here.close().await;
+    there.close().await;
+}
+
+#[tokio::test]
+async fn old_book_data_imported_while_running_reaches_the_long_orders() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let book = Book::on(&app.redis);
+    let mut ws = WsClient::connect(&app, TRANSPORT_WS).await;
+    ws.subscribe("1", "subscription { articlePosted { id } }", json!({}))
+        .await;
+    app.wait_for_subscriptions(Exactly(1), SUBSCRIBED).await;
+    let day = 86_400.0;
+    let month_ago = format!("{:.3}", now() - 20.0 * day);
+    let year_ago = format!("{:.3}", now() - 200.0 * day);
+    let ancient = format!("{:.3}", now() - 800.0 * day);
+    let old: Vec<Vec<String>> = [&month_ago, &year_ago, &ancient]
+        .iter()
+        .map(|at| {
+            vec![
+                "post-at".into(),
+                (*at).clone(),
+                "user:alice".into(),
+                format!("from {at}"),
+                "https://example.com/".into(),
+            ]
+        })
+        .collect();
+    let replies = book.batch(&old).await;
+    assert_eq!(replies, [json!("1"), json!("2"), json!("3")]);
+    eventually(
+        "old articles in the orders of their age",
+        WITHIN,
+        async || {
+            let seen = every_order(&app, None).await;
+            let want = json!({
+                "SCORE": ["1", "2", "3"], "NEWEST": ["1", "2", "3"],
+                "TOP_DAY": [], "TOP_WEEK": [], "TOP_MONTH": ["1"],
+                "TOP_YEAR": ["1", "2"], "TOP_ALL": ["1", "2", "3"],
+            });
+            (seen == want).then_some(()).ok_or(seen)
+        },
+    )
+    .await;
+    let me = app
+        .gql_ok(
+            "{ me { karma articles(order: NEWEST) { id } } }",
+            json!({}),
+            Some(&alice),
+        )
+        .await;
+    assert_eq!(me["me"]["karma"], 3);
+    assert_eq!(ids(&me["me"]["articles"]), ["1", "2", "3"]);
+    // An import is not news: no articlePosted for it.
+    assert!(ws.is_quiet(Duration::from_millis(300)).await);
+    ws.close().await;
+}
+
+#[tokio::test]
+async fn the_books_own_unittest_passes_on_the_redis_votegraph_uses() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "votegraph's", &["new-group"]).await;
+    let book = Book::on(&app.redis);
+    let (passed, output) = book.unittest().await;
+    assert!(passed, "{output}");
+    // Its cleanup deletes time:*, score:*, voted:* and group:* on the way
+    // out; votegraph goes on serving what is left.
+    let data = app
+        .gql_ok(
+            "{ articles { id } articleCount groups { totalCount } }",
+            json!({}),
+            None,
+        )
+        .await;
+    assert_eq!(data["articles"], json!([]), "{data}");
+    let health = app.health().await;
+    assert_eq!(health["status"], "ok");
+}
+
+/// A logged-in front page of 25 book-written articles, once derived,
+/// costs what votegraph's own cost: no third round trip for their groups,
+/// at most 30 commands.
+#[tokio::test]
+async fn book_written_articles_read_as_cheaply_as_votegraphs() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let book = Book::on(&app.redis);
+    let posts: Vec<Vec<String>> = (0..25)
+        .map(|n| {
+            vec![
+                "post".into(),
+                "user:alice".into(),
+                format!("book {n}"),
+                "https://example.com/".into(),
+            ]
+        })
+        .collect();
+    book.batch(&posts).await;
+    let mut conn = app.redis.conn().await;
+    eventually("25 derived", WITHIN, async || {
+        let mut pipe = redis::pipe();
+        for id in 1..=25 {
+            pipe.cmd("HEXISTS")
+                .arg(format!("article:{id}"))
+                .arg("indexed");
+        }
+        let derived: Vec<bool> = pipe.query_async(&mut conn).await.unwrap();
+        derived.iter().all(|d| *d).then_some(()).ok_or(derived)
+    })
+    .await;
+    let query = format!(
+        "{{ articles {{ {} myVote }} }}",
+        crate::helpers::ARTICLE_FIELDS
+    );
+    reset_command_stats(&mut conn).await;
+    let data = app.gql_ok(&query, json!({}), Some(&alice)).await;
+    let stats = command_stats(&mut conn).await;
+    let articles = data["articles"].as_array().unwrap();
+    assert_eq!(articles.len(), 25);
+    assert!(articles.iter().all(|a| a["myVote"] == "UP"), "{data}");
+    let total: u64 = stats.values().sum();
+    assert!(total <= 30, "{total} commands: {stats:?}");
+    assert_eq!(stats.get("smembers"), None, "no group sets read: {stats:?}");
+}
