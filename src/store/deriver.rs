@@ -23,6 +23,10 @@
 //!   write, leave nothing to do but a few reads; each instance derives every
 //!   notification, and the first one to run does the work (and publishes
 //!   the event, once).
+//! - **`time:` or `score:` replaced as a whole** (deleted, restored,
+//!   renamed) names every article: one whole pass of the sweep runs at
+//!   once, batch after batch, and articles gone from `time:` leave the
+//!   net-vote rankings.
 //! - **The sweep** (run by the upkeep, see `feeds.rs`) re-derives every
 //!   article and group in turn, because pub/sub delivers at most once: a
 //!   notification lost with its connection, a server that refuses to send
@@ -39,6 +43,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::Notify;
 
+use super::feeds::SWEEP_BATCH;
 use super::keys::{self, Touched};
 use super::scripts::{self, GroupDerived, GroupMode};
 use super::{Conn, Locator, Store};
@@ -107,6 +112,8 @@ impl Notifications {
 struct Pending {
     articles: HashSet<ArticleId>,
     groups: HashSet<GroupName>,
+    /// `time:` or `score:` changed as a whole: every article.
+    everything: bool,
 }
 
 /// What waits to be derived, and how the following goes; shared by the
@@ -167,9 +174,7 @@ impl DeriveQueue {
             Touched::Group(name) => {
                 pending.groups.insert(name);
             }
-            // The sweep passes every article in turn; nothing more to do
-            // at once than what it does (see the module doc).
-            Touched::Everything => return,
+            Touched::Everything => pending.everything = true,
         }
         drop(pending);
         self.wake.notify_one();
@@ -218,6 +223,9 @@ impl DeriveQueue {
         }
         for name in batch.groups {
             self.touch(Touched::Group(name));
+        }
+        if batch.everything {
+            self.touch(Touched::Everything);
         }
     }
 }
@@ -273,7 +281,41 @@ impl Store {
                 index_all_voters(&mut conn, id).await?;
             }
         }
+        if batch.everything {
+            self.derive_everything(&mut conn).await?;
+        }
         Ok(())
+    }
+
+    /// After `time:` or `score:` changed as a whole (deleted, restored,
+    /// renamed): one whole pass of the sweep at once, batch after batch,
+    /// then the articles gone from `time:` leave the net-vote rankings.
+    /// Each batch is one bounded script; other clients run between them.
+    async fn derive_everything(&self, conn: &mut Conn) -> AppResult<()> {
+        let mut at = scripts::TopCursor {
+            from: "-inf".to_owned(),
+            skip: 0,
+        };
+        loop {
+            let swept = scripts::sweep_articles(conn, &at, SWEEP_BATCH).await?;
+            self.count_derived(swept.derived.changed);
+            for id in swept.derived.voters_left {
+                index_all_voters(conn, id).await?;
+            }
+            match swept.next {
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+        let mut cursor = "0".to_owned();
+        loop {
+            let batch = scripts::drop_absent(conn, &cursor, SWEEP_BATCH).await?;
+            self.count_derived(batch.dropped);
+            if batch.next == "0" {
+                return Ok(());
+            }
+            cursor = batch.next;
+        }
     }
 
     /// Follows one group until its mirror matches it, scanning large ones

@@ -336,3 +336,36 @@ pub async fn derive_group(
     }
     DERIVE_GROUP.call(&invocation, conn).await
 }
+
+/// One batch of articles dropped from the net-vote rankings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// The ZSCAN cursor to go on from; "0" at the end.
+    pub next: String,
+    pub dropped: u64,
+}
+
+impl ScriptReply for Dropped {
+    fn read(reply: &Value) -> Option<Self> {
+        let ("dropped", [next, dropped]) = status(reply)? else {
+            return None;
+        };
+        Some(Self {
+            next: value_str(next)?.to_owned(),
+            dropped: count(dropped)?,
+        })
+    }
+}
+
+static DROP_ABSENT: LazyLock<Lua<Dropped>> =
+    LazyLock::new(|| Lua::new("drop-absent", &[include_str!("../lua/drop_absent.lua")]));
+
+/// Drops one batch of articles gone from `time:` from the `top:<period>`
+/// rankings (see `drop_absent.lua`).
+pub async fn drop_absent(conn: &mut Conn, cursor: &str, batch: u64) -> AppResult<Dropped> {
+    let mut invocation = DROP_ABSENT.invocation();
+    invocation.key(keys::TIME);
+    top_keys(&mut invocation);
+    invocation.arg(cursor).arg(batch);
+    DROP_ABSENT.call(&invocation, conn).await
+}

@@ -16,15 +16,28 @@ use super::time::eventually_every;
 pub struct TestRedis {
     child: Option<Child>,
     dir: TempDir,
+    /// More `redis-server` arguments, kept for restarts.
+    extra: Vec<String>,
 }
 
 impl TestRedis {
     pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// One started with more `redis-server` arguments, e.g.
+    /// `["--rename-command", "CONFIG", ""]`.
+    pub async fn start_with(extra: &[&str]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("vg")
             .tempdir()
             .expect("temp dir");
-        let mut redis = Self { child: None, dir };
+        let extra = extra.iter().map(|a| a.to_string()).collect();
+        let mut redis = Self {
+            child: None,
+            dir,
+            extra,
+        };
         redis.launch().await;
         redis
     }
@@ -54,6 +67,7 @@ impl TestRedis {
         .arg(self.socket())
         .arg("--dir")
         .arg(self.dir.path())
+        .args(&self.extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
