@@ -43,7 +43,6 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use super::feeds::SWEEP_BATCH;
 use super::keys::{self, Touched};
 use super::scripts::{self, GroupDerived, GroupMode};
 use super::{Conn, Locator, Store};
@@ -59,6 +58,11 @@ pub const MAX_PENDING_ARTICLES: usize = 100_000;
 
 /// Groups waiting at most; likewise.
 pub const MAX_PENDING_GROUPS: usize = 10_000;
+
+/// Articles the sweep re-derives per round of upkeep (a second by
+/// default, one instance per round): every article within
+/// `articles / SWEEP_BATCH` rounds, 200 s at 1,000,000 articles.
+pub const SWEEP_BATCH: u64 = 5000;
 
 /// Keys the group sweep's `SCAN` visits per round of upkeep: every group
 /// set within `keys / GROUP_SCAN_COUNT` rounds.
@@ -357,11 +361,15 @@ impl Store {
     }
 
     /// One step of the sweep through the group sets (a `SCAN` of
-    /// [`GROUP_SCAN_COUNT`] keys from `cursor`): each group found is
-    /// compared whole with its mirror. Answers the next cursor (0: the
-    /// scan starts over).
-    pub(super) async fn sweep_groups(&self, cursor: u64) -> AppResult<u64> {
-        let mut conn = self.conn().await?;
+    /// [`GROUP_SCAN_COUNT`] keys from where `index:sweep` says, moved on):
+    /// each group found is compared whole with its mirror.
+    pub(super) async fn sweep_groups(&self, conn: &mut Conn) -> AppResult<()> {
+        let cursor: Option<u64> = redis::cmd("HGET")
+            .arg(keys::SWEEP)
+            .arg("groups")
+            .query_async(&mut *conn)
+            .await?;
+        let cursor = cursor.unwrap_or(0);
         let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
@@ -370,15 +378,20 @@ impl Store {
             .arg(GROUP_SCAN_COUNT)
             .arg("TYPE")
             .arg("set")
-            .query_async(&mut conn)
+            .query_async(&mut *conn)
             .await?;
         for key in found {
             if let Some(Touched::Group(name)) = keys::touched(&key) {
-                self.follow_group(&mut conn, &name, GroupMode::Full, &[])
-                    .await?;
+                self.follow_group(conn, &name, GroupMode::Full, &[]).await?;
             }
         }
-        Ok(next)
+        let () = redis::cmd("HSET")
+            .arg(keys::SWEEP)
+            .arg("groups")
+            .arg(next)
+            .query_async(conn)
+            .await?;
+        Ok(())
     }
 
     pub(super) fn count_derived(&self, n: u64) {

@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use super::deriver::index_all_voters;
+use super::deriver::{index_all_voters, SWEEP_BATCH};
 use super::keys;
 use super::scripts::{self, FeedSource, Start, TopCursor};
 use super::{unix_secs, Ranked, Store};
@@ -207,11 +207,6 @@ pub struct FeedPage {
 /// Articles the background work prunes or builds per call.
 const BATCH: usize = 1000;
 
-/// Articles the sweep re-derives per round of upkeep (a second by
-/// default): every article within `articles / SWEEP_BATCH` rounds, 200 s
-/// at 1,000,000 articles.
-pub const SWEEP_BATCH: u64 = 5000;
-
 impl Store {
     /// Up to `first` articles of `list` in `order` after `after` (from the
     /// top without it).
@@ -317,21 +312,29 @@ impl Store {
         Ok(Some(written))
     }
 
-    /// One round of upkeep: re-derives one batch of the sweep through every
-    /// article from `from` on (see `deriver.rs`), then prunes each period
-    /// of what grew too old; answers where the next batch of the sweep
-    /// starts (None: the sweep starts again from the oldest).
-    async fn tend_top(&self, from: Option<TopCursor>) -> AppResult<Option<TopCursor>> {
+    /// One round of upkeep (`every` apart): the instance that takes this
+    /// round's lease re-derives one batch of the sweep through every article
+    /// and the group sets (see `deriver.rs`); every instance then prunes
+    /// each period of what grew too old.
+    async fn tend_top(&self, every: Duration) -> AppResult<()> {
         let now = unix_secs();
         let mut conn = self.conn().await?;
-        let at = from.unwrap_or_else(|| TopCursor {
-            from: "-inf".to_owned(),
-            skip: 0,
-        });
-        let swept = scripts::sweep_articles(&mut conn, &at, SWEEP_BATCH).await?;
-        self.count_derived(swept.derived.changed);
-        for id in swept.derived.voters_left {
-            index_all_voters(&mut conn, id).await?;
+        let lease_ms = (every.as_millis() as u64 * 9 / 10).max(1);
+        let leased: Option<String> = redis::cmd("SET")
+            .arg(keys::SWEEP_LEASE)
+            .arg(now)
+            .arg("NX")
+            .arg("PX")
+            .arg(lease_ms)
+            .query_async(&mut conn)
+            .await?;
+        if leased.is_some() {
+            let swept = scripts::sweep_round(&mut conn, SWEEP_BATCH).await?;
+            self.count_derived(swept.derived.changed);
+            for id in swept.derived.voters_left {
+                index_all_voters(&mut conn, id).await?;
+            }
+            self.sweep_groups(&mut conn).await?;
         }
         // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {
@@ -339,7 +342,7 @@ impl Store {
                 scripts::prune_top(&mut conn, period, now.saturating_sub(secs), BATCH).await?;
             }
         }
-        Ok(swept.next)
+        Ok(())
     }
 
     /// Starts the net-vote rankings' background work (see the module doc)
@@ -350,9 +353,7 @@ impl Store {
         let store = self.clone();
         let task = AbortOnDrop(tokio::spawn(async move {
             let mut built = false;
-            let mut sweep = None;
             let mut recount = 0;
-            let mut groups = 0;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -370,14 +371,9 @@ impl Store {
                     Ok(next) => recount = next,
                     Err(e) => tracing::warn!(error = %e, "recounting the group directory failed"),
                 }
-                match store.sweep_groups(groups).await {
-                    Ok(next) => groups = next,
-                    Err(e) => tracing::warn!(error = %e, "sweeping the group sets failed"),
-                }
                 // Last: its final pruning marks a round as done.
-                match store.tend_top(sweep.take()).await {
-                    Ok(next) => sweep = next,
-                    Err(e) => tracing::warn!(error = %e, "tending the net-vote rankings failed"),
+                if let Err(e) = store.tend_top(every).await {
+                    tracing::warn!(error = %e, "tending the net-vote rankings failed");
                 }
             }
         }));

@@ -351,6 +351,17 @@ pub const TOP_INDEX_BUILT: &str = "index:top:built";
 /// from `top:<period>` (where the pruning resumes).
 pub const TOP_PRUNED: &str = "index:top:pruned";
 
+/// Hash: where the sweep through every article and group (see
+/// `deriver.rs`) goes on: `from` (a post time of `time:`, `-inf` at the
+/// start), `skip` (articles posted at `from` already done), `groups` (the
+/// `SCAN` cursor of the group sets). Shared by all instances.
+pub const SWEEP: &str = "index:sweep";
+
+/// String, a lease of one round of the sweep: the instance that sets it
+/// (`SET NX PX`, for most of a round) runs that round, so several
+/// instances sweep no faster and cost Redis no more than one.
+pub const SWEEP_LEASE: &str = "index:sweep:lease";
+
 /// Sorted set group name → minus its number of articles: the group
 /// directory, largest first and by name among equals in one `ZRANGE`. Kept
 /// by the post and set-groups scripts; counts are refreshed from the

@@ -3,7 +3,8 @@
 -- group_list, voters and derive.
 --
 -- KEYS: [1] the time ranking, [2] the score ranking, [3] karma, [4..8] the
--- net-vote rankings of the site, one per period, the all-time one last.
+-- net-vote rankings of the site, one per period, the all-time one last,
+-- [9] (mode round) where the sweep goes on.
 -- ARGV: [1] the article prefix, [2] [3] the upvoters' and downvoters'
 -- prefixes, [4] the article groups' suffix, [5] the user prefix, [6] the
 -- suffix of a user's vote index, [7] [8] the suffixes of a user's score and
@@ -17,7 +18,9 @@
 -- all-time), [25..29] the period names, [30] 'ids' or 'sweep', then:
 --   ids:   [31..] the article ids;
 --   sweep: [31] the post time to start from, [32] the articles posted at
---          it already done, [33] the batch size.
+--          it already done, [33] the batch size;
+--   round: [31] the batch size, from where KEYS[9] says (fields from and
+--          skip), which is moved on (back to the start after the newest).
 -- Answers {'derived', changed, voters-left ids...} for ids, and
 -- {'swept', seen, changed, next from ('' at the end), next skip,
 -- voters-left ids...} for a sweep.
@@ -50,7 +53,13 @@ if mode == 'ids' then
   for _, id in ipairs(left) do reply[#reply + 1] = id end
   return reply
 end
-local from, skip, batch = ARGV[31], tonumber(ARGV[32]), tonumber(ARGV[33])
+local from, skip, batch
+if mode == 'round' then
+  local at = redis.call('HMGET', KEYS[9], 'from', 'skip')
+  from, skip, batch = at[1] or '-inf', tonumber(at[2]) or 0, tonumber(ARGV[31])
+else
+  from, skip, batch = ARGV[31], tonumber(ARGV[32]), tonumber(ARGV[33])
+end
 local items = redis.call('ZRANGEBYSCORE', c.by_time, from, '+inf', 'WITHSCORES', 'LIMIT', skip, batch)
 for i = 1, #items, 2 do
   local m = items[i]
@@ -69,6 +78,9 @@ if seen == batch then
     next_skip = next_skip + 1
   end
   if tonumber(next_from) == tonumber(from) then next_skip = next_skip + skip end
+end
+if mode == 'round' then
+  redis.call('HSET', KEYS[9], 'from', next_from == '' and '-inf' or next_from, 'skip', next_skip)
 end
 local reply = {'swept', seen, changed, next_from, next_skip}
 for _, id in ipairs(left) do reply[#reply + 1] = id end

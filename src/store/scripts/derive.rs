@@ -173,8 +173,21 @@ fn unexpected(mode: &str) -> AppError {
     ))
 }
 
-/// Re-derives up to `batch` articles of `time:` from `at` on: one step of
-/// the sweep that catches what notifications missed.
+/// Re-derives up to `batch` articles of `time:` from where the shared
+/// sweep stands (`index:sweep`), and moves it on: one round of the sweep
+/// that catches what notifications missed.
+pub async fn sweep_round(conn: &mut Conn, batch: u64) -> AppResult<Swept> {
+    let mut invocation = DERIVE_ARTICLES.invocation();
+    derive_invocation(&mut invocation);
+    invocation.key(keys::SWEEP).arg("round").arg(batch);
+    match DERIVE_ARTICLES.call(&invocation, conn).await? {
+        DeriveReply::Swept(swept) => Ok(swept),
+        DeriveReply::Derived(_) => Err(unexpected("round")),
+    }
+}
+
+/// Re-derives up to `batch` articles of `time:` from `at` on (a whole
+/// pass at once, see `deriver.rs`).
 pub async fn sweep_articles(conn: &mut Conn, at: &TopCursor, batch: u64) -> AppResult<Swept> {
     let mut invocation = DERIVE_ARTICLES.invocation();
     derive_invocation(&mut invocation);

@@ -64,8 +64,8 @@ use crate::error::{AppError, AppResult};
 pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
 pub use backfill::{backfill_votes, Cursor};
 pub use derive::{
-    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, GroupDerived,
-    GroupMode,
+    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, sweep_round,
+    GroupDerived, GroupMode,
 };
 pub use directory::{directory, recount_groups};
 pub use documents::{register_document, RegisterLimits, RegisterReply};

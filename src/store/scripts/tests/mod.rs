@@ -6,6 +6,7 @@
 
 mod accounts;
 mod backfill;
+mod derive;
 mod directory;
 mod documents;
 mod feeds;

@@ -1,0 +1,185 @@
+//! The derivation scripts: an article or group already right costs no
+//! write; outside writes are derived once; the sweep walks in bounded
+//! rounds from a shared place; large voter sets and groups go in batches.
+
+use super::*;
+use crate::domain::VoteDirection;
+use crate::store::keys;
+
+/// The book's `article_vote`, command for command.
+async fn book_vote(c: &mut Conn, voter: &str, id: u64) {
+    let article = format!("article:{id}");
+    let added: i64 = q(c, cmd("SADD").arg(format!("voted:{id}")).arg(voter)).await;
+    assert_eq!(added, 1);
+    let () = q(c, cmd("ZINCRBY").arg(keys::SCORE).arg(432).arg(&article)).await;
+    let () = q(c, cmd("HINCRBY").arg(&article).arg("votes").arg(1)).await;
+}
+
+async fn dirty(c: &mut Conn) -> u64 {
+    let info: String = q(c, cmd("INFO").arg("persistence")).await;
+    info.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn votegraphs_own_writes_leave_nothing_to_derive() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &["rust"]).await;
+    vote(
+        c,
+        ArticleId(1),
+        &user("bob"),
+        VoteDirection::Down,
+        unlimited(),
+    )
+    .await
+    .unwrap();
+    let before = dirty(c).await;
+    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    assert_eq!(derived.changed, 0);
+    assert!(derived.voters_left.is_empty());
+    let reply = derive_group(c, &group("rust"), GroupMode::Check, "0", &[ArticleId(1)])
+        .await
+        .unwrap();
+    assert_eq!(reply, GroupDerived::Synced { changed: 0 });
+    assert_eq!(dirty(c).await, before, "nothing written");
+}
+
+#[tokio::test]
+async fn a_book_vote_is_derived_once() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &[]).await;
+    book_vote(c, "user:bob", 1).await;
+    let first = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    assert_eq!(first.changed, 1);
+    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    assert_eq!(again.changed, 0, "a second instance finds nothing to do");
+    let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
+    assert!(index.unwrap() > 0.0, "bob's upvote indexed");
+    let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
+    assert_eq!(karma.floor(), 2.0);
+}
+
+#[tokio::test]
+async fn the_sweep_goes_in_bounded_rounds_from_a_shared_place() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    for n in 0..5 {
+        posted(c, "alice", &format!("a{n}"), &[]).await;
+    }
+    for id in 1..=5 {
+        book_vote(c, "user:bob", id).await;
+    }
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let swept = sweep_round(c, 2).await.unwrap();
+        seen.push((swept.seen, swept.derived.changed));
+    }
+    assert_eq!(seen, [(2, 2), (2, 2), (1, 1)]);
+    let at: Vec<Option<String>> = q(c, cmd("HMGET").arg(keys::SWEEP).arg("from").arg("skip")).await;
+    assert_eq!(
+        at,
+        [Some("-inf".to_owned()), Some("0".to_owned())],
+        "back to the start"
+    );
+    let swept = sweep_round(c, 2).await.unwrap();
+    assert_eq!((swept.seen, swept.derived.changed), (2, 0), "nothing left");
+}
+
+#[tokio::test]
+async fn a_large_voter_set_is_indexed_in_batches() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "big", &[]).await;
+    let voters = super::super::derive::INLINE_VOTERS + 500;
+    for n in 0..voters {
+        book_vote(c, &format!("user:v{n}"), 1).await;
+    }
+    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    assert_eq!(
+        derived.voters_left,
+        [ArticleId(1)],
+        "too many for one script"
+    );
+    let mut cursor = "0".to_owned();
+    let mut calls = 0;
+    for down in [true, false] {
+        loop {
+            let last = (!down).then_some("1501,0");
+            let batch = index_voters(c, ArticleId(1), down, &cursor, last)
+                .await
+                .unwrap();
+            calls += 1;
+            if batch.next == "0" {
+                break;
+            }
+            cursor = batch.next;
+        }
+        cursor = "0".to_owned();
+    }
+    assert!(calls >= 3, "{calls} calls");
+    for n in [0, voters - 1] {
+        let index: Option<f64> = q(
+            c,
+            cmd("ZSCORE")
+                .arg(format!("user:v{n}:votes"))
+                .arg("article:1"),
+        )
+        .await;
+        assert!(index.is_some(), "v{n}");
+    }
+    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    assert!(again.voters_left.is_empty(), "the sizes were recorded");
+}
+
+#[tokio::test]
+async fn a_large_group_is_followed_in_scan_batches() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let members = super::super::derive::GROUP_WHOLE + 10;
+    let mut pipe = redis::pipe();
+    for n in 1..=members {
+        pipe.cmd("SADD")
+            .arg("group:big")
+            .arg(format!("article:{n}"))
+            .ignore();
+    }
+    let () = pipe.query_async(c).await.unwrap();
+    let reply = derive_group(c, &group("big"), GroupMode::Check, "0", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        reply,
+        GroupDerived::Scan { changed: 0 },
+        "too large to compare whole"
+    );
+    let mut cursor = "0".to_owned();
+    let mut added = 0;
+    loop {
+        match derive_group(c, &group("big"), GroupMode::Add, &cursor, &[])
+            .await
+            .unwrap()
+        {
+            GroupDerived::Cursor { next, changed } => {
+                added += changed;
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(added, members);
+    let listed: Vec<String> = q(c, cmd("SMEMBERS").arg("article:7:groups")).await;
+    assert_eq!(listed, ["big"]);
+    let size: f64 = q(c, cmd("ZSCORE").arg(keys::GROUPS_BY_SIZE).arg("big")).await;
+    assert_eq!(size, -(members as f64));
+    let reply = derive_group(c, &group("big"), GroupMode::Check, "0", &[])
+        .await
+        .unwrap();
+    assert_eq!(reply, GroupDerived::Synced { changed: 0 });
+}
