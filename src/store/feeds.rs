@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use super::deriver::{index_all_voters, SWEEP_BATCH};
+use super::deriver::{index_all_voters, SWEEP_BATCH, SWEEP_CALL};
 use super::keys;
 use super::scripts::{self, FeedSource, Start, TopCursor};
 use super::{unix_secs, Ranked, Store};
@@ -329,10 +329,15 @@ impl Store {
             .query_async(&mut conn)
             .await?;
         if leased.is_some() {
-            let swept = scripts::sweep_round(&mut conn, SWEEP_BATCH).await?;
-            self.count_derived(swept.derived.changed);
-            for id in swept.derived.voters_left {
-                index_all_voters(&mut conn, id).await?;
+            for _ in 0..SWEEP_BATCH / SWEEP_CALL {
+                let swept = scripts::sweep_round(&mut conn, SWEEP_CALL).await?;
+                self.count_derived(swept.derived.changed);
+                for id in swept.derived.voters_left {
+                    index_all_voters(&mut conn, id).await?;
+                }
+                if swept.next.is_none() {
+                    break;
+                }
             }
             self.sweep_groups(&mut conn).await?;
         }

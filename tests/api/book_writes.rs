@@ -81,6 +81,29 @@ async fn directory(app: &TestApp) -> Value {
         .collect::<Vec<_>>())
 }
 
+/// Waits until `voter`'s upvote and the group `group`, written by the book
+/// on article `id` (by `alice`, who has no other vote), show everywhere.
+async fn vote_and_group_followed(
+    app: &TestApp,
+    id: &str,
+    voter: &str,
+    group: &str,
+    within: Duration,
+) {
+    eventually("the book's vote and group followed", within, async || {
+        let a = article(app, id, Some(voter)).await;
+        let top = every_order(app, None).await;
+        let dir = directory(app).await;
+        let ok = a["myVote"] == "UP"
+            && a["groups"] == json!([group])
+            && a["poster"]["karma"] == 2
+            && top == in_every_order(&[id])
+            && dir == json!([[group, 1]]);
+        ok.then_some(()).ok_or((a, top, dir))
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_book_post_reaches_every_view_and_is_announced_within_a_second() {
     let app = spawn_app().await;
@@ -311,21 +334,7 @@ async fn a_lost_notification_is_caught_by_the_sweep() {
     book.groups(&id, &["caught"], &[]).await;
     // The sweep passes every article (and group) in turn: here, in a few
     // rounds of 100 ms.
-    eventually(
-        "the sweep catching the book's writes",
-        Duration::from_secs(5),
-        async || {
-            let a = article(&app, &id, Some(&bob)).await;
-            let top = every_order(&app, None).await;
-            let ok = a["myVote"] == "UP"
-                && a["groups"] == json!(["caught"])
-                && a["poster"]["karma"] == 2
-                && top["TOP_DAY"] == json!([id.as_str()])
-                && directory(&app).await == json!([["caught", 1]]);
-            ok.then_some(()).ok_or((a, top))
-        },
-    )
-    .await;
+    vote_and_group_followed(&app, &id, &bob, "caught", Duration::from_secs(5)).await;
     // The listener came back and turned notifications on again.
     eventually(
         "notifications on again",
@@ -365,20 +374,7 @@ async fn where_notifications_are_refused_the_sweep_follows_alone() {
     let id = book.post("user:alice", "swept").await;
     book.vote("user:bob", &id).await;
     book.groups(&id, &["swept"], &[]).await;
-    eventually(
-        "the sweep following the book",
-        Duration::from_secs(5),
-        async || {
-            let a = article(&app, &id, Some(&bob)).await;
-            let top = every_order(&app, None).await;
-            let ok = a["myVote"] == "UP"
-                && a["groups"] == json!(["swept"])
-                && a["poster"]["karma"] == 2
-                && top == in_every_order(&[id.as_str()]);
-            ok.then_some(()).ok_or((a, top))
-        },
-    )
-    .await;
+    vote_and_group_followed(&app, &id, &bob, "swept", Duration::from_secs(5)).await;
     let me = app
         .gql_ok("{ me { karma } }", json!({}), Some(&alice))
         .await;

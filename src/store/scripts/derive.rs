@@ -202,27 +202,29 @@ pub async fn sweep_articles(conn: &mut Conn, at: &TopCursor, batch: u64) -> AppR
     }
 }
 
-/// One batch of a voted set's voters indexed.
+/// One batch of a scan (a voted set's voters indexed, or articles dropped
+/// from the net-vote rankings).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexedVoters {
-    /// The SSCAN cursor to go on from; "0" at the end.
+pub struct ScanStep {
+    /// The scan cursor to go on from; "0" at the end.
     pub next: String,
-    pub written: u64,
+    /// Entries written (voters indexed, articles dropped).
+    pub count: u64,
 }
 
-impl ScriptReply for IndexedVoters {
+impl ScriptReply for ScanStep {
     fn read(reply: &Value) -> Option<Self> {
-        let ("indexed", [next, written]) = status(reply)? else {
+        let ("indexed" | "dropped", [next, n]) = status(reply)? else {
             return None;
         };
         Some(Self {
             next: value_str(next)?.to_owned(),
-            written: count(written)?,
+            count: count(n)?,
         })
     }
 }
 
-static INDEX_VOTERS: LazyLock<Lua<IndexedVoters>> = LazyLock::new(|| {
+static INDEX_VOTERS: LazyLock<Lua<ScanStep>> = LazyLock::new(|| {
     Lua::new(
         "index-voters",
         &[VOTERS, include_str!("../lua/index_voters.lua")],
@@ -238,7 +240,7 @@ pub async fn index_voters(
     down: bool,
     cursor: &str,
     snapshot: Option<&str>,
-) -> AppResult<IndexedVoters> {
+) -> AppResult<ScanStep> {
     let mut invocation = INDEX_VOTERS.invocation();
     invocation
         .key(keys::article(id))
@@ -350,32 +352,12 @@ pub async fn derive_group(
     DERIVE_GROUP.call(&invocation, conn).await
 }
 
-/// One batch of articles dropped from the net-vote rankings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dropped {
-    /// The ZSCAN cursor to go on from; "0" at the end.
-    pub next: String,
-    pub dropped: u64,
-}
-
-impl ScriptReply for Dropped {
-    fn read(reply: &Value) -> Option<Self> {
-        let ("dropped", [next, dropped]) = status(reply)? else {
-            return None;
-        };
-        Some(Self {
-            next: value_str(next)?.to_owned(),
-            dropped: count(dropped)?,
-        })
-    }
-}
-
-static DROP_ABSENT: LazyLock<Lua<Dropped>> =
+static DROP_ABSENT: LazyLock<Lua<ScanStep>> =
     LazyLock::new(|| Lua::new("drop-absent", &[include_str!("../lua/drop_absent.lua")]));
 
 /// Drops one batch of articles gone from `time:` from the `top:<period>`
 /// rankings (see `drop_absent.lua`).
-pub async fn drop_absent(conn: &mut Conn, cursor: &str, batch: u64) -> AppResult<Dropped> {
+pub async fn drop_absent(conn: &mut Conn, cursor: &str, batch: u64) -> AppResult<ScanStep> {
     let mut invocation = DROP_ABSENT.invocation();
     invocation.key(keys::TIME);
     top_keys(&mut invocation);
