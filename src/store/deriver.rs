@@ -301,13 +301,16 @@ impl Store {
     /// renamed): one whole pass of the sweep at once, batch after batch,
     /// then the articles gone from `time:` leave the net-vote rankings.
     /// Each batch is one bounded script; other clients run between them.
-    async fn derive_everything(&self, conn: &mut Conn) -> AppResult<()> {
+    /// Answers the articles passed.
+    pub(super) async fn derive_everything(&self, conn: &mut Conn) -> AppResult<u64> {
         let mut at = scripts::TopCursor {
             from: "-inf".to_owned(),
             skip: 0,
         };
+        let mut seen = 0;
         loop {
             let swept = scripts::sweep_articles(conn, &at, SWEEP_CALL).await?;
+            seen += swept.seen;
             self.count_derived(swept.derived.changed);
             for id in swept.derived.voters_left {
                 index_all_voters(conn, id).await?;
@@ -322,7 +325,7 @@ impl Store {
             let batch = scripts::drop_absent(conn, &cursor, SWEEP_CALL).await?;
             self.count_derived(batch.count);
             if batch.next == "0" {
-                return Ok(());
+                return Ok(seen);
             }
             cursor = batch.next;
         }

@@ -12,20 +12,19 @@
 //! first, newest first among equals, and the post time readable from the
 //! score. The post and vote scripts keep them; they are derived data of the
 //! book's `score:` and `time:` (net votes = (score − time) / 432), so:
-//! - a first build writes them for every article of `time:` (marker
-//!   [`keys::TOP_INDEX_BUILT`]; `--reconcile-votes` runs it again);
-//! - every second, each instance prunes articles that grew too old for a
-//!   period, and re-derives a batch of open articles (those still in the
-//!   voting window, the only ones whose votes can change) from `score:` and
-//!   `time:`, so votes written by the book's own code reach the `TOP_*`
-//!   orders within one sweep of the window (`open articles / 1,000`
-//!   seconds; votegraph's own votes at once).
+//! - a first pass derives every article of `time:` (marker
+//!   [`keys::TOP_INDEX_BUILT`]; `--reconcile-votes` runs it again), as the
+//!   deriver derives any article another client writes (see `deriver.rs`);
+//! - every round of upkeep, each instance prunes articles that grew too old
+//!   for a period, and one instance runs a round of the sweep through every
+//!   article; what the book's own code writes is followed within a second
+//!   by the deriver.
 
 use std::time::Duration;
 
 use super::deriver::{index_all_voters, SWEEP_BATCH, SWEEP_CALL};
 use super::keys;
-use super::scripts::{self, FeedSource, Start, TopCursor};
+use super::scripts::{self, FeedSource, Start};
 use super::{unix_secs, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::domain::{Period, Ranking};
@@ -280,34 +279,16 @@ impl Store {
         })
     }
 
-    /// Builds the net-vote rankings from `time:` and `score:` for every
-    /// article posted from `from` on (a `ZRANGEBYSCORE` bound), in batches.
-    /// Answers the articles written.
-    async fn build_top(&self, mut at: TopCursor) -> AppResult<u64> {
-        let mut written = 0;
-        loop {
-            let mut conn = self.conn().await?;
-            let batch = scripts::build_top(&mut conn, &at, BATCH, unix_secs()).await?;
-            written += batch.articles;
-            match batch.next {
-                Some(next) => at = next,
-                None => return Ok(written),
-            }
-        }
-    }
-
     /// The first build, unless the marker says it ran (`force` runs it
     /// anyway); sets the marker.
     pub async fn build_top_index(&self, force: bool) -> AppResult<Option<u64>> {
         if !force && self.has_marker(keys::TOP_INDEX_BUILT).await? {
             return Ok(None);
         }
-        let written = self
-            .build_top(TopCursor {
-                from: "-inf".to_owned(),
-                skip: 0,
-            })
-            .await?;
+        // Derived like any article another client writes: the rankings,
+        // and the posters' feeds and karma.
+        let mut conn = self.conn().await?;
+        let written = self.derive_everything(&mut conn).await?;
         self.set_marker(keys::TOP_INDEX_BUILT).await?;
         Ok(Some(written))
     }

@@ -21,6 +21,8 @@ local first_period = 16
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
 local posted = redis.call('ZSCORE', by_time, article)
+-- An article in time: is derived from the book's keys (lib/derive.lua).
+local derivable = posted ~= false
 if not posted then
   if redis.call('EXISTS', article) == 0 then return {'missing'} end
   posted = redis.call('HGET', article, 'time')
@@ -67,21 +69,25 @@ end
 if dup ~= 0 then redis.call('HINCRBY', article, 'votes', dup) end
 if ddown ~= 0 then redis.call('HINCRBY', article, 'downvotes', ddown) end
 local score = redis.call('ZINCRBY', by_score, vote_score * (dup - ddown), article)
+-- The net-vote rankings (KEYS[10..14] and the cached ones of the poster
+-- and the groups, where they exist) move by whole votes. An article not in
+-- the all-time one was written by another client and is not derived yet:
+-- its derivation counts this vote with the others, karma included (one
+-- missing from time: is never derived: its karma is counted here).
+local step = (dup - ddown) * top_step
+for k = 10, 13 do redis.call('ZADD', KEYS[k], 'XX', 'INCR', step, article) end
+local derived = redis.call('ZADD', KEYS[14], 'XX', 'INCR', step, article)
 local poster = redis.call('HGET', article, 'poster')
 if poster then
   poster = as_member(poster, user_prefix)
-  add_karma(karma, poster, dup - ddown, now)
+  if derived or not derivable then add_karma(karma, poster, dup - ddown, now) end
   redis.call('ZADD', poster .. mine_score_suffix, 'XX', score, article)
 end
 local groups = redis.call('SMEMBERS', groups_key)
 for _, g in ipairs(groups) do
   redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
 end
--- The net-vote rankings (KEYS[10..14] and the cached ones of the poster
--- and the groups, where they exist) move by whole votes.
-local step = (dup - ddown) * top_step
 local group_prefix, group_top, user_top = ARGV[10], ARGV[11], ARGV[12]
-for k = 10, 14 do redis.call('ZADD', KEYS[k], 'XX', 'INCR', step, article) end
 for p = first_period, #ARGV do
   if poster then redis.call('ZADD', poster .. user_top .. ARGV[p], 'XX', 'INCR', step, article) end
   for _, g in ipairs(groups) do

@@ -73,7 +73,7 @@ pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
 pub use post::{post, PostReply};
 pub use slugs::{rename_slug, RenameSlugReply};
-pub use top::{build_top, prune_top, TopCursor};
+pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};
 pub use vote::{vote, VoteReply};
 

@@ -4,7 +4,6 @@
 use super::*;
 use crate::domain::VoteDirection;
 use crate::store::keys;
-use crate::store::scripts::top::BuildTopReply;
 
 async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
     q(conn, cmd("ZSCORE").arg(key).arg(member)).await
@@ -76,14 +75,8 @@ async fn the_build_derives_net_votes_from_the_books_keys() {
         from: "-inf".to_owned(),
         skip: 0,
     };
-    let reply = build_top(c, &start, 10, now as u64).await.unwrap();
-    assert_eq!(
-        reply,
-        BuildTopReply {
-            articles: 3,
-            next: None
-        }
-    );
+    let reply = sweep_articles(c, &start, 10).await.unwrap();
+    assert_eq!((reply.seen, reply.next), (3, None));
     let step = keys::TOP_STEP;
     for (m, net) in [("article:1", 2.0), ("article:2", 1.0)] {
         let t = zscore(c, keys::TIME, m).await.unwrap();
@@ -134,19 +127,13 @@ async fn the_build_resumes_past_articles_of_one_instant() {
         from: "-inf".to_owned(),
         skip: 0,
     };
-    let first = build_top(c, &start, 2, now as u64).await.unwrap();
-    assert_eq!(first.articles, 2);
+    let first = sweep_articles(c, &start, 2).await.unwrap();
+    assert_eq!(first.seen, 2);
     let next = first.next.expect("a next batch");
     assert_eq!(next.skip, 2);
     assert_eq!(next.from.parse::<f64>().unwrap(), t);
-    let second = build_top(c, &next, 2, now as u64).await.unwrap();
-    assert_eq!(
-        second,
-        BuildTopReply {
-            articles: 1,
-            next: None
-        }
-    );
+    let second = sweep_articles(c, &next, 2).await.unwrap();
+    assert_eq!((second.seen, second.next), (1, None));
     let all = zset(c, &keys::top(Period::All)).await;
     assert_eq!(all.len(), 3);
     assert!(all.iter().all(|(_, v)| *v == keys::TOP_STEP + t));
