@@ -4,7 +4,6 @@
 
 use std::sync::LazyLock;
 
-
 use super::library::KARMA;
 use super::{Counted, Lua};
 use crate::domain::Period;
@@ -48,4 +47,3 @@ pub struct TopCursor {
     pub from: String,
     pub skip: u64,
 }
-

@@ -192,13 +192,39 @@ async fn a_vote_on_an_article_not_derived_yet_is_counted_once() {
     let now = redis_now(c).await;
     let () = q(c, cmd("INCR").arg("article:")).await;
     let () = q(c, cmd("SADD").arg("voted:1").arg("user:alice")).await;
-    let () = q(c, cmd("HSET").arg("article:1").arg("title").arg("t").arg("poster").arg("user:alice").arg("time").arg(now).arg("votes").arg(1)).await;
-    let () = q(c, cmd("ZADD").arg(keys::SCORE).arg(now + 432.0).arg("article:1")).await;
+    let () = q(
+        c,
+        cmd("HSET")
+            .arg("article:1")
+            .arg("title")
+            .arg("t")
+            .arg("poster")
+            .arg("user:alice")
+            .arg("time")
+            .arg(now)
+            .arg("votes")
+            .arg(1),
+    )
+    .await;
+    let () = q(
+        c,
+        cmd("ZADD")
+            .arg(keys::SCORE)
+            .arg(now + 432.0)
+            .arg("article:1"),
+    )
+    .await;
     let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg("article:1")).await;
     // votegraph's vote lands before the deriver runs.
-    vote(c, ArticleId(1), &user("bob"), VoteDirection::Up, unlimited())
-        .await
-        .unwrap();
+    vote(
+        c,
+        ArticleId(1),
+        &user("bob"),
+        VoteDirection::Up,
+        unlimited(),
+    )
+    .await
+    .unwrap();
     let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
     assert_eq!(derived.changed, 1);
     let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
