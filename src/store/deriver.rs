@@ -135,13 +135,13 @@ pub struct DeriveQueue {
     wake: Notify,
     notifications: AtomicU8,
     /// Notifications received.
-    pub received: AtomicU64,
+    received: AtomicU64,
     /// Touches dropped because the queue was full (the sweep catches them).
-    pub dropped: AtomicU64,
+    dropped: AtomicU64,
     /// Articles and groups whose derived data had to change.
-    pub derived: AtomicU64,
+    derived: AtomicU64,
     /// Derivation batches that failed (Redis down); tried again.
-    pub failures: AtomicU64,
+    failures: AtomicU64,
     /// A batch is being derived.
     busy: AtomicBool,
 }
@@ -286,10 +286,7 @@ impl Store {
         }
         for chunk in articles.chunks(ARTICLES_PER_CALL) {
             let derived = scripts::derive_articles(&mut conn, chunk).await?;
-            self.count_derived(derived.changed);
-            for id in derived.voters_left {
-                index_all_voters(&mut conn, id).await?;
-            }
+            self.finish_derived(&mut conn, derived).await?;
         }
         if batch.everything {
             self.derive_everything(&mut conn).await?;
@@ -311,10 +308,7 @@ impl Store {
         loop {
             let swept = scripts::sweep_articles(conn, &at, SWEEP_CALL).await?;
             seen += swept.seen;
-            self.count_derived(swept.derived.changed);
-            for id in swept.derived.voters_left {
-                index_all_voters(conn, id).await?;
-            }
+            self.finish_derived(conn, swept.derived).await?;
             match swept.next {
                 Some(next) => at = next,
                 None => break,
@@ -403,14 +397,28 @@ impl Store {
         Ok(())
     }
 
-    pub(super) fn count_derived(&self, n: u64) {
+    /// What a derivation script left: counts what it changed and indexes
+    /// the voters of articles with too many for one script.
+    pub(super) async fn finish_derived(
+        &self,
+        conn: &mut Conn,
+        derived: scripts::Derived,
+    ) -> AppResult<()> {
+        self.count_derived(derived.changed);
+        for id in derived.voters_left {
+            index_all_voters(conn, id).await?;
+        }
+        Ok(())
+    }
+
+    fn count_derived(&self, n: u64) {
         self.derive_queue().derived.fetch_add(n, Ordering::Relaxed);
     }
 }
 
 /// Indexes every voter of an article too large for one script, in
 /// batches, and records the sets' sizes once done.
-pub(super) async fn index_all_voters(conn: &mut Conn, id: ArticleId) -> AppResult<()> {
+async fn index_all_voters(conn: &mut Conn, id: ArticleId) -> AppResult<()> {
     let (ups, downs): (u64, u64) = redis::pipe()
         .cmd("SCARD")
         .arg(keys::voted(id))

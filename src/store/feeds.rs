@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use super::deriver::{index_all_voters, SWEEP_BATCH, SWEEP_CALL};
+use super::deriver::{SWEEP_BATCH, SWEEP_CALL};
 use super::keys;
 use super::scripts::{self, FeedSource, Start};
 use super::{unix_secs, Ranked, Store};
@@ -312,11 +312,9 @@ impl Store {
         if leased.is_some() {
             for _ in 0..SWEEP_BATCH / SWEEP_CALL {
                 let swept = scripts::sweep_round(&mut conn, SWEEP_CALL).await?;
-                self.count_derived(swept.derived.changed);
-                for id in swept.derived.voters_left {
-                    index_all_voters(&mut conn, id).await?;
-                }
-                if swept.next.is_none() {
+                let done = swept.next.is_none();
+                self.finish_derived(&mut conn, swept.derived).await?;
+                if done {
                     break;
                 }
             }

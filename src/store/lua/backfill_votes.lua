@@ -1,5 +1,6 @@
 -- Copies the voters of a batch of the voting window's articles from the
--- voted sets into their vote indexes (see scripts/backfill.rs).
+-- voted sets into their vote indexes (see scripts/backfill.rs). Needs
+-- voters.
 --
 -- KEYS: [1] the time ranking.
 -- ARGV: [1] the post time to start from ('': the window's start), [2] the
@@ -12,6 +13,7 @@ local from, skip, size, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), 
 local article_prefix, voted_prefix, downvoted_prefix, user_prefix, votes_suffix =
   ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local week = tonumber(ARGV[10])
+local c = { user_prefix = user_prefix, user_votes_suffix = votes_suffix, week = week }
 if from == '' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -29,14 +31,7 @@ for i = 1, #page, 2 do
     for _, set in ipairs({{downvoted_prefix, '-'}, {voted_prefix, ''}}) do
       local voters = redis.call('SMEMBERS', set[1] .. id)
       spent = spent + #voters
-      for _, voter in ipairs(voters) do
-        if string.sub(voter, 1, #user_prefix) == user_prefix then
-          local index = voter .. votes_suffix
-          redis.call('ZADD', index, set[2] .. posted, article)
-          redis.call('EXPIRE', index, week)
-          entries = entries + 1
-        end
-      end
+      entries = entries + index_members(c, article, tonumber(posted), voters, set[2])
     end
   end
   articles = articles + 1

@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
+use super::library::VOTERS;
 use super::{status, Lua, ScriptReply};
 use crate::error::AppResult;
 use crate::store::keys;
@@ -66,7 +67,7 @@ impl ScriptReply for BackfillBatch {
 static BACKFILL: LazyLock<Lua<BackfillBatch>> = LazyLock::new(|| {
     Lua::new(
         "vote-index-backfill",
-        &[include_str!("../lua/backfill_votes.lua")],
+        &[VOTERS, include_str!("../lua/backfill_votes.lua")],
     )
 });
 

@@ -64,7 +64,7 @@ use crate::error::{AppError, AppResult};
 pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
 pub use backfill::{backfill_votes, Cursor};
 pub use derive::{
-    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, sweep_round,
+    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, sweep_round, Derived,
     GroupDerived, GroupMode,
 };
 pub use directory::{directory, recount_groups};
