@@ -3,7 +3,7 @@
 --
 -- KEYS: [1] the voter's vote counter, [2] the article, [3] the time
 -- ranking, [4] the score ranking, [5] the upvoters, [6] the downvoters,
--- [7] the article's groups, [8] karma, [9] the voter's vote index,
+-- [7] the article's groups (read only when the hash lacks its copy), [8] karma, [9] the voter's vote index,
 -- [10..14] the net-vote rankings of the site, one per period.
 -- ARGV: [1] the article id, [2] the voter's member, [3] up, down or none,
 -- [4] [5] the rate limit and its window, [6] the user prefix, [7] the
@@ -33,9 +33,22 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 if now - posted >= week then return {'closed'} end
 
+-- The voted sets decide the previous direction, and the one write that
+-- records the new one tells it: a voter the target set already held
+-- voted so before (nothing is written); otherwise the other set's SREM
+-- says whether this is a switch. Two commands for any vote.
 local was = 'none'
-if redis.call('SISMEMBER', up, voter) == 1 then was = 'up'
-elseif redis.call('SISMEMBER', down, voter) == 1 then was = 'down' end
+local target = nil
+if dir == 'none' then
+  if redis.call('SREM', up, voter) == 1 then was = 'up'
+  elseif redis.call('SREM', down, voter) == 1 then was = 'down' end
+else
+  target = dir == 'up' and up or down
+  if redis.call('SADD', target, voter) == 0 then was = dir
+  elseif redis.call('SREM', dir == 'up' and down or up, voter) == 1 then
+    was = dir == 'up' and 'down' or 'up'
+  end
+end
 -- The index follows the sets in every outcome, so a vote the sets hold
 -- but the index does not (cast by the book's code) is indexed by the
 -- voter's next vote on the article, even an unchanged one.
@@ -43,60 +56,82 @@ index_vote(my_votes, article, posted, dir, now, week)
 if was == dir then
   return {'same', was, redis.call('ZSCORE', by_score, article)}
 end
+if target and redis.call('TTL', target) == -1 then
+  redis.call('EXPIREAT', target, math.floor(posted + week) + 1)
+end
 
 local dup, ddown = 0, 0
 if was == 'up' then dup = -1 elseif was == 'down' then ddown = -1 end
 if dir == 'up' then dup = dup + 1 elseif dir == 'down' then ddown = ddown + 1 end
-local target = nil
-if dir == 'up' then target = up elseif dir == 'down' then target = down end
--- The hash's indexed field (see lib/derive.lua) follows this vote only
--- when it matched the sets before it: a difference left by another
--- writer stays for the deriver to see.
-local indexed = redis.call('SCARD', up) .. ',' .. redis.call('SCARD', down)
-if was == 'none' then
-  redis.call('SADD', target, voter)
-elseif dir == 'none' then
-  redis.call('SREM', was == 'up' and up or down, voter)
+-- One read and one write of the hash. Its indexed field (see
+-- lib/derive.lua) moves with this vote: a difference from the sets left
+-- by another writer keeps its size for the deriver to see. Its groups
+-- field (the article's groups, kept by post, setGroups and the deriver)
+-- names the cached group rankings and goes out with the event.
+local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')
+local votes, downvotes = (tonumber(h[2]) or 0) + dup, (tonumber(h[3]) or 0) + ddown
+local fields = {}
+if dup ~= 0 then fields = {'votes', votes} end
+if ddown ~= 0 then
+  fields[#fields + 1] = 'downvotes'
+  fields[#fields + 1] = downvotes
+end
+local comma = h[4] and string.find(h[4], ',', 1, true)
+if comma then
+  local u, d = tonumber(string.sub(h[4], 1, comma - 1)), tonumber(string.sub(h[4], comma + 1))
+  if u and d then
+    fields[#fields + 1] = 'indexed'
+    fields[#fields + 1] = (u + dup) .. ',' .. (d + ddown)
+  end
+end
+redis.call('HSET', article, unpack(fields))
+local groups = {}
+if h[5] then
+  for g in string.gmatch(h[5], '[^,]+') do groups[#groups + 1] = g end
 else
-  redis.call('SMOVE', was == 'up' and up or down, target, voter)
+  groups = redis.call('SMEMBERS', groups_key)
 end
-if target and redis.call('TTL', target) == -1 then
-  redis.call('EXPIREAT', target, math.floor(posted + week) + 1)
-end
-if redis.call('HGET', article, 'indexed') == indexed then
-  redis.call('HSET', article, 'indexed', redis.call('SCARD', up) .. ',' .. redis.call('SCARD', down))
-end
-if dup ~= 0 then redis.call('HINCRBY', article, 'votes', dup) end
-if ddown ~= 0 then redis.call('HINCRBY', article, 'downvotes', ddown) end
 local score = redis.call('ZINCRBY', by_score, vote_score * (dup - ddown), article)
--- The net-vote rankings (KEYS[10..14] and the cached ones of the poster
--- and the groups, where they exist) move by whole votes. An article not in
--- the all-time one was written by another client and is not derived yet:
--- its derivation counts this vote with the others, karma included (one
--- missing from time: is never derived: its karma is counted here).
+-- The net-vote rankings (KEYS[10..14]) move by whole votes. An article not
+-- in the all-time one was written by another client and is not derived
+-- yet: its derivation counts this vote with the others, karma included
+-- (one missing from time: is never derived: its karma is counted here).
 local step = (dup - ddown) * top_step
 for k = 10, 13 do redis.call('ZADD', KEYS[k], 'XX', 'INCR', step, article) end
 local derived = redis.call('ZADD', KEYS[14], 'XX', 'INCR', step, article)
-local poster = redis.call('HGET', article, 'poster')
+local poster = h[1] and as_member(h[1], user_prefix)
 if poster then
-  poster = as_member(poster, user_prefix)
   if derived or not derivable then add_karma(karma, poster, dup - ddown, now) end
   redis.call('ZADD', poster .. mine_score_suffix, 'XX', score, article)
 end
-local groups = redis.call('SMEMBERS', groups_key)
-for _, g in ipairs(groups) do
-  redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
-end
+-- The cached rankings of the poster and the groups (60 s caches, built by
+-- reads) exist only while someone reads them: one EXISTS finds whether
+-- any does before moving them in place.
 local group_prefix, group_top, user_top = ARGV[10], ARGV[11], ARGV[12]
-for p = first_period, #ARGV do
-  if poster then redis.call('ZADD', poster .. user_top .. ARGV[p], 'XX', 'INCR', step, article) end
-  for _, g in ipairs(groups) do
-    redis.call('ZADD', group_prefix .. g .. group_top .. ARGV[p], 'XX', 'INCR', step, article)
+local cached = {}
+for _, g in ipairs(groups) do
+  cached[#cached + 1] = {group_score_prefix .. g, score, false}
+  for p = first_period, #ARGV do
+    cached[#cached + 1] = {group_prefix .. g .. group_top .. ARGV[p], step, true}
   end
 end
-local counts = redis.call('HMGET', article, 'votes', 'downvotes')
+if poster then
+  for p = first_period, #ARGV do
+    cached[#cached + 1] = {poster .. user_top .. ARGV[p], step, true}
+  end
+end
+if #cached > 0 then
+  local names = {}
+  for i, c in ipairs(cached) do names[i] = c[1] end
+  if redis.call('EXISTS', unpack(names)) > 0 then
+    for _, c in ipairs(cached) do
+      if c[3] then redis.call('ZADD', c[1], 'XX', 'INCR', c[2], article)
+      else redis.call('ZADD', c[1], 'XX', c[2], article) end
+    end
+  end
+end
 -- cjson prints numbers with 14 digits; score and time go as exact strings.
 redis.call('PUBLISH', channel, cjson.encode({
-  id = id, score = score, votes = tonumber(counts[1]) or 0,
-  downvotes = tonumber(counts[2]) or 0, at = string.format('%.6f', now), groups = groups }))
+  id = id, score = score, votes = votes, downvotes = downvotes,
+  at = string.format('%.6f', now), groups = groups }))
 return {'changed', was, score}
