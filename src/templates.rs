@@ -8,11 +8,15 @@
 //! articles × a dozen fields) and read every article for every request;
 //! with a template it costs the session lookup, one command for the votes
 //! and a copy of the body. The template follows the anonymous cache's rules
-//! (see `cache/`): it records what it shows, votes drop the ones
-//! they can change, and it is never older than a second. The reader's own
-//! votes are read fresh on every request, and a vote through this instance
-//! drops the templates it changes before its mutation answers, so readers
-//! always see their own votes.
+//! (see `cache/`): it records what it shows and is never older than a
+//! second. The reader's own votes are read fresh on every request.
+//!
+//! A template also knows where it shows each article's `votes`, `score`
+//! and `downvotes`, so a vote that leaves its pages in the same order is
+//! patched into it from the vote's event ([`Template::patched`]) instead of
+//! dropping it: readers keep being served while votes land, and see each
+//! vote as soon as its event arrives (before its mutation answers when it
+//! goes through this instance).
 //!
 //! What may be a template is decided while it is computed, not by a list:
 //! a resolver that asks the request context who the caller is (`me`)
@@ -38,11 +42,28 @@ enum Step {
     Index(usize),
 }
 
-/// Where a `myVote` goes in a response, and for which article.
+/// A count a vote changes, shown in a template and patched in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    Votes,
+    Score,
+    Downvotes,
+}
+
+/// What goes in a hole: the reader's vote, or a count as it was computed.
+#[derive(Debug)]
+enum Fill {
+    MyVote,
+    /// The count's JSON text when the template was computed.
+    Count(Counted, String),
+}
+
+/// Where a `myVote` or a count goes in a response, and for which article.
 #[derive(Debug)]
 struct Hole {
     path: Vec<Step>,
     id: ArticleId,
+    fill: Fill,
 }
 
 /// What a template's computation learned: its holes, and whether it read
@@ -56,6 +77,23 @@ pub struct Holes {
 impl Holes {
     /// A `myVote` of article `id` at `path`.
     pub fn hole(&self, path: Option<&QueryPathNode<'_>>, id: ArticleId) {
+        self.push(path, id, Fill::MyVote);
+    }
+
+    /// A count of article `id` at `path`, shown as `value`.
+    pub fn count(
+        &self,
+        path: Option<&QueryPathNode<'_>>,
+        id: ArticleId,
+        counted: Counted,
+        value: &Value,
+    ) {
+        if let Ok(text) = serde_json::to_string(value) {
+            self.push(path, id, Fill::Count(counted, text));
+        }
+    }
+
+    fn push(&self, path: Option<&QueryPathNode<'_>>, id: ArticleId, fill: Fill) {
         let mut steps: Vec<Step> = path
             .into_iter()
             .flat_map(|node| std::iter::once(node).chain(node.parents()))
@@ -65,7 +103,11 @@ impl Holes {
             })
             .collect();
         steps.reverse();
-        self.holes.lock().push(Hole { path: steps, id });
+        self.holes.lock().push(Hole {
+            path: steps,
+            id,
+            fill,
+        });
     }
 
     /// The response read who the caller is.
@@ -92,20 +134,31 @@ impl Holes {
     }
 }
 
-/// A response body with a `null` in place of every `myVote`, and the
-/// article each one is for.
+/// A response body with a `null` in place of every `myVote`, and where
+/// each hole is, for which article.
 #[derive(Debug)]
 pub struct Template {
     body: Bytes,
-    /// Byte offsets of the holes' `null`s, ascending, with their articles.
-    holes: Box<[(usize, ArticleId)]>,
+    /// The holes, by ascending byte offset.
+    slots: Box<[Slot]>,
+}
+
+/// A hole's place in a template's body.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    at: usize,
+    len: usize,
+    id: ArticleId,
+    /// None: a `myVote` (its `null`); else the count written there.
+    counted: Option<Counted>,
 }
 
 const NULL: &[u8] = b"null";
 
 impl Template {
     /// Finds the markers `{nonce}{i}` (as JSON strings) that stand for the
-    /// holes in a serialised response, and puts `null`s in their place.
+    /// holes in a serialised response, and puts `null`s (for `myVote`) or
+    /// the counts in their place.
     fn from_marked(marked: &[u8], holes: &[Hole], nonce: &str) -> Option<Self> {
         // The nonce starts with a control character, so serde_json wrote
         // it escaped; nothing a user wrote can forge it (it is random).
@@ -113,7 +166,7 @@ impl Template {
         let opening = &escaped.as_bytes()[..escaped.len() - 1];
         let mut body = BytesMut::with_capacity(marked.len());
         let mut found = vec![false; holes.len()];
-        let mut offsets = Vec::with_capacity(holes.len());
+        let mut slots = Vec::with_capacity(holes.len());
         let mut rest = marked;
         while let Some(at) = find(rest, opening) {
             body.put_slice(&rest[..at]);
@@ -123,8 +176,18 @@ impl Template {
             if std::mem::replace(found.get_mut(i)?, true) {
                 return None;
             }
-            offsets.push((body.len(), holes[i].id));
-            body.put_slice(NULL);
+            let hole = &holes[i];
+            let (text, counted) = match &hole.fill {
+                Fill::MyVote => (NULL, None),
+                Fill::Count(counted, text) => (text.as_bytes(), Some(*counted)),
+            };
+            slots.push(Slot {
+                at: body.len(),
+                len: text.len(),
+                id: hole.id,
+                counted,
+            });
+            body.put_slice(text);
             rest = &after[end + 1..];
         }
         body.put_slice(rest);
@@ -133,13 +196,17 @@ impl Template {
         }
         Some(Self {
             body: body.freeze(),
-            holes: offsets.into_boxed_slice(),
+            slots: slots.into_boxed_slice(),
         })
+    }
+
+    fn votes(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().filter(|slot| slot.counted.is_none())
     }
 
     /// The articles whose votes fill the holes, in the holes' order.
     pub fn ids(&self) -> Vec<ArticleId> {
-        self.holes.iter().map(|&(_, id)| id).collect()
+        self.votes().map(|slot| slot.id).collect()
     }
 
     /// The body with no reader: every `myVote` null, as anonymous readers
@@ -150,25 +217,70 @@ impl Template {
 
     /// The body for a reader whose votes on [`Template::ids`] are `votes`.
     pub fn fill(&self, votes: &[VoteDirection]) -> Bytes {
-        let mut out = BytesMut::with_capacity(self.body.len() + 2 * self.holes.len());
+        let mut out = BytesMut::with_capacity(self.body.len() + 2 * votes.len());
         let mut from = 0;
-        for (&(at, _), vote) in self.holes.iter().zip(votes) {
-            out.put_slice(&self.body[from..at]);
+        for (slot, vote) in self.votes().zip(votes) {
+            out.put_slice(&self.body[from..slot.at]);
             out.put_slice(match vote {
                 VoteDirection::Up => b"\"UP\"",
                 VoteDirection::Down => b"\"DOWN\"",
                 VoteDirection::Neither => b"\"NONE\"",
             });
-            from = at + NULL.len();
+            from = slot.at + slot.len;
         }
         out.put_slice(&self.body[from..]);
         out.freeze()
     }
 
+    /// Whether the template shows any count of article `id`.
+    pub fn counts(&self, id: ArticleId) -> bool {
+        self.slots
+            .iter()
+            .any(|slot| slot.id == id && slot.counted.is_some())
+    }
+
+    /// The template with article `id`'s counts written anew by `value`
+    /// (JSON text); None when it shows none of them.
+    pub fn patched(&self, id: ArticleId, value: impl Fn(Counted) -> String) -> Option<Self> {
+        if !self.counts(id) {
+            return None;
+        }
+        let mut body = BytesMut::with_capacity(self.body.len() + 16);
+        let mut slots = Vec::with_capacity(self.slots.len());
+        let mut from = 0;
+        for slot in self.slots.iter() {
+            body.put_slice(&self.body[from..slot.at]);
+            let mut moved = Slot {
+                at: body.len(),
+                ..*slot
+            };
+            match slot.counted {
+                Some(counted) if slot.id == id => {
+                    let text = value(counted);
+                    moved.len = text.len();
+                    body.put_slice(text.as_bytes());
+                }
+                _ => body.put_slice(&self.body[slot.at..slot.at + slot.len]),
+            }
+            slots.push(moved);
+            from = slot.at + slot.len;
+        }
+        body.put_slice(&self.body[from..]);
+        Some(Self {
+            body: body.freeze(),
+            slots: slots.into_boxed_slice(),
+        })
+    }
+
     /// Bytes held, for the cache's budget.
     pub fn size(&self) -> usize {
-        self.body.len() + self.holes.len() * std::mem::size_of::<(usize, ArticleId)>()
+        self.body.len() + self.slots.len() * std::mem::size_of::<Slot>()
     }
+}
+
+/// A number's JSON text as a response writes it (a patch must match).
+pub fn json_number(n: f64) -> String {
+    serde_json::to_string(&Value::from(n)).unwrap_or_else(|_| "null".to_owned())
 }
 
 /// The value at `path` in `data`.
@@ -217,6 +329,7 @@ mod tests {
             .map(|(path, id)| Hole {
                 path,
                 id: ArticleId(id),
+                fill: Fill::MyVote,
             })
             .collect();
         holes
@@ -278,5 +391,63 @@ mod tests {
         let mut r = response(serde_json::json!({"a": {"myVote": null}}));
         let h = holes(vec![(path(&["b", "myVote"]), 5)]);
         assert!(h.template(&mut r).is_none());
+    }
+
+    #[test]
+    fn a_patch_rewrites_one_articles_counts_and_keeps_every_hole() {
+        let mut r = response(serde_json::json!({
+            "articles": [
+                {"id": "1", "votes": 9, "score": 100.5, "myVote": null},
+                {"id": "2", "votes": 1, "score": 50.0, "downvotes": 0, "myVote": null},
+            ],
+        }));
+        let count = |p: &[&str], id: u64, counted: Counted, v: serde_json::Value| Hole {
+            path: path(p),
+            id: ArticleId(id),
+            fill: Fill::Count(counted, v.to_string()),
+        };
+        let h = holes(vec![
+            (path(&["articles", "0", "myVote"]), 1),
+            (path(&["articles", "1", "myVote"]), 2),
+        ]);
+        h.holes.lock().extend([
+            count(&["articles", "0", "votes"], 1, Counted::Votes, 9.into()),
+            count(&["articles", "0", "score"], 1, Counted::Score, 100.5.into()),
+            count(&["articles", "1", "votes"], 2, Counted::Votes, 1.into()),
+            count(&["articles", "1", "score"], 2, Counted::Score, 50.0.into()),
+            count(
+                &["articles", "1", "downvotes"],
+                2,
+                Counted::Downvotes,
+                0.into(),
+            ),
+        ]);
+        let t = h.template(&mut r).unwrap();
+        assert!(t.counts(ArticleId(2)));
+        assert!(t.patched(ArticleId(3), |_| unreachable!()).is_none());
+        let patched = t
+            .patched(ArticleId(2), |counted| match counted {
+                Counted::Votes => "1000".to_owned(),
+                Counted::Score => "432050.25".to_owned(),
+                Counted::Downvotes => "12".to_owned(),
+            })
+            .unwrap();
+        assert_eq!(patched.ids(), vec![ArticleId(1), ArticleId(2)]);
+        let body = patched.fill(&[VoteDirection::Down, VoteDirection::Up]);
+        let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            got,
+            serde_json::json!({"data": {"articles": [
+                {"id": "1", "votes": 9, "score": 100.5, "myVote": "DOWN"},
+                {"id": "2", "votes": 1000, "score": 432050.25, "downvotes": 12, "myVote": "UP"},
+            ]}})
+        );
+        // The original is untouched, and a second patch starts from the first.
+        let before: serde_json::Value = serde_json::from_slice(&t.anonymous()).unwrap();
+        assert_eq!(before["data"]["articles"][1]["votes"], 1);
+        let again = patched.patched(ArticleId(1), |_| "7".to_owned()).unwrap();
+        let got: serde_json::Value = serde_json::from_slice(&again.anonymous()).unwrap();
+        assert_eq!(got["data"]["articles"][0]["votes"], 7);
+        assert_eq!(got["data"]["articles"][1]["votes"], 1000);
     }
 }

@@ -4,14 +4,17 @@
 //! Semantics, in order of strength:
 //! - a cached response is never older than [`MAX_AGE`] (1 s): posts, group
 //!   and slug changes made through other instances show within a second;
-//! - every score change drops the responses it can change when its pub/sub
+//! - every score change reaches the responses it can change when its pub/sub
 //!   event arrives, so a vote anywhere is never hidden longer than the
 //!   delivery of its event (the same moment subscribers see it); a vote
 //!   through this instance does so before its mutation answers. Each response
-//!   records what it shows ([`Deps`]): the articles, the score window of each
-//!   score-ordered page, and whether it shows karma or ranks. A vote moves
-//!   one article's score by at most 864, so a page it leaves wholly above or
-//!   wholly below stays valid;
+//!   records what it shows ([`Deps`]): the articles, the articles and scores
+//!   of each score-ordered page, and whether it shows karma, ranks or
+//!   cursors. A vote moves one article's score by at most 864, so a page it
+//!   leaves wholly above or wholly below stays valid. A template (see
+//!   `templates.rs`) whose pages keep their order is patched with the
+//!   event's counts, so readers are not sent to a recomputation by every
+//!   vote; any other response the vote can change is dropped;
 //! - every other write through this instance (except a page view) drops the
 //!   whole cache at once, so a client reads its own writes;
 //! - only anonymous requests whose operation is a query are cached, and only
@@ -46,8 +49,9 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::compression::{Encoding, Level};
+use crate::domain::ArticleId;
 use crate::pubsub::ScoreEvent;
-use crate::templates::Template;
+use crate::templates::{self, Counted, Template};
 
 mod flight;
 use flight::Flights;
@@ -67,10 +71,13 @@ pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 pub struct Deps {
     /// Ids of the articles shown.
     ids: HashSet<String>,
-    /// Score windows of the score-ordered pages shown.
+    /// The score-ordered pages shown.
     windows: Vec<Window>,
     /// Shows something any vote may change (karma, ranks).
     any_vote: bool,
+    /// Shows something a vote changes that a patch cannot write (a feed's
+    /// cursors encode positions): a vote on its articles drops it.
+    fixed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +88,61 @@ struct Window {
     /// rising from anywhere below may join it).
     min: f64,
     max: f64,
+    /// The page's articles in order, with their scores.
+    members: Vec<(String, f64)>,
+    /// The page has as many articles as it could hold.
+    full: bool,
+    /// The page starts at the top of its list: nothing ranks above it.
+    top: bool,
+}
+
+impl Window {
+    fn bounds(&mut self) {
+        let scores = self.members.iter().map(|(_, s)| *s);
+        self.max = scores.clone().fold(f64::NEG_INFINITY, f64::max);
+        self.min = if self.full {
+            scores.fold(f64::INFINITY, f64::min)
+        } else {
+            f64::NEG_INFINITY
+        };
+    }
+
+    fn in_scope(&self, event: &ScoreEvent) -> bool {
+        self.group
+            .as_ref()
+            .is_none_or(|g| event.groups.iter().any(|e| e == g))
+    }
+
+    /// Whether the article of `event`, not on the page, may join it.
+    fn reachable(&self, event: &ScoreEvent) -> bool {
+        let below = event.score + MAX_SCORE_STEP < self.min;
+        let above = event.score - MAX_SCORE_STEP > self.max;
+        self.in_scope(event) && !below && !above
+    }
+
+    /// Whether the page keeps its articles and their order with `event`'s
+    /// new score (strictly between its neighbours: equal scores are ordered
+    /// by key, which a patch does not re-check).
+    fn keeps_order(&self, event: &ScoreEvent) -> bool {
+        let Some(i) = self.members.iter().position(|(id, _)| *id == event.id) else {
+            return !self.reachable(event);
+        };
+        if !self.in_scope(event) {
+            return false;
+        }
+        let (s, old) = (event.score, self.members[i].1);
+        // The first may rise only at the top of the list; the last of a
+        // full page may not sink, as an article below the page may pass it.
+        let above = match i.checked_sub(1) {
+            Some(j) => self.members[j].1 > s,
+            None => self.top || s <= old,
+        };
+        let below = match self.members.get(i + 1) {
+            Some((_, next)) => s > *next,
+            None => !self.full || s >= old,
+        };
+        above && below
+    }
 }
 
 /// A vote moves a score by at most two votes' worth (a switch, 2 × 432).
@@ -93,23 +155,36 @@ impl Deps {
         }
     }
 
-    /// A page of a score ranking (of `group`, or of the whole site).
-    pub fn score_window(&mut self, group: Option<&str>, scores: &[f64], full: bool) {
-        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let min = if full {
-            scores.iter().copied().fold(f64::INFINITY, f64::min)
-        } else {
-            f64::NEG_INFINITY
-        };
-        self.windows.push(Window {
+    /// A page of a score ranking (of `group`, or of the whole site): its
+    /// articles in order with their scores; `full` when it holds as many
+    /// as it could, `top` when it starts at the ranking's first.
+    pub fn score_window(
+        &mut self,
+        group: Option<&str>,
+        members: Vec<(String, f64)>,
+        full: bool,
+        top: bool,
+    ) {
+        let mut window = Window {
             group: group.map(str::to_owned),
-            min,
-            max,
-        });
+            min: f64::NEG_INFINITY,
+            max: f64::NEG_INFINITY,
+            members,
+            full,
+            top,
+        };
+        window.bounds();
+        self.windows.push(window);
     }
 
     pub fn any_vote(&mut self) {
         self.any_vote = true;
+    }
+
+    /// The response shows something of its articles a vote changes and a
+    /// patch cannot write.
+    pub fn fixed(&mut self) {
+        self.fixed = true;
     }
 
     /// Whether the vote behind `event` can change the response. A vote on
@@ -118,15 +193,23 @@ impl Deps {
     fn affected_by(&self, event: &ScoreEvent) -> bool {
         self.any_vote
             || self.ids.contains(&event.id)
-            || self.windows.iter().any(|w| {
-                let in_scope = w
-                    .group
-                    .as_ref()
-                    .is_none_or(|g| event.groups.iter().any(|e| e == g));
-                let below = event.score + MAX_SCORE_STEP < w.min;
-                let above = event.score - MAX_SCORE_STEP > w.max;
-                in_scope && !below && !above
-            })
+            || self.windows.iter().any(|w| w.reachable(event))
+    }
+
+    /// Whether the response stays right once `event`'s counts are written
+    /// into it: every page keeps its articles and their order. If so, the
+    /// pages take the new score.
+    fn patch(&mut self, event: &ScoreEvent) -> bool {
+        if self.any_vote || self.fixed || !self.windows.iter().all(|w| w.keeps_order(event)) {
+            return false;
+        }
+        for w in &mut self.windows {
+            if let Some(member) = w.members.iter_mut().find(|(id, _)| *id == event.id) {
+                member.1 = event.score;
+                w.bounds();
+            }
+        }
+        true
     }
 }
 
@@ -375,14 +458,16 @@ impl Entries {
         Some(entry)
     }
 
-    /// Removes the entries `event` affects; returns how many.
-    fn remove_affected(&mut self, event: &ScoreEvent) -> usize {
-        let mut doomed: Vec<String> = self
+    /// Brings the entries `event` affects up to date: a template whose
+    /// pages keep their order is patched, any other is removed. Returns how
+    /// many were patched and removed.
+    fn vote(&mut self, event: &ScoreEvent) -> (usize, usize) {
+        let mut affected: Vec<String> = self
             .by_article
             .get(&event.id)
             .map(|keys| keys.iter().cloned().collect())
             .unwrap_or_default();
-        doomed.extend(
+        affected.extend(
             self.scanned
                 .iter()
                 .filter(|key| {
@@ -392,10 +477,40 @@ impl Entries {
                 })
                 .cloned(),
         );
-        doomed
-            .iter()
-            .filter(|key| self.remove(key).is_some())
-            .count()
+        let id = event.id.parse().ok().map(ArticleId);
+        let (mut patched, mut removed) = (0, 0);
+        for key in affected {
+            let Some(entry) = self.map.get_mut(&key) else {
+                continue;
+            };
+            let kept = match (entry.cached.as_template(), id) {
+                (Some(template), Some(id)) if entry.deps.patch(event) => {
+                    if let Some(new) = template.patched(id, |counted| count_text(counted, event)) {
+                        let held = entry.size + entry.cached.encoded_bytes();
+                        entry.cached = Arc::new(Cached::template(new));
+                        entry.size = Self::footprint(&key, entry);
+                        self.bytes = self.bytes.saturating_sub(held) + entry.size;
+                    }
+                    true
+                }
+                _ => false,
+            };
+            if kept {
+                patched += 1;
+            } else if self.remove(&key).is_some() {
+                removed += 1;
+            }
+        }
+        (patched, removed)
+    }
+}
+
+/// The JSON text of `event`'s value of `counted`, as a response writes it.
+fn count_text(counted: Counted, event: &ScoreEvent) -> String {
+    match counted {
+        Counted::Votes => event.votes.to_string(),
+        Counted::Downvotes => event.downvotes.to_string(),
+        Counted::Score => templates::json_number(event.score),
     }
 }
 
@@ -413,6 +528,8 @@ pub struct ResponseCache {
     misses: AtomicU64,
     invalidations: AtomicU64,
     evictions: AtomicU64,
+    /// Templates a vote patched instead of dropping.
+    patches: AtomicU64,
     /// Compressed forms made (see [`ResponseCache::encoded`]).
     compressions: AtomicU64,
 }
@@ -445,10 +562,11 @@ impl ResponseCache {
         self.invalidations.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops the responses a vote can change.
+    /// Patches or drops the responses a vote can change.
     pub fn vote(&self, event: Arc<ScoreEvent>) {
         let mut votes = self.votes.lock();
-        let removed = self.entries.lock().remove_affected(&event);
+        let (patched, removed) = self.entries.lock().vote(&event);
+        self.patches.fetch_add(patched as u64, Ordering::Relaxed);
         self.evictions.fetch_add(removed as u64, Ordering::Relaxed);
         votes.count += 1;
         votes.recent.push_back(event);
@@ -578,6 +696,7 @@ impl ResponseCache {
             misses: self.misses.load(Ordering::Relaxed),
             invalidations: self.invalidations.load(Ordering::Relaxed),
             evicted_by_votes: self.evictions.load(Ordering::Relaxed),
+            patched_by_votes: self.patches.load(Ordering::Relaxed),
             compressions: self.compressions.load(Ordering::Relaxed),
         }
     }
@@ -594,6 +713,7 @@ pub struct CacheStats {
     pub misses: u64,
     pub invalidations: u64,
     pub evicted_by_votes: u64,
+    pub patched_by_votes: u64,
     pub compressions: u64,
 }
 
@@ -742,6 +862,51 @@ mod tests {
         assert!(matches!(cache.flight("v"), Flight::Lead(_)));
     }
 
+    fn members(list: &[(&str, f64)]) -> Vec<(String, f64)> {
+        list.iter().map(|(id, s)| (id.to_string(), *s)).collect()
+    }
+
+    #[test]
+    fn a_page_keeps_its_order_only_strictly_between_its_neighbours() {
+        let page = |full, top| {
+            let mut deps = Deps::default();
+            let list = [("1", 30_000.0), ("2", 20_000.0), ("3", 10_000.0)];
+            list.iter().for_each(|(id, _)| deps.article(id));
+            deps.score_window(Some("rust"), members(&list), full, top);
+            deps
+        };
+        let keeps = |mut deps: Deps, id: &str, score: f64| deps.patch(&vote(id, score, &["rust"]));
+        // Between its neighbours, or the first rising at the top.
+        assert!(keeps(page(true, true), "2", 25_000.0));
+        assert!(keeps(page(true, true), "1", 40_000.0));
+        assert!(
+            !keeps(page(true, false), "1", 40_000.0),
+            "a page above may hold a lower one"
+        );
+        assert!(keeps(page(true, false), "1", 29_000.0));
+        // Passing or tying a neighbour reorders the page.
+        assert!(!keeps(page(true, true), "2", 30_000.0));
+        assert!(!keeps(page(true, true), "2", 9_000.0));
+        // The last of a full page may not sink (one below may pass it).
+        assert!(!keeps(page(true, true), "3", 9_999.0));
+        assert!(keeps(page(true, true), "3", 10_001.0));
+        assert!(keeps(page(false, true), "3", 1.0));
+        // Not on the page: only far enough away.
+        assert!(keeps(page(true, true), "9", 1_000.0));
+        assert!(!keeps(page(true, true), "9", 9_500.0));
+        // Out of the group now, or a page with karma or cursors: never.
+        let mut deps = page(true, true);
+        assert!(!deps.patch(&vote("2", 25_000.0, &[])));
+        let mut deps = page(true, true);
+        deps.fixed();
+        assert!(!deps.patch(&vote("2", 25_000.0, &[])));
+        // A patch moves the page's bounds with the score.
+        let mut deps = page(true, true);
+        assert!(deps.patch(&vote("3", 15_000.0, &["rust"])));
+        assert!(!deps.patch(&vote("9", 14_500.0, &["rust"])));
+        assert!(deps.patch(&vote("9", 13_000.0, &["rust"])));
+    }
+
     #[test]
     fn entries_die_with_their_generation() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
@@ -763,12 +928,17 @@ mod tests {
         let mut front = Deps::default();
         front.article("1");
         front.article("2");
-        front.score_window(None, &[20_000.0, 10_000.0], true);
+        front.score_window(
+            None,
+            members(&[("1", 20_000.0), ("2", 10_000.0)]),
+            true,
+            true,
+        );
         cache.put("front".into(), start, front, body("f"));
         // A group page, not full.
         let mut group = Deps::default();
         group.article("3");
-        group.score_window(Some("rust"), &[5_000.0], false);
+        group.score_window(Some("rust"), members(&[("3", 5_000.0)]), false, true);
         cache.put("group".into(), start, group, body("g"));
         let mut karma = Deps::default();
         karma.any_vote();
@@ -790,7 +960,12 @@ mod tests {
         // An article on the page, even with an unchanged rank.
         let mut front = Deps::default();
         front.article("1");
-        front.score_window(None, &[20_000.0, 10_000.0], true);
+        front.score_window(
+            None,
+            members(&[("1", 20_000.0), ("2", 10_000.0)]),
+            true,
+            true,
+        );
         cache.put("front".into(), cache.position(), front.clone(), body("f"));
         cache.vote(vote("1", 50_000.0, &[]));
         assert!(cache.get("front").is_none());

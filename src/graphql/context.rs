@@ -34,7 +34,7 @@ use crate::state::AppState;
 use crate::store::{
     ArticleRecord, Cursor, DirectoryPage, GroupCursor, List, Order, Ranked, Standing, Store, Viewer,
 };
-use crate::templates::Holes;
+use crate::templates::{Counted, Holes};
 
 /// Which ranked list of articles a page comes from.
 #[derive(Clone, Copy, Debug)]
@@ -211,6 +211,20 @@ impl RequestContext {
         }
     }
 
+    /// A count of an article that a vote changes, shown at `ctx`'s path: a
+    /// template records where, so a vote's event can patch it in place.
+    pub fn counted(
+        &self,
+        ctx: &Context<'_>,
+        id: ArticleId,
+        counted: Counted,
+        value: impl Into<async_graphql::Value>,
+    ) {
+        if let Some(holes) = &self.holes {
+            holes.count(ctx.path_node.as_ref(), id, counted, &value.into());
+        }
+    }
+
     /// The logged-in user, or `UNAUTHENTICATED`. Writes check it again
     /// themselves; resolvers call it first so that an anonymous caller
     /// hears about the login before any complaint about its input (the
@@ -285,7 +299,7 @@ impl RequestContext {
         };
         let ids = self.with_session(ids).await?;
         let full = ids.len() == page.page_size as usize;
-        self.shown(list, order, &ids, full).await
+        self.shown(list, order, &ids, full, page.page == 1).await
     }
 
     /// Runs `read` while the caller's session is looked up, so a page
@@ -308,6 +322,7 @@ impl RequestContext {
         order: Order,
         ids: &[Ranked],
         full: bool,
+        top: bool,
     ) -> Result<Vec<ArticleRecord>> {
         self.record(|deps| ids.iter().for_each(|(id, _)| deps.article(&id.to_string())));
         let mut found = self.articles.loader().load_ranked(ids).await?;
@@ -315,10 +330,17 @@ impl RequestContext {
             ids.iter().filter_map(|(id, _)| found.remove(id)).collect();
         match order {
             Order::Score => self.record(|deps| {
-                let scores: Vec<f64> = articles.iter().map(|a| a.score).collect();
+                let members = || {
+                    articles
+                        .iter()
+                        .map(|a| (a.id.to_string(), a.score))
+                        .collect()
+                };
                 match list {
-                    ArticleList::Site => deps.score_window(None, &scores, full),
-                    ArticleList::Group(g) => deps.score_window(Some(g.as_str()), &scores, full),
+                    ArticleList::Site => deps.score_window(None, members(), full, top),
+                    ArticleList::Group(g) => {
+                        deps.score_window(Some(g.as_str()), members(), full, top)
+                    }
                     // Any vote on the user's articles may reorder the page.
                     ArticleList::User(_) => deps.any_vote(),
                 }
@@ -351,7 +373,12 @@ impl RequestContext {
             .await?;
         let ids: Vec<Ranked> = page.entries.iter().map(|(ranked, _)| *ranked).collect();
         let full = page.has_next || ids.len() == first;
-        let records = self.shown(list, order, &ids, full).await?;
+        // Each edge's cursor holds its article's position: a vote on one
+        // of them changes the page.
+        self.record(Deps::fixed);
+        let records = self
+            .shown(list, order, &ids, full, position.is_none())
+            .await?;
         let mut cursors: std::collections::HashMap<_, _> = page
             .entries
             .iter()

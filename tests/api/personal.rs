@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    command_stats, eventually_every, gql_at, reset_command_stats, spawn_app, spawn_server,
+    command_stats, eventually_every, gql_at, ids, reset_command_stats, spawn_app, spawn_server,
     test_settings, VOTE_AS,
 };
 
@@ -190,4 +190,78 @@ async fn a_vote_through_another_instance_reaches_a_logged_in_page_within_a_secon
     // And bob, reading through this instance, sees his own vote.
     let page = app.gql_ok(query, json!({}), Some(&bob)).await;
     assert_eq!(page["articles"][0]["myVote"], "UP");
+}
+
+#[tokio::test]
+async fn a_vote_that_keeps_the_order_is_patched_into_the_shared_page() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let carol = app.sign_up("carol").await;
+    for i in 0..5 {
+        app.post(&alice, &format!("article {i}"), &[]).await;
+    }
+    let query = "{ articles(order: SCORE) { id votes downvotes score myVote } }";
+    let fresh = "{ articles(order: SCORE) { id votes downvotes score } }";
+    let first = app.gql_ok(query, json!({}), Some(&bob)).await;
+    assert_eq!(ids(&first["articles"]), ["5", "4", "3", "2", "1"]);
+    let stats = |health: Value| {
+        let c = &health["responseCache"];
+        (
+            c["patchedByVotes"].as_u64().unwrap(),
+            c["evictedByVotes"].as_u64().unwrap(),
+        )
+    };
+    let before = stats(app.health().await);
+
+    // The last of a page that is not full sinks: the order holds.
+    app.vote_as(&carol, "1", "DOWN").await;
+    let (patched, _) = stats(app.health().await);
+    assert!(patched > before.0, "the logged-in page was patched");
+    let mut conn = app.redis.conn().await;
+    reset_command_stats(&mut conn).await;
+    let page = app.gql_ok(query, json!({}), Some(&bob)).await;
+    // Served from the patched template: the session and the reader's votes.
+    let stats_after = command_stats(&mut conn).await;
+    assert_eq!(stats_after.get("zrevrange"), None, "{stats_after:?}");
+    assert_eq!(stats_after.get("hmget"), None, "{stats_after:?}");
+    let one = &page["articles"][4];
+    assert_eq!(
+        (&one["id"], &one["votes"], &one["downvotes"]),
+        (&json!("1"), &json!(1), &json!(1))
+    );
+    assert_eq!(one["myVote"], "NONE");
+    // Exactly what a computation from Redis gives (an anonymous query
+    // without `myVote` is computed afresh: the vote dropped its entry).
+    let computed = app.gql_ok(fresh, json!({}), None).await;
+    assert_eq!(without_votes(&page), computed);
+
+    // carol's vote taken back reaches her own next page, patched again.
+    app.vote_as(&carol, "1", "NONE").await;
+    let page = app.gql_ok(query, json!({}), Some(&carol)).await;
+    let one = &page["articles"][4];
+    assert_eq!(
+        (&one["votes"], &one["downvotes"], &one["myVote"]),
+        (&json!(1), &json!(0), &json!("NONE"))
+    );
+    assert_eq!(
+        without_votes(&page),
+        app.gql_ok(fresh, json!({}), None).await
+    );
+    assert!(stats(app.health().await).0 > patched);
+
+    // A vote that reorders the page drops it: the next read is computed.
+    let evicted = stats(app.health().await).1;
+    app.vote_as(&bob, "1", "UP").await;
+    assert!(
+        stats(app.health().await).1 > evicted,
+        "a reordering vote drops the page"
+    );
+    let page = app.gql_ok(query, json!({}), Some(&bob)).await;
+    assert_eq!(ids(&page["articles"]), ["1", "5", "4", "3", "2"]);
+    assert_eq!(page["articles"][0]["myVote"], "UP");
+    assert_eq!(
+        without_votes(&page),
+        app.gql_ok(fresh, json!({}), None).await
+    );
 }
