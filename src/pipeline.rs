@@ -160,7 +160,7 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
     }
     let session = Session::from_authorization(auth);
     let context = match stored {
-        Some(_) => RequestContext::recorded(api.state(), session, client),
+        Some(_) => RequestContext::recorded(api.state(), client),
         None => RequestContext::new(api.state(), session, client),
     };
     // An anonymous query may read the replica; anything else, the primary.
@@ -192,11 +192,17 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
         };
     }
     let ok = response.is_ok();
-    let body = json_body(&response, cost);
-    let body = Arc::new(if ok {
-        Cached::new(body)
-    } else {
-        Cached::failed(body)
+    // A response to cache is kept as a template, so votes can patch it;
+    // one that shows who the caller is (nobody: it is anonymous) is kept
+    // as it is.
+    let template = match (ok, &stored, recorded.holes()) {
+        (true, Some(_), Some(holes)) if !holes.is_personal() => holes.template(&mut response),
+        _ => None,
+    };
+    let body = Arc::new(match template {
+        Some(template) => Cached::template(template),
+        None if ok => Cached::new(json_body(&response, cost)),
+        None => Cached::failed(json_body(&response, cost)),
     });
     let cached = match stored {
         Some((cache, key, start, lead)) => {

@@ -122,15 +122,33 @@ impl Holes {
 
     /// The template of `response`, computed with these holes. None when a
     /// hole cannot be placed (its path is not in the data), which would be
-    /// a bug: the caller then runs the request whole.
+    /// a bug: `response` is then left as it was, to be served whole.
     pub fn template(&self, response: &mut async_graphql::Response) -> Option<Template> {
         let holes = std::mem::take(&mut *self.holes.lock());
         let nonce = nonce();
+        let mut replaced = Vec::with_capacity(holes.len());
+        let mut placed = true;
         for (i, hole) in holes.iter().enumerate() {
-            *slot(&mut response.data, &hole.path)? = Value::String(format!("{nonce}{i}"));
+            match slot(&mut response.data, &hole.path) {
+                Some(value) => {
+                    let marker = Value::String(format!("{nonce}{i}"));
+                    replaced.push((i, std::mem::replace(value, marker)));
+                }
+                None => placed = false,
+            }
         }
-        let marked = serde_json::to_vec(&response).ok()?;
-        Template::from_marked(&marked, &holes, nonce)
+        let template = placed
+            .then(|| serde_json::to_vec(&response).ok())
+            .flatten()
+            .and_then(|marked| Template::from_marked(&marked, &holes, nonce));
+        if template.is_none() {
+            for (i, value) in replaced.into_iter().rev() {
+                if let Some(slot) = slot(&mut response.data, &holes[i].path) {
+                    *slot = value;
+                }
+            }
+        }
+        template
     }
 }
 
@@ -387,10 +405,15 @@ mod tests {
     }
 
     #[test]
-    fn a_hole_outside_the_data_is_no_template() {
-        let mut r = response(serde_json::json!({"a": {"myVote": null}}));
-        let h = holes(vec![(path(&["b", "myVote"]), 5)]);
+    fn a_hole_outside_the_data_is_no_template_and_leaves_the_response_alone() {
+        let json = serde_json::json!({"a": {"myVote": null, "votes": 3}});
+        let mut r = response(json.clone());
+        let h = holes(vec![
+            (path(&["a", "myVote"]), 5),
+            (path(&["b", "myVote"]), 5),
+        ]);
         assert!(h.template(&mut r).is_none());
+        assert_eq!(r.data, Value::from_json(json).unwrap());
     }
 
     #[test]

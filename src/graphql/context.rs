@@ -79,20 +79,23 @@ impl RequestContext {
     }
 
     /// The context that computes a logged-in query's template (see
-    /// [`crate::personal`]): anonymous and recorded, with a hole for every
+    /// `templates.rs`): anonymous and recorded, with a hole for every
     /// `myVote` instead of a vote.
     pub fn template(app: &Arc<AppState>, client: ClientAddr) -> Self {
-        Self {
-            holes: Some(Arc::default()),
-            ..Self::recorded(app, Session::from_authorization(None), client)
-        }
+        Self::recorded(app, client)
     }
 
-    /// The context of a request whose response may be cached: it records
-    /// what the response shows (see [`Deps`]). Only for one request: a
+    /// The context of an anonymous request whose response may be cached:
+    /// it records what the response shows (see [`Deps`]) and where it
+    /// shows each `myVote` and count (see [`Holes`]), so the response can
+    /// be kept as a template that votes patch. Only for one request: a
     /// connection's record would grow without end.
-    pub fn recorded(app: &Arc<AppState>, session: Session, client: ClientAddr) -> Self {
-        Self::build(app, session, client, Some(DepsCollector::default()))
+    pub fn recorded(app: &Arc<AppState>, client: ClientAddr) -> Self {
+        let session = Session::from_authorization(None);
+        Self {
+            holes: Some(Arc::default()),
+            ..Self::build(app, session, client, Some(DepsCollector::default()))
+        }
     }
 
     fn build(
@@ -616,7 +619,7 @@ impl Recorded {
             .map(|deps| std::mem::take(&mut *deps.lock()))
     }
 
-    /// A template's holes (see [`RequestContext::template`]).
+    /// A recorded response's holes (see [`RequestContext::recorded`]).
     pub fn holes(&self) -> Option<&Holes> {
         self.1.as_deref()
     }

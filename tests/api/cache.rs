@@ -1,5 +1,6 @@
 //! The anonymous response cache: hits cost no Redis work, votes anywhere
-//! invalidate it, and nothing is served older than a second.
+//! are patched into it or invalidate what they reorder, and nothing is
+//! served older than a second.
 
 use std::time::{Duration, Instant};
 
@@ -149,12 +150,27 @@ async fn a_vote_far_below_a_cached_page_leaves_it_cached() {
     assert_eq!(after, before, "the vote could not change this page");
     assert_eq!(r2 - r1, r1 - r0, "and it is still served from memory");
 
-    // A vote on an article of the page shows at once.
+    // A vote on an article of the page shows at once. It keeps the page's
+    // order (the first rises), so it is written into the cached page: no
+    // Redis read.
     let top = before["articles"][0]["id"].as_str().unwrap().to_owned();
     app.vote(&bob, &top).await;
+    let r0 = reads_processed(&mut redis).await;
+    let r1 = reads_processed(&mut redis).await;
     let fresh = app.gql_ok(page, json!({}), None).await;
+    let r2 = reads_processed(&mut redis).await;
     assert_eq!(fresh["articles"][0]["id"], top);
     assert_eq!(fresh["articles"][0]["votes"], 2);
+    assert_eq!(r2 - r1, r1 - r0, "patched in memory");
+    // One that reorders it is computed again.
+    let last = before["articles"][2]["id"].as_str().unwrap().to_owned();
+    for voter in ["carol", "dave"] {
+        let token = app.sign_up(voter).await;
+        app.vote(&token, &last).await;
+    }
+    let reordered = app.gql_ok(page, json!({}), None).await;
+    assert_eq!(reordered["articles"][0]["id"], last);
+    assert_eq!(reordered["articles"][0]["votes"], 3);
 }
 
 /// Events published while the pub/sub connection was down never arrive,

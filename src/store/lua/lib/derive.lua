@@ -37,9 +37,9 @@ local function derive_article(c, id)
   local old = redis.call('ZSCORE', c.top[5], article)
   local fresh = not old
   local changed = fresh or tonumber(old) ~= v
-  -- One read of the hash on the common path (nothing to do).
-  local fields = redis.call('HMGET', article, 'indexed', 'groups')
-  local indexed, listed = fields[1], fields[2] ~= false
+  -- Two reads of the hash on the common path (nothing to do).
+  local indexed = redis.call('HGET', article, 'indexed')
+  local listed = redis.call('HEXISTS', article, 'groups') == 1
   local exists = indexed or listed or redis.call('EXISTS', article) == 1
   local groups_key = article .. c.groups_suffix
   local groups = nil
