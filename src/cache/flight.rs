@@ -48,13 +48,31 @@ impl Flights {
                 return Flight::Follow(Follow(receiver.clone()));
             }
         }
+        Flight::Lead(self.lead(&mut flights, key, now))
+    }
+
+    /// Leads a computation of `key` from `now` if none is under way.
+    pub(super) fn lead_alone(&self, key: &str, now: Position) -> Option<Lead> {
+        let mut flights = self.0.lock();
+        if flights.contains_key(key) {
+            return None;
+        }
+        Some(self.lead(&mut flights, key, now))
+    }
+
+    fn lead(
+        &self,
+        flights: &mut HashMap<String, (Position, Landing)>,
+        key: &str,
+        now: Position,
+    ) -> Lead {
         let (sender, receiver) = watch::channel(None);
         flights.insert(key.to_owned(), (now, receiver));
-        Flight::Lead(Lead {
+        Lead {
             flights: self.clone(),
             key: key.to_owned(),
             sender,
-        })
+        }
     }
 }
 

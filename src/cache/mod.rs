@@ -58,6 +58,9 @@ use flight::Flights;
 pub use flight::{Flight, Lead};
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
+/// Past this age an entry is computed again ahead of its expiry (see
+/// [`ResponseCache::lookup`]).
+const REFRESH_AFTER: Duration = Duration::from_millis(750);
 /// Past this many entries the least recently used one is evicted (distinct
 /// anonymous queries are few in practice: pages of a few lists).
 const MAX_ENTRIES: usize = 4096;
@@ -575,41 +578,60 @@ impl ResponseCache {
         }
     }
 
+    #[cfg(test)]
     pub fn get(&self, key: &str) -> Option<Arc<Cached>> {
-        let generation = self.generation.load(Ordering::Acquire);
-        let hit = {
-            let mut entries = self.entries.lock();
-            let fresh = entries
-                .map
-                .get(key)
-                .map(|e| e.generation == generation && e.stored.elapsed() < MAX_AGE);
-            match fresh {
-                Some(true) => entries.touch(key).map(|e| e.cached.clone()),
-                Some(false) => {
-                    // Expired: its bytes go now, not when it is evicted.
-                    entries.remove(key);
-                    None
-                }
-                None => None,
-            }
-        };
-        let counter = if hit.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        let hit = self.aged(key).map(|(cached, _)| cached);
+        self.count(hit.is_some());
         hit
+    }
+
+    /// The entry under `key` while it is fresh, with its age.
+    fn aged(&self, key: &str) -> Option<(Arc<Cached>, Duration)> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let mut entries = self.entries.lock();
+        let age = entries
+            .map
+            .get(key)
+            .map(|e| (e.generation == generation, e.stored.elapsed()));
+        match age {
+            Some((true, age)) if age < MAX_AGE => {
+                entries.touch(key).map(|e| (e.cached.clone(), age))
+            }
+            Some(_) => {
+                // Expired: its bytes go now, not when it is evicted.
+                entries.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn count(&self, hit: bool) {
+        let counter = if hit { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The entry under `key`: a hit, or the body a concurrent computation
     /// lands within `patience`; else the caller computes it, as the leader
     /// others wait for (`Some`), or alone when waiting for a leader came to
     /// nothing (`None`).
+    ///
+    /// An entry past [`REFRESH_AFTER`] is computed again by the first
+    /// request that reads it while nobody computes it, and served as it
+    /// is to the others meanwhile: readers do not queue behind a page
+    /// that expires under load.
     pub async fn lookup(&self, key: &str, patience: Duration) -> Result<Arc<Cached>, Option<Lead>> {
-        if let Some(hit) = self.get(key) {
+        if let Some((hit, age)) = self.aged(key) {
+            if age >= REFRESH_AFTER {
+                if let Some(lead) = self.flights.lead_alone(key, self.position()) {
+                    self.count(false);
+                    return Err(Some(lead));
+                }
+            }
+            self.count(true);
             return Ok(hit);
         }
+        self.count(false);
         match self.flight(key) {
             Flight::Lead(lead) => Err(Some(lead)),
             Flight::Follow(follow) => follow.wait(patience).await.ok_or(None),
@@ -905,6 +927,31 @@ mod tests {
         assert!(deps.patch(&vote("3", 15_000.0, &["rust"])));
         assert!(!deps.patch(&vote("9", 14_500.0, &["rust"])));
         assert!(deps.patch(&vote("9", 13_000.0, &["rust"])));
+    }
+
+    #[tokio::test]
+    async fn an_ageing_entry_is_computed_again_by_one_reader_while_the_others_are_served() {
+        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
+        cache.put("k".into(), cache.position(), Deps::default(), body("old"));
+        let patience = Duration::from_millis(10);
+        assert!(cache.lookup("k", patience).await.is_ok());
+        std::thread::sleep(REFRESH_AFTER);
+        let lead = match cache.lookup("k", patience).await {
+            Err(Some(lead)) => lead,
+            _ => panic!("the first reader past the refresh age computes it"),
+        };
+        for _ in 0..3 {
+            let served = cache
+                .lookup("k", patience)
+                .await
+                .ok()
+                .expect("served meanwhile");
+            assert_eq!(served.body().as_ref(), b"old");
+        }
+        cache.put("k".into(), cache.position(), Deps::default(), body("new"));
+        lead.land(body("new"));
+        let served = cache.lookup("k", patience).await.ok().unwrap();
+        assert_eq!(served.body().as_ref(), b"new");
     }
 
     #[test]
