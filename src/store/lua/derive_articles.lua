@@ -1,5 +1,6 @@
 -- Re-derives articles from the book's keys (see scripts/derive.rs): the
--- ones named, or a batch of the sweep through time:. Needs karma,
+-- ones named (by notifications: see lib/derive.lua), or a batch of the
+-- sweep through time:. Needs karma,
 -- group_list, voters and derive.
 --
 -- KEYS: [1] the time ranking, [2] the score ranking, [3] karma, [4..8] the
@@ -48,6 +49,7 @@ local function derive(id)
   if status == 'voters' then left[#left + 1] = id end
 end
 if mode == 'ids' then
+  c.notified = true
   for i = 31, #ARGV do derive(ARGV[i]) end
   local reply = {'derived', changed}
   for _, id in ipairs(left) do reply[#reply + 1] = id end

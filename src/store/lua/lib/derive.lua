@@ -28,6 +28,21 @@
 -- 'changed' or 'voters' (changed or not, voters left to index).
 local function derive_article(c, id)
   local article = c.article_prefix .. id
+  -- Articles the deriver names (c.notified) were named by a write to their
+  -- voted sets or groups. Every vote of another writer adds a voter, so it
+  -- shows as sizes the indexed field does not hold; when it holds them and
+  -- the group list is there, the article is as votegraph's own writes left
+  -- it: four reads. The sweep checks the rankings too, for writes no
+  -- notification names (score: or time: edited by hand).
+  if c.notified then
+    local indexed = redis.call('HGET', article, 'indexed')
+    if indexed and redis.call('HEXISTS', article, 'groups') == 1 then
+      local ups = redis.call('SCARD', c.voted_prefix .. id)
+      if indexed == ups .. ',' .. redis.call('SCARD', c.downvoted_prefix .. id) then
+        return 'same'
+      end
+    end
+  end
   local posted = redis.call('ZSCORE', c.by_time, article)
   local scored = redis.call('ZSCORE', c.by_score, article)
   if not posted or not scored then return 'absent' end
