@@ -29,6 +29,10 @@ pub struct Stats {
     /// CPU the votegraph process spent per request, in microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_cpu_us_per_request: Option<f64>,
+    /// The votes that landed while the busy scenario read (its only
+    /// scenario with a stream beside the measured requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vote_stream: Option<crate::busy::VoteStream>,
 }
 
 impl Stats {
@@ -53,6 +57,7 @@ impl Stats {
             sent: 0,
             redis_commands_per_request: None,
             server_cpu_us_per_request: None,
+            vote_stream: None,
         }
     }
 }
@@ -297,6 +302,29 @@ impl Gql {
             .as_str()
             .map(str::to_owned)
     }
+
+    /// The ids of the `articles` a document answers, in order (None when
+    /// the request failed or answered errors): how the busy scenario finds
+    /// what is on the page it votes on.
+    pub async fn article_ids(&self, body: String) -> Option<Vec<u64>> {
+        let response = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .ok()?;
+        let json: serde_json::Value = response.json().await.ok()?;
+        if json.get("errors").is_some() {
+            return None;
+        }
+        json["data"]["articles"]
+            .as_array()?
+            .iter()
+            .map(|article| article["id"].as_str()?.parse().ok())
+            .collect()
+    }
 }
 
 /// The front page as a logged-in reader sees it: every field and the
@@ -322,6 +350,13 @@ pub fn article_query(id: u64) -> String {
 
 pub fn vote_query(id: u64) -> String {
     serde_json::json!({ "query": format!("mutation {{ vote(articleId: \"{id}\") {{ id votes score }} }}") })
+        .to_string()
+}
+
+/// A vote in `direction` (a `VoteDirection` name: UP, DOWN or NONE),
+/// answering what [`vote_query`] answers.
+pub fn vote_query_in(id: u64, direction: &str) -> String {
+    serde_json::json!({ "query": format!("mutation {{ vote(articleId: \"{id}\", direction: {direction}) {{ id votes score }} }}") })
         .to_string()
 }
 

@@ -8,8 +8,10 @@
 //! GraphQL), batched as votegraph sends it and one round trip at a time
 //! (N+1), also behind a simulated network hop to Redis; and a Node peer
 //! (Fastify + Mercurius, `peer.rs`) serving the same page from the same
-//! Redis.
+//! Redis. The busy scenario (`busy.rs`) reads the logged-in front page while
+//! a paced stream of `--busy-votes` votes per second lands on its articles.
 
+mod busy;
 mod load;
 mod peer;
 mod proxy;
@@ -52,6 +54,11 @@ struct Args {
     /// Votes per second while the subscribers listen.
     #[arg(long, default_value_t = 20.0)]
     vote_rate: f64,
+    /// Votes per second (at least 1) landing on the front page's open
+    /// articles, paced, each by a fresh user, while at least 200 logged-in
+    /// readers read that page: the "front page, logged in, busy" scenario.
+    #[arg(long, default_value_t = 70.0, value_parser = at_least_one_vote)]
+    busy_votes: f64,
     /// Where the JSON results go.
     #[arg(long, default_value = "bench-results.json")]
     json: PathBuf,
@@ -93,6 +100,17 @@ impl Args {
     }
 }
 
+/// `--busy-votes`: below one vote a second the page would hardly be busy,
+/// and the stream's pacing needs a finite, positive rate.
+fn at_least_one_vote(value: &str) -> Result<f64, String> {
+    let rate: f64 = value.parse().map_err(|e| format!("{e}"))?;
+    if rate.is_finite() && rate >= 1.0 {
+        Ok(rate)
+    } else {
+        Err(format!("{value} is not at least 1 vote per second"))
+    }
+}
+
 const HOP_1_BATCHED: &str = "front page, 1 ms hop, 1 client, uncached";
 const RAW: &str = "raw Redis front page";
 const RAW_LOGGED_IN: &str = "raw Redis front page, logged in";
@@ -101,6 +119,13 @@ const RAW_N_PLUS_1_LOGGED_IN: &str = "raw Redis N+1, logged in";
 const RAW_HOP_N_PLUS_1: &str = "raw Redis N+1, 1 ms hop";
 const RAW_HOP_1_BATCHED: &str = "raw Redis front page, 1 ms hop, 1 client";
 const RAW_HOP_1_N_PLUS_1: &str = "raw Redis N+1, 1 ms hop, 1 client";
+
+/// The subscription runs (name, document), each on a fresh server with
+/// voters of its own.
+const SUBSCRIPTION_RUNS: [(&str, &str); 2] = [
+    ("subscribers", subscribers::SCORES),
+    ("subscribers, article", subscribers::WITH_ARTICLE),
+];
 
 /// How a votegraph under test is configured.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -154,7 +179,6 @@ async fn logged_in(
     .await
 }
 
-/// (hits, misses) of a server's response cache, from `/health`.
 /// Waits (up to 10 minutes) until the server's first upkeep has built the
 /// `TOP_*` rankings and the group directory from the seeded keys.
 async fn wait_for_top_index(conn: &redis::aio::MultiplexedConnection) -> anyhow::Result<()> {
@@ -173,16 +197,30 @@ async fn wait_for_top_index(conn: &redis::aio::MultiplexedConnection) -> anyhow:
     anyhow::bail!("the TOP_* rankings were not built within 10 minutes")
 }
 
-async fn cache_stats(base: &str) -> (u64, u64) {
+/// A server's response-cache counters (logged-in pages' templates
+/// included), as `/health` gives them.
+#[derive(Clone, Copy, Default)]
+struct CacheCounts {
+    hits: u64,
+    misses: u64,
+    evicted_by_votes: u64,
+    patched_by_votes: u64,
+}
+
+/// The response-cache counters of a server, from `/health` (zero when it
+/// does not answer).
+async fn cache_stats(base: &str) -> CacheCounts {
     let body: serde_json::Value = match reqwest::get(format!("{base}/health")).await {
         Ok(r) => r.json().await.unwrap_or_default(),
         Err(_) => serde_json::Value::Null,
     };
     let c = &body["responseCache"];
-    (
-        c["hits"].as_u64().unwrap_or(0),
-        c["misses"].as_u64().unwrap_or(0),
-    )
+    CacheCounts {
+        hits: c["hits"].as_u64().unwrap_or(0),
+        misses: c["misses"].as_u64().unwrap_or(0),
+        evicted_by_votes: c["evictedByVotes"].as_u64().unwrap_or(0),
+        patched_by_votes: c["patchedByVotes"].as_u64().unwrap_or(0),
+    }
 }
 
 struct Proc(Child);
@@ -321,8 +359,26 @@ async fn main() -> anyhow::Result<()> {
     }
     // Users 0..3/4 vote in the load scenarios, the rest while subscribers
     // listen: a repeated vote is a no-op and would publish nothing.
-    seed::sessions(&mut conn, args.users).await?;
     let load_users = (args.users * 3 / 4).max(1);
+    // The busy scenario reads as the load users, but as at least
+    // MIN_READERS of them: when `--users` gives fewer, the missing readers'
+    // sessions are added (reading them changes nothing the others use).
+    let want_busy = args.wants(busy::NAME);
+    let busy_readers = load_users.max(busy::MIN_READERS);
+    let readers_needed = if want_busy { busy_readers } else { 0 };
+    seed::sessions(&mut conn, 0..args.users.max(readers_needed)).await?;
+    // Its voters come after every other user, the subscription runs'
+    // voters included (who may go past `--users`), so each of its votes is
+    // a fresh user's and moves a score, and no later vote is a no-op for
+    // having been cast by it.
+    let votes_per_run = (args.vote_rate * args.duration).ceil() as usize + 1;
+    let busy_first_voter = (load_users + SUBSCRIPTION_RUNS.len() * votes_per_run)
+        .max(args.users)
+        .max(readers_needed);
+    let busy_voters = busy::voters_needed(args.busy_votes, warmup, duration);
+    if want_busy {
+        seed::sessions(&mut conn, busy_first_voter..busy_first_voter + busy_voters).await?;
+    }
 
     load::install_probe(conn.clone());
     let (server, base, startup_ms) = start_votegraph(&bin, &redis_addr, Mode::Default).await?;
@@ -430,8 +486,8 @@ async fn main() -> anyhow::Result<()> {
         );
         let cache_after = cache_stats(&base).await;
         let (hits, misses) = (
-            cache_after.0 - cache_before.0,
-            cache_after.1 - cache_before.1,
+            cache_after.hits - cache_before.hits,
+            cache_after.misses - cache_before.misses,
         );
         hit_rate = Some(hits as f64 / (hits + misses).max(1) as f64);
         eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
@@ -460,6 +516,52 @@ async fn main() -> anyhow::Result<()> {
             })
             .await,
         );
+    }
+    // Logged-in readers while a paced stream of votes lands on the page
+    // they read (see `busy.rs`). Only the page requests are timed; the cost
+    // columns include the votes' own Redis commands and server CPU, spread
+    // over the page requests, as that is what the busy page costs.
+    if want_busy {
+        let targets = busy::targets(&gql, &seeded.open).await?;
+        let cache_before = cache_stats(&base).await;
+        let stream = busy::start(
+            Gql::new(&base, 16),
+            targets,
+            args.busy_votes,
+            busy_first_voter,
+            busy_voters,
+            warmup,
+            duration,
+        );
+        let mut stats = logged_in(&gql, busy::NAME, busy_readers, n, warmup, duration).await;
+        let mut votes = stream.stop(busy_readers).await;
+        let cache_after = cache_stats(&base).await;
+        votes.cache_hits = cache_after.hits.saturating_sub(cache_before.hits);
+        votes.cache_misses = cache_after.misses.saturating_sub(cache_before.misses);
+        votes.cache_evicted_by_votes = cache_after
+            .evicted_by_votes
+            .saturating_sub(cache_before.evicted_by_votes);
+        votes.cache_patched_by_votes = cache_after
+            .patched_by_votes
+            .saturating_sub(cache_before.patched_by_votes);
+        eprintln!(
+            "  busy: {:.1} votes/s landed, {} errors ({} sent in {} s on {} front-page articles, {} readers; response cache {} hits, {} misses, {} entries patched and {} dropped by votes)",
+            votes.landed_per_s,
+            votes.errors,
+            votes.sent,
+            args.duration,
+            votes.articles.len(),
+            votes.readers,
+            votes.cache_hits,
+            votes.cache_misses,
+            votes.cache_patched_by_votes,
+            votes.cache_evicted_by_votes,
+        );
+        // A refused vote is the scenario's error: the page was not as busy
+        // as its name says.
+        stats.errors += votes.errors;
+        stats.vote_stream = Some(votes);
+        results.push(stats);
     }
     let rss_after_load = subscribers::rss_kib(pid);
 
@@ -606,11 +708,7 @@ async fn main() -> anyhow::Result<()> {
     // Each subscription run on a fresh server, with voters of its own (a
     // repeated vote publishes nothing).
     let mut sub_stats = Vec::new();
-    let votes_per_run = (args.vote_rate * args.duration).ceil() as usize + 1;
-    for (name, document) in [
-        ("subscribers", subscribers::SCORES),
-        ("subscribers, article", subscribers::WITH_ARTICLE),
-    ] {
+    for (name, document) in SUBSCRIPTION_RUNS {
         if args.subscribers == 0 || !args.wants(name) {
             continue;
         }
@@ -642,6 +740,12 @@ async fn main() -> anyhow::Result<()> {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
         _ => None,
     };
+    let p99 = |name: &str| {
+        results
+            .iter()
+            .find(|s| s.scenario == name)
+            .map(|s| s.p99_ms)
+    };
     let cpu = |name: &str| {
         results
             .iter()
@@ -666,6 +770,9 @@ async fn main() -> anyhow::Result<()> {
         "raw_batched_vs_raw_n_plus_1_with_1ms_hop_1_client": ratio(rps(RAW_HOP_1_BATCHED), rps(RAW_HOP_1_N_PLUS_1)),
         "raw_logged_in_batched_vs_raw_n_plus_1": ratio(rps(RAW_LOGGED_IN), rps(RAW_N_PLUS_1_LOGGED_IN)),
         "group_cold_vs_warm_p50": ratio(p50("group page, cold, uncached"), p50("group page, warm, uncached")),
+        "busy_vs_raw_redis": ratio(rps(busy::NAME), rps(RAW_LOGGED_IN)),
+        "busy_p99_vs_logged_in_p99": ratio(p99(busy::NAME), p99(LOGGED_IN)),
+        "group_page_p99_vs_front_page_p99": ratio(p99("group page, warm"), p99("front page")),
         "mix_response_cache_hit_rate": hit_rate,
     });
 
@@ -710,6 +817,25 @@ async fn main() -> anyhow::Result<()> {
         );
     } else if let Some(reason) = peer_report["reason"].as_str() {
         println!("Node peer not measured: {reason}");
+    }
+    let busy_votes = results
+        .iter()
+        .find(|s| s.scenario == busy::NAME)
+        .and_then(|s| s.vote_stream.as_ref());
+    if let Some(votes) = busy_votes {
+        println!(
+            "busy logged-in front page ({:.1} votes/s landed, {} vote errors): busy ÷ raw-Redis logged-in floor {}× req/s; busy p99 ÷ quiet logged-in p99 {}×",
+            votes.landed_per_s,
+            votes.errors,
+            shown("busy_vs_raw_redis"),
+            shown("busy_p99_vs_logged_in_p99"),
+        );
+    }
+    if ratios["group_page_p99_vs_front_page_p99"].is_f64() {
+        println!(
+            "group page p99 ÷ front page p99 {}×",
+            shown("group_page_p99_vs_front_page_p99")
+        );
     }
     println!("ratios: {}", serde_json::to_string(&ratios)?);
     for s in &sub_stats {

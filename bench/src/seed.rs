@@ -176,9 +176,13 @@ pub fn token(n: usize) -> String {
     format!("votegraph-bench-token-{n:08}")
 }
 
-/// Creates `count` logged-in users directly (no password hashing needed).
-pub async fn sessions(conn: &mut MultiplexedConnection, count: usize) -> anyhow::Result<()> {
-    for chunk in (0..count).collect::<Vec<_>>().chunks(5_000) {
+/// Creates the logged-in users `users` directly (no password hashing
+/// needed).
+pub async fn sessions(
+    conn: &mut MultiplexedConnection,
+    users: std::ops::Range<usize>,
+) -> anyhow::Result<()> {
+    for chunk in users.collect::<Vec<_>>().chunks(5_000) {
         let mut pipe = redis::pipe();
         for &n in chunk {
             let hash = hex::encode(Sha256::digest(token(n).as_bytes()));

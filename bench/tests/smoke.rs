@@ -62,7 +62,8 @@ fn node_present() -> bool {
     })
 }
 
-/// The arguments of a short logged-in run, for the peer tests.
+/// The arguments of a short logged-in run, for the peer tests (the busy
+/// scenario's name has "logged in" in it too).
 const LOGGED_IN_RUN: [&str; 13] = [
     "--users",
     "200",
@@ -94,11 +95,13 @@ fn the_benchmark_runs_every_scenario() {
         "10",
         "--vote-rate",
         "20",
+        "--busy-votes",
+        "70",
         // The peer has tests of its own.
         "--no-peer",
     ]);
     let scenarios = results["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 24, "{results}");
+    assert_eq!(scenarios.len(), 25, "{results}");
     for s in scenarios {
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert_eq!(s["errors"], 0, "{s}");
@@ -149,6 +152,11 @@ fn the_benchmark_runs_every_scenario() {
     assert!((cmds("raw Redis front page, logged in") - (anonymous + 2.0)).abs() < 1.0);
     let per_article = anonymous - 1.0;
     assert!((cmds("raw Redis N+1, logged in") - (anonymous + 1.0 + per_article)).abs() < 1.0);
+    // The busy page's votes landed, none refused (its errors above count
+    // them), on front-page articles, while 3,000 readers read.
+    let busy = by_name("front page, logged in, busy");
+    assert_busy_votes_landed(busy);
+    assert_eq!(busy["vote_stream"]["readers"], 3000, "{busy}");
     for key in [
         "batched_vs_raw_n_plus_1",
         "raw_batched_vs_raw_n_plus_1",
@@ -156,6 +164,9 @@ fn the_benchmark_runs_every_scenario() {
         "batched_vs_raw_n_plus_1_with_1ms_hop_1_client",
         "raw_batched_vs_raw_n_plus_1_with_1ms_hop_1_client",
         "logged_in_vs_raw_redis",
+        "busy_vs_raw_redis",
+        "busy_p99_vs_logged_in_p99",
+        "group_page_p99_vs_front_page_p99",
     ] {
         assert!(results["ratios"][key].as_f64().unwrap() > 0.0, "{key}");
     }
@@ -175,6 +186,63 @@ fn the_benchmark_runs_every_scenario() {
             subs["bench_cpu_us_per_delivery"].as_f64().unwrap() >= 0.0,
             "{subs}"
         );
+    }
+}
+
+/// The busy scenario's vote stream sent votes during the measurement and
+/// every vote it sent landed.
+fn assert_busy_votes_landed(busy: &serde_json::Value) {
+    assert_eq!(busy["errors"], 0, "{busy}");
+    let votes = &busy["vote_stream"];
+    assert_eq!(votes["errors"], 0, "{busy}");
+    assert!(votes["landed"].as_u64().unwrap() > 0, "{busy}");
+    assert_eq!(votes["landed"], votes["sent"], "{busy}");
+    assert!(votes["landed_per_s"].as_f64().unwrap() > 0.0, "{busy}");
+    assert!(!votes["articles"].as_array().unwrap().is_empty(), "{busy}");
+}
+
+/// `--only busy` runs the busy scenario alone; with fewer load users than
+/// it reads as, sessions are added so that 200 distinct readers read.
+#[test]
+fn the_busy_scenario_runs_alone_with_200_readers_at_least() {
+    let results = run_bench(&[
+        "--users",
+        "100",
+        "--connections",
+        "4",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--busy-votes",
+        "50",
+        "--only",
+        "busy",
+    ]);
+    assert_eq!(
+        scenario_names(&results),
+        ["front page, logged in, busy"],
+        "{results}"
+    );
+    let busy = &results["scenarios"][0];
+    assert!(busy["requests"].as_u64().unwrap() > 0, "{busy}");
+    assert_busy_votes_landed(busy);
+    assert_eq!(busy["vote_stream"]["readers"], 200, "{busy}");
+    assert_eq!(busy["vote_stream"]["target_per_s"], 50.0, "{busy}");
+}
+
+/// Fewer than one busy vote a second is refused before anything starts.
+#[test]
+fn busy_votes_below_one_a_second_are_refused() {
+    for rate in ["0", "0.5", "-3", "NaN", "inf"] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_votegraph-bench"))
+            // One argument, so "-3" is read as the flag's value.
+            .arg(format!("--busy-votes={rate}"))
+            .output()
+            .expect("run votegraph-bench");
+        assert!(!output.status.success(), "{rate}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("--busy-votes"), "{rate}: {stderr}");
     }
 }
 
@@ -222,7 +290,11 @@ fn the_node_peer_runs_beside_votegraph_when_node_is_present() {
         assert_eq!(stderr.matches("Node peer skipped: ").count(), 1, "{stderr}");
         assert_eq!(
             names,
-            ["front page, logged in", "raw Redis front page, logged in"]
+            [
+                "front page, logged in",
+                "front page, logged in, busy",
+                "raw Redis front page, logged in"
+            ]
         );
         return;
     }
@@ -235,22 +307,20 @@ fn the_node_peer_runs_beside_votegraph_when_node_is_present() {
         names,
         [
             "front page, logged in",
+            "front page, logged in, busy",
             "front page, logged in, Node peer",
             "raw Redis front page, logged in"
         ]
     );
-    let node = &scenarios[1];
+    let node = &scenarios[2];
+    let raw = &scenarios[3];
     assert!(node["requests"].as_u64().unwrap() > 0, "{node}");
     assert_eq!(node["errors"], 0, "{node}");
     assert!(node["server_cpu_us_per_request"].is_f64(), "{node}");
     // The same Redis work as the raw floor's logged-in page (votegraph
     // itself sends it once per shared template, then two commands).
     let cmds = |s: &serde_json::Value| s["redis_commands_per_request"].as_f64().unwrap();
-    assert!(
-        (cmds(node) - cmds(&scenarios[2])).abs() < 1.0,
-        "{node} {}",
-        scenarios[2]
-    );
+    assert!((cmds(node) - cmds(raw)).abs() < 1.0, "{node} {raw}");
     for key in [
         "logged_in_vs_node_peer",
         "logged_in_vs_raw_redis",
@@ -278,6 +348,10 @@ fn a_missing_node_skips_the_peer_in_one_line() {
     let names = scenario_names(&results);
     assert_eq!(
         names,
-        ["front page, logged in", "raw Redis front page, logged in"]
+        [
+            "front page, logged in",
+            "front page, logged in, busy",
+            "raw Redis front page, logged in"
+        ]
     );
 }
