@@ -230,3 +230,33 @@ async fn a_vote_on_an_article_not_derived_yet_is_counted_once() {
     let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
     assert_eq!(karma.floor(), 2.0, "the post's upvote and bob's, once each");
 }
+
+/// The vote script moves the hash's `indexed` field by its own vote, so a
+/// voter another writer added just before still shows as a difference,
+/// and the quick check of a notified article does not miss it.
+#[tokio::test]
+async fn a_book_vote_followed_by_a_votegraph_vote_is_still_derived() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &[]).await;
+    book_vote(c, "user:bob", 1).await;
+    vote(
+        c,
+        ArticleId(1),
+        &user("carol"),
+        VoteDirection::Up,
+        unlimited(),
+    )
+    .await
+    .unwrap();
+    let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
+    assert_eq!(indexed, "2,0", "alice's and carol's votes, not bob's");
+    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    assert_eq!(derived.changed, 1, "bob's vote reaches the rankings");
+    let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
+    assert!(index.is_some(), "and bob's myVote");
+    let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
+    assert_eq!(indexed, "3,0");
+    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    assert_eq!(again.changed, 0);
+}
