@@ -296,6 +296,30 @@ impl Template {
     }
 }
 
+/// A template of `data` with a count hole at each of `counts` (a path of
+/// keys and indexes, an article, what it counts), for other modules' tests.
+#[cfg(test)]
+pub fn for_tests(data: serde_json::Value, counts: &[(&[&str], u64, Counted)]) -> Template {
+    let mut response = async_graphql::Response::new(Value::from_json(data).unwrap());
+    let holes = Holes::default();
+    for (path, id, counted) in counts {
+        let steps = path
+            .iter()
+            .map(|s| match s.parse() {
+                Ok(i) => Step::Index(i),
+                Err(_) => Step::Key(Name::new(s)),
+            })
+            .collect::<Vec<_>>();
+        let value = slot(&mut response.data, &steps).unwrap().clone();
+        holes.holes.lock().push(Hole {
+            path: steps,
+            id: ArticleId(*id),
+            fill: Fill::Count(*counted, serde_json::to_string(&value).unwrap()),
+        });
+    }
+    holes.template(&mut response).unwrap()
+}
+
 /// A number's JSON text as a response writes it (a patch must match).
 pub fn json_number(n: f64) -> String {
     serde_json::to_string(&Value::from(n)).unwrap_or_else(|_| "null".to_owned())

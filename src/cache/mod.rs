@@ -676,8 +676,12 @@ impl ResponseCache {
     }
 
     /// Stores a response computed from `start` on, unless something it
-    /// depends on changed meanwhile.
-    pub fn put(&self, key: String, start: Position, deps: Deps, cached: Arc<Cached>) {
+    /// depends on changed meanwhile. A template is stored with the votes
+    /// that landed meanwhile written into it, in order (each vote's event
+    /// carries the article's counts after it, so the last one is what
+    /// Redis holds whether the computation read before or after it), when
+    /// they leave its pages in the same order.
+    pub fn put(&self, key: String, start: Position, mut deps: Deps, mut cached: Arc<Cached>) {
         let votes = self.votes.lock();
         if start.generation != self.generation.load(Ordering::Acquire) {
             return;
@@ -687,8 +691,19 @@ impl ResponseCache {
             return;
         }
         let skip = votes.recent.len() - missed;
-        if votes.recent.iter().skip(skip).any(|e| deps.affected_by(e)) {
-            return;
+        for event in votes.recent.iter().skip(skip) {
+            if !deps.affected_by(event) {
+                continue;
+            }
+            let patched = match (cached.as_template(), event.id.parse().ok().map(ArticleId)) {
+                (Some(template), Some(id)) if deps.patch(event) => {
+                    template.patched(id, |counted| count_text(counted, event))
+                }
+                _ => return,
+            };
+            if let Some(template) = patched {
+                cached = Arc::new(Cached::template(template));
+            }
         }
         self.entries.lock().insert(
             key,
@@ -952,6 +967,55 @@ mod tests {
         lead.land(body("new"));
         let served = cache.lookup("k", patience).await.ok().unwrap();
         assert_eq!(served.body().as_ref(), b"new");
+    }
+
+    #[test]
+    fn a_template_computed_while_votes_landed_is_stored_with_them() {
+        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
+        let page = || {
+            let mut deps = Deps::default();
+            let list = [("1", 30_000.0), ("2", 20_000.0)];
+            list.iter().for_each(|(id, _)| deps.article(id));
+            deps.score_window(None, members(&list), false, true);
+            deps
+        };
+        let template = || {
+            let data = serde_json::json!({"articles": [
+                {"id": "1", "votes": 5}, {"id": "2", "votes": 2},
+            ]});
+            let counts: &[(&[&str], u64, Counted)] = &[
+                (&["articles", "0", "votes"], 1, Counted::Votes),
+                (&["articles", "1", "votes"], 2, Counted::Votes),
+            ];
+            Arc::new(Cached::template(templates::for_tests(data, counts)))
+        };
+        let votes_of = |cached: &Cached| {
+            let body: serde_json::Value = serde_json::from_slice(cached.body()).unwrap();
+            let list = body["data"]["articles"].as_array().unwrap().clone();
+            list.iter()
+                .map(|a| a["votes"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        };
+        // Two votes on article 2 while the page was computed: stored with
+        // the last one's counts.
+        let start = cache.position();
+        cache.vote(counted_vote("2", 20_432.0, 3));
+        cache.vote(counted_vote("2", 20_864.0, 4));
+        cache.put("k".into(), start, page(), template());
+        assert_eq!(votes_of(&cache.get("k").unwrap()), [5, 4]);
+        // A vote that reorders the page meanwhile keeps it out.
+        cache.invalidate();
+        let start = cache.position();
+        cache.vote(counted_vote("2", 40_000.0, 50));
+        cache.put("k".into(), start, page(), template());
+        assert!(cache.get("k").is_none());
+    }
+
+    fn counted_vote(id: &str, score: f64, votes: i64) -> Arc<ScoreEvent> {
+        Arc::new(ScoreEvent {
+            votes,
+            ..(*vote(id, score, &[])).clone()
+        })
     }
 
     #[test]

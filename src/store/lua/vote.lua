@@ -91,12 +91,14 @@ if h[5] then
 else
   groups = redis.call('SMEMBERS', groups_key)
 end
-local score = redis.call('ZINCRBY', by_score, vote_score * (dup - ddown), article)
+local score = redis.call('ZINCRBY', by_score, tostring(vote_score * (dup - ddown)), article)
 -- The net-vote rankings (KEYS[10..14]) move by whole votes. An article not
 -- in the all-time one was written by another client and is not derived
 -- yet: its derivation counts this vote with the others, karma included
 -- (one missing from time: is never derived: its karma is counted here).
-local step = (dup - ddown) * top_step
+-- (Numbers passed to redis.call are printed anew by each call: the step
+-- is printed once.)
+local step = tostring((dup - ddown) * top_step)
 for k = 10, 13 do redis.call('ZADD', KEYS[k], 'XX', 'INCR', step, article) end
 local derived = redis.call('ZADD', KEYS[14], 'XX', 'INCR', step, article)
 local poster = h[1] and as_member(h[1], user_prefix)

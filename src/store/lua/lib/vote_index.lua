@@ -13,8 +13,8 @@
 -- the post time reads back exactly.
 local function index_vote(index, article, posted, dir, now, week)
   local cutoff = now - week
-  redis.call('ZREMRANGEBYSCORE', index, 0, string.format('%.17g', cutoff))
-  redis.call('ZREMRANGEBYSCORE', index, string.format('%.17g', -cutoff), 0)
+  redis.call('ZREMRANGEBYSCORE', index, '0', string.format('%.17g', cutoff))
+  redis.call('ZREMRANGEBYSCORE', index, string.format('%.17g', -cutoff), '0')
   if dir == 'up' then
     redis.call('ZADD', index, string.format('%.17g', posted), article)
   elseif dir == 'down' then
