@@ -286,9 +286,8 @@ pub fn feed_query(order: &str, first: u32, after: Option<&str>) -> String {
 }
 
 impl Gql {
-    /// The end cursor of a feed page (None when the page has none or the
-    /// request failed): how the bench scrolls to a deep position.
-    pub async fn end_cursor(&self, body: String) -> Option<String> {
+    /// The JSON a document answers (None when the request failed).
+    async fn answer(&self, body: String) -> Option<serde_json::Value> {
         let response = self
             .client
             .post(&self.url)
@@ -297,7 +296,13 @@ impl Gql {
             .send()
             .await
             .ok()?;
-        let json: serde_json::Value = response.json().await.ok()?;
+        response.json().await.ok()
+    }
+
+    /// The end cursor of a feed page (None when the page has none or the
+    /// request failed): how the bench scrolls to a deep position.
+    pub async fn end_cursor(&self, body: String) -> Option<String> {
+        let json = self.answer(body).await?;
         json["data"]["feed"]["pageInfo"]["endCursor"]
             .as_str()
             .map(str::to_owned)
@@ -307,15 +312,7 @@ impl Gql {
     /// the request failed or answered errors): how the busy scenario finds
     /// what is on the page it votes on.
     pub async fn article_ids(&self, body: String) -> Option<Vec<u64>> {
-        let response = self
-            .client
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .ok()?;
-        let json: serde_json::Value = response.json().await.ok()?;
+        let json = self.answer(body).await?;
         if json.get("errors").is_some() {
             return None;
         }
