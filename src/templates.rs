@@ -16,7 +16,8 @@
 //! patched into it from the vote's event ([`Template::patched`]) instead of
 //! dropping it: readers keep being served while votes land, and see each
 //! vote as soon as its event arrives (before its mutation answers when it
-//! goes through this instance).
+//! goes through this instance). Anonymous cached pages are kept the same
+//! way (their `myVote`s are null), so votes patch them too.
 //!
 //! What may be a template is decided while it is computed, not by a list:
 //! a resolver that asks the request context who the caller is (`me`)
