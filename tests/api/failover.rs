@@ -240,6 +240,10 @@ async fn run(wait_replicas: u32) -> Report {
                         .lock()
                         .unwrap()
                         .push((u, article, sent, Instant::now()));
+                    // Paced (at most 400 votes a second in all), so the
+                    // 1,000 pairs outlast the outage however fast votes
+                    // are: the test needs votes sent after the kill.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 } else {
                     refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     retry = Some((u, article));
