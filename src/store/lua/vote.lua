@@ -70,18 +70,20 @@ if dir == 'up' then dup = dup + 1 elseif dir == 'down' then ddown = ddown + 1 en
 -- names the cached group rankings and goes out with the event.
 local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')
 local votes, downvotes = (tonumber(h[2]) or 0) + dup, (tonumber(h[3]) or 0) + ddown
+-- Counts are printed as integers ('%d'): a Lua number passed as it is
+-- would be printed as a double ('%.17g'), several times the work.
 local fields = {}
-if dup ~= 0 then fields = {'votes', votes} end
+if dup ~= 0 then fields = {'votes', string.format('%d', votes)} end
 if ddown ~= 0 then
   fields[#fields + 1] = 'downvotes'
-  fields[#fields + 1] = downvotes
+  fields[#fields + 1] = string.format('%d', downvotes)
 end
 local comma = h[4] and string.find(h[4], ',', 1, true)
 if comma then
   local u, d = tonumber(string.sub(h[4], 1, comma - 1)), tonumber(string.sub(h[4], comma + 1))
   if u and d then
     fields[#fields + 1] = 'indexed'
-    fields[#fields + 1] = (u + dup) .. ',' .. (d + ddown)
+    fields[#fields + 1] = string.format('%d,%d', u + dup, d + ddown)
   end
 end
 redis.call('HSET', article, unpack(fields))
@@ -110,25 +112,24 @@ end
 -- reads) exist only while someone reads them: one EXISTS finds whether
 -- any does before moving them in place.
 local group_prefix, group_top, user_top = ARGV[10], ARGV[11], ARGV[12]
-local cached = {}
+local names = {}
 for _, g in ipairs(groups) do
-  cached[#cached + 1] = {group_score_prefix .. g, score, false}
-  for p = first_period, #ARGV do
-    cached[#cached + 1] = {group_prefix .. g .. group_top .. ARGV[p], step, true}
-  end
+  names[#names + 1] = group_score_prefix .. g
+  for p = first_period, #ARGV do names[#names + 1] = group_prefix .. g .. group_top .. ARGV[p] end
 end
 if poster then
-  for p = first_period, #ARGV do
-    cached[#cached + 1] = {poster .. user_top .. ARGV[p], step, true}
-  end
+  for p = first_period, #ARGV do names[#names + 1] = poster .. user_top .. ARGV[p] end
 end
-if #cached > 0 then
-  local names = {}
-  for i, c in ipairs(cached) do names[i] = c[1] end
-  if redis.call('EXISTS', unpack(names)) > 0 then
-    for _, c in ipairs(cached) do
-      if c[3] then redis.call('ZADD', c[1], 'XX', 'INCR', c[2], article)
-      else redis.call('ZADD', c[1], 'XX', c[2], article) end
+-- In the order named: per group its score ranking then one per period,
+-- then the poster's, one per period.
+if #names > 0 and redis.call('EXISTS', unpack(names)) > 0 then
+  local periods = #ARGV - first_period + 1
+  for i, name in ipairs(names) do
+    local per_group = (i - 1) % (periods + 1)
+    if i <= #groups * (periods + 1) and per_group == 0 then
+      redis.call('ZADD', name, 'XX', score, article)
+    else
+      redis.call('ZADD', name, 'XX', 'INCR', step, article)
     end
   end
 end

@@ -12,9 +12,9 @@
 -- most the user's votes of one week. Scores are written with 17 digits, so
 -- the post time reads back exactly.
 local function index_vote(index, article, posted, dir, now, week)
-  local cutoff = now - week
-  redis.call('ZREMRANGEBYSCORE', index, '0', string.format('%.17g', cutoff))
-  redis.call('ZREMRANGEBYSCORE', index, string.format('%.17g', -cutoff), '0')
+  local cutoff = string.format('%.17g', now - week)
+  redis.call('ZREMRANGEBYSCORE', index, '0', cutoff)
+  redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, '0')
   if dir == 'up' then
     redis.call('ZADD', index, string.format('%.17g', posted), article)
   elseif dir == 'down' then
