@@ -27,15 +27,7 @@ async fn votegraphs_own_writes_leave_nothing_to_derive() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     posted(c, "alice", "one", &["rust"]).await;
-    vote(
-        c,
-        ArticleId(1),
-        &user("bob"),
-        VoteDirection::Down,
-        unlimited(),
-    )
-    .await
-    .unwrap();
+    vote_as(c, ArticleId(1), "bob", VoteDirection::Down).await;
     let before = dirty(c).await;
     let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
     assert_eq!(derived.changed, 0);
@@ -216,15 +208,7 @@ async fn a_vote_on_an_article_not_derived_yet_is_counted_once() {
     .await;
     let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg("article:1")).await;
     // votegraph's vote lands before the deriver runs.
-    vote(
-        c,
-        ArticleId(1),
-        &user("bob"),
-        VoteDirection::Up,
-        unlimited(),
-    )
-    .await
-    .unwrap();
+    vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
     let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
     assert_eq!(derived.changed, 1);
     let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
@@ -240,15 +224,7 @@ async fn a_book_vote_followed_by_a_votegraph_vote_is_still_derived() {
     let c = &mut redis.conn().await;
     posted(c, "alice", "one", &[]).await;
     book_vote(c, "user:bob", 1).await;
-    vote(
-        c,
-        ArticleId(1),
-        &user("carol"),
-        VoteDirection::Up,
-        unlimited(),
-    )
-    .await
-    .unwrap();
+    vote_as(c, ArticleId(1), "carol", VoteDirection::Up).await;
     let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
     assert_eq!(indexed, "2,0", "alice's and carol's votes, not bob's");
     let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();

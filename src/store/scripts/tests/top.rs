@@ -45,15 +45,7 @@ async fn the_build_derives_net_votes_from_the_books_keys() {
     let c = &mut redis.conn().await;
     posted(c, "alice", "one", &[]).await;
     posted(c, "alice", "two", &[]).await;
-    vote(
-        c,
-        ArticleId(1),
-        &user("bob"),
-        VoteDirection::Up,
-        unlimited(),
-    )
-    .await
-    .unwrap();
+    vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
     // An article of two days ago, written by the book's code: three
     // upvotes.
     let now = redis_now(c).await;

@@ -5,12 +5,6 @@ use super::*;
 use crate::domain::VoteDirection;
 use crate::store::keys;
 
-async fn vote_as(conn: &mut Conn, id: ArticleId, voter: &str, dir: VoteDirection) -> VoteReply {
-    vote(conn, id, &user(voter), dir, unlimited())
-        .await
-        .expect("the vote script runs")
-}
-
 /// The article's `votes` and `downvotes`.
 async fn counts(conn: &mut Conn, id: ArticleId) -> (i64, i64) {
     q(
