@@ -314,7 +314,7 @@ async fn template(
     let mut copy =
         async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
     copy.operation_name = request.operation_name.clone();
-    let (copy, recorded) = RequestContext::template(api.state(), client).attach(copy);
+    let (copy, recorded) = RequestContext::recorded(api.state(), client).attach(copy);
     let mut response = api.execute_checked(copy, Some(document)).await;
     let holes = recorded.holes()?;
     let cached = if holes.is_personal() {

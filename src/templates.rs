@@ -304,13 +304,7 @@ pub fn for_tests(data: serde_json::Value, counts: &[(&[&str], u64, Counted)]) ->
     let mut response = async_graphql::Response::new(Value::from_json(data).unwrap());
     let holes = Holes::default();
     for (path, id, counted) in counts {
-        let steps = path
-            .iter()
-            .map(|s| match s.parse() {
-                Ok(i) => Step::Index(i),
-                Err(_) => Step::Key(Name::new(s)),
-            })
-            .collect::<Vec<_>>();
+        let steps = tests::path(path);
         let value = slot(&mut response.data, &steps).unwrap().clone();
         holes.holes.lock().push(Hole {
             path: steps,
@@ -355,7 +349,7 @@ mod tests {
         async_graphql::Response::new(Value::from_json(json).unwrap())
     }
 
-    fn path(steps: &[&str]) -> Vec<Step> {
+    pub(super) fn path(steps: &[&str]) -> Vec<Step> {
         steps
             .iter()
             .map(|s| match s.parse() {

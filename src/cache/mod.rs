@@ -480,31 +480,56 @@ impl Entries {
                 })
                 .cloned(),
         );
-        let id = event.id.parse().ok().map(ArticleId);
         let (mut patched, mut removed) = (0, 0);
         for key in affected {
             let Some(entry) = self.map.get_mut(&key) else {
                 continue;
             };
-            let kept = match (entry.cached.as_template(), id) {
-                (Some(template), Some(id)) if entry.deps.patch(event) => {
-                    if let Some(new) = template.patched(id, |counted| count_text(counted, event)) {
-                        let held = entry.size + entry.cached.encoded_bytes();
-                        entry.cached = Arc::new(Cached::template(new));
-                        entry.size = Self::footprint(&key, entry);
-                        self.bytes = self.bytes.saturating_sub(held) + entry.size;
+            match entry.cached.with_vote(&mut entry.deps, event) {
+                Patch::Dropped => {
+                    if self.remove(&key).is_some() {
+                        removed += 1;
                     }
-                    true
+                    continue;
                 }
-                _ => false,
-            };
-            if kept {
-                patched += 1;
-            } else if self.remove(&key).is_some() {
-                removed += 1;
+                Patch::Patched(new) => {
+                    let held = entry.size + entry.cached.encoded_bytes();
+                    entry.cached = new;
+                    entry.size = Self::footprint(&key, entry);
+                    self.bytes = self.bytes.saturating_sub(held) + entry.size;
+                }
+                Patch::Unchanged => {}
             }
+            patched += 1;
         }
         (patched, removed)
+    }
+}
+
+/// What a vote does to a cached response that it can change.
+enum Patch {
+    /// Its pages keep their order and it shows none of the counts.
+    Unchanged,
+    /// Its pages keep their order: the new counts written in.
+    Patched(Arc<Cached>),
+    /// It reorders a page, or changes what no patch writes.
+    Dropped,
+}
+
+impl Cached {
+    /// `self` with `event`'s counts written in, `deps` (what it shows)
+    /// moved along (see [`Deps::patch`]); only a template can be patched.
+    fn with_vote(&self, deps: &mut Deps, event: &ScoreEvent) -> Patch {
+        let (Some(template), Ok(id)) = (self.as_template(), event.id.parse()) else {
+            return Patch::Dropped;
+        };
+        if !deps.patch(event) {
+            return Patch::Dropped;
+        }
+        match template.patched(ArticleId(id), |counted| count_text(counted, event)) {
+            Some(new) => Patch::Patched(Arc::new(Cached::template(new))),
+            None => Patch::Unchanged,
+        }
     }
 }
 
@@ -695,14 +720,10 @@ impl ResponseCache {
             if !deps.affected_by(event) {
                 continue;
             }
-            let patched = match (cached.as_template(), event.id.parse().ok().map(ArticleId)) {
-                (Some(template), Some(id)) if deps.patch(event) => {
-                    template.patched(id, |counted| count_text(counted, event))
-                }
-                _ => return,
-            };
-            if let Some(template) = patched {
-                cached = Arc::new(Cached::template(template));
+            match cached.with_vote(&mut deps, event) {
+                Patch::Dropped => return,
+                Patch::Patched(new) => cached = new,
+                Patch::Unchanged => {}
             }
         }
         self.entries.lock().insert(

@@ -78,14 +78,8 @@ impl RequestContext {
         Self::build(app, session, client, None)
     }
 
-    /// The context that computes a logged-in query's template (see
-    /// `templates.rs`): anonymous and recorded, with a hole for every
-    /// `myVote` instead of a vote.
-    pub fn template(app: &Arc<AppState>, client: ClientAddr) -> Self {
-        Self::recorded(app, client)
-    }
-
-    /// The context of an anonymous request whose response may be cached:
+    /// The context of an anonymous request whose response may be cached
+    /// (a logged-in query's template is computed anonymously, too):
     /// it records what the response shows (see [`Deps`]) and where it
     /// shows each `myVote` and count (see [`Holes`]), so the response can
     /// be kept as a template that votes patch. Only for one request: a
