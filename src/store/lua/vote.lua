@@ -3,8 +3,9 @@
 --
 -- KEYS: [1] the voter's vote counter, [2] the article, [3] the time
 -- ranking, [4] the score ranking, [5] the upvoters, [6] the downvoters,
--- [7] the article's groups (read only when the hash lacks its copy), [8] karma, [9] the voter's vote index,
--- [10..14] the net-vote rankings of the site, one per period.
+-- [7] the article's groups (read only when the hash lacks its copy),
+-- [8] karma, [9] the voter's vote index, [10..14] the net-vote rankings
+-- of the site, one per period.
 -- ARGV: [1] the article id, [2] the voter's member, [3] up, down or none,
 -- [4] [5] the rate limit and its window, [6] the user prefix, [7] the
 -- suffix of a user's score ranking, [8] the prefix of a group's score
