@@ -207,6 +207,22 @@ struct CacheCounts {
     patched_by_votes: u64,
 }
 
+impl CacheCounts {
+    /// What the counters moved by since `before`.
+    fn since(self, before: Self) -> Self {
+        Self {
+            hits: self.hits.saturating_sub(before.hits),
+            misses: self.misses.saturating_sub(before.misses),
+            evicted_by_votes: self
+                .evicted_by_votes
+                .saturating_sub(before.evicted_by_votes),
+            patched_by_votes: self
+                .patched_by_votes
+                .saturating_sub(before.patched_by_votes),
+        }
+    }
+}
+
 /// The response-cache counters of a server, from `/health` (zero when it
 /// does not answer).
 async fn cache_stats(base: &str) -> CacheCounts {
@@ -484,17 +500,14 @@ async fn main() -> anyhow::Result<()> {
             })
             .await,
         );
-        let cache_after = cache_stats(&base).await;
-        let (hits, misses) = (
-            cache_after.hits - cache_before.hits,
-            cache_after.misses - cache_before.misses,
-        );
+        let cache = cache_stats(&base).await.since(cache_before);
+        let (hits, misses) = (cache.hits, cache.misses);
         hit_rate = Some(hits as f64 / (hits + misses).max(1) as f64);
         eprintln!("  response cache during the mix: {hits} hits, {misses} misses");
     }
-    // Logged-in readers while others vote: the votes drop the shared
-    // templates their articles are on (see `src/templates.rs`), so this is
-    // what the template costs when it keeps being recomputed.
+    // Logged-in readers while others vote: the votes reach the shared
+    // templates their articles are on (see `src/templates.rs`: patched,
+    // or dropped and computed again when they reorder a page).
     const MIX_LOGGED_IN: &str = "mix with logged-in readers, 90% read / 10% vote";
     if args.wants(MIX_LOGGED_IN) {
         let (g, ids, users) = (gql.clone(), open.clone(), next_user.clone());
@@ -535,15 +548,11 @@ async fn main() -> anyhow::Result<()> {
         );
         let mut stats = logged_in(&gql, busy::NAME, busy_readers, n, warmup, duration).await;
         let mut votes = stream.stop(busy_readers).await;
-        let cache_after = cache_stats(&base).await;
-        votes.cache_hits = cache_after.hits.saturating_sub(cache_before.hits);
-        votes.cache_misses = cache_after.misses.saturating_sub(cache_before.misses);
-        votes.cache_evicted_by_votes = cache_after
-            .evicted_by_votes
-            .saturating_sub(cache_before.evicted_by_votes);
-        votes.cache_patched_by_votes = cache_after
-            .patched_by_votes
-            .saturating_sub(cache_before.patched_by_votes);
+        let cache = cache_stats(&base).await.since(cache_before);
+        votes.cache_hits = cache.hits;
+        votes.cache_misses = cache.misses;
+        votes.cache_evicted_by_votes = cache.evicted_by_votes;
+        votes.cache_patched_by_votes = cache.patched_by_votes;
         eprintln!(
             "  busy: {:.1} votes/s landed, {} errors ({} sent in {} s on {} front-page articles, {} readers; response cache {} hits, {} misses, {} entries patched and {} dropped by votes)",
             votes.landed_per_s,
@@ -729,29 +738,15 @@ async fn main() -> anyhow::Result<()> {
         sub_stats.push(stats);
     }
 
-    let rps = |name: &str| results.iter().find(|s| s.scenario == name).map(|s| s.rps);
-    let p50 = |name: &str| {
-        results
-            .iter()
-            .find(|s| s.scenario == name)
-            .map(|s| s.p50_ms)
-    };
+    let scenario = |name: &str| results.iter().find(|s| s.scenario == name);
+    let rps = |name: &str| scenario(name).map(|s| s.rps);
+    let p50 = |name: &str| scenario(name).map(|s| s.p50_ms);
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
         _ => None,
     };
-    let p99 = |name: &str| {
-        results
-            .iter()
-            .find(|s| s.scenario == name)
-            .map(|s| s.p99_ms)
-    };
-    let cpu = |name: &str| {
-        results
-            .iter()
-            .find(|s| s.scenario == name)
-            .and_then(|s| s.server_cpu_us_per_request)
-    };
+    let p99 = |name: &str| scenario(name).map(|s| s.p99_ms);
+    let cpu = |name: &str| scenario(name).and_then(|s| s.server_cpu_us_per_request);
     // req/s ratios are votegraph ÷ the other; the N+1 ones compare
     // votegraph's batched page with the bench's own raw N+1 baseline, which
     // has no HTTP or GraphQL to pay for: a lower bound of what batching buys.
