@@ -49,7 +49,7 @@ redis.call('ZADD', by_time, ts, article)
 redis.call('ZADD', mine_time, ts, article)
 redis.call('ZADD', mine_score, score, article)
 add_karma(karma, poster, 1, now)
-index_vote(my_votes, article, tonumber(ts), 'up', now, week)
+index_vote(my_votes, article, ts, 'up', now, week)
 -- Net votes 1 (the own upvote of the poster), then the post time.
 local top = string.format('%.0f', top_step + math.floor(now))
 for k = 11, 15 do redis.call('ZADD', KEYS[k], top, article) end

@@ -1,35 +1,41 @@
 -- Sets a voter's vote (see scripts/vote.rs). Needs karma, rate_limit and
--- vote_index.
+-- vote_index, and the constants vote.rs binds in front of them (see
+-- scripts/mod.rs): the keys by_time, by_score and karma, the site's
+-- net-vote rankings top[1..5] (all-time last) and the period names
+-- periods[1..5], the prefixes and suffixes user_prefix, user_score_suffix,
+-- user_top_infix, group_prefix, group_top_infix and group_score_prefix,
+-- the channel score_channel, and the numbers week (the voting window in
+-- seconds), vote_score and top_step (both whole).
 --
--- KEYS: [1] the voter's vote counter, [2] the article, [3] the time
--- ranking, [4] the score ranking, [5] the upvoters, [6] the downvoters,
--- [7] the article's groups (read only when the hash lacks its copy),
--- [8] karma, [9] the voter's vote index, [10..14] the net-vote rankings
--- of the site, one per period.
+-- KEYS: [1] the voter's vote counter, [2] the article, [3] the upvoters,
+-- [4] the downvoters, [5] the article's groups (read only when the hash
+-- lacks its copy), [6] the voter's vote index.
 -- ARGV: [1] the article id, [2] the voter's member, [3] up, down or none,
--- [4] [5] the rate limit and its window, [6] the user prefix, [7] the
--- suffix of a user's score ranking, [8] the prefix of a group's score
--- ranking, [9] the channel of score changes, [10] the group prefix,
--- [11] [12] the infixes of a group's and a user's net-vote rankings,
--- [13] the voting window in seconds, [14] a vote's score, [15] the
--- net-vote step, [16..] the period names.
-local rate, article, by_time, by_score, up, down, groups_key, karma, my_votes =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+-- [4] [5] the rate limit and its window.
+local rate, article, up, down, groups_key, my_votes =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
-local user_prefix, mine_score_suffix, group_score_prefix, channel = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local week, vote_score, top_step = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local first_period = 16
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
-local posted = redis.call('ZSCORE', by_time, article)
+-- time: decides the voting window, as in the book. One read of the hash
+-- serves the rest of the vote: the poster, the counts, the indexed field
+-- (see lib/derive.lua) and the groups (the copy of the group set kept by
+-- post, setGroups and the deriver).
+local posted_text = redis.call('ZSCORE', by_time, article)
 -- An article in time: is derived from the book's keys (lib/derive.lua).
-local derivable = posted ~= false
-if not posted then
-  if redis.call('EXISTS', article) == 0 then return {'missing'} end
-  posted = redis.call('HGET', article, 'time')
+local derivable = posted_text ~= false
+if not derivable then
+  -- Missing from time: (a restore, a hand edit): the hash's time counts,
+  -- taken as the index's score only when Redis would take it too (no
+  -- space or letter); else printed anew.
+  posted_text = redis.call('HGET', article, 'time')
+  if posted_text and string.find(posted_text, '[%s%a]') then
+    posted_text = tonumber(posted_text) and string.format('%.17g', tonumber(posted_text))
+  end
 end
-posted = tonumber(posted)
-if not posted then return {'missing'} end
+local posted = posted_text and tonumber(posted_text)
+if not posted or posted ~= posted then return {'missing'} end
+local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 if now - posted >= week then return {'closed'} end
@@ -53,26 +59,24 @@ end
 -- The index follows the sets in every outcome, so a vote the sets hold
 -- but the index does not (cast by the book's code) is indexed by the
 -- voter's next vote on the article, even an unchanged one.
-index_vote(my_votes, article, posted, dir, now, week)
+index_vote(my_votes, article, posted_text, dir, now, week)
 if was == dir then
   return {'same', was, redis.call('ZSCORE', by_score, article)}
 end
 if target and redis.call('TTL', target) == -1 then
-  redis.call('EXPIREAT', target, math.floor(posted + week) + 1)
+  redis.call('EXPIREAT', target, string.format('%d', posted + week + 1))
 end
 
 local dup, ddown = 0, 0
 if was == 'up' then dup = -1 elseif was == 'down' then ddown = -1 end
 if dir == 'up' then dup = dup + 1 elseif dir == 'down' then ddown = ddown + 1 end
--- One read and one write of the hash. Its indexed field (see
--- lib/derive.lua) moves with this vote: a difference from the sets left
--- by another writer keeps its size for the deriver to see. Its groups
--- field (the article's groups, kept by post, setGroups and the deriver)
--- names the cached group rankings and goes out with the event.
-local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')
+local net = dup - ddown
+-- One write of the hash. Its indexed field moves with this vote: a
+-- difference from the sets left by another writer keeps its size for the
+-- deriver to see. Numbers are printed as integers ('%d'): a Lua number
+-- passed as it is would be printed as a double ('%.14g'), several times
+-- the work.
 local votes, downvotes = (tonumber(h[2]) or 0) + dup, (tonumber(h[3]) or 0) + ddown
--- Counts are printed as integers ('%d'): a Lua number passed as it is
--- would be printed as a double ('%.17g'), several times the work.
 local fields = {}
 if dup ~= 0 then fields = {'votes', string.format('%d', votes)} end
 if ddown ~= 0 then
@@ -94,48 +98,62 @@ if h[5] then
 else
   groups = redis.call('SMEMBERS', groups_key)
 end
-local score = redis.call('ZINCRBY', by_score, tostring(vote_score * (dup - ddown)), article)
--- The net-vote rankings (KEYS[10..14]) move by whole votes. An article not
--- in the all-time one was written by another client and is not derived
--- yet: its derivation counts this vote with the others, karma included
--- (one missing from time: is never derived: its karma is counted here).
--- (Numbers passed to redis.call are printed anew by each call: the step
--- is printed once.)
-local step = tostring((dup - ddown) * top_step)
-for k = 10, 13 do redis.call('ZADD', KEYS[k], 'XX', 'INCR', step, article) end
-local derived = redis.call('ZADD', KEYS[14], 'XX', 'INCR', step, article)
+local score = redis.call('ZINCRBY', by_score, string.format('%d', vote_score * net), article)
+-- The net-vote rankings hold one value for an article in every period
+-- (net votes * top_step + the post second): the all-time one moves by
+-- whole votes and the others take its new value, so no other reply is a
+-- printed double. An article not in the all-time one was written by
+-- another client and is not derived yet: its derivation counts this vote
+-- with the others, karma included (one missing from time: is never
+-- derived: its karma is counted here).
+local value = redis.call('ZADD', top[5], 'XX', 'INCR', string.format('%d', net * top_step), article)
+if value then
+  for p = 1, 4 do redis.call('ZADD', top[p], 'XX', value, article) end
+end
 local poster = h[1] and as_member(h[1], user_prefix)
 if poster then
-  if derived or not derivable then add_karma(karma, poster, dup - ddown, now) end
-  redis.call('ZADD', poster .. mine_score_suffix, 'XX', score, article)
+  if value or not derivable then
+    add_karma(karma, poster, net, now)
+  end
+  redis.call('ZADD', poster .. user_score_suffix, 'XX', score, article)
 end
 -- The cached rankings of the poster and the groups (60 s caches, built by
 -- reads) exist only while someone reads them: one EXISTS finds whether
 -- any does before moving them in place.
-local group_prefix, group_top, user_top = ARGV[10], ARGV[11], ARGV[12]
 local names = {}
 for _, g in ipairs(groups) do
   names[#names + 1] = group_score_prefix .. g
-  for p = first_period, #ARGV do names[#names + 1] = group_prefix .. g .. group_top .. ARGV[p] end
+  local prefix = group_prefix .. g .. group_top_infix
+  for p = 1, 5 do names[#names + 1] = prefix .. periods[p] end
 end
 if poster then
-  for p = first_period, #ARGV do names[#names + 1] = poster .. user_top .. ARGV[p] end
+  local prefix = poster .. user_top_infix
+  for p = 1, 5 do names[#names + 1] = prefix .. periods[p] end
 end
 -- In the order named: per group its score ranking then one per period,
 -- then the poster's, one per period.
 if #names > 0 and redis.call('EXISTS', unpack(names)) > 0 then
-  local periods = #ARGV - first_period + 1
+  local step = string.format('%d', net * top_step)
   for i, name in ipairs(names) do
-    local per_group = (i - 1) % (periods + 1)
-    if i <= #groups * (periods + 1) and per_group == 0 then
+    if i <= #groups * 6 and (i - 1) % 6 == 0 then
       redis.call('ZADD', name, 'XX', score, article)
     else
       redis.call('ZADD', name, 'XX', 'INCR', step, article)
     end
   end
 end
--- cjson prints numbers with 14 digits; score and time go as exact strings.
-redis.call('PUBLISH', channel, cjson.encode({
-  id = id, score = score, votes = votes, downvotes = downvotes,
-  at = string.format('%.6f', now), groups = groups }))
+-- The event is written out rather than by cjson (which prints numbers as
+-- doubles, with 14 digits): the id is digits, the score as Redis printed
+-- it, the time from TIME's own digits, and the groups as they are unless
+-- one holds a quote, a backslash or a control character.
+local listed = '[]'
+if #groups > 0 then
+  listed = '["' .. table.concat(groups, '","') .. '"]'
+  for _, g in ipairs(groups) do
+    if string.find(g, '[%c"\\]') then listed = cjson.encode(groups) break end
+  end
+end
+redis.call('PUBLISH', score_channel, string.format(
+  '{"id":"%s","score":"%s","votes":%d,"downvotes":%d,"at":"%s.%s%s","groups":%s}',
+  id, score, votes, downvotes, t[1], string.rep('0', 6 - #t[2]), t[2], listed))
 return {'changed', was, score}

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::library::{KARMA, RATE_LIMIT, VOTE_INDEX};
-use super::{seconds, status, top_keys, Lua, ScriptReply};
+use super::{seconds, status, Lua, Prelude, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::domain::{Period, Ranking};
@@ -59,8 +59,9 @@ impl ScriptReply for VoteReply {
 /// rankings that hold the article are updated in place and the change is
 /// published on the score channel, all in the same step.
 static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
-    Lua::write(
+    Lua::write_bound(
         "vote",
+        constants(),
         &[
             KARMA,
             RATE_LIMIT,
@@ -69,6 +70,37 @@ static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
         ],
     )
 });
+
+/// What the vote script binds rather than takes in KEYS and ARGV: every
+/// name and number that is the same for every vote (see the module docs).
+pub(super) fn constants() -> Prelude {
+    Prelude::default()
+        .text("by_time", keys::TIME)
+        .text("by_score", keys::SCORE)
+        .text("karma", keys::KARMA)
+        .texts("top", Period::ALL.iter().map(|p| keys::top(*p)))
+        .texts("periods", Period::ALL.iter().map(|p| p.name().to_owned()))
+        .text("user_prefix", keys::USER_PREFIX)
+        .text(
+            "user_score_suffix",
+            keys::user_articles_suffix(Ranking::Score),
+        )
+        .text("user_top_infix", keys::USER_TOP_INFIX)
+        .text("group_prefix", keys::GROUP_PREFIX)
+        .text("group_top_infix", keys::GROUP_TOP_INFIX)
+        .text("group_score_prefix", keys::ranking_key(Ranking::Score))
+        .text("score_channel", keys::SCORE_CHANNEL)
+        .number("week", keys::VOTING_WINDOW_SECS)
+        .number("vote_score", whole(keys::VOTE_SCORE))
+        .number("top_step", whole(keys::TOP_STEP))
+}
+
+/// A whole number defined as an `f64` (the script prints its multiples as
+/// integers); a fraction would be a change of the keyspace, caught by the
+/// vote tests as scores off by it.
+fn whole(value: f64) -> u64 {
+    value as u64
+}
 
 impl VoteDirection {
     fn as_arg(self) -> &'static str {
@@ -92,32 +124,14 @@ pub async fn vote(
     invocation
         .key(keys::user_rate(voter.as_str(), RateAction::Vote))
         .key(keys::article(id))
-        .key(keys::TIME)
-        .key(keys::SCORE)
         .key(keys::voted(id))
         .key(keys::downvoted(id))
         .key(keys::article_groups(id))
-        .key(keys::KARMA)
-        .key(keys::user_votes(voter.as_str()));
-    top_keys(&mut invocation);
-    invocation
+        .key(keys::user_votes(voter.as_str()))
         .arg(id.0)
         .arg(keys::member(voter))
         .arg(direction.as_arg())
         .arg(limit.count())
-        .arg(limit.window_secs())
-        .arg(keys::USER_PREFIX)
-        .arg(keys::user_articles_suffix(Ranking::Score))
-        .arg(keys::ranking_key(Ranking::Score))
-        .arg(keys::SCORE_CHANNEL)
-        .arg(keys::GROUP_PREFIX)
-        .arg(keys::GROUP_TOP_INFIX)
-        .arg(keys::USER_TOP_INFIX)
-        .arg(keys::VOTING_WINDOW_SECS)
-        .arg(keys::VOTE_SCORE)
-        .arg(keys::TOP_STEP);
-    for period in Period::ALL {
-        invocation.arg(period.name());
-    }
+        .arg(limit.window_secs());
     VOTE.call(&invocation, conn).await
 }

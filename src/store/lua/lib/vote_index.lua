@@ -2,25 +2,27 @@
 -- own upvote): keeps the voter's vote index (user:<name>:votes).
 --
 -- index_vote(index, article, posted, dir, now, week) records the vote as
--- article -> +posted (up) or -posted (down), or removes it (none). It first
--- drops the entries of articles whose voting has closed: an article is
--- closed once now - posted >= week (the vote script's own test, week being
--- the voting window in seconds), so the closed ones score [0, now - week]
--- as upvotes and [-(now - week), 0] as downvotes, both bounds inclusive (no
--- score is 0: post times are positive). The index then expires a week after
--- this vote, when every article in it has closed. Together: it holds at
--- most the user's votes of one week. Scores are written with 17 digits, so
--- the post time reads back exactly.
+-- article -> +posted (up) or -posted (down), or removes it (none); posted
+-- is the post time as text, as Redis printed it (so it is not printed
+-- again). It first drops the entries of articles whose voting has closed:
+-- an article is closed once now - posted >= week (the vote script's own
+-- test, week being the voting window in seconds), so the closed ones
+-- score [0, now - week] as upvotes and [-(now - week), 0] as downvotes: no
+-- score is 0 (post times are positive), so one range, [-(now - week),
+-- now - week], holds them all and nothing else. The bound is cut to the
+-- whole second below: a closed entry may wait for the next vote, no open
+-- one goes. The index then expires a week after this vote, when every
+-- article in it has closed. Together: it holds at most the user's votes of
+-- one week.
 local function index_vote(index, article, posted, dir, now, week)
-  local cutoff = string.format('%.17g', now - week)
-  redis.call('ZREMRANGEBYSCORE', index, '0', cutoff)
-  redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, '0')
+  local cutoff = string.format('%d', now - week)
+  redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
   if dir == 'up' then
-    redis.call('ZADD', index, string.format('%.17g', posted), article)
+    redis.call('ZADD', index, posted, article)
   elseif dir == 'down' then
-    redis.call('ZADD', index, string.format('%.17g', -posted), article)
+    redis.call('ZADD', index, '-' .. posted, article)
   else
     redis.call('ZREM', index, article)
   end
-  redis.call('EXPIRE', index, week)
+  redis.call('EXPIRE', index, string.format('%d', week))
 end

@@ -395,7 +395,8 @@ fn literals(body: &str) -> Vec<&str> {
 /// spells one. Redis keys are recognised by a `:` or a `.` (every key of
 /// the keyspace has one, `slug.to.id` a dot; no hash field or command name
 /// does; format strings such as `%.6f` are skipped, and so are the patterns
-/// that read a field of `INFO`, such as `used_memory:(%d+)`).
+/// that read a field of `INFO`, such as `used_memory:(%d+)`, and the JSON
+/// an event is written from, such as `{"id":"%s",…}`).
 #[test]
 fn no_script_spells_a_key() {
     let files = all_lua();
@@ -405,7 +406,7 @@ fn no_script_spells_a_key() {
         let literals = literals(&code);
         assert!(!literals.is_empty(), "{name} has no string");
         for literal in literals {
-            if literal.ends_with(":(%d+)") {
+            if literal.ends_with(":(%d+)") || literal.starts_with("{\"") {
                 continue;
             }
             assert!(

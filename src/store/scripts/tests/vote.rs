@@ -253,3 +253,116 @@ async fn cached_rankings_follow_the_vote() {
     let exists: bool = q(c, cmd("EXISTS").arg(missing)).await;
     assert!(!exists);
 }
+
+/// The constants the vote script binds in its prelude are the ones
+/// `keys.rs` defines, read back by Lua as the same texts and numbers.
+#[tokio::test]
+async fn the_vote_scripts_constants_read_back_in_lua() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let mut text = super::super::vote::constants().0;
+    text.push_str(
+        "return {by_time, by_score, karma, top[1], top[5], periods[1], periods[5], \
+         user_prefix, user_score_suffix, user_top_infix, group_prefix, group_top_infix, \
+         group_score_prefix, score_channel, string.format('%d %d %d', week, vote_score, top_step)}",
+    );
+    let read: Vec<String> = q(c, cmd("EVAL").arg(text).arg(0)).await;
+    let want = [
+        keys::TIME.to_owned(),
+        keys::SCORE.to_owned(),
+        keys::KARMA.to_owned(),
+        keys::top(Period::Day),
+        keys::top(Period::All),
+        Period::Day.name().to_owned(),
+        Period::All.name().to_owned(),
+        keys::USER_PREFIX.to_owned(),
+        keys::user_articles_suffix(Ranking::Score).to_owned(),
+        keys::USER_TOP_INFIX.to_owned(),
+        keys::GROUP_PREFIX.to_owned(),
+        keys::GROUP_TOP_INFIX.to_owned(),
+        keys::ranking_key(Ranking::Score).to_owned(),
+        keys::SCORE_CHANNEL.to_owned(),
+        format!(
+            "{} {} {}",
+            keys::VOTING_WINDOW_SECS,
+            keys::VOTE_SCORE,
+            keys::TOP_STEP
+        ),
+    ];
+    assert_eq!(read, want);
+    // The numbers bound as whole ones are whole: the script prints their
+    // multiples as integers.
+    assert_eq!(keys::VOTE_SCORE.fract(), 0.0);
+    assert_eq!(keys::TOP_STEP.fract(), 0.0);
+}
+
+/// A text with a quote, a backslash, a newline and a non-ASCII letter
+/// reaches Lua byte for byte.
+#[tokio::test]
+async fn prelude_texts_are_escaped() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let tricky = "a\"b\\c\nd\u{e9}]]";
+    let mut text = Prelude::default()
+        .text("x", tricky)
+        .texts("xs", [tricky.to_owned(), String::new()])
+        .0;
+    text.push_str("return {x, xs[1], xs[2]}");
+    let read: Vec<String> = q(c, cmd("EVAL").arg(text).arg(0)).await;
+    assert_eq!(read, [tricky, tricky, ""]);
+}
+
+/// The score event the vote publishes is JSON the server reads, with the
+/// article's groups whatever their names (one only the book's code could
+/// write, with a quote, a backslash and a tab, is escaped).
+#[tokio::test]
+async fn the_score_event_is_read_back_whatever_the_group_names() {
+    use futures_util::StreamExt;
+
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub.subscribe(keys::SCORE_CHANNEL).await.unwrap();
+    let mut events = pubsub.into_on_message();
+
+    let (plain, _) = posted(c, "alice", "plain", &["news", "rust-lang"]).await;
+    let (odd, _) = posted(c, "alice", "odd", &["news"]).await;
+    let odd_name = "we\"ird\\\tname";
+    let () = q(
+        c,
+        cmd("HSET")
+            .arg(keys::article(odd))
+            .arg("groups")
+            .arg(format!("news,{odd_name}")),
+    )
+    .await;
+
+    for (id, groups) in [
+        (plain, vec!["news", "rust-lang"]),
+        (odd, vec!["news", odd_name]),
+    ] {
+        let before = redis_now(c).await;
+        assert_eq!(
+            vote_as(c, id, "bob", VoteDirection::Up).await,
+            VoteReply::Changed
+        );
+        let message = tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await
+            .expect("a score event")
+            .expect("the subscription is open");
+        let payload: String = message.get_payload().unwrap();
+        let event: crate::pubsub::ScoreEvent =
+            serde_json::from_str(&payload).unwrap_or_else(|e| panic!("{payload}: {e}"));
+        assert_eq!(event.id, id.0.to_string());
+        assert_eq!((event.votes, event.downvotes), (2, 0));
+        let score = zscore(c, keys::SCORE, &keys::article(id)).await.unwrap();
+        assert_eq!(event.score, score);
+        assert!(event.at >= before && event.at < before + 5.0, "{payload}");
+        let mut got = event.groups.clone();
+        got.sort();
+        let mut want = groups.clone();
+        want.sort();
+        assert_eq!(got, want, "{payload}");
+    }
+}
