@@ -79,6 +79,11 @@ impl List<'_> {
             Order::Top(p) => p.secs().map_or(0, |secs| unix_secs().saturating_sub(secs)),
             _ => 0,
         };
+        let marker = match (self, order) {
+            (List::Group(g), Order::Top(_)) => Some(keys::group_cached(g)),
+            (List::User(u), Order::Top(_)) => Some(keys::user_cached(u)),
+            _ => None,
+        };
         let (key, build) = match (self, order) {
             (List::Site, Order::Score) => (keys::SCORE.to_owned(), None),
             (List::Site, Order::Time) => (keys::TIME.to_owned(), None),
@@ -108,6 +113,7 @@ impl List<'_> {
             key,
             build,
             min_time,
+            marker,
         }
     }
 }

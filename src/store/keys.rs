@@ -343,6 +343,23 @@ pub fn user_top(name: &str, period: Period) -> String {
     format!("{USER_PREFIX}{name}{USER_TOP_INFIX}{}", period.name())
 }
 
+/// The suffix of `group:<name>:cached` and `user:<name>:cached`.
+pub const CACHED_SUFFIX: &str = ":cached";
+
+/// `group:<name>:cached`: present while one of the group's `TOP_*`
+/// rankings ([`group_top`]) may be cached. The feed script sets it, with
+/// the ranking's lifetime, each time it builds one, so a vote tests one
+/// name for the group instead of five.
+pub fn group_cached(name: &GroupName) -> String {
+    format!("{GROUP_PREFIX}{}{CACHED_SUFFIX}", name.as_str())
+}
+
+/// `user:<name>:cached`: the same for a user's `TOP_*` rankings
+/// ([`user_top`]).
+pub fn user_cached(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{CACHED_SUFFIX}")
+}
+
 /// Present once the `top:<period>` rankings hold every article of `time:`
 /// (built from `score:` and `time:`); a string holding the Unix time.
 pub const TOP_INDEX_BUILT: &str = "index:top:built";

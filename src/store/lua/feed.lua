@@ -2,7 +2,8 @@
 -- scripts/feeds.rs).
 --
 -- KEYS: [1] the ranking, [2] [3] the two sets it is built from when it is a
--- missing cache.
+-- missing cache, [4] the owner's marker set for as long when one is built
+-- (the ranking itself when there is none: see keys.rs, group_cached).
 -- ARGV: [1] '1' to build a missing ranking, [2] the members asked for,
 -- [3] the oldest post time kept (0: all), [4] how long a built ranking is
 -- cached, in seconds, [5] the most ties read at a cursor's value, [6] the
@@ -16,6 +17,7 @@ local cache_secs, max_ties, feed_scan, top_step =
 if build and redis.call('EXISTS', key) == 0 then
   redis.call('ZINTERSTORE', key, 2, source, members, 'WEIGHTS', 1, 0)
   redis.call('EXPIRE', key, cache_secs)
+  if KEYS[4] ~= key then redis.call('SET', KEYS[4], '1', 'EX', cache_secs) end
 end
 local rank = tonumber(ARGV[8])
 if ARGV[9] then

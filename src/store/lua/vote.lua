@@ -3,9 +3,9 @@
 -- scripts/mod.rs): the keys by_time, by_score and karma, the site's
 -- net-vote rankings top[1..5] (all-time last) and the period names
 -- periods[1..5], the prefixes and suffixes user_prefix, user_score_suffix,
--- user_top_infix, group_prefix, group_top_infix and group_score_prefix,
--- the channel score_channel, and the numbers week (the voting window in
--- seconds), vote_score and top_step (both whole).
+-- user_top_infix, group_prefix, group_top_infix, group_score_prefix and
+-- cached_suffix, the channel score_channel, and the numbers week (the
+-- voting window in seconds), vote_score and top_step (both whole).
 --
 -- KEYS: [1] the voter's vote counter, [2] the article, [3] the upvoters,
 -- [4] the downvoters, [5] the article's groups (read only when the hash
@@ -118,28 +118,27 @@ if poster then
   redis.call('ZADD', poster .. user_score_suffix, 'XX', score, article)
 end
 -- The cached rankings of the poster and the groups (60 s caches, built by
--- reads) exist only while someone reads them: one EXISTS finds whether
--- any does before moving them in place.
-local names = {}
+-- reads) exist only while someone reads them: one EXISTS over each group's
+-- score ranking (the book builds it too) and the markers the feed script
+-- sets with each TOP_* ranking it builds (see keys.rs, group_cached) finds
+-- whether any may; only then are they named and moved in place (a missing
+-- one is left missing).
+local probe = {}
 for _, g in ipairs(groups) do
-  names[#names + 1] = group_score_prefix .. g
-  local prefix = group_prefix .. g .. group_top_infix
-  for p = 1, 5 do names[#names + 1] = prefix .. periods[p] end
+  probe[#probe + 1] = group_score_prefix .. g
+  probe[#probe + 1] = group_prefix .. g .. cached_suffix
 end
-if poster then
-  local prefix = poster .. user_top_infix
-  for p = 1, 5 do names[#names + 1] = prefix .. periods[p] end
-end
--- In the order named: per group its score ranking then one per period,
--- then the poster's, one per period.
-if #names > 0 and redis.call('EXISTS', unpack(names)) > 0 then
+if poster then probe[#probe + 1] = poster .. cached_suffix end
+if #probe > 0 and redis.call('EXISTS', unpack(probe)) > 0 then
   local step = string.format('%d', net * top_step)
-  for i, name in ipairs(names) do
-    if i <= #groups * 6 and (i - 1) % 6 == 0 then
-      redis.call('ZADD', name, 'XX', score, article)
-    else
-      redis.call('ZADD', name, 'XX', 'INCR', step, article)
-    end
+  for _, g in ipairs(groups) do
+    redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
+    local prefix = group_prefix .. g .. group_top_infix
+    for p = 1, 5 do redis.call('ZADD', prefix .. periods[p], 'XX', 'INCR', step, article) end
+  end
+  if poster then
+    local prefix = poster .. user_top_infix
+    for p = 1, 5 do redis.call('ZADD', prefix .. periods[p], 'XX', 'INCR', step, article) end
   end
 end
 -- The event is written out rather than by cjson (which prints numbers as

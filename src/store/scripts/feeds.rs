@@ -42,7 +42,8 @@ impl ScriptReply for FeedReply {
 /// (a value and a member), with one more member than asked to tell whether
 /// there is a next page. A cached ranking (a group's or a user's) that is
 /// missing is built first from `KEYS[2]` ∩ `KEYS[3]`, as deep group pages
-/// are. Reaching a position costs `O(log n)` (`ZREVRANK`, or `ZCOUNT` when
+/// are, and a `TOP_*` one sets its owner's `:cached` marker (`KEYS[4]`) for
+/// as long, which votes test before moving such rankings. Reaching a position costs `O(log n)` (`ZREVRANK`, or `ZCOUNT` when
 /// the member moved or left), so a deep page costs what the first does.
 static FEED: LazyLock<Lua<FeedReply>> =
     LazyLock::new(|| Lua::new("feed", &[include_str!("../lua/feed.lua")]));
@@ -64,6 +65,8 @@ pub struct FeedSource {
     pub build: Option<(String, String)>,
     /// Skip members posted before this Unix time (net-vote rankings).
     pub min_time: u64,
+    /// The owner's `:cached` marker, set when a `TOP_*` ranking is built.
+    pub marker: Option<String>,
 }
 
 /// Runs the feed script: `first + 1` members at most.
@@ -79,6 +82,7 @@ pub async fn feed(
         Some((from, members)) => invocation.key(from).key(members).arg(1),
         None => invocation.key(&source.key).key(&source.key).arg(0),
     };
+    invocation.key(source.marker.as_deref().unwrap_or(&source.key));
     invocation
         .arg(first)
         .arg(source.min_time)

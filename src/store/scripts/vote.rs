@@ -89,6 +89,7 @@ pub(super) fn constants() -> Prelude {
         .text("group_prefix", keys::GROUP_PREFIX)
         .text("group_top_infix", keys::GROUP_TOP_INFIX)
         .text("group_score_prefix", keys::ranking_key(Ranking::Score))
+        .text("cached_suffix", keys::CACHED_SUFFIX)
         .text("score_channel", keys::SCORE_CHANNEL)
         .number("week", keys::VOTING_WINDOW_SECS)
         .number("vote_score", whole(keys::VOTE_SCORE))

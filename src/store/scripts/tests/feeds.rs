@@ -11,6 +11,7 @@ fn source(key: &str) -> FeedSource {
         key: key.to_owned(),
         build: None,
         min_time: 0,
+        marker: None,
     }
 }
 
@@ -115,6 +116,7 @@ async fn a_missing_cached_ranking_is_built_first() {
         key: cached.clone(),
         build: Some((keys::TIME.to_owned(), keys::group(&g))),
         min_time: 0,
+        marker: None,
     };
     let page = feed(c, &built, Start::Rank(0), 10).await.unwrap();
     assert_eq!(page.total, 2);
@@ -123,6 +125,31 @@ async fn a_missing_cached_ranking_is_built_first() {
     assert_eq!(page.members[0].1, time, "the ranking's values pass through");
     let ttl: i64 = q(c, cmd("TTL").arg(&cached)).await;
     assert!(ttl > 0 && ttl <= keys::GROUP_CACHE_SECS as i64, "{ttl}");
+}
+
+/// Building a `TOP_*` ranking sets its owner's marker for as long (votes
+/// test it); reading one already built leaves the marker as it is.
+#[tokio::test]
+async fn building_a_top_ranking_sets_its_owners_marker() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "a", &["g"]).await;
+    let g = group("g");
+    let marker = keys::group_cached(&g);
+    let week = FeedSource {
+        key: keys::group_top(&g, Period::Week),
+        build: Some((keys::top(Period::Week), keys::group(&g))),
+        min_time: 0,
+        marker: Some(marker.clone()),
+    };
+    let page = feed(c, &week, Start::Rank(0), 10).await.unwrap();
+    assert_eq!(names(&page), ["article:1"]);
+    let ttl: i64 = q(c, cmd("TTL").arg(&marker)).await;
+    assert!(ttl > 0 && ttl <= keys::GROUP_CACHE_SECS as i64, "{ttl}");
+    let () = q(c, cmd("DEL").arg(&marker)).await;
+    feed(c, &week, Start::Rank(0), 10).await.unwrap();
+    let set: bool = q(c, cmd("EXISTS").arg(&marker)).await;
+    assert!(!set, "a ranking already built sets nothing");
 }
 
 #[tokio::test]
@@ -147,6 +174,7 @@ async fn net_vote_pages_skip_articles_older_than_the_period() {
         key: day.clone(),
         build: None,
         min_time: (now - 86_400.0) as u64,
+        marker: None,
     };
     let page = feed(c, &recent, Start::Rank(0), 10).await.unwrap();
     assert_eq!(page.total, 2);
