@@ -63,7 +63,12 @@ index_vote(my_votes, article, posted_text, dir, now, week)
 if was == dir then
   return {'same', was, redis.call('ZSCORE', by_score, article)}
 end
-if target and redis.call('TTL', target) == -1 then
+-- The target set expires when the window closes. It has its expiry
+-- unless this vote made it (the first downvote, or an upvote after the
+-- last upvoter left), which the hash's count of it, 0, tells: only then is
+-- its TTL looked at.
+if target and (tonumber(h[target == up and 2 or 3]) or 0) <= 0
+    and redis.call('TTL', target) == -1 then
   redis.call('EXPIREAT', target, string.format('%d', posted + week + 1))
 end
 

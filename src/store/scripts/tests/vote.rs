@@ -384,3 +384,29 @@ async fn the_score_event_is_read_back_whatever_the_group_names() {
         assert_eq!(got, want, "{payload}");
     }
 }
+
+/// An upvote after the last upvoter left makes the upvoters' set anew:
+/// it gets the window's expiry again, as the first downvote gives the
+/// downvoters' set theirs.
+#[tokio::test]
+async fn a_voted_set_made_anew_expires_with_the_window() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "hello", &[]).await;
+    vote_as(c, id, "alice", VoteDirection::Neither).await;
+    let exists: bool = q(c, cmd("EXISTS").arg(keys::voted(id))).await;
+    assert!(!exists, "the poster's was the only upvote");
+    assert_eq!(
+        vote_as(c, id, "bob", VoteDirection::Up).await,
+        VoteReply::Changed
+    );
+    let ttl: i64 = q(c, cmd("TTL").arg(keys::voted(id))).await;
+    assert!(
+        ttl > keys::VOTING_WINDOW_SECS as i64 - 10 && ttl <= keys::VOTING_WINDOW_SECS as i64 + 1,
+        "{ttl}"
+    );
+    // Later votes leave it as it is.
+    vote_as(c, id, "carol", VoteDirection::Up).await;
+    let again: i64 = q(c, cmd("TTL").arg(keys::voted(id))).await;
+    assert!(again <= ttl && again > ttl - 5, "{again}");
+}
