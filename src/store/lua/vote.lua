@@ -34,11 +34,12 @@ if not derivable then
   end
 end
 local posted = posted_text and tonumber(posted_text)
+-- (posted ~= posted: not a number, which no score may be.)
 if not posted or posted ~= posted then return {'missing'} end
-local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 if now - posted >= week then return {'closed'} end
+local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')
 
 -- The voted sets decide the previous direction, and the one write that
 -- records the new one tells it: a voter the target set already held
