@@ -19,7 +19,8 @@
 //! passed in `KEYS`, built by `keys.rs`; keys a script only learns from data
 //! it reads (a new article id, a voted article's groups, its poster) are
 //! built in Lua from prefixes and suffixes passed in `ARGV`, whose values are
-//! `keys.rs` constants; the event channel comes in `ARGV` too. A unit test
+//! `keys.rs` constants; the event channel comes in `ARGV` too (the vote
+//! script binds its fixed ones instead: see "Constants"). A unit test
 //! checks that no string in any `.lua` file looks like a key.
 //!
 //! **Numbers.** Nothing is written into the Lua files: the numbers defined
