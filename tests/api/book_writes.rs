@@ -22,6 +22,9 @@ const WITHIN: Duration = Duration::from_secs(1);
 /// How long a subscription may take to start.
 const SUBSCRIBED: Duration = Duration::from_secs(5);
 
+/// How long a test about something else waits for derivations to finish.
+const DERIVED: Duration = Duration::from_secs(10);
+
 const ORDERS: [&str; 7] = [
     "SCORE",
     "NEWEST",
@@ -613,7 +616,10 @@ async fn book_written_articles_read_as_cheaply_as_votegraphs() {
         .collect();
     book.batch(&posts).await;
     let mut conn = app.redis.conn().await;
-    eventually("25 derived", WITHIN, async || {
+    // This test is about the page's cost, not how soon the 25 are derived
+    // (the tests above hold that to a second): it waits longer, so a busy
+    // machine running the suite does not fail it.
+    eventually("25 derived", DERIVED, async || {
         let mut pipe = redis::pipe();
         for id in 1..=25 {
             pipe.cmd("HEXISTS")
