@@ -23,6 +23,12 @@
 //!   write, leave nothing to do but a few reads; each instance derives every
 //!   notification, and the first one to run does the work (and publishes
 //!   the event, once).
+//! - **Posts caught half written.** The book writes a post in several
+//!   commands (its voted set first, `time:` and `score:` last), and only
+//!   the first is notified: an article the derivation finds missing from
+//!   `time:` is derived again [`ABSENT_RETRY`] later, up to
+//!   [`ABSENT_TRIES`] times, so it is followed within a second rather than
+//!   by the next pass of the sweep.
 //! - **`time:` or `score:` replaced as a whole** (deleted, restored,
 //!   renamed) names every article: one whole pass of the sweep runs at
 //!   once, batch after batch, and articles gone from `time:` leave the
@@ -33,8 +39,8 @@
 //!   them, or a change no notification names (an article's key restored
 //!   alone) is caught by the next pass.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +79,15 @@ pub const SWEEP_CALL: u64 = 500;
 /// Keys the group sweep's `SCAN` visits per round of upkeep: every group
 /// set within `keys / GROUP_SCAN_COUNT` rounds.
 pub const GROUP_SCAN_COUNT: u64 = 10_000;
+
+/// How long a notified article found missing from `time:` waits before
+/// it is derived again (see the module doc).
+pub const ABSENT_RETRY: Duration = Duration::from_millis(50);
+
+/// How many times such an article is derived again before it is left to
+/// the sweep: a second's worth (an article named by a voted set that no
+/// post follows, written by hand, is not tried forever).
+pub const ABSENT_TRIES: u8 = 20;
 
 /// Articles per derivation script.
 const ARTICLES_PER_CALL: usize = 100;
@@ -144,6 +159,11 @@ pub struct DeriveQueue {
     failures: AtomicU64,
     /// A batch is being derived.
     busy: AtomicBool,
+    /// Articles found missing from `time:`, by how many times (see
+    /// [`ABSENT_TRIES`]); at most [`MAX_PENDING_ARTICLES`].
+    absent: Mutex<HashMap<ArticleId, u8>>,
+    /// Of those, how many wait for [`ABSENT_RETRY`] (counted as pending).
+    retrying: AtomicUsize,
 }
 
 /// The deriver at a glance, for `/health` (and the tests that wait for it
@@ -194,7 +214,7 @@ impl DeriveQueue {
         let pending = {
             let pending = self.pending.lock();
             pending.articles.len() + pending.groups.len()
-        };
+        } + self.retrying.load(Ordering::Relaxed);
         DeriverStats {
             notifications: self.notifications().name(),
             pending,
@@ -225,6 +245,47 @@ impl DeriveQueue {
 
     fn done(&self) {
         self.busy.store(false, Ordering::Relaxed);
+    }
+
+    /// After a batch: the articles it found missing from `time:` are
+    /// derived again [`ABSENT_RETRY`] later, each up to [`ABSENT_TRIES`]
+    /// times; the others are forgotten. Called before [`DeriveQueue::done`],
+    /// so `/health` counts the waiting ones as pending throughout.
+    fn retry_absent(self: &Arc<Self>, batch: &Pending, absent: Vec<ArticleId>) {
+        let missing: HashSet<ArticleId> = absent.iter().copied().collect();
+        let mut again = Vec::new();
+        {
+            let mut tries = self.absent.lock();
+            for id in &batch.articles {
+                if !missing.contains(id) {
+                    tries.remove(id);
+                }
+            }
+            for id in absent {
+                if !tries.contains_key(&id) && tries.len() >= MAX_PENDING_ARTICLES {
+                    continue;
+                }
+                let n = tries.entry(id).or_insert(0);
+                *n += 1;
+                if *n <= ABSENT_TRIES {
+                    again.push(id);
+                } else {
+                    tries.remove(&id);
+                }
+            }
+        }
+        if again.is_empty() {
+            return;
+        }
+        self.retrying.fetch_add(again.len(), Ordering::Relaxed);
+        let queue = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(ABSENT_RETRY).await;
+            for id in &again {
+                queue.touch(Touched::Article(*id));
+            }
+            queue.retrying.fetch_sub(again.len(), Ordering::Relaxed);
+        });
     }
 
     fn put_back(&self, batch: Pending) {
@@ -258,13 +319,18 @@ impl Store {
                 queue.wake.notified().await;
                 tokio::time::sleep(COALESCE).await;
                 let batch = queue.take();
-                let derived = store.derive_batch(&batch).await;
-                queue.done();
-                if let Err(e) = derived {
-                    queue.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(error = %e, "deriving other clients' writes failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    queue.put_back(batch);
+                match store.derive_batch(&batch).await {
+                    Ok(absent) => {
+                        queue.retry_absent(&batch, absent);
+                        queue.done();
+                    }
+                    Err(e) => {
+                        queue.done();
+                        queue.failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "deriving other clients' writes failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        queue.put_back(batch);
+                    }
                 }
             }
         }));
@@ -275,8 +341,9 @@ impl Store {
     }
 
     /// Derives one batch: groups first (with the batch's articles as
-    /// candidates), then articles.
-    async fn derive_batch(&self, batch: &Pending) -> AppResult<()> {
+    /// candidates), then articles. Answers the articles found missing from
+    /// `time:`.
+    async fn derive_batch(&self, batch: &Pending) -> AppResult<Vec<ArticleId>> {
         let mut conn = self.conn().await?;
         let articles: Vec<ArticleId> = batch.articles.iter().copied().collect();
         let candidates = &articles[..articles.len().min(MAX_CANDIDATES)];
@@ -284,14 +351,16 @@ impl Store {
             self.follow_group(&mut conn, name, GroupMode::Check, candidates)
                 .await?;
         }
+        let mut absent = Vec::new();
         for chunk in articles.chunks(ARTICLES_PER_CALL) {
-            let derived = scripts::derive_articles(&mut conn, chunk).await?;
+            let mut derived = scripts::derive_articles(&mut conn, chunk).await?;
+            absent.append(&mut derived.absent);
             self.finish_derived(&mut conn, derived).await?;
         }
         if batch.everything {
             self.derive_everything(&mut conn).await?;
         }
-        Ok(())
+        Ok(absent)
     }
 
     /// After `time:` or `score:` changed as a whole (deleted, restored,

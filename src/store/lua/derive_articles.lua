@@ -22,7 +22,9 @@
 --          it already done, [33] the batch size;
 --   round: [31] the batch size, from where KEYS[9] says (fields from and
 --          skip), which is moved on (back to the start after the newest).
--- Answers {'derived', changed, voters-left ids...} for ids, and
+-- Answers {'derived', changed, n, n voters-left ids..., absent ids...}
+-- for ids (absent: not in time: and score:, e.g. named by the first of
+-- the book's several writes of a post), and
 -- {'swept', seen, changed, next from ('' at the end), next skip,
 -- voters-left ids...} for a sweep.
 local t = redis.call('TIME')
@@ -42,17 +44,19 @@ local c = {
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000,
 }
 local mode = ARGV[30]
-local changed, left = 0, {}
+local changed, left, absent = 0, {}, {}
 local function derive(id)
   local status = derive_article(c, id)
   if status == 'changed' then changed = changed + 1 end
   if status == 'voters' then left[#left + 1] = id end
+  if status == 'absent' then absent[#absent + 1] = id end
 end
 if mode == 'ids' then
   c.notified = true
   for i = 31, #ARGV do derive(ARGV[i]) end
-  local reply = {'derived', changed}
+  local reply = {'derived', changed, #left}
   for _, id in ipairs(left) do reply[#reply + 1] = id end
+  for _, id in ipairs(absent) do reply[#reply + 1] = id end
   return reply
 end
 local from, skip, batch

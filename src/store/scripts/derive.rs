@@ -37,6 +37,10 @@ pub struct Derived {
     pub changed: u64,
     /// Articles with more new voters than one script indexes.
     pub voters_left: Vec<ArticleId>,
+    /// Articles named but not (yet) in `time:` and `score:`: the book
+    /// writes a post in several commands, and the first (its voted set)
+    /// may be followed before the last. Only named articles are reported.
+    pub absent: Vec<ArticleId>,
 }
 
 /// What one batch of the sweep did.
@@ -61,12 +65,15 @@ fn count(v: &Value) -> Option<u64> {
 
 impl ScriptReply for Derived {
     fn read(reply: &Value) -> Option<Self> {
-        let ("derived", [changed, left @ ..]) = status(reply)? else {
+        let ("derived", [changed, n, rest @ ..]) = status(reply)? else {
             return None;
         };
+        let n = usize::try_from(count(n)?).ok()?;
+        let (left, absent) = (rest.get(..n)?, rest.get(n..)?);
         Some(Self {
             changed: count(changed)?,
             voters_left: ids(left)?,
+            absent: ids(absent)?,
         })
     }
 }
@@ -82,6 +89,7 @@ impl ScriptReply for Swept {
             derived: Derived {
                 changed: count(changed)?,
                 voters_left: ids(left)?,
+                absent: Vec::new(),
             },
             next: (!from.is_empty()).then(|| TopCursor {
                 from: from.to_owned(),

@@ -236,3 +236,49 @@ async fn a_book_vote_followed_by_a_votegraph_vote_is_still_derived() {
     let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
     assert_eq!(again.changed, 0);
 }
+
+/// An article named before it is in `time:` and `score:` (the book's post
+/// caught after its first write) is answered absent, apart from the ones
+/// with voters left; once posted, it derives.
+#[tokio::test]
+async fn an_article_named_before_its_post_is_written_is_answered_absent() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &[]).await;
+    // The book's post_article, stopped after its first command.
+    let () = q(c, cmd("SADD").arg("voted:2").arg("user:bob")).await;
+    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)])
+        .await
+        .unwrap();
+    assert_eq!(derived.absent, [ArticleId(2)]);
+    assert!(derived.voters_left.is_empty());
+
+    // The rest of it.
+    let now = redis_now(c).await;
+    let () = q(
+        c,
+        cmd("HSET")
+            .arg("article:2")
+            .arg("title")
+            .arg("two")
+            .arg("poster")
+            .arg("user:bob")
+            .arg("time")
+            .arg(now)
+            .arg("votes")
+            .arg(1),
+    )
+    .await;
+    let () = q(
+        c,
+        cmd("ZADD")
+            .arg(keys::SCORE)
+            .arg(now + 432.0)
+            .arg("article:2"),
+    )
+    .await;
+    let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg("article:2")).await;
+    let derived = derive_articles(c, &[ArticleId(2)]).await.unwrap();
+    assert!(derived.absent.is_empty());
+    assert_eq!(derived.changed, 1);
+}
