@@ -686,15 +686,16 @@ async fn a_book_post_written_slowly_is_still_followed() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let () = redis::cmd("SADD")
-        .arg(format!("voted:{id}"))
+    let voted = format!("voted:{id}");
+    let () = redis::pipe()
+        .cmd("SADD")
+        .arg(&voted)
         .arg("user:alice")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let () = redis::cmd("EXPIRE")
-        .arg(format!("voted:{id}"))
+        .ignore()
+        .cmd("EXPIRE")
+        .arg(&voted)
         .arg(7 * 86_400)
+        .ignore()
         .query_async(&mut conn)
         .await
         .unwrap();
