@@ -15,6 +15,32 @@ async fn book_vote(c: &mut Conn, voter: &str, id: u64) {
     let () = q(c, cmd("HINCRBY").arg(&article).arg("votes").arg(1)).await;
 }
 
+/// The rest of the book's `post_article` after its voted set: the hash,
+/// then `score:` and `time:`, at `now`.
+async fn book_post_rest(c: &mut Conn, id: u64, title: &str, poster: &str, now: f64) {
+    let article = format!("article:{id}");
+    let () = q(
+        c,
+        cmd("HSET")
+            .arg(&article)
+            .arg("title")
+            .arg(title)
+            .arg("poster")
+            .arg(poster)
+            .arg("time")
+            .arg(now)
+            .arg("votes")
+            .arg(1),
+    )
+    .await;
+    let () = q(
+        c,
+        cmd("ZADD").arg(keys::SCORE).arg(now + 432.0).arg(&article),
+    )
+    .await;
+    let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg(&article)).await;
+}
+
 async fn dirty(c: &mut Conn) -> u64 {
     let info: String = q(c, cmd("INFO").arg("persistence")).await;
     info.lines()
@@ -184,29 +210,7 @@ async fn a_vote_on_an_article_not_derived_yet_is_counted_once() {
     let now = redis_now(c).await;
     let () = q(c, cmd("INCR").arg("article:")).await;
     let () = q(c, cmd("SADD").arg("voted:1").arg("user:alice")).await;
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg("article:1")
-            .arg("title")
-            .arg("t")
-            .arg("poster")
-            .arg("user:alice")
-            .arg("time")
-            .arg(now)
-            .arg("votes")
-            .arg(1),
-    )
-    .await;
-    let () = q(
-        c,
-        cmd("ZADD")
-            .arg(keys::SCORE)
-            .arg(now + 432.0)
-            .arg("article:1"),
-    )
-    .await;
-    let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg("article:1")).await;
+    book_post_rest(c, 1, "t", "user:alice", now).await;
     // votegraph's vote lands before the deriver runs.
     vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
     let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
@@ -255,29 +259,7 @@ async fn an_article_named_before_its_post_is_written_is_answered_absent() {
 
     // The rest of it.
     let now = redis_now(c).await;
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg("article:2")
-            .arg("title")
-            .arg("two")
-            .arg("poster")
-            .arg("user:bob")
-            .arg("time")
-            .arg(now)
-            .arg("votes")
-            .arg(1),
-    )
-    .await;
-    let () = q(
-        c,
-        cmd("ZADD")
-            .arg(keys::SCORE)
-            .arg(now + 432.0)
-            .arg("article:2"),
-    )
-    .await;
-    let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg("article:2")).await;
+    book_post_rest(c, 2, "two", "user:bob", now).await;
     let derived = derive_articles(c, &[ArticleId(2)]).await.unwrap();
     assert!(derived.absent.is_empty());
     assert_eq!(derived.changed, 1);
