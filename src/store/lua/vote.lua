@@ -112,7 +112,8 @@ local score = redis.call('ZINCRBY', by_score, string.format('%d', vote_score * n
 -- another client and is not derived yet: its derivation counts this vote
 -- with the others, karma included (one missing from time: is never
 -- derived: its karma is counted here).
-local value = redis.call('ZADD', top[5], 'XX', 'INCR', string.format('%d', net * top_step), article)
+local step = string.format('%d', net * top_step)
+local value = redis.call('ZADD', top[5], 'XX', 'INCR', step, article)
 if value then
   for p = 1, 4 do redis.call('ZADD', top[p], 'XX', value, article) end
 end
@@ -136,7 +137,6 @@ for _, g in ipairs(groups) do
 end
 if poster then probe[#probe + 1] = poster .. cached_suffix end
 if #probe > 0 and redis.call('EXISTS', unpack(probe)) > 0 then
-  local step = string.format('%d', net * top_step)
   for _, g in ipairs(groups) do
     redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
     local prefix = group_prefix .. g .. group_top_infix

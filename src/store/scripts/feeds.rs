@@ -43,8 +43,9 @@ impl ScriptReply for FeedReply {
 /// there is a next page. A cached ranking (a group's or a user's) that is
 /// missing is built first from `KEYS[2]` ∩ `KEYS[3]`, as deep group pages
 /// are, and a `TOP_*` one sets its owner's `:cached` marker (`KEYS[4]`) for
-/// as long, which votes test before moving such rankings. Reaching a position costs `O(log n)` (`ZREVRANK`, or `ZCOUNT` when
-/// the member moved or left), so a deep page costs what the first does.
+/// as long, which votes test before moving such rankings. Reaching a
+/// position costs `O(log n)` (`ZREVRANK`, or `ZCOUNT` when the member moved
+/// or left), so a deep page costs what the first does.
 static FEED: LazyLock<Lua<FeedReply>> =
     LazyLock::new(|| Lua::new("feed", &[include_str!("../lua/feed.lua")]));
 

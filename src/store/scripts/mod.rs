@@ -129,14 +129,9 @@ impl<R: ScriptReply> Lua<R> {
     /// A user's write whose constants are bound in a prelude instead of
     /// coming in KEYS and ARGV (see "Constants" above).
     fn write_bound(name: &'static str, prelude: Prelude, parts: &[&str]) -> Self {
-        let mut text = prelude.0;
-        text.push_str(&parts.concat());
-        Self {
-            name,
-            script: Script::new(&text),
-            write: true,
-            reply: PhantomData,
-        }
+        let mut all = vec![prelude.0.as_str()];
+        all.extend_from_slice(parts);
+        Self::write(name, &all)
     }
 
     fn invocation(&self) -> ScriptInvocation<'_> {
