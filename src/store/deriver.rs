@@ -23,6 +23,13 @@
 //!   write, leave nothing to do but a few reads; each instance derives every
 //!   notification, and the first one to run does the work (and publishes
 //!   the event, once).
+//! - **votegraph's own votes are not derived again.** The vote script
+//!   keeps everything derived from the article itself; its score event
+//!   says how many notifications it raised on the voted sets, and the
+//!   listener, which receives those and then the event in order on one
+//!   connection, takes the article back out of the queue when they are
+//!   all the event's (see [`OwnVotes`]). One vote is then one script, on
+//!   every instance, rather than a vote and a derivation per instance.
 //! - **Posts caught half written.** The book writes a post in several
 //!   commands (its voted set first, `time:` and `score:` last), and only
 //!   the first is notified: an article the derivation finds missing from
@@ -46,7 +53,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::keys::{self, Touched};
@@ -141,6 +148,82 @@ struct Pending {
     everything: bool,
 }
 
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.articles.is_empty() && self.groups.is_empty() && !self.everything
+    }
+}
+
+/// Tells votegraph's own votes from other writes in the notification
+/// stream, so the deriver does not derive again what a vote script kept
+/// itself.
+///
+/// A script runs alone, so the notifications its writes raise reach a
+/// subscriber together, in order, and its `PUBLISH` after them; the
+/// listener receives both on one connection. A run is the notifications
+/// of one article's voted sets received one after another. The vote's
+/// score event, for an article the vote left derived, says how many it
+/// raised (`notified`); when the run just before the event names that
+/// article, counts exactly that many and queued the article anew, every
+/// write in it was the vote's, and the article is taken back out of the
+/// queue. Another writer's change in the run makes the count larger (a
+/// vote never raises fewer than it says, while notifications are on with
+/// votegraph's flags), and anything else — another key, another event, an
+/// article already waiting — leaves the article to be derived, as before.
+/// A vote that empties a set raises a `del` it does not count, and is
+/// derived: rare, and safe.
+#[derive(Debug, Default)]
+struct OwnVotes {
+    run: Option<Run>,
+}
+
+#[derive(Debug)]
+struct Run {
+    id: ArticleId,
+    count: u32,
+    /// The run's first notification queued the article anew.
+    queued: bool,
+}
+
+/// The part of a score event [`OwnVotes`] reads.
+#[derive(Deserialize)]
+struct VoteEvent {
+    id: String,
+    /// Present when the vote left the article derived.
+    notified: Option<u32>,
+}
+
+impl OwnVotes {
+    /// A notification of article `id`'s voted sets; `queued` tells whether
+    /// it queued the article anew.
+    fn notified(&mut self, id: ArticleId, queued: bool) {
+        match &mut self.run {
+            Some(run) if run.id == id => run.count = run.count.saturating_add(1),
+            _ => {
+                self.run = Some(Run {
+                    id,
+                    count: 1,
+                    queued,
+                })
+            }
+        }
+    }
+
+    /// Any other message ends the run.
+    fn other(&mut self) {
+        self.run = None;
+    }
+
+    /// A score event: the article to take back out of the queue, if the
+    /// run before it was all this vote's.
+    fn event(&mut self, payload: &[u8]) -> Option<ArticleId> {
+        let run = self.run.take()?;
+        let event: VoteEvent = serde_json::from_slice(payload).ok()?;
+        let id = ArticleId::parse(&event.id, "id").ok()?;
+        (run.id == id && run.queued && event.notified == Some(run.count)).then_some(id)
+    }
+}
+
 /// What waits to be derived, and how the following goes; shared by the
 /// listener, the worker, the sweep and the reads that find an article
 /// never derived.
@@ -157,6 +240,9 @@ pub struct DeriveQueue {
     derived: AtomicU64,
     /// Derivation batches that failed (Redis down); tried again.
     failures: AtomicU64,
+    /// Articles taken back out of the queue because the vote that touched
+    /// them had derived them itself (see [`OwnVotes`]).
+    skipped: AtomicU64,
     /// A batch is being derived.
     busy: AtomicBool,
     /// Articles found missing from `time:`, by how many times (see
@@ -181,11 +267,13 @@ pub struct DeriverStats {
     pub derived: u64,
     pub dropped: u64,
     pub failures: u64,
+    pub skipped: u64,
 }
 
 impl DeriveQueue {
-    /// Asks for `touched` to be derived soon; never blocks.
-    pub fn touch(&self, touched: Touched) {
+    /// Asks for `touched` to be derived soon; never blocks. Answers whether
+    /// it was queued anew (not already waiting, nor dropped).
+    pub fn touch(&self, touched: Touched) -> bool {
         let mut pending = self.pending.lock();
         let room = match &touched {
             Touched::Article(_) => pending.articles.len() < MAX_PENDING_ARTICLES,
@@ -195,19 +283,24 @@ impl DeriveQueue {
         if !room {
             drop(pending);
             self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+            return false;
         }
-        match touched {
-            Touched::Article(id) => {
-                pending.articles.insert(id);
-            }
-            Touched::Group(name) => {
-                pending.groups.insert(name);
-            }
-            Touched::Everything => pending.everything = true,
-        }
+        let anew = match touched {
+            Touched::Article(id) => pending.articles.insert(id),
+            Touched::Group(name) => pending.groups.insert(name),
+            Touched::Everything => !std::mem::replace(&mut pending.everything, true),
+        };
         drop(pending);
         self.wake.notify_one();
+        anew
+    }
+
+    /// Takes an article back out of the queue (see [`OwnVotes`]); one the
+    /// worker has already taken is derived all the same.
+    fn forget(&self, id: ArticleId) {
+        if self.pending.lock().articles.remove(&id) {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub fn stats(&self) -> DeriverStats {
@@ -223,6 +316,7 @@ impl DeriveQueue {
             derived: self.derived.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
+            skipped: self.skipped.load(Ordering::Relaxed),
         }
     }
 
@@ -282,7 +376,7 @@ impl DeriveQueue {
         tokio::spawn(async move {
             tokio::time::sleep(ABSENT_RETRY).await;
             for id in &again {
-                queue.touch(Touched::Article(*id));
+                let _ = queue.touch(Touched::Article(*id));
             }
             queue.retrying.fetch_sub(again.len(), Ordering::Relaxed);
         });
@@ -290,13 +384,13 @@ impl DeriveQueue {
 
     fn put_back(&self, batch: Pending) {
         for id in batch.articles {
-            self.touch(Touched::Article(id));
+            let _ = self.touch(Touched::Article(id));
         }
         for name in batch.groups {
-            self.touch(Touched::Group(name));
+            let _ = self.touch(Touched::Group(name));
         }
         if batch.everything {
-            self.touch(Touched::Everything);
+            let _ = self.touch(Touched::Everything);
         }
     }
 }
@@ -319,6 +413,11 @@ impl Store {
                 queue.wake.notified().await;
                 tokio::time::sleep(COALESCE).await;
                 let batch = queue.take();
+                if batch.is_empty() {
+                    // Every article in it was taken back (own votes).
+                    queue.done();
+                    continue;
+                }
                 match store.derive_batch(&batch).await {
                     Ok(absent) => {
                         queue.retry_absent(&batch, absent);
@@ -525,6 +624,9 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
             let enabled = enable_notifications(&mut conn).await;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.psubscribe(keys::keyspace_patterns(db)).await?;
+            // On the same connection, so a vote's event arrives after its
+            // notifications (see OwnVotes).
+            pubsub.subscribe(keys::SCORE_CHANNEL).await?;
             Ok::<_, redis::RedisError>((enabled, pubsub))
         };
         match subscribed.await {
@@ -548,11 +650,34 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
                 }
                 backoff = Duration::from_millis(100);
                 let mut messages = pubsub.into_on_message();
+                let mut own = OwnVotes::default();
                 while let Some(message) = messages.next().await {
-                    queue.received.fetch_add(1, Ordering::Relaxed);
                     let channel = message.get_channel_name();
-                    if let Some(touched) = keys::notified_key(channel, db).and_then(keys::touched) {
-                        queue.touch(touched);
+                    if channel == keys::SCORE_CHANNEL {
+                        // Only while the server sends every notification
+                        // a vote counts (votegraph's flags are on).
+                        match own.event(message.get_payload_bytes()) {
+                            Some(id) if queue.notifications() == Notifications::On => {
+                                queue.forget(id)
+                            }
+                            _ => {}
+                        }
+                        continue;
+                    }
+                    queue.received.fetch_add(1, Ordering::Relaxed);
+                    let event: String = message.get_payload().unwrap_or_default();
+                    match keys::notified_key(channel, db)
+                        .and_then(|key| keys::notified(key, &event))
+                    {
+                        Some(Touched::Article(id)) => {
+                            let queued = queue.touch(Touched::Article(id));
+                            own.notified(id, queued);
+                        }
+                        Some(touched) => {
+                            own.other();
+                            let _ = queue.touch(touched);
+                        }
+                        None => own.other(),
                     }
                 }
                 queue.set_notifications(Notifications::Down);
@@ -605,6 +730,8 @@ fn with_flags(current: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -615,11 +742,78 @@ mod tests {
         assert_eq!(with_flags("Egsh"), "EgshK");
     }
 
+    fn event(id: u64, notified: Option<u32>) -> Vec<u8> {
+        let mut event = json!({ "id": id.to_string(), "score": "1", "votes": 1 });
+        if let Some(n) = notified {
+            event["notified"] = json!(n);
+        }
+        event.to_string().into_bytes()
+    }
+
+    #[test]
+    fn a_run_of_the_votes_own_notifications_is_taken_back() {
+        let seven = ArticleId(7);
+        let mut own = OwnVotes::default();
+        own.notified(seven, true);
+        assert_eq!(own.event(&event(7, Some(1))), Some(seven));
+        // A switch with a new set: three notifications, one run.
+        for _ in 0..3 {
+            own.notified(seven, true);
+        }
+        assert_eq!(own.event(&event(7, Some(3))), Some(seven));
+        // The event ends the run: a second event takes back nothing.
+        assert_eq!(own.event(&event(7, Some(3))), None);
+    }
+
+    #[test]
+    fn anything_but_the_votes_own_notifications_is_derived() {
+        let (seven, eight) = (ArticleId(7), ArticleId(8));
+        let mut own = OwnVotes::default();
+        // Another writer's change just before the vote's, in one run.
+        own.notified(seven, true);
+        own.notified(seven, false);
+        assert_eq!(own.event(&event(7, Some(1))), None);
+        // The article was already waiting (another write before).
+        own.notified(seven, false);
+        assert_eq!(own.event(&event(7, Some(1))), None);
+        // Another article's notification last.
+        own.notified(seven, true);
+        own.notified(eight, true);
+        assert_eq!(own.event(&event(7, Some(1))), None);
+        // Another message between the notifications and the event.
+        own.notified(seven, true);
+        own.other();
+        assert_eq!(own.event(&event(7, Some(1))), None);
+        // An event that counts nothing (a derivation's, or a vote on an
+        // article not derived yet), or counts more, or does not parse.
+        own.notified(seven, true);
+        assert_eq!(own.event(&event(7, None)), None);
+        own.notified(seven, true);
+        assert_eq!(own.event(&event(7, Some(2))), None);
+        own.notified(seven, true);
+        assert_eq!(own.event(b"{not json"), None);
+        // No notification before the event at all.
+        assert_eq!(own.event(&event(7, Some(0))), None);
+    }
+
+    #[test]
+    fn an_article_taken_back_leaves_the_queue_and_is_counted() {
+        let queue = DeriveQueue::default();
+        assert!(queue.touch(Touched::Article(ArticleId(7))));
+        assert!(!queue.touch(Touched::Article(ArticleId(7))));
+        queue.forget(ArticleId(7));
+        assert!(queue.take().is_empty());
+        // One the worker already took is derived all the same.
+        queue.forget(ArticleId(7));
+        assert_eq!(queue.stats().skipped, 1);
+    }
+
     #[test]
     fn touches_beyond_the_bound_are_dropped_and_counted() {
         let queue = DeriveQueue::default();
         for n in 0..MAX_PENDING_ARTICLES as u64 + 10 {
-            queue.touch(Touched::Article(ArticleId(n + 1)));
+            let queued = queue.touch(Touched::Article(ArticleId(n + 1)));
+            assert_eq!(queued, n < MAX_PENDING_ARTICLES as u64);
         }
         assert_eq!(queue.pending.lock().articles.len(), MAX_PENDING_ARTICLES);
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 10);

@@ -168,6 +168,29 @@ pub fn touched(key: &str) -> Option<Touched> {
     GroupName::parse(name).ok().map(Touched::Group)
 }
 
+/// Reads what a keyspace notification (`event` on `key`) asks the deriver
+/// to derive. As [`touched`], except that `time:` and `score:` count only
+/// when replaced as a whole: a server whose `notify-keyspace-events` also
+/// has `z` (or `A`) reports every member written to them, each vote's
+/// included, and a member's own change is followed through its voted set
+/// (or the sweep), not by deriving every article again.
+pub fn notified(key: &str, event: &str) -> Option<Touched> {
+    const MEMBER_EVENTS: [&str; 8] = [
+        "zadd",
+        "zincr",
+        "zrem",
+        "zremrangebyscore",
+        "zremrangebyrank",
+        "zremrangebylex",
+        "zpopmin",
+        "zpopmax",
+    ];
+    if (key == TIME || key == SCORE) && MEMBER_EVENTS.contains(&event) {
+        return None;
+    }
+    touched(key)
+}
+
 /// The keyspace-notification patterns the deriver subscribes to, in Redis
 /// database `db`: the voted sets, the group sets, `time:` and `score:`.
 pub fn keyspace_patterns(db: i64) -> Vec<String> {
@@ -416,6 +439,26 @@ mod tests {
     /// The keys built from the constants are spelled exactly as the book
     /// and docs/keyspace.md's table spell them: the book's own code
     /// shares the Redis.
+    #[test]
+    fn notifications_name_what_to_derive() {
+        let seven = Some(Touched::Article(ArticleId(7)));
+        assert_eq!(notified("voted:7", "sadd"), seven);
+        assert_eq!(notified("downvoted:7", "del"), seven);
+        assert_eq!(notified("voted:+7", "sadd"), None);
+        let news = GroupName::parse("news").unwrap();
+        assert_eq!(notified("group:news", "srem"), Some(Touched::Group(news)));
+        assert_eq!(notified("group:news:cached", "expire"), None);
+        // A member's change to time: or score: is not a replacement.
+        for event in ["zincr", "zadd", "zrem", "zpopmin"] {
+            assert_eq!(notified(TIME, event), None, "{event}");
+            assert_eq!(notified(SCORE, event), None, "{event}");
+        }
+        for event in ["del", "rename_to", "restore", "zunionstore"] {
+            assert_eq!(notified(TIME, event), Some(Touched::Everything), "{event}");
+            assert_eq!(notified(SCORE, event), Some(Touched::Everything), "{event}");
+        }
+    }
+
     #[test]
     fn keys_keep_their_documented_spelling() {
         let id = ArticleId(7);
