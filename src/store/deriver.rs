@@ -168,8 +168,11 @@ impl Pending {
 /// write in it was the vote's, and the article is taken back out of the
 /// queue. Another writer's change in the run makes the count larger (a
 /// vote never raises fewer than it says, while notifications are on with
-/// votegraph's flags), and anything else — another key, another event, an
-/// article already waiting — leaves the article to be derived, as before.
+/// votegraph's flags), and anything else — another article's sets, a
+/// group set, another event, an article already waiting — leaves the
+/// article to be derived, as before. Notifications of keys the deriver
+/// reads nothing from (sent where the server notifies every type) are
+/// not part of the story.
 /// A vote that empties a set raises a `del` it does not count, and is
 /// derived: rare, and safe.
 #[derive(Debug, Default)]
@@ -209,7 +212,7 @@ impl OwnVotes {
         }
     }
 
-    /// Any other message ends the run.
+    /// Another notification that asks for a derivation ends the run.
     fn other(&mut self) {
         self.run = None;
     }
@@ -677,7 +680,10 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
                             own.other();
                             let _ = queue.touch(touched);
                         }
-                        None => own.other(),
+                        // Keys the deriver reads nothing from (the vote's
+                        // own rankings, where the server notifies every
+                        // type) leave the run as it is.
+                        None => {}
                     }
                 }
                 queue.set_notifications(Notifications::Down);

@@ -440,7 +440,19 @@ async fn two_instances_derive_a_book_write_once() {
 /// notifications of its writes leave no instance anything to derive.
 #[tokio::test]
 async fn votegraphs_own_votes_are_not_derived_again() {
-    let app = spawn_app().await;
+    own_votes_derive_nothing(TestRedis::start().await).await;
+}
+
+/// Likewise where the server notifies every type (`A`, `z` included): the
+/// votes' `ZINCRBY score:` is not `score:` replaced as a whole.
+#[tokio::test]
+async fn members_written_to_score_do_not_derive_everything() {
+    own_votes_derive_nothing(TestRedis::start_with(&["--notify-keyspace-events", "KA"]).await)
+        .await;
+}
+
+async fn own_votes_derive_nothing(redis: TestRedis) {
+    let app = spawn_app_on(redis, |_| {}).await;
     let other = spawn_server(test_settings(&app.redis)).await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
