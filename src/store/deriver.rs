@@ -23,13 +23,14 @@
 //!   write, leave nothing to do but a few reads; each instance derives every
 //!   notification, and the first one to run does the work (and publishes
 //!   the event, once).
-//! - **votegraph's own votes are not derived again.** The vote script
-//!   keeps everything derived from the article itself; its score event
-//!   says how many notifications it raised on the voted sets, and the
-//!   listener, which receives those and then the event in order on one
-//!   connection, takes the article back out of the queue when they are
-//!   all the event's (see [`OwnVotes`]). One vote is then one script, on
-//!   every instance, rather than a vote and a derivation per instance.
+//! - **votegraph's own votes and posts are not derived again.** Their
+//!   scripts keep everything derived from what they write; their events
+//!   say how many notifications they raised on the voted sets (and a
+//!   post's, its groups), and the listener, which receives those and then
+//!   the event in order on one connection, takes the article and groups
+//!   back out of the queue when they are all the event's (see
+//!   [`OwnWrites`]). One vote is then one script, on every instance,
+//!   rather than a vote and a derivation per instance.
 //! - **Posts caught half written.** The book writes a post in several
 //!   commands (its voted set first, `time:` and `score:` last), and only
 //!   the first is notified: an article the derivation finds missing from
@@ -154,29 +155,31 @@ impl Pending {
     }
 }
 
-/// Tells votegraph's own votes from other writes in the notification
-/// stream, so the deriver does not derive again what a vote script kept
-/// itself.
+/// Tells votegraph's own votes and posts from other writes in the
+/// notification stream, so the deriver does not derive again what their
+/// scripts kept themselves.
 ///
 /// A script runs alone, so the notifications its writes raise reach a
 /// subscriber together, in order, and its `PUBLISH` after them; the
 /// listener receives both on one connection. A run is the notifications
-/// of one article's voted sets received one after another. The vote's
-/// score event, for an article the vote left derived, says how many it
-/// raised (`notified`); when the run just before the event names that
-/// article, counts exactly that many and queued the article anew, every
-/// write in it was the vote's, and the article is taken back out of the
-/// queue. Another writer's change in the run makes the count larger (a
-/// vote never raises fewer than it says, while notifications are on with
-/// votegraph's flags), and anything else — another article's sets, a
-/// group set, another event, an article already waiting — leaves the
-/// article to be derived, as before. Notifications of keys the deriver
-/// reads nothing from (sent where the server notifies every type) are
-/// not part of the story.
-/// A vote that empties a set raises a `del` it does not count, and is
+/// received one after another of one article's voted sets, then of group
+/// sets (a post's groups). The event of a vote, or of a post, says how
+/// many notifications it raised on the voted sets (`notified`; a vote's
+/// only when it left the article derived) and, for a post, the groups it
+/// filed the article in. When the run just before the event names that
+/// article, counts exactly that many, names exactly those groups (a vote:
+/// none) once each, and queued each anew, every write in it was the
+/// script's, and the article and the groups are taken back out of the
+/// queue. Another writer's change in the run makes it larger (a script
+/// never raises fewer than it says, while notifications are on with
+/// votegraph's flags), and anything else (another article's sets, another
+/// event, something already waiting) leaves them to be derived, as
+/// before. Notifications of keys the deriver reads nothing from (sent
+/// where the server notifies every type) are not part of the story. A
+/// vote that empties a set raises a `del` it does not count, and is
 /// derived: rare, and safe.
 #[derive(Debug, Default)]
-struct OwnVotes {
+struct OwnWrites {
     run: Option<Run>,
 }
 
@@ -186,29 +189,62 @@ struct Run {
     count: u32,
     /// The run's first notification queued the article anew.
     queued: bool,
+    /// The group sets notified after the article's, each with whether it
+    /// queued the group anew; at most a post's groups.
+    groups: Vec<(GroupName, bool)>,
 }
 
-/// The part of a score event [`OwnVotes`] reads.
+/// Which event closes a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnEvent {
+    Vote,
+    Post,
+}
+
+/// The part of a score or posted event [`OwnWrites`] reads.
 #[derive(Deserialize)]
-struct VoteEvent {
+struct Announced {
     id: String,
-    /// Present when the vote left the article derived.
+    /// Present when the script left the article derived.
     notified: Option<u32>,
+    #[serde(default)]
+    groups: serde_json::Value,
 }
 
-impl OwnVotes {
+/// What a run showed to be a script's own writes: to take back out of
+/// the queue.
+#[derive(Debug, PartialEq, Eq)]
+struct Own {
+    article: ArticleId,
+    groups: Vec<GroupName>,
+}
+
+impl OwnWrites {
     /// A notification of article `id`'s voted sets; `queued` tells whether
     /// it queued the article anew.
-    fn notified(&mut self, id: ArticleId, queued: bool) {
+    fn article(&mut self, id: ArticleId, queued: bool) {
         match &mut self.run {
-            Some(run) if run.id == id => run.count = run.count.saturating_add(1),
+            Some(run) if run.id == id && run.groups.is_empty() => {
+                run.count = run.count.saturating_add(1)
+            }
             _ => {
                 self.run = Some(Run {
                     id,
                     count: 1,
                     queued,
+                    groups: Vec::new(),
                 })
             }
+        }
+    }
+
+    /// A notification of a group set; `queued` likewise.
+    fn group(&mut self, name: GroupName, queued: bool) {
+        match &mut self.run {
+            Some(run) if run.groups.len() < GroupName::MAX_PER_ARTICLE => {
+                run.groups.push((name, queued))
+            }
+            _ => self.run = None,
         }
     }
 
@@ -217,13 +253,42 @@ impl OwnVotes {
         self.run = None;
     }
 
-    /// A score event: the article to take back out of the queue, if the
-    /// run before it was all this vote's.
-    fn event(&mut self, payload: &[u8]) -> Option<ArticleId> {
+    /// A vote's or a post's event: what to take back out of the queue, if
+    /// the run before it was all the script's.
+    fn event(&mut self, kind: OwnEvent, payload: &[u8]) -> Option<Own> {
         let run = self.run.take()?;
-        let event: VoteEvent = serde_json::from_slice(payload).ok()?;
+        let event: Announced = serde_json::from_slice(payload).ok()?;
         let id = ArticleId::parse(&event.id, "id").ok()?;
-        (run.id == id && run.queued && event.notified == Some(run.count)).then_some(id)
+        if run.id != id || !run.queued || event.notified != Some(run.count) {
+            return None;
+        }
+        let named: Vec<&str> = match (kind, &event.groups) {
+            (OwnEvent::Vote, _) => Vec::new(),
+            (OwnEvent::Post, serde_json::Value::Array(groups)) => {
+                groups.iter().filter_map(|g| g.as_str()).collect()
+            }
+            // cjson writes an empty list as {}.
+            (OwnEvent::Post, serde_json::Value::Object(o)) if o.is_empty() => Vec::new(),
+            (OwnEvent::Post, _) => return None,
+        };
+        let mut notified: Vec<&str> = Vec::with_capacity(run.groups.len());
+        for (name, queued) in &run.groups {
+            if !queued {
+                return None;
+            }
+            notified.push(name.as_str());
+        }
+        let mut named_sorted = named.clone();
+        named_sorted.sort_unstable();
+        named_sorted.dedup();
+        notified.sort_unstable();
+        if named_sorted.len() != named.len() || named_sorted != notified {
+            return None;
+        }
+        Some(Own {
+            article: id,
+            groups: run.groups.into_iter().map(|(name, _)| name).collect(),
+        })
     }
 }
 
@@ -243,8 +308,8 @@ pub struct DeriveQueue {
     derived: AtomicU64,
     /// Derivation batches that failed (Redis down); tried again.
     failures: AtomicU64,
-    /// Articles taken back out of the queue because the vote that touched
-    /// them had derived them itself (see [`OwnVotes`]).
+    /// Articles and groups taken back out of the queue because the vote or
+    /// post that touched them had derived them itself (see [`OwnWrites`]).
     skipped: AtomicU64,
     /// A batch is being derived.
     busy: AtomicBool,
@@ -298,12 +363,17 @@ impl DeriveQueue {
         anew
     }
 
-    /// Takes an article back out of the queue (see [`OwnVotes`]); one the
-    /// worker has already taken is derived all the same.
-    fn forget(&self, id: ArticleId) {
-        if self.pending.lock().articles.remove(&id) {
-            self.skipped.fetch_add(1, Ordering::Relaxed);
+    /// Takes a script's own writes back out of the queue (see
+    /// [`OwnWrites`]); what the worker has already taken is derived all
+    /// the same.
+    fn forget(&self, own: Own) {
+        let mut pending = self.pending.lock();
+        let mut n = u64::from(pending.articles.remove(&own.article));
+        for name in &own.groups {
+            n += u64::from(pending.groups.remove(name));
         }
+        drop(pending);
+        self.skipped.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn stats(&self) -> DeriverStats {
@@ -627,9 +697,11 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
             let enabled = enable_notifications(&mut conn).await;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.psubscribe(keys::keyspace_patterns(db)).await?;
-            // On the same connection, so a vote's event arrives after its
-            // notifications (see OwnVotes).
-            pubsub.subscribe(keys::SCORE_CHANNEL).await?;
+            // On the same connection, so a vote's or a post's event
+            // arrives after its notifications (see OwnWrites).
+            pubsub
+                .subscribe(&[keys::SCORE_CHANNEL, keys::POSTED_CHANNEL])
+                .await?;
             Ok::<_, redis::RedisError>((enabled, pubsub))
         };
         match subscribed.await {
@@ -653,15 +725,20 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
                 }
                 backoff = Duration::from_millis(100);
                 let mut messages = pubsub.into_on_message();
-                let mut own = OwnVotes::default();
+                let mut own = OwnWrites::default();
                 while let Some(message) = messages.next().await {
                     let channel = message.get_channel_name();
-                    if channel == keys::SCORE_CHANNEL {
+                    let kind = match channel {
+                        keys::SCORE_CHANNEL => Some(OwnEvent::Vote),
+                        keys::POSTED_CHANNEL => Some(OwnEvent::Post),
+                        _ => None,
+                    };
+                    if let Some(kind) = kind {
                         // Only while the server sends every notification
-                        // a vote counts (votegraph's flags are on).
-                        match own.event(message.get_payload_bytes()) {
-                            Some(id) if queue.notifications() == Notifications::On => {
-                                queue.forget(id)
+                        // a script counts (votegraph's flags are on).
+                        match own.event(kind, message.get_payload_bytes()) {
+                            Some(writes) if queue.notifications() == Notifications::On => {
+                                queue.forget(writes)
                             }
                             _ => {}
                         }
@@ -674,7 +751,11 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
                     {
                         Some(Touched::Article(id)) => {
                             let queued = queue.touch(Touched::Article(id));
-                            own.notified(id, queued);
+                            own.article(id, queued);
+                        }
+                        Some(Touched::Group(name)) => {
+                            let queued = queue.touch(Touched::Group(name.clone()));
+                            own.group(name, queued);
                         }
                         Some(touched) => {
                             own.other();
@@ -749,69 +830,155 @@ mod tests {
     }
 
     fn event(id: u64, notified: Option<u32>) -> Vec<u8> {
-        let mut event = json!({ "id": id.to_string(), "score": "1", "votes": 1 });
+        let mut event =
+            json!({ "id": id.to_string(), "score": "1", "votes": 1, "groups": ["news"] });
         if let Some(n) = notified {
             event["notified"] = json!(n);
         }
         event.to_string().into_bytes()
     }
 
+    fn posted(id: u64, groups: serde_json::Value) -> Vec<u8> {
+        json!({ "id": id.to_string(), "at": "1.5", "groups": groups, "notified": 2 })
+            .to_string()
+            .into_bytes()
+    }
+
+    fn group(name: &str) -> GroupName {
+        GroupName::parse(name).unwrap()
+    }
+
+    fn own(id: u64, groups: &[&str]) -> Option<Own> {
+        Some(Own {
+            article: ArticleId(id),
+            groups: groups.iter().map(|g| group(g)).collect(),
+        })
+    }
+
     #[test]
     fn a_run_of_the_votes_own_notifications_is_taken_back() {
         let seven = ArticleId(7);
-        let mut own = OwnVotes::default();
-        own.notified(seven, true);
-        assert_eq!(own.event(&event(7, Some(1))), Some(seven));
+        let mut writes = OwnWrites::default();
+        writes.article(seven, true);
+        assert_eq!(
+            writes.event(OwnEvent::Vote, &event(7, Some(1))),
+            own(7, &[])
+        );
         // A switch with a new set: three notifications, one run.
         for _ in 0..3 {
-            own.notified(seven, true);
+            writes.article(seven, true);
         }
-        assert_eq!(own.event(&event(7, Some(3))), Some(seven));
+        assert_eq!(
+            writes.event(OwnEvent::Vote, &event(7, Some(3))),
+            own(7, &[])
+        );
         // The event ends the run: a second event takes back nothing.
-        assert_eq!(own.event(&event(7, Some(3))), None);
+        assert_eq!(writes.event(OwnEvent::Vote, &event(7, Some(3))), None);
     }
 
     #[test]
     fn anything_but_the_votes_own_notifications_is_derived() {
         let (seven, eight) = (ArticleId(7), ArticleId(8));
-        let mut own = OwnVotes::default();
+        let vote = |writes: &mut OwnWrites, n| writes.event(OwnEvent::Vote, &event(7, n));
+        let mut writes = OwnWrites::default();
         // Another writer's change just before the vote's, in one run.
-        own.notified(seven, true);
-        own.notified(seven, false);
-        assert_eq!(own.event(&event(7, Some(1))), None);
+        writes.article(seven, true);
+        writes.article(seven, false);
+        assert_eq!(vote(&mut writes, Some(1)), None);
         // The article was already waiting (another write before).
-        own.notified(seven, false);
-        assert_eq!(own.event(&event(7, Some(1))), None);
+        writes.article(seven, false);
+        assert_eq!(vote(&mut writes, Some(1)), None);
         // Another article's notification last.
-        own.notified(seven, true);
-        own.notified(eight, true);
-        assert_eq!(own.event(&event(7, Some(1))), None);
+        writes.article(seven, true);
+        writes.article(eight, true);
+        assert_eq!(vote(&mut writes, Some(1)), None);
         // Another message between the notifications and the event.
-        own.notified(seven, true);
-        own.other();
-        assert_eq!(own.event(&event(7, Some(1))), None);
+        writes.article(seven, true);
+        writes.other();
+        assert_eq!(vote(&mut writes, Some(1)), None);
+        // A group set notified with the article's sets: not a vote's.
+        writes.article(seven, true);
+        writes.group(group("news"), true);
+        assert_eq!(vote(&mut writes, Some(1)), None);
         // An event that counts nothing (a derivation's, or a vote on an
         // article not derived yet), or counts more, or does not parse.
-        own.notified(seven, true);
-        assert_eq!(own.event(&event(7, None)), None);
-        own.notified(seven, true);
-        assert_eq!(own.event(&event(7, Some(2))), None);
-        own.notified(seven, true);
-        assert_eq!(own.event(b"{not json"), None);
+        writes.article(seven, true);
+        assert_eq!(vote(&mut writes, None), None);
+        writes.article(seven, true);
+        assert_eq!(vote(&mut writes, Some(2)), None);
+        writes.article(seven, true);
+        assert_eq!(writes.event(OwnEvent::Vote, b"{not json"), None);
         // No notification before the event at all.
-        assert_eq!(own.event(&event(7, Some(0))), None);
+        assert_eq!(vote(&mut writes, Some(0)), None);
     }
 
     #[test]
-    fn an_article_taken_back_leaves_the_queue_and_is_counted() {
+    fn a_posts_own_notifications_are_taken_back_with_its_groups() {
+        let seven = ArticleId(7);
+        let mut writes = OwnWrites::default();
+        // The voted set (SADD, EXPIRE), then each group's set.
+        let run = |writes: &mut OwnWrites, groups: &[(&str, bool)]| {
+            writes.article(seven, true);
+            writes.article(seven, true);
+            for (name, queued) in groups {
+                writes.group(group(name), *queued);
+            }
+        };
+        run(&mut writes, &[("news", true), ("rust", true)]);
+        let got = writes.event(OwnEvent::Post, &posted(7, json!(["rust", "news"])));
+        assert_eq!(got, own(7, &["news", "rust"]));
+        run(&mut writes, &[]);
+        let got = writes.event(OwnEvent::Post, &posted(7, json!({})));
+        assert_eq!(got, own(7, &[]), "cjson's empty list");
+
+        // A group the post does not name, one it names missing, one
+        // notified twice, one already waiting: derived.
+        for (groups, named) in [
+            (vec![("news", true), ("rust", true)], json!(["news"])),
+            (vec![("news", true)], json!(["news", "rust"])),
+            (vec![("news", true), ("news", true)], json!(["news"])),
+            (
+                vec![("news", true), ("rust", false)],
+                json!(["news", "rust"]),
+            ),
+        ] {
+            run(&mut writes, &groups);
+            let got = writes.event(OwnEvent::Post, &posted(7, named.clone()));
+            assert_eq!(got, None, "{groups:?} against {named}");
+        }
+        // A group set first, then the article's: not a post's order.
+        writes.group(group("news"), true);
+        writes.article(seven, true);
+        writes.article(seven, true);
+        writes.group(group("news"), true);
+        writes.article(seven, true);
+        assert_eq!(
+            writes.event(OwnEvent::Post, &posted(7, json!(["news"]))),
+            None
+        );
+        // More groups than a post may have end the run.
+        writes.article(seven, true);
+        writes.article(seven, true);
+        for n in 0..=GroupName::MAX_PER_ARTICLE {
+            writes.group(group(&format!("g{n}")), true);
+        }
+        assert!(writes.run.is_none());
+    }
+
+    #[test]
+    fn writes_taken_back_leave_the_queue_and_are_counted() {
         let queue = DeriveQueue::default();
         assert!(queue.touch(Touched::Article(ArticleId(7))));
         assert!(!queue.touch(Touched::Article(ArticleId(7))));
-        queue.forget(ArticleId(7));
-        assert!(queue.take().is_empty());
-        // One the worker already took is derived all the same.
-        queue.forget(ArticleId(7));
-        assert_eq!(queue.stats().skipped, 1);
+        assert!(queue.touch(Touched::Group(group("news"))));
+        assert!(queue.touch(Touched::Group(group("rust"))));
+        queue.forget(own(7, &["news"]).unwrap());
+        let left = queue.take();
+        assert!(left.articles.is_empty());
+        assert_eq!(left.groups, HashSet::from([group("rust")]));
+        // What the worker already took is derived all the same.
+        queue.forget(own(7, &["news"]).unwrap());
+        assert_eq!(queue.stats().skipped, 2);
     }
 
     #[test]

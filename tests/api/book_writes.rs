@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::helpers::{
     command_stats, eventually, gql_at, health_at, ids, kill_pubsub_connections, now,
     reads_processed, reset_command_stats, spawn_app, spawn_app_on, spawn_server, test_settings,
-    Book, Subscriptions::Exactly, TestApp, TestRedis, WsClient, TRANSPORT_WS,
+    Book, Instance, Subscriptions::Exactly, TestApp, TestRedis, WsClient, TRANSPORT_WS,
 };
 
 /// The promise: every view agrees with the book's keys within a second.
@@ -436,10 +436,11 @@ async fn two_instances_derive_a_book_write_once() {
     there.close().await;
 }
 
-/// A vote's script keeps what is derived from the article itself, so the
-/// notifications of its writes leave no instance anything to derive.
+/// A vote's or a post's script keeps what is derived from what it writes,
+/// so the notifications of its writes leave no instance anything to
+/// derive.
 #[tokio::test]
-async fn votegraphs_own_votes_are_not_derived_again() {
+async fn votegraphs_own_votes_and_posts_are_not_derived_again() {
     own_votes_derive_nothing(TestRedis::start().await).await;
 }
 
@@ -462,11 +463,7 @@ async fn own_votes_derive_nothing(redis: TestRedis) {
         .unwrap()
         .to_owned();
     app.wait_for_derivations().await;
-    let skipped = |health: Value| health["deriver"]["skipped"].as_u64().unwrap();
-    let skipped_before = [
-        skipped(app.health().await),
-        skipped(health_at(&app.client, &other.address).await),
-    ];
+    let taken_before = taken(&app, &other).await;
     let mut conn = app.redis.conn().await;
     reset_command_stats(&mut conn).await;
     // An upvote, a first downvote (its set made, with an expiry), a
@@ -485,9 +482,7 @@ async fn own_votes_derive_nothing(redis: TestRedis) {
     app.wait_for_derivations().await;
     let stats = command_stats(&mut conn).await;
     let derivations = stats["evalsha"] - votes.len() as u64;
-    let taken_back = skipped(app.health().await) - skipped_before[0]
-        + skipped(health_at(&app.client, &other.address).await)
-        - skipped_before[1];
+    let taken_back = taken(&app, &other).await - taken_before;
     // Eight derivations without this (two instances, four votes); one is
     // allowed for a listener stalled past the queue's wait on a busy
     // machine.
@@ -501,6 +496,37 @@ async fn own_votes_derive_nothing(redis: TestRedis) {
         "{a}"
     );
     assert_eq!(a["poster"]["karma"], 0, "{a}");
+
+    // Posts: the article's voted set and each group's set are notified.
+    reset_command_stats(&mut conn).await;
+    let taken_before = taken(&app, &other).await;
+    let posts = [vec!["news", "rust"], vec![]];
+    for groups in &posts {
+        app.post(&bob, "posted", groups).await;
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    app.wait_for_derivations().await;
+    let stats = command_stats(&mut conn).await;
+    let derivations = stats["evalsha"] - posts.len() as u64;
+    // Six derivations without this (two instances: an article and two
+    // groups, then an article); one allowed as above.
+    assert!(derivations <= 1, "{stats:?}");
+    assert!(taken(&app, &other).await - taken_before >= 5);
+    let news = app
+        .gql_ok(
+            "{ group(name: \"news\") { articleCount } }",
+            json!({}),
+            None,
+        )
+        .await;
+    assert_eq!(news["group"]["articleCount"], 2, "{news}");
+}
+
+/// Articles and groups both instances' derivers took back out of their
+/// queues.
+async fn taken(app: &TestApp, other: &Instance) -> u64 {
+    let skipped = |health: Value| health["deriver"]["skipped"].as_u64().unwrap();
+    skipped(app.health().await) + skipped(health_at(&app.client, &other.address).await)
 }
 
 #[tokio::test]
