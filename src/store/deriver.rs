@@ -487,7 +487,7 @@ impl Store {
                 tokio::time::sleep(COALESCE).await;
                 let batch = queue.take();
                 if batch.is_empty() {
-                    // Every article in it was taken back (own votes).
+                    // All of it was taken back (own votes and posts).
                     queue.done();
                     continue;
                 }
