@@ -220,8 +220,18 @@ struct Own {
 }
 
 impl OwnWrites {
-    /// A notification of article `id`'s voted sets; `queued` tells whether
-    /// it queued the article anew.
+    /// A notification that asked for `touched` to be derived; `queued`
+    /// tells whether it queued it anew. `time:` or `score:` replaced as a
+    /// whole ends the run.
+    fn notified(&mut self, touched: Touched, queued: bool) {
+        match touched {
+            Touched::Article(id) => self.article(id, queued),
+            Touched::Group(name) => self.group(name, queued),
+            Touched::Everything => self.run = None,
+        }
+    }
+
+    /// A notification of article `id`'s voted sets.
     fn article(&mut self, id: ArticleId, queued: bool) {
         match &mut self.run {
             Some(run) if run.id == id && run.groups.is_empty() => {
@@ -238,7 +248,7 @@ impl OwnWrites {
         }
     }
 
-    /// A notification of a group set; `queued` likewise.
+    /// A notification of a group set.
     fn group(&mut self, name: GroupName, queued: bool) {
         match &mut self.run {
             Some(run) if run.groups.len() < GroupName::MAX_PER_ARTICLE => {
@@ -246,11 +256,6 @@ impl OwnWrites {
             }
             _ => self.run = None,
         }
-    }
-
-    /// Another notification that asks for a derivation ends the run.
-    fn other(&mut self) {
-        self.run = None;
     }
 
     /// A vote's or a post's event: what to take back out of the queue, if
@@ -262,7 +267,7 @@ impl OwnWrites {
         if run.id != id || !run.queued || event.notified != Some(run.count) {
             return None;
         }
-        let named: Vec<&str> = match (kind, &event.groups) {
+        let mut named: Vec<&str> = match (kind, &event.groups) {
             (OwnEvent::Vote, _) => Vec::new(),
             (OwnEvent::Post, serde_json::Value::Array(groups)) => {
                 groups.iter().filter_map(|g| g.as_str()).collect()
@@ -278,11 +283,10 @@ impl OwnWrites {
             }
             notified.push(name.as_str());
         }
-        let mut named_sorted = named.clone();
-        named_sorted.sort_unstable();
-        named_sorted.dedup();
+        named.sort_unstable();
         notified.sort_unstable();
-        if named_sorted.len() != named.len() || named_sorted != notified {
+        // Each group once: a group named twice is not a post's.
+        if named.windows(2).any(|pair| pair[0] == pair[1]) || named != notified {
             return None;
         }
         Some(Own {
@@ -746,25 +750,14 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
                     }
                     queue.received.fetch_add(1, Ordering::Relaxed);
                     let event: String = message.get_payload().unwrap_or_default();
-                    match keys::notified_key(channel, db)
-                        .and_then(|key| keys::notified(key, &event))
+                    // Keys the deriver reads nothing from (the vote's own
+                    // rankings, where the server notifies every type) leave
+                    // the run as it is.
+                    if let Some(touched) =
+                        keys::notified_key(channel, db).and_then(|key| keys::notified(key, &event))
                     {
-                        Some(Touched::Article(id)) => {
-                            let queued = queue.touch(Touched::Article(id));
-                            own.article(id, queued);
-                        }
-                        Some(Touched::Group(name)) => {
-                            let queued = queue.touch(Touched::Group(name.clone()));
-                            own.group(name, queued);
-                        }
-                        Some(touched) => {
-                            own.other();
-                            let _ = queue.touch(touched);
-                        }
-                        // Keys the deriver reads nothing from (the vote's
-                        // own rankings, where the server notifies every
-                        // type) leave the run as it is.
-                        None => {}
+                        let queued = queue.touch(touched.clone());
+                        own.notified(touched, queued);
                     }
                 }
                 queue.set_notifications(Notifications::Down);
@@ -892,9 +885,9 @@ mod tests {
         writes.article(seven, true);
         writes.article(eight, true);
         assert_eq!(vote(&mut writes, Some(1)), None);
-        // Another message between the notifications and the event.
+        // `time:` replaced as a whole between the notifications and the event.
         writes.article(seven, true);
-        writes.other();
+        writes.notified(Touched::Everything, true);
         assert_eq!(vote(&mut writes, Some(1)), None);
         // A group set notified with the article's sets: not a vote's.
         writes.article(seven, true);

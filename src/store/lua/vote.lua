@@ -45,24 +45,16 @@ local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed'
 -- records the new one tells it: a voter the target set already held
 -- voted so before (nothing is written); otherwise the other set's SREM
 -- says whether this is a switch. Two commands for any vote.
--- notified counts the keyspace notifications these writes raise on the
--- voted sets (one per changed set, one for an expiry), for the event.
 local was = 'none'
 local target = nil
-local notified = 0
 if dir == 'none' then
   if redis.call('SREM', up, voter) == 1 then was = 'up'
   elseif redis.call('SREM', down, voter) == 1 then was = 'down' end
-  if was ~= 'none' then notified = 1 end
 else
   target = dir == 'up' and up or down
   if redis.call('SADD', target, voter) == 0 then was = dir
-  else
-    notified = 1
-    if redis.call('SREM', dir == 'up' and down or up, voter) == 1 then
-      was = dir == 'up' and 'down' or 'up'
-      notified = 2
-    end
+  elseif redis.call('SREM', dir == 'up' and down or up, voter) == 1 then
+    was = dir == 'up' and 'down' or 'up'
   end
 end
 -- The index follows the sets in every outcome, so a vote the sets hold
@@ -76,10 +68,11 @@ end
 -- unless this vote made it (the first downvote, or an upvote after the
 -- last upvoter left), which the hash's count of it, 0, tells: only then is
 -- its TTL looked at.
+local expiry = 0
 if target and (tonumber(h[target == up and 2 or 3]) or 0) <= 0
     and redis.call('TTL', target) == -1 then
   redis.call('EXPIREAT', target, string.format('%d', posted + week + 1))
-  notified = notified + 1
+  expiry = 1
 end
 
 local dup, ddown = 0, 0
@@ -161,9 +154,10 @@ end
 -- it, the time from TIME's own digits, and the groups as they are unless
 -- one holds a quote, a backslash or a control character. For an article
 -- this vote left derived (in time: and the all-time ranking), it says how
--- many notifications the vote raised on the voted sets: the deriver, which
--- receives them just before this event, then has nothing to derive (see
--- deriver.rs, own votes).
+-- many notifications the vote raised on the voted sets: one per set it
+-- changed (the set it joined, the set it left) and one for an expiry. The
+-- deriver, which receives them just before this event, then has nothing
+-- to derive (see deriver.rs, OwnWrites).
 local listed = '[]'
 if #groups > 0 then
   listed = '["' .. table.concat(groups, '","') .. '"]'
@@ -172,7 +166,10 @@ if #groups > 0 then
   end
 end
 local own = ''
-if value and derivable then own = string.format(',"notified":%d', notified) end
+if value and derivable then
+  local changed = (dir ~= 'none' and 1 or 0) + (was ~= 'none' and 1 or 0)
+  own = string.format(',"notified":%d', changed + expiry)
+end
 redis.call('PUBLISH', score_channel, string.format(
   '{"id":"%s","score":"%s","votes":%d,"downvotes":%d,"at":"%s.%s%s","groups":%s%s}',
   id, score, votes, downvotes, t[1], string.rep('0', 6 - #t[2]), t[2], listed, own))

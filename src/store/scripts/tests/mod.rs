@@ -182,6 +182,56 @@ pub(super) async fn posted(
     }
 }
 
+/// What the deriver receives, on one connection as it does: the keyspace
+/// notifications it follows (turned on with votegraph's flags) and the
+/// vote and post events.
+pub(super) struct Followed {
+    messages: futures_util::stream::LocalBoxStream<'static, redis::Msg>,
+}
+
+impl Followed {
+    pub(super) async fn start(redis: &TestRedis) -> Self {
+        use futures_util::StreamExt;
+        let mut conn = redis.conn().await;
+        let () = q(
+            &mut conn,
+            cmd("CONFIG")
+                .arg("SET")
+                .arg("notify-keyspace-events")
+                .arg("Kgs"),
+        )
+        .await;
+        let client = redis::Client::open(redis.url()).unwrap();
+        let mut pubsub = client.get_async_pubsub().await.unwrap();
+        pubsub.psubscribe(keys::keyspace_patterns(0)).await.unwrap();
+        pubsub
+            .subscribe(&[keys::SCORE_CHANNEL, keys::POSTED_CHANNEL])
+            .await
+            .unwrap();
+        Self {
+            messages: pubsub.into_on_message().boxed_local(),
+        }
+    }
+
+    /// The keys notified before the next event, and the event.
+    pub(super) async fn until_event(&mut self) -> (Vec<String>, serde_json::Value) {
+        use futures_util::StreamExt;
+        let mut notified = Vec::new();
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(5), self.messages.next())
+                .await
+                .expect("an event within 5 s")
+                .expect("the subscription is open");
+            let channel = m.get_channel_name();
+            if channel == keys::SCORE_CHANNEL || channel == keys::POSTED_CHANNEL {
+                let payload: String = m.get_payload().unwrap();
+                return (notified, serde_json::from_str(&payload).unwrap());
+            }
+            notified.push(keys::notified_key(channel, 0).unwrap().to_owned());
+        }
+    }
+}
+
 /// A sorted set's members and scores, lowest first.
 pub(super) async fn zset(conn: &mut Conn, key: &str) -> Vec<(String, f64)> {
     q(

@@ -169,41 +169,20 @@ async fn posts_past_the_limit_write_nothing() {
 /// deriver.rs, `OwnWrites`).
 #[tokio::test]
 async fn the_event_counts_the_notifications_the_post_raised() {
-    use futures_util::StreamExt;
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
-    let () = q(
-        c,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg("Kgs"),
-    )
-    .await;
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut pubsub = client.get_async_pubsub().await.unwrap();
-    pubsub.psubscribe(keys::keyspace_patterns(0)).await.unwrap();
-    pubsub.subscribe(keys::POSTED_CHANNEL).await.unwrap();
-    let mut messages = pubsub.into_on_message();
+    let mut followed = Followed::start(&redis).await;
     for groups in [vec!["news", "rust"], vec![]] {
         let (id, _) = posted(c, "alice", "counted", &groups).await;
+        let (notified, event) = followed.until_event().await;
         let (mut voted, mut notified_groups) = (0, Vec::new());
-        let event = loop {
-            let m = tokio::time::timeout(Duration::from_secs(5), messages.next())
-                .await
-                .expect("the post's messages")
-                .expect("the subscription is open");
-            if m.get_channel_name() == keys::POSTED_CHANNEL {
-                let payload: String = m.get_payload().unwrap();
-                break serde_json::from_str::<serde_json::Value>(&payload).unwrap();
-            }
-            let key = keys::notified_key(m.get_channel_name(), 0).unwrap();
+        for key in &notified {
             match keys::touched(key) {
                 Some(keys::Touched::Article(a)) if a == id => voted += 1,
                 Some(keys::Touched::Group(g)) => notified_groups.push(g.as_str().to_owned()),
                 _ => {}
             }
-        };
+        }
         assert_eq!(voted, 2, "SADD and EXPIRE: {event}");
         assert_eq!(event["notified"], voted, "{event}");
         assert_eq!(notified_groups, groups, "{event}");

@@ -387,34 +387,19 @@ async fn the_score_event_is_read_back_whatever_the_group_names() {
 
 /// The score event of a vote counts the keyspace notifications the vote
 /// raised on the voted sets, which a subscriber receives just before it
-/// (the deriver relies on both: see deriver.rs, `OwnVotes`).
+/// (the deriver relies on both: see deriver.rs, `OwnWrites`).
 #[tokio::test]
 async fn the_event_counts_the_notifications_the_vote_raised() {
-    use futures_util::StreamExt;
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
-    let () = q(
-        c,
-        cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg("Kgs"),
-    )
-    .await;
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut pubsub = client.get_async_pubsub().await.unwrap();
-    pubsub.psubscribe(keys::keyspace_patterns(0)).await.unwrap();
-    pubsub.subscribe(keys::SCORE_CHANNEL).await.unwrap();
-    let mut messages = pubsub.into_on_message();
+    let mut followed = Followed::start(&redis).await;
     let (id, _) = posted(c, "alice", "counted", &[]).await;
-    // The post's own notifications, up to its event (published too).
-    let mut seen = 0;
-    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(300), messages.next()).await
-    {
-        seen += 1;
-        assert!(m.get_channel_name().contains(&keys::voted(id)), "{m:?}");
+    // The post's own notifications, up to its event.
+    let (seen, _) = followed.until_event().await;
+    assert!(!seen.is_empty(), "notifications are on");
+    for key in &seen {
+        assert_eq!(key, &keys::voted(id));
     }
-    assert!(seen > 0, "notifications are on");
 
     // (voter, direction, notifications the vote counts, notifications raised)
     let votes = [
@@ -429,19 +414,8 @@ async fn the_event_counts_the_notifications_the_vote_raised() {
     ];
     for (voter, dir, counted, raised) in votes {
         assert_eq!(vote_as(c, id, voter, dir).await, VoteReply::Changed);
-        let mut notifications = 0;
-        let event = loop {
-            let m = tokio::time::timeout(Duration::from_secs(5), messages.next())
-                .await
-                .expect("the vote's messages")
-                .expect("the subscription is open");
-            if m.get_channel_name() == keys::SCORE_CHANNEL {
-                let payload: String = m.get_payload().unwrap();
-                break serde_json::from_str::<serde_json::Value>(&payload).unwrap();
-            }
-            notifications += 1;
-        };
-        assert_eq!(notifications, raised, "{voter} {dir:?}: {event}");
+        let (notifications, event) = followed.until_event().await;
+        assert_eq!(notifications.len(), raised, "{voter} {dir:?}: {event}");
         assert_eq!(event["notified"], counted, "{voter} {dir:?}: {event}");
     }
 }
