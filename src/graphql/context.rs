@@ -274,24 +274,24 @@ impl RequestContext {
     ) -> Result<Vec<ArticleRecord>> {
         let store = self.store();
         let ids = async {
-            let ranking = match order {
-                Order::Score => Ranking::Score,
-                Order::Time => Ranking::Time,
-                Order::Top(period) => {
+            let ranking = match (order, list) {
+                // Rankings pruned by period or cached: read by the feed
+                // script, which builds a missing cache.
+                (Order::Top(_), _) | (Order::Score, ArticleList::User(_)) => {
                     let (start, stop) = page.range();
                     let size = (stop - start + 1) as usize;
                     return self
                         .store_for(list)
-                        .top_page(list.into(), period, start as usize, size)
+                        .ranked_page(list.into(), order, start as usize, size)
                         .await;
                 }
+                (Order::Score, _) => Ranking::Score,
+                (Order::Time, _) => Ranking::Time,
             };
             match list {
                 ArticleList::Site => self.reads.ranking_page(ranking, page).await,
                 ArticleList::Group(group) => store.group_page(group, ranking, page).await,
-                ArticleList::User(name) => Ok(unscored(
-                    store.user_articles_page(name, ranking, page).await?,
-                )),
+                ArticleList::User(name) => Ok(unscored(store.user_newest_page(name, page).await?)),
             }
         };
         let ids = self.with_session(ids).await?;

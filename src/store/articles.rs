@@ -316,14 +316,14 @@ impl Store {
         }
     }
 
-    /// One page of a user's own articles.
-    pub async fn user_articles_page(
+    /// One page of a user's own articles, newest first (their score
+    /// ranking is a cache: see [`Store::ranked_page`]).
+    pub async fn user_newest_page(
         &self,
         name: &str,
-        ranking: Ranking,
         page: PageRequest,
     ) -> AppResult<Vec<ArticleId>> {
-        self.sorted_set_page(&keys::user_articles(name, ranking), page)
+        self.sorted_set_page(&keys::user_articles(name, Ranking::Time), page)
             .await
     }
 

@@ -81,7 +81,7 @@ impl List<'_> {
         };
         let marker = match (self, order) {
             (List::Group(g), Order::Top(_)) => Some(keys::group_cached(g)),
-            (List::User(u), Order::Top(_)) => Some(keys::user_cached(u)),
+            (List::User(u), Order::Top(_) | Order::Score) => Some(keys::user_cached(u)),
             _ => None,
         };
         let (key, build) = match (self, order) {
@@ -102,7 +102,13 @@ impl List<'_> {
             (List::Group(g), Order::Top(p)) => {
                 (keys::group_top(g, p), Some((keys::top(p), keys::group(g))))
             }
-            (List::User(u), Order::Score) => (keys::user_articles(u, Ranking::Score), None),
+            (List::User(u), Order::Score) => (
+                keys::user_articles(u, Ranking::Score),
+                Some((
+                    keys::SCORE.to_owned(),
+                    keys::user_articles(u, Ranking::Time),
+                )),
+            ),
             (List::User(u), Order::Time) => (keys::user_articles(u, Ranking::Time), None),
             (List::User(u), Order::Top(p)) => (
                 keys::user_top(u, p),
@@ -238,16 +244,17 @@ impl Store {
         self.feed_from(list, order, start, first).await
     }
 
-    /// One page by rank, for the offset pages of `articles(order: TOP_*)`.
-    pub async fn top_page(
+    /// One page by rank, for the offset pages of `articles` in an order
+    /// whose ranking is pruned or cached (`TOP_*`, a user's `SCORE`).
+    pub async fn ranked_page(
         &self,
         list: List<'_>,
-        period: Period,
+        order: Order,
         start: usize,
         size: usize,
     ) -> AppResult<Vec<Ranked>> {
         let page = self
-            .feed_from(list, Order::Top(period), Start::Rank(start), size)
+            .feed_from(list, order, Start::Rank(start), size)
             .await?;
         Ok(page
             .entries

@@ -228,7 +228,13 @@ pub fn downvoted(id: ArticleId) -> String {
 }
 
 /// `user:<name>:articles:score` / `:time`: a user's articles ranked like the
-/// front page.
+/// front page. The time ranking is kept by the post script and the deriver;
+/// the score ranking is a cache, built by the feed read that needs it
+/// (`ZINTERSTORE` of `score:` and the time ranking) for
+/// [`GROUP_CACHE_SECS`] and kept current by votes while its owner's marker
+/// ([`user_cached`]) lives: every vote moves an article's score, and
+/// moving a member of a small (listpack) sorted set is the dearest write a
+/// vote would make.
 pub fn user_articles(name: &str, ranking: Ranking) -> String {
     format!("{USER_PREFIX}{name}{}", user_articles_suffix(ranking))
 }
@@ -377,8 +383,8 @@ pub fn group_cached(name: &GroupName) -> String {
     format!("{GROUP_PREFIX}{}{CACHED_SUFFIX}", name.as_str())
 }
 
-/// `user:<name>:cached`: the same for a user's `TOP_*` rankings
-/// ([`user_top`]).
+/// `user:<name>:cached`: the same for a user's cached rankings, the
+/// `TOP_*` ones ([`user_top`]) and the score one ([`user_articles`]).
 pub fn user_cached(name: &str) -> String {
     format!("{USER_PREFIX}{name}{CACHED_SUFFIX}")
 }

@@ -439,6 +439,77 @@ async fn user_feeds_and_group_feeds_page_with_their_own_cursors() {
     assert_eq!(page_of(&group["group"]["feed"]).0.len(), 3);
 }
 
+/// A user's articles by score come from a cache: built by the read that
+/// needs it, for a minute, with its owner's marker; votes move it while it
+/// lives and leave it missing otherwise; one kept without a lifetime (as an
+/// earlier version kept it) is built anew.
+#[tokio::test]
+async fn a_users_score_ranking_is_a_cache_that_votes_keep_current() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    for i in 0..3 {
+        app.post(&alice, &format!("alice {i}"), &[]).await;
+    }
+    let mut conn = app.redis.conn().await;
+    let ranking = "user:alice:articles:score";
+    let marker = "user:alice:cached";
+    let exists = async |conn: &mut redis::aio::MultiplexedConnection, key: &str| -> bool {
+        conn.exists(key).await.unwrap()
+    };
+    assert!(!exists(&mut conn, ranking).await, "posts do not build it");
+    let query = "{ me { articles { id score } feed(first: 2) { pageInfo { hasNextPage endCursor } edges { node { id } } } } }";
+    let read = async || {
+        let me = app.gql_ok(query, json!({}), Some(&alice)).await["me"].clone();
+        let ids: Vec<String> = me["articles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_owned())
+            .collect();
+        let (feed, _, _) = page_of(&me["feed"]);
+        assert_eq!(feed, ids[..2], "the feed ranks as the page does");
+        ids
+    };
+    // Equal votes: newest first.
+    assert_eq!(read().await, ["3", "2", "1"]);
+    let ttl: i64 = conn.ttl(ranking).await.unwrap();
+    assert!((1..=60).contains(&ttl), "{ttl}");
+    let marker_ttl: i64 = conn.ttl(marker).await.unwrap();
+    assert!(marker_ttl >= ttl, "{marker_ttl} {ttl}");
+
+    // A vote moves the cached ranking in place.
+    app.vote(&bob, "1").await;
+    let score: f64 = conn.zscore("score:", "article:1").await.unwrap();
+    let cached: Option<f64> = conn.zscore(ranking, "article:1").await.unwrap();
+    assert_eq!(cached, Some(score));
+    assert_eq!(read().await, ["1", "3", "2"]);
+
+    // Gone (as after its minute), votes leave it missing; the next read
+    // builds it with them.
+    let () = conn.del(&[ranking, marker]).await.unwrap();
+    app.vote(&bob, "2").await;
+    assert!(
+        !exists(&mut conn, ranking).await,
+        "a vote does not build it"
+    );
+    assert_eq!(read().await, ["2", "1", "3"]);
+
+    // Kept without a lifetime and out of date: built anew by the read.
+    let () = conn.del(&[ranking, marker]).await.unwrap();
+    let () = conn
+        .zadd_multiple(
+            ranking,
+            &[(3.0, "article:2"), (2.0, "article:1"), (1.0, "article:3")],
+        )
+        .await
+        .unwrap();
+    app.vote(&bob, "3").await;
+    assert_eq!(read().await, ["3", "2", "1"]);
+    let ttl: i64 = conn.ttl(ranking).await.unwrap();
+    assert!((1..=60).contains(&ttl), "{ttl}");
+}
+
 #[tokio::test]
 async fn bad_cursors_and_sizes_are_bad_user_input() {
     let app = spawn_app().await;

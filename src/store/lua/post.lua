@@ -5,7 +5,8 @@
 -- score ranking, [4] the time ranking, [5] karma, [6] slug -> id, [7] the
 -- highest suffix per slug stem, [8] [9] the poster's time and score
 -- rankings, [10] the poster's vote index, [11..15] the net-vote rankings of
--- the site, one per period, [16..20] those of the poster, [21] the group
+-- the site, one per period, [16..20] those of the poster (like [9], a
+-- cache: written only when it exists), [21] the group
 -- directory, then ARGV[14] keys per group named.
 -- ARGV: [1] the poster's member, [2] title, [3] link, [4] slug stem,
 -- [5] [6] the rate limit and its window, [7] the article prefix, [8] the
@@ -48,7 +49,7 @@ redis.call('HSET', article, 'title', ARGV[2], 'link', ARGV[3], 'poster', poster,
 redis.call('ZADD', by_score, score, article)
 redis.call('ZADD', by_time, ts, article)
 redis.call('ZADD', mine_time, ts, article)
-redis.call('ZADD', mine_score, score, article)
+if redis.call('EXISTS', mine_score) == 1 then redis.call('ZADD', mine_score, score, article) end
 add_karma(karma, poster, 1, now)
 index_vote(my_votes, article, ts, 'up', now, week)
 -- Net votes 1 (the own upvote of the poster), then the post time.

@@ -124,14 +124,16 @@ if poster then
   if value or not derivable then
     add_karma(karma, poster, net, now)
   end
-  redis.call('ZADD', poster .. user_score_suffix, 'XX', score, article)
 end
 -- The cached rankings of the poster and the groups (60 s caches, built by
 -- reads) exist only while someone reads them: one EXISTS over each group's
 -- score ranking (the book builds it too) and the markers the feed script
--- sets with each TOP_* ranking it builds (see keys.rs, group_cached) finds
--- whether any may; only then are they named and moved in place (a missing
--- one is left missing).
+-- sets with each ranking of a user's or TOP_* ranking of a group's it
+-- builds (see keys.rs, group_cached) finds whether any may; only then are
+-- they named and moved in place (a missing one is left missing). The
+-- poster's score ranking is one of them: a small sorted set is a listpack,
+-- where moving one member reads every score before its new place as text,
+-- which cost a vote more than all its other rankings together.
 local probe = {}
 for _, g in ipairs(groups) do
   probe[#probe + 1] = group_score_prefix .. g
@@ -145,6 +147,7 @@ if #probe > 0 and redis.call('EXISTS', unpack(probe)) > 0 then
     for p = 1, 5 do redis.call('ZADD', prefix .. periods[p], 'XX', 'INCR', step, article) end
   end
   if poster then
+    redis.call('ZADD', poster .. user_score_suffix, 'XX', score, article)
     local prefix = poster .. user_top_infix
     for p = 1, 5 do redis.call('ZADD', prefix .. periods[p], 'XX', 'INCR', step, article) end
   end

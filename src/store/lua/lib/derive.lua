@@ -12,8 +12,9 @@
 -- The net votes are (score: - time:) / vote_score, rounded; the net-vote
 -- value is net * top_step + the whole post second. An article missing from
 -- the all-time ranking is new to votegraph (posted by the book's code, or
--- restored): it is filed in its poster's feeds, counted in the poster's
--- karma and announced when it is recent. One already there whose value
+-- restored): it is filed in its poster's feeds (the cached ones only when
+-- they exist), counted in the poster's karma and announced when it is
+-- recent. One already there whose value
 -- moved was voted on outside votegraph: its rankings, the cached rankings
 -- of its groups and poster, and karma move by the difference, and the
 -- change is announced like a vote.
@@ -94,12 +95,8 @@ local function derive_article(c, id)
     end
     if poster then
       add_karma(c.karma, poster, delta, c.now)
-      if fresh then
-        redis.call('ZADD', poster .. c.user_time_suffix, posted, article)
-        redis.call('ZADD', poster .. c.user_score_suffix, scored, article)
-      else
-        redis.call('ZADD', poster .. c.user_score_suffix, 'XX', scored, article)
-      end
+      if fresh then redis.call('ZADD', poster .. c.user_time_suffix, posted, article) end
+      file(poster .. c.user_score_suffix, scored)
       file_top(poster .. c.user_top_infix)
     end
     for _, g in ipairs(article_groups()) do

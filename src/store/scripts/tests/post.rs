@@ -63,6 +63,15 @@ async fn a_post_is_filed_in_every_ranking_and_group() {
     assert!(!exists(c, &keys::user_top("alice", Period::Week)).await);
     let mine = keys::user_articles("alice", Ranking::Time);
     assert_eq!(zscore(c, &mine, &article).await, Some(t));
+    // The poster's score ranking is a cache: not built by a post, but
+    // added to while it exists.
+    let mine_by_score = keys::user_articles("alice", Ranking::Score);
+    assert!(!exists(c, &mine_by_score).await);
+    let () = q(c, cmd("ZADD").arg(&mine_by_score).arg(score).arg(&article)).await;
+    let (next, _) = posted(c, "alice", "hello-again", &[]).await;
+    let next = keys::article(next);
+    let next_score = zscore(c, keys::SCORE, &next).await;
+    assert_eq!(zscore(c, &mine_by_score, &next).await, next_score);
 
     // Its groups, both ways, and the directory's counts.
     for g in ["redis", "lua"] {

@@ -222,7 +222,8 @@ async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
 /// Cached rankings that hold the article (a group's, the poster's) move
 /// with the vote; missing ones are not created. A group's score ranking
 /// (which the book builds too) is always looked for; its `TOP_*` rankings
-/// and the poster's, only while their owner's marker says one may be cached.
+/// and the poster's rankings (`TOP_*` and score), only while their owner's
+/// marker says one may be cached.
 #[tokio::test]
 async fn cached_rankings_follow_the_vote() {
     let redis = TestRedis::start().await;
@@ -234,28 +235,33 @@ async fn cached_rankings_follow_the_vote() {
     let group_score = keys::group_ranking(&redis_group, Ranking::Score);
     let group_top = keys::group_top(&redis_group, Period::Week);
     let user_top = keys::user_top("alice", Period::Day);
+    let user_score = keys::user_articles("alice", Ranking::Score);
     let tops = [&group_top, &user_top];
     for key in tops {
         let () = q(c, cmd("ZADD").arg(key).arg(top_value(1.0, t)).arg(&article)).await;
     }
+    let () = q(c, cmd("ZADD").arg(&user_score).arg(1).arg(&article)).await;
 
-    // Without their markers (nothing built them), TOP_* rankings are not
-    // looked for.
+    // Without their markers (nothing built them), the TOP_* rankings and
+    // the poster's score ranking are not looked for.
     vote_as(c, id, "bob", VoteDirection::Up).await;
     for key in tops {
         assert_eq!(zscore(c, key, &article).await, Some(top_value(1.0, t)));
     }
+    assert_eq!(zscore(c, &user_score, &article).await, Some(1.0));
 
-    // The group's score ranking, as the book builds it: it moves.
+    // The group's score ranking, as the book builds it: it moves (and,
+    // one cached ranking found, every one that exists is moved).
     let () = q(c, cmd("ZADD").arg(&group_score).arg(1).arg(&article)).await;
     vote_as(c, id, "carol", VoteDirection::Up).await;
     let score = zscore(c, keys::SCORE, &article).await;
     assert_eq!(zscore(c, &group_score, &article).await, score);
-    let user_score = keys::user_articles("alice", Ranking::Score);
     assert_eq!(zscore(c, &user_score, &article).await, score);
+    let () = q(c, cmd("ZADD").arg(&user_score).arg(1).arg(&article)).await;
 
     // With the markers the feed script sets when it builds them, the TOP_*
-    // rankings move too (by the vote's net step).
+    // rankings move too (by the vote's net step), and the poster's score
+    // ranking takes the new score.
     let () = q(c, cmd("DEL").arg(&group_score)).await;
     for key in tops {
         let () = q(c, cmd("ZADD").arg(key).arg(top_value(1.0, t)).arg(&article)).await;
@@ -267,6 +273,8 @@ async fn cached_rankings_follow_the_vote() {
     for key in tops {
         assert_eq!(zscore(c, key, &article).await, Some(top_value(2.0, t)));
     }
+    let score = zscore(c, keys::SCORE, &article).await;
+    assert_eq!(zscore(c, &user_score, &article).await, score);
     let missing = keys::group_top(&redis_group, Period::Day);
     let exists: bool = q(c, cmd("EXISTS").arg(missing)).await;
     assert!(!exists);
