@@ -240,8 +240,10 @@ pub fn user_articles(name: &str, ranking: Ranking) -> String {
 }
 
 /// `user:<name>:votes`: the user's votes of the last week, for `myVote`: a
-/// sorted set of `article:<id>` → the article's post time, positive for an
-/// upvote and negative for a downvote. It is derived from the voted sets
+/// sorted set of `article:<id>` → the article's post time rounded up to the
+/// whole second (so a small index stores integers, which a vote's insert
+/// reads cheaply), positive for an upvote and negative for a downvote. It
+/// is derived from the voted sets
 /// (which stay authoritative for the vote logic), kept by the vote and post
 /// scripts, pruned of closed articles on each vote, and expires a week after
 /// its last write, so it never holds more than a week of the user's votes.

@@ -36,9 +36,11 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Reads a user's vote from an index score: the sign is the direction, the
-/// magnitude the article's post time. An article whose voting closed reads
-/// NONE, as its voted sets have expired by then (the index keeps such an
-/// entry until the user's next vote prunes it).
+/// magnitude the article's post time (rounded up to the second by the
+/// scripts: see `lua/lib/index_time.lua`). An article whose voting closed
+/// reads NONE, as its voted sets have expired by then (the index keeps such
+/// an entry until the user's next vote prunes it); rounded up, an entry
+/// reads so at most a second late, never early.
 pub(crate) fn vote_from_index(score: Option<f64>, now: f64) -> VoteDirection {
     match score {
         Some(s) if s.abs() + keys::VOTING_WINDOW_SECS as f64 <= now => VoteDirection::Neither,

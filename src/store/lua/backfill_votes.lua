@@ -1,6 +1,6 @@
 -- Copies the voters of a batch of the voting window's articles from the
 -- voted sets into their vote indexes (see scripts/backfill.rs). Needs
--- voters.
+-- index_time and voters.
 --
 -- KEYS: [1] the time ranking.
 -- ARGV: [1] the post time to start from ('': the window's start), [2] the

@@ -1,7 +1,7 @@
 -- Re-derives articles from the book's keys (see scripts/derive.rs): the
 -- ones named (by notifications: see lib/derive.lua), or a batch of the
--- sweep through time:. Needs karma,
--- group_list, voters and derive.
+-- sweep through time:. Needs karma, group_list, index_time, voters and
+-- derive.
 --
 -- KEYS: [1] the time ranking, [2] the score ranking, [3] karma, [4..8] the
 -- net-vote rankings of the site, one per period, the all-time one last,

@@ -1,6 +1,6 @@
 -- Indexes one batch of a large voted set's voters (see scripts/derive.rs),
 -- for an article with more voters than derive_articles indexes at once.
--- Needs voters.
+-- Needs index_time and voters.
 --
 -- KEYS: [1] the article, [2] the voted set (upvoters or downvoters), [3] the
 -- time ranking.

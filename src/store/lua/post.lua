@@ -1,5 +1,5 @@
 -- Posts an article (see scripts/post.rs). Needs karma, rate_limit,
--- group_list and vote_index.
+-- group_list, index_time and vote_index.
 --
 -- KEYS: [1] the poster's post counter, [2] the article id counter, [3] the
 -- score ranking, [4] the time ranking, [5] karma, [6] slug -> id, [7] the

@@ -1,5 +1,5 @@
--- Sets a voter's vote (see scripts/vote.rs). Needs karma, rate_limit and
--- vote_index, and the constants vote.rs binds in front of them (see
+-- Sets a voter's vote (see scripts/vote.rs). Needs karma, rate_limit,
+-- index_time and vote_index, and the constants vote.rs binds in front of them (see
 -- scripts/mod.rs): the keys by_time, by_score and karma, the site's
 -- net-vote rankings top[1..5] (all-time last) and the period names
 -- periods[1..5], the prefixes and suffixes user_prefix, user_score_suffix,
@@ -21,21 +21,15 @@ if wait > 0 then return {'limited', wait} end
 -- serves the rest of the vote: the poster, the counts, the indexed field
 -- (see lib/derive.lua) and the groups (the copy of the group set kept by
 -- post, setGroups and the deriver).
-local posted_text = redis.call('ZSCORE', by_time, article)
+local posted = redis.call('ZSCORE', by_time, article)
 -- An article in time: is derived from the book's keys (lib/derive.lua).
-local derivable = posted_text ~= false
-if not derivable then
-  -- Missing from time: (a restore, a hand edit): the hash's time counts,
-  -- taken as the index's score only when Redis would take it too (no
-  -- space or letter); else printed anew.
-  posted_text = redis.call('HGET', article, 'time')
-  if posted_text and string.find(posted_text, '[%s%a]') then
-    posted_text = tonumber(posted_text) and string.format('%.17g', tonumber(posted_text))
-  end
-end
-local posted = posted_text and tonumber(posted_text)
--- (posted ~= posted: not a number, which no score may be.)
-if not posted or posted ~= posted then return {'missing'} end
+local derivable = posted ~= false
+-- Missing from time: (a restore, a hand edit): the hash's time counts.
+if not derivable then posted = redis.call('HGET', article, 'time') end
+posted = posted and tonumber(posted)
+-- Not a finite number (NaN is the one value unequal to itself): no post
+-- time, so no article to vote on.
+if not posted or posted ~= posted or math.abs(posted) == math.huge then return {'missing'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 if now - posted >= week then return {'closed'} end
@@ -60,7 +54,7 @@ end
 -- The index follows the sets in every outcome, so a vote the sets hold
 -- but the index does not (cast by the book's code) is indexed by the
 -- voter's next vote on the article, even an unchanged one.
-index_vote(my_votes, article, posted_text, dir, now, week)
+index_vote(my_votes, article, posted, dir, now, week)
 if was == dir then
   return {'same', was, redis.call('ZSCORE', by_score, article)}
 end

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::library::VOTERS;
+use super::library::{INDEX_TIME, VOTERS};
 use super::{status, Lua, ScriptReply};
 use crate::error::AppResult;
 use crate::store::keys;
@@ -67,7 +67,11 @@ impl ScriptReply for BackfillBatch {
 static BACKFILL: LazyLock<Lua<BackfillBatch>> = LazyLock::new(|| {
     Lua::new(
         "vote-index-backfill",
-        &[VOTERS, include_str!("../lua/backfill_votes.lua")],
+        &[
+            INDEX_TIME,
+            VOTERS,
+            include_str!("../lua/backfill_votes.lua"),
+        ],
     )
 });
 

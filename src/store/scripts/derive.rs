@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 use redis::{ScriptInvocation, Value};
 
-use super::library::{DERIVE, GROUP_LIST, KARMA, VOTERS};
+use super::library::{DERIVE, GROUP_LIST, INDEX_TIME, KARMA, VOTERS};
 use super::{status, top_keys, Lua, ScriptReply, TopCursor};
 use crate::domain::{ArticleId, GroupName, Period};
 use crate::error::{AppError, AppResult};
@@ -120,6 +120,7 @@ static DERIVE_ARTICLES: LazyLock<Lua<DeriveReply>> = LazyLock::new(|| {
         &[
             KARMA,
             GROUP_LIST,
+            INDEX_TIME,
             VOTERS,
             DERIVE,
             include_str!("../lua/derive_articles.lua"),
@@ -235,7 +236,7 @@ impl ScriptReply for ScanStep {
 static INDEX_VOTERS: LazyLock<Lua<ScanStep>> = LazyLock::new(|| {
     Lua::new(
         "index-voters",
-        &[VOTERS, include_str!("../lua/index_voters.lua")],
+        &[INDEX_TIME, VOTERS, include_str!("../lua/index_voters.lua")],
     )
 });
 

@@ -16,12 +16,17 @@ pub(super) const RATE_LIMIT: &str = include_str!("../lua/lib/rate_limit.lua");
 /// copied from its group set.
 pub(super) const GROUP_LIST: &str = include_str!("../lua/lib/group_list.lua");
 
+/// `index_time(posted)`: the whole second a vote index files an article
+/// under (its post time rounded up), a number small sorted sets store as an
+/// integer.
+pub(super) const INDEX_TIME: &str = include_str!("../lua/lib/index_time.lua");
+
 /// `index_vote(index, article, posted, dir, now, week)`: the voter's
-/// `user:<name>:votes` index, kept to one week of votes.
+/// `user:<name>:votes` index, kept to one week of votes. Needs index_time.
 pub(super) const VOTE_INDEX: &str = include_str!("../lua/lib/vote_index.lua");
 
 /// `index_members` and `index_voters`: copying voters from a voted set into
-/// their vote indexes, writing only what differs.
+/// their vote indexes, writing only what differs. Needs index_time.
 pub(super) const VOTERS: &str = include_str!("../lua/lib/voters.lua");
 
 /// `derive_article(c, id)`: everything votegraph keeps about one article,

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::library::{GROUP_LIST, KARMA, RATE_LIMIT, VOTE_INDEX};
+use super::library::{GROUP_LIST, INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS};
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::domain::{Period, Ranking};
@@ -55,6 +55,7 @@ static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
             KARMA,
             RATE_LIMIT,
             GROUP_LIST,
+            INDEX_TIME,
             VOTE_INDEX,
             include_str!("../lua/post.lua"),
         ],

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::library::{KARMA, RATE_LIMIT, VOTE_INDEX};
+use super::library::{INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{seconds, status, Lua, Prelude, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
@@ -65,6 +65,7 @@ static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
         &[
             KARMA,
             RATE_LIMIT,
+            INDEX_TIME,
             VOTE_INDEX,
             include_str!("../lua/vote.lua"),
         ],

@@ -1,26 +1,26 @@
 -- Shared by the scripts that cast a vote (vote, and post for the poster's
--- own upvote): keeps the voter's vote index (user:<name>:votes).
+-- own upvote): keeps the voter's vote index (user:<name>:votes). Needs
+-- index_time.
 --
 -- index_vote(index, article, posted, dir, now, week) records the vote as
--- article -> +posted (up) or -posted (down), or removes it (none); posted
--- is the post time as text, as Redis printed it (so it is not printed
--- again). It first drops the entries of articles whose voting has closed:
+-- article -> +t (up) or -t (down), t = index_time(posted), or removes it
+-- (none). It first drops the entries of articles whose voting has closed:
 -- an article is closed once now - posted >= week (the vote script's own
 -- test, week being the voting window in seconds), so the closed ones
--- score [0, now - week] as upvotes and [-(now - week), 0] as downvotes: no
+-- score (0, now - week] as upvotes and [-(now - week), 0) as downvotes: no
 -- score is 0 (post times are positive), so one range, [-(now - week),
 -- now - week], holds them all and nothing else. The bound is cut to the
 -- whole second below: a closed entry may wait for the next vote, no open
--- one goes. The index then expires a week after this vote, when every
--- article in it has closed. Together: it holds at most the user's votes of
--- one week.
+-- one goes (t, rounded up, is above it while the article is open). The
+-- index then expires a week after this vote, when every article in it
+-- has closed. Together: it holds at most the user's votes of one week.
 local function index_vote(index, article, posted, dir, now, week)
   local cutoff = string.format('%d', now - week)
   redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
   if dir == 'up' then
-    redis.call('ZADD', index, posted, article)
+    redis.call('ZADD', index, index_time(posted), article)
   elseif dir == 'down' then
-    redis.call('ZADD', index, '-' .. posted, article)
+    redis.call('ZADD', index, '-' .. index_time(posted), article)
   else
     redis.call('ZREM', index, article)
   end

@@ -1,0 +1,14 @@
+-- Shared by every script that writes a vote index (user:<name>:votes):
+-- the time it files an article under.
+--
+-- index_time(posted) is the article's post time rounded up to the whole
+-- second, printed as an integer. A whole number is what a small sorted set
+-- (a listpack, as most users' indexes are) stores as an integer; a
+-- fraction it stores as text, and a vote that adds an entry reads every
+-- score before the entry's place back from text, which cost a vote more
+-- than any other step. Rounded up, an entry never reads as closed while
+-- its article is open to voting; it reads as open for at most a second
+-- after (myVote shows the vote, which the voted sets still hold then).
+local function index_time(posted)
+  return string.format('%d', math.ceil(tonumber(posted)))
+end
