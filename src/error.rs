@@ -10,8 +10,9 @@ use poem::http::StatusCode;
 
 use crate::rate::{RateAction, RateScope};
 
-/// Everything that can go wrong while serving a request.
-#[derive(Debug, thiserror::Error)]
+/// Everything that can go wrong while serving a request. Clone: one
+/// failure of a batch of votes is each vote's.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum AppError {
     /// Input that breaks a rule of the API; `field` names the argument.
     #[error("{message}")]

@@ -293,7 +293,12 @@ pub fn client(addr: ClientAddr) -> String {
 /// `user:<name>:rate:<action>`: the user's calls of `action` in the current
 /// fixed window (a counter expiring with the window).
 pub fn user_rate(name: &str, action: RateAction) -> String {
-    format!("{USER_PREFIX}{name}:rate:{}", action.as_str())
+    format!("{USER_PREFIX}{name}{}", user_rate_suffix(action))
+}
+
+/// The suffix of a user's counter of `action`, after `user:<name>`.
+pub fn user_rate_suffix(action: RateAction) -> String {
+    format!(":rate:{}", action.as_str())
 }
 
 /// `client:<ip>:rate:<action>`: the client address' calls of `action` in the

@@ -13,6 +13,7 @@ pub mod keys;
 mod locator;
 mod scripts;
 mod users;
+mod vote_batch;
 mod votes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +33,7 @@ pub use groups::{DirectoryPage, GroupCursor};
 pub use locator::Locator;
 pub use scripts::RegisterLimits;
 pub use users::{LoginLimit, Standing};
+pub use vote_batch::VoteBatchStats;
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -267,14 +269,45 @@ pub type Pool = bb8::Pool<Manager>;
 
 pub const DEFAULT_GROUP_SCAN_BUDGET: u32 = 5_000;
 
-/// Handle to the Redis database; cheap to clone.
+/// Where a store's connections come from: the pool, and what a failed
+/// checkout says. Cheap to clone; the vote batches' task holds one.
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct Connections {
     pool: Pool,
     /// Where Redis is (host:port or socket path; never the password), for
     /// the log.
     address: Arc<str>,
     last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl Connections {
+    /// A connection for one request. It is a clone of a pooled multiplexed
+    /// connection, and the pool slot is given back at once: requests share
+    /// the few pooled sockets concurrently instead of queueing for them.
+    async fn conn(&self) -> AppResult<Conn> {
+        match self.pool.get().await {
+            Ok(conn) => Ok(conn.clone()),
+            Err(bb8::RunError::User(e)) => Err(AppError::Storage(e)),
+            Err(bb8::RunError::TimedOut) => Err(AppError::StorageTimeout {
+                address: self.address.to_string(),
+                cause: self
+                    .last_error
+                    .lock()
+                    .clone()
+                    .unwrap_or_else(|| "no pooled connection became free in time".to_owned()),
+            }),
+        }
+    }
+}
+
+/// Handle to the Redis database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    connections: Connections,
+    pool: Pool,
+    /// Where Redis is (host:port or socket path; never the password), for
+    /// the log.
+    address: Arc<str>,
     /// The connections' shared part, for their metrics.
     shared: Arc<Shared>,
     /// The pool's size, for `/metrics`.
@@ -290,6 +323,8 @@ pub struct Store {
     /// What waits to be derived from other clients' writes (see
     /// `deriver.rs`).
     derive: Arc<deriver::DeriveQueue>,
+    /// Votes waiting for their batch (see `vote_batch.rs`).
+    votes: Arc<vote_batch::VoteBatcher>,
 }
 
 impl Store {
@@ -331,15 +366,20 @@ impl Store {
             .retry_connection(false)
             .build_unchecked(manager);
         Ok(Self {
+            connections: Connections {
+                pool: pool.clone(),
+                address: address.clone(),
+                last_error,
+            },
             pool,
             address,
-            last_error,
             shared,
             pool_size: max_size.max(1),
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
             name_index: Arc::default(),
             locator,
             derive: Arc::default(),
+            votes: Arc::default(),
         })
     }
 
@@ -361,6 +401,11 @@ impl Store {
         self.derive.stats()
     }
 
+    /// How the votes' batches go (for `/health`).
+    pub fn vote_batch_stats(&self) -> VoteBatchStats {
+        self.votes.stats()
+    }
+
     pub(crate) fn name_index_lock(&self) -> &tokio::sync::Mutex<()> {
         &self.name_index
     }
@@ -375,18 +420,7 @@ impl Store {
     /// connection, and the pool slot is given back at once: requests share
     /// the few pooled sockets concurrently instead of queueing for them.
     pub(crate) async fn conn(&self) -> AppResult<Conn> {
-        match self.pool.get().await {
-            Ok(conn) => Ok(conn.clone()),
-            Err(bb8::RunError::User(e)) => Err(AppError::Storage(e)),
-            Err(bb8::RunError::TimedOut) => Err(AppError::StorageTimeout {
-                address: self.address.to_string(),
-                cause: self
-                    .last_error
-                    .lock()
-                    .clone()
-                    .unwrap_or_else(|| "no pooled connection became free in time".to_owned()),
-            }),
-        }
+        self.connections.conn().await
     }
 
     /// Where Redis is, for logs and `/health` (no credentials).

@@ -86,7 +86,9 @@ pub use post::{post, PostReply};
 pub use slugs::{rename_slug, RenameSlugReply};
 pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};
-pub use vote::{vote, VoteReply};
+#[cfg(test)]
+pub use vote::vote;
+pub use vote::{votes, Ballot, VoteReplies, VoteReply};
 
 /// A script's reply, read from what the script returned.
 pub trait ScriptReply: Sized {

@@ -1,5 +1,5 @@
-//! Voting: a voter's up, down or cleared vote on an article, with its
-//! score, karma, rankings and vote index moved in one script
+//! Voting: voters' up, down or cleared votes on articles, a batch of them
+//! with their scores, karma, rankings and vote indexes moved in one script
 //! (`lua/vote.lua`).
 
 use std::sync::LazyLock;
@@ -11,10 +11,11 @@ use super::{seconds, status, Lua, Prelude, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::domain::{Period, Ranking};
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
 use crate::store::keys;
+use crate::store::value_str;
 use crate::store::Conn;
 
 /// What the vote script answered. Every vote counts against the limit,
@@ -48,17 +49,49 @@ impl ScriptReply for VoteReply {
     }
 }
 
-/// Sets a voter's vote: answers `{status, previous direction, new score}`
-/// (or `{'limited', seconds}`, `{'missing'}`, `{'closed'}`).
+/// The replies of a batch, one per vote in order. A vote a Redis call
+/// refused (a key of another type, written by hand) carries the refusal,
+/// and the batch's other votes stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoteReplies(pub Vec<Result<VoteReply, String>>);
+
+impl ScriptReply for VoteReplies {
+    fn read(reply: &Value) -> Option<Self> {
+        let Value::Array(replies) = reply else {
+            return None;
+        };
+        replies
+            .iter()
+            .map(|reply| match status(reply)? {
+                ("failed", [message]) => Some(Err(value_str(message)?.to_owned())),
+                _ => VoteReply::read(reply).map(Ok),
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Self)
+    }
+}
+
+/// One vote of a batch: a voter's direction on an article.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ballot {
+    pub id: ArticleId,
+    pub voter: UserName,
+    pub direction: VoteDirection,
+}
+
+/// Casts a batch of votes in one script: each answers `{status, previous
+/// direction, new score}` (or `{'limited', seconds}`, `{'missing'}`,
+/// `{'closed'}`), as if cast alone, in order.
 ///
 /// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
-/// `downvoted:<id>` downvoters; a switch is one SMOVE. Both sets expire when
-/// the voting window closes, as the book's `voted:<id>` does. They decide
-/// the previous direction; the voter's `user:<name>:votes` index, which
-/// pages read `myVote` from, is written to match them in the same step. Cached group
-/// rankings that hold the article are updated in place and the change is
-/// published on the score channel, all in the same step.
-static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
+/// `downvoted:<id>` downvoters. Both sets expire when the voting window
+/// closes, as the book's `voted:<id>` does. They decide the previous
+/// direction; the voter's `user:<name>:votes` index, which pages read
+/// `myVote` from, is written to match them in the same step. What votes
+/// share (the net-vote rankings, karma, cached rankings) is written once
+/// per batch, and each change is published on the score channel, all in
+/// the same step.
+static VOTE: LazyLock<Lua<VoteReplies>> = LazyLock::new(|| {
     Lua::write_bound(
         "vote",
         constants(),
@@ -72,8 +105,10 @@ static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
     )
 });
 
-/// What the vote script binds rather than takes in KEYS and ARGV: every
-/// name and number that is the same for every vote (see the module docs).
+/// What the vote script binds rather than takes in ARGV: every name and
+/// number that is the same for every vote (see the module docs). The keys
+/// of each vote are built from these prefixes and suffixes and the vote's
+/// article id and voter name, which is all a vote passes.
 pub(super) fn constants() -> Prelude {
     Prelude::default()
         .text("by_time", keys::TIME)
@@ -81,7 +116,13 @@ pub(super) fn constants() -> Prelude {
         .text("karma", keys::KARMA)
         .texts("top", Period::ALL.iter().map(|p| keys::top(*p)))
         .texts("periods", Period::ALL.iter().map(|p| p.name().to_owned()))
+        .text("article_prefix", keys::ARTICLE_PREFIX)
+        .text("voted_prefix", keys::VOTED_PREFIX)
+        .text("downvoted_prefix", keys::DOWNVOTED_PREFIX)
+        .text("groups_suffix", keys::ARTICLE_GROUPS_SUFFIX)
         .text("user_prefix", keys::USER_PREFIX)
+        .text("rate_suffix", &keys::user_rate_suffix(RateAction::Vote))
+        .text("votes_suffix", keys::USER_VOTES_SUFFIX)
         .text(
             "user_score_suffix",
             keys::user_articles_suffix(Ranking::Score),
@@ -114,7 +155,36 @@ impl VoteDirection {
     }
 }
 
-/// Runs the vote script; the voter may vote `limit` times per window.
+/// Runs the vote script for a batch; each voter may vote `limit` times per
+/// window. The keys of each vote are the ones [`keys::article`],
+/// [`keys::voted`], [`keys::downvoted`], [`keys::article_groups`],
+/// [`keys::user_rate`] and [`keys::user_votes`] name.
+pub async fn votes(
+    conn: &mut Conn,
+    ballots: &[Ballot],
+    limit: RateLimit,
+) -> AppResult<VoteReplies> {
+    let mut invocation = VOTE.invocation();
+    invocation.arg(limit.count()).arg(limit.window_secs());
+    for ballot in ballots {
+        invocation
+            .arg(ballot.id.0)
+            .arg(ballot.voter.as_str())
+            .arg(ballot.direction.as_arg());
+    }
+    let replies = VOTE.call(&invocation, conn).await?;
+    if replies.0.len() != ballots.len() {
+        return Err(AppError::Internal(format!(
+            "the vote script answered {} replies for {} votes",
+            replies.0.len(),
+            ballots.len()
+        )));
+    }
+    Ok(replies)
+}
+
+/// Casts one vote (a batch of one), for the script's tests.
+#[cfg(test)]
 pub async fn vote(
     conn: &mut Conn,
     id: ArticleId,
@@ -122,18 +192,17 @@ pub async fn vote(
     direction: VoteDirection,
     limit: RateLimit,
 ) -> AppResult<VoteReply> {
-    let mut invocation = VOTE.invocation();
-    invocation
-        .key(keys::user_rate(voter.as_str(), RateAction::Vote))
-        .key(keys::article(id))
-        .key(keys::voted(id))
-        .key(keys::downvoted(id))
-        .key(keys::article_groups(id))
-        .key(keys::user_votes(voter.as_str()))
-        .arg(id.0)
-        .arg(keys::member(voter))
-        .arg(direction.as_arg())
-        .arg(limit.count())
-        .arg(limit.window_secs());
-    VOTE.call(&invocation, conn).await
+    let ballot = Ballot {
+        id,
+        voter: voter.clone(),
+        direction,
+    };
+    let mut replies = votes(conn, std::slice::from_ref(&ballot), limit).await?.0;
+    match replies.pop() {
+        Some(Ok(reply)) => Ok(reply),
+        Some(Err(refused)) => Err(AppError::Internal(format!("the vote script: {refused}"))),
+        None => Err(AppError::Internal(
+            "the vote script answered no reply".to_owned(),
+        )),
+    }
 }

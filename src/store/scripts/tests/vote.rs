@@ -265,8 +265,8 @@ async fn cached_rankings_follow_the_vote() {
     let () = q(c, cmd("ZADD").arg(&user_score).arg(1).arg(&article)).await;
 
     // With the markers the feed script sets when it builds them, the TOP_*
-    // rankings move too (by the vote's net step), and the poster's score
-    // ranking takes the new score.
+    // rankings take the site's new value too (a stale one is set right),
+    // and the poster's score ranking takes the new score.
     let () = q(c, cmd("DEL").arg(&group_score)).await;
     for key in tops {
         let () = q(c, cmd("ZADD").arg(key).arg(top_value(1.0, t)).arg(&article)).await;
@@ -276,8 +276,11 @@ async fn cached_rankings_follow_the_vote() {
     }
     vote_as(c, id, "dave", VoteDirection::Up).await;
     for key in tops {
-        assert_eq!(zscore(c, key, &article).await, Some(top_value(2.0, t)));
+        // The site's value: the post's own upvote and three more.
+        assert_eq!(zscore(c, key, &article).await, Some(top_value(4.0, t)));
     }
+    let site = zscore(c, &keys::top(Period::Week), &article).await;
+    assert_eq!(site, Some(top_value(4.0, t)));
     let score = zscore(c, keys::SCORE, &article).await;
     assert_eq!(zscore(c, &user_score, &article).await, score);
     let missing = keys::group_top(&redis_group, Period::Day);
