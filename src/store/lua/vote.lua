@@ -12,10 +12,10 @@
 --
 -- ARGV: [1] [2] the rate limit and its window, then three per vote: the
 -- article id, the voter's name, and up, down or none.
--- Answers one reply per vote, in order: {'changed', was, score},
--- {'same', was, score}, {'limited', seconds}, {'missing'}, {'closed'}, or
--- {'failed', message} for a vote a Redis call refused (a key of another
--- type, written by hand), which leaves the others alone.
+-- Answers two values per vote, in order, in one flat list: 'changed',
+-- 'same', 'missing' or 'closed' and 0; 'limited' and the seconds to wait;
+-- or 'failed' and the message of a Redis call that refused the vote (a
+-- key of another type, written by hand), which leaves the others alone.
 --
 -- Each vote writes what is its own as it comes: the voter's counter,
 -- the voted sets, the hash, score:, the voter's vote index and the event.
@@ -37,7 +37,12 @@ for i = 3, #ARGV, 3 do
   local article = article_prefix .. ARGV[i]
   if not articles[article] then
     members[#members + 1] = article
-    articles[article] = { net = 0 }
+    -- Every field named at once: a table grown field by field is resized
+    -- at each power of two.
+    articles[article] = {
+      net = 0, time = false, value = false, score = false, top = false,
+      groups = false, poster = false,
+    }
   end
 end
 local times = redis.call('ZMSCORE', by_time, unpack(members))
@@ -53,7 +58,7 @@ local karma_moved = {}
 local function cast(id, name, dir)
   local voter = user_prefix .. name
   local wait = rate_limit(voter .. rate_suffix, limit, window)
-  if wait > 0 then return {'limited', wait} end
+  if wait > 0 then return 'limited', wait end
   local article = article_prefix .. id
   local a = articles[article]
   -- An article in time: is derived from the book's keys (lib/derive.lua).
@@ -64,8 +69,8 @@ local function cast(id, name, dir)
   posted = posted and tonumber(posted)
   -- Not a finite number (NaN is the one value unequal to itself): no post
   -- time, so no article to vote on.
-  if not posted or posted ~= posted or math.abs(posted) == math.huge then return {'missing'} end
-  if now - posted >= week then return {'closed'} end
+  if not posted or posted ~= posted or math.abs(posted) == math.huge then return 'missing', 0 end
+  if now - posted >= week then return 'closed', 0 end
   -- One read of the hash serves the rest of the vote: the poster, the
   -- counts, the indexed field (see lib/derive.lua) and the groups (the
   -- copy of the group set kept by post, setGroups and the deriver).
@@ -92,9 +97,7 @@ local function cast(id, name, dir)
   -- but the index does not (cast by the book's code) is indexed by the
   -- voter's next vote on the article, even an unchanged one.
   index_vote(voter .. votes_suffix, article, posted, dir, now, week)
-  if was == dir then
-    return {'same', was, redis.call('ZSCORE', by_score, article)}
-  end
+  if was == dir then return 'same', 0 end
   -- The target set expires when the window closes. It has its expiry
   -- unless this vote made it (the first downvote, or an upvote after the
   -- last upvoter left), which the hash's count of it, 0, tells: only then
@@ -177,16 +180,17 @@ local function cast(id, name, dir)
   redis.call('PUBLISH', score_channel, string.format(
     '{"id":"%s","score":"%s","votes":%d,"downvotes":%d,"at":"%s","groups":%s%s}',
     id, score, votes, downvotes, at, listed, own))
-  return {'changed', was, score}
+  return 'changed', 0
 end
 
 local replies = {}
 for i = 3, #ARGV, 3 do
-  local ok, reply = pcall(cast, ARGV[i], ARGV[i + 1], ARGV[i + 2])
+  local ok, status, detail = pcall(cast, ARGV[i], ARGV[i + 1], ARGV[i + 2])
   if not ok then
-    reply = {'failed', type(reply) == 'table' and reply.err or tostring(reply)}
+    status, detail = 'failed', type(status) == 'table' and status.err or tostring(status)
   end
-  replies[#replies + 1] = reply
+  replies[#replies + 1] = status
+  replies[#replies + 1] = detail
 end
 
 -- The net-vote rankings: each moved article once, one ZADD per period
@@ -204,7 +208,10 @@ end
 if #moved > 0 then
   for p = 1, 5 do redis.call('ZADD', top[p], 'XX', unpack(moved)) end
 end
-add_karmas(karma, karma_moved, now)
+-- Karma, each poster once (a ZSCORE and a ZADD: a batch seldom holds
+-- several posters' articles, and lists would cost the script more than
+-- the calls they save).
+for poster, delta in pairs(karma_moved) do add_karma(karma, poster, delta, now) end
 
 -- The cached rankings of the posters and the groups (60 s caches, built
 -- by reads) exist only while someone reads them: one EXISTS over each

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::library::{INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
-use super::{seconds, status, Lua, Prelude, ScriptReply};
+use super::{Lua, Prelude, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::domain::{Period, Ranking};
@@ -34,21 +34,6 @@ pub enum VoteReply {
     Changed,
 }
 
-impl ScriptReply for VoteReply {
-    fn read(reply: &Value) -> Option<Self> {
-        match status(reply)? {
-            ("limited", v) => Some(Self::Limited {
-                retry_after_secs: seconds(v)?,
-            }),
-            ("missing", _) => Some(Self::Missing),
-            ("closed", _) => Some(Self::Closed),
-            ("same", _) => Some(Self::Same),
-            ("changed", _) => Some(Self::Changed),
-            _ => None,
-        }
-    }
-}
-
 /// The replies of a batch, one per vote in order. A vote a Redis call
 /// refused (a key of another type, written by hand) carries the refusal,
 /// and the batch's other votes stand.
@@ -56,15 +41,34 @@ impl ScriptReply for VoteReply {
 pub struct VoteReplies(pub Vec<Result<VoteReply, String>>);
 
 impl ScriptReply for VoteReplies {
+    /// A flat list, two values a vote: its status and what it carries
+    /// (the seconds to wait, the refusal, else 0). Nested lists would cost
+    /// Redis a table's conversion each.
     fn read(reply: &Value) -> Option<Self> {
-        let Value::Array(replies) = reply else {
+        let Value::Array(values) = reply else {
             return None;
         };
-        replies
-            .iter()
-            .map(|reply| match status(reply)? {
-                ("failed", [message]) => Some(Err(value_str(message)?.to_owned())),
-                _ => VoteReply::read(reply).map(Ok),
+        if values.len() % 2 != 0 {
+            return None;
+        }
+        values
+            .chunks(2)
+            .map(|pair| {
+                let reply = match (value_str(&pair[0])?, &pair[1]) {
+                    ("failed", message) => return Some(Err(value_str(message)?.to_owned())),
+                    ("limited", seconds) => VoteReply::Limited {
+                        retry_after_secs: match seconds {
+                            Value::Int(secs) if *secs > 0 => *secs as u64,
+                            _ => return None,
+                        },
+                    },
+                    ("missing", _) => VoteReply::Missing,
+                    ("closed", _) => VoteReply::Closed,
+                    ("same", _) => VoteReply::Same,
+                    ("changed", _) => VoteReply::Changed,
+                    _ => return None,
+                };
+                Some(Ok(reply))
             })
             .collect::<Option<Vec<_>>>()
             .map(Self)
@@ -79,9 +83,8 @@ pub struct Ballot {
     pub direction: VoteDirection,
 }
 
-/// Casts a batch of votes in one script: each answers `{status, previous
-/// direction, new score}` (or `{'limited', seconds}`, `{'missing'}`,
-/// `{'closed'}`), as if cast alone, in order.
+/// Casts a batch of votes in one script: each answers as if cast alone, in
+/// order.
 ///
 /// The voted sets keep the book's meaning: `voted:<id>` holds upvoters and
 /// `downvoted:<id>` downvoters. Both sets expire when the voting window

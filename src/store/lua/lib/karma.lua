@@ -17,29 +17,11 @@ local function karma_score(k, now)
   if t > 4294967295 then t = 4294967295 end
   return string.format('%.17g', k + (4294967295 - t) / 4294967296)
 end
--- add_karmas(karma, moved, now) moves each member of moved by its delta
--- (a table member -> delta), reaching its new karma at now: one read and
--- one write for them all.
-local function add_karmas(karma, moved, now)
-  local names, deltas = {}, {}
-  for member, delta in pairs(moved) do
-    if delta ~= 0 then
-      names[#names + 1] = member
-      deltas[#deltas + 1] = delta
-    end
-  end
-  if #names == 0 then return end
-  local old = redis.call('ZMSCORE', karma, unpack(names))
-  local written = {}
-  for k, member in ipairs(names) do
-    local reached = (old[k] and math.floor(tonumber(old[k])) or 0) + deltas[k]
-    written[#written + 1] = karma_score(reached, now)
-    written[#written + 1] = member
-  end
-  redis.call('ZADD', karma, unpack(written))
-end
 local function add_karma(karma, member, delta, now)
-  add_karmas(karma, {[member] = delta}, now)
+  if delta == 0 then return end
+  local old = redis.call('ZSCORE', karma, member)
+  local k = (old and math.floor(tonumber(old)) or 0) + delta
+  redis.call('ZADD', karma, karma_score(k, now), member)
 end
 local function as_member(poster, user_prefix)
   if string.sub(poster, 1, #user_prefix) == user_prefix then return poster end

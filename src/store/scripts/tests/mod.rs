@@ -17,6 +17,7 @@ mod slugs;
 mod top;
 mod views;
 mod vote;
+mod vote_batch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -300,17 +301,21 @@ fn reply(items: &[&str]) -> Value {
 #[test]
 fn replies_are_read_into_their_types() {
     assert_eq!(
-        VoteReply::read(&reply(&["changed", "up", "1700000432.5"])),
-        Some(VoteReply::Changed)
-    );
-    assert_eq!(
-        VoteReply::read(&Value::Array(vec![
+        VoteReplies::read(&Value::Array(vec![
+            Value::BulkString(b"changed".to_vec()),
+            Value::Int(0),
             Value::BulkString(b"limited".to_vec()),
-            Value::Int(12)
+            Value::Int(12),
+            Value::BulkString(b"failed".to_vec()),
+            Value::BulkString(b"WRONGTYPE".to_vec()),
         ])),
-        Some(VoteReply::Limited {
-            retry_after_secs: 12
-        })
+        Some(VoteReplies(vec![
+            Ok(VoteReply::Changed),
+            Ok(VoteReply::Limited {
+                retry_after_secs: 12
+            }),
+            Err("WRONGTYPE".to_owned()),
+        ]))
     );
     assert_eq!(
         PostReply::read(&Value::Array(vec![
@@ -353,10 +358,10 @@ fn replies_are_read_into_their_types() {
 /// without its seconds, not a list) is not guessed at.
 #[test]
 fn unknown_replies_are_refused() {
-    assert_eq!(VoteReply::read(&reply(&["posted"])), None);
-    assert_eq!(VoteReply::read(&reply(&["limited"])), None);
-    assert_eq!(VoteReply::read(&reply(&[])), None);
-    assert_eq!(VoteReply::read(&Value::Okay), None);
+    assert_eq!(VoteReplies::read(&reply(&["posted", "0"])), None);
+    assert_eq!(VoteReplies::read(&reply(&["limited", "0"])), None);
+    assert_eq!(VoteReplies::read(&reply(&["changed"])), None);
+    assert_eq!(VoteReplies::read(&Value::Okay), None);
     assert_eq!(PostReply::read(&reply(&["posted", "0", "x"])), None);
     assert_eq!(PostReply::read(&reply(&["posted"])), None);
     assert_eq!(SignUpReply::read(&reply(&["ok"])), None);

@@ -1,0 +1,238 @@
+//! Batches of votes: a batch writes what its votes cast one by one write,
+//! a vote Redis refuses fails alone, and each vote publishes its own event.
+
+use super::*;
+use crate::domain::VoteDirection::{self, Down, Neither, Up};
+use crate::store::keys;
+
+async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
+    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
+}
+
+fn ballot(id: ArticleId, voter: &str, direction: VoteDirection) -> Ballot {
+    Ballot {
+        id,
+        voter: user(voter),
+        direction,
+    }
+}
+
+/// What votes left of an article, in terms that do not depend on when it
+/// was posted: counts, voters, net votes by `score:` and by each net-vote
+/// ranking.
+async fn outcome(c: &mut Conn, id: ArticleId, prefix: &str) -> String {
+    let article = keys::article(id);
+    let counts: (i64, i64) = q(c, cmd("HMGET").arg(&article).arg("votes").arg("downvotes")).await;
+    let mut sets = Vec::new();
+    for key in [keys::voted(id), keys::downvoted(id)] {
+        let mut members: Vec<String> = q(c, cmd("SMEMBERS").arg(key)).await;
+        members.sort();
+        // The two sides' voters differ only in their first letter, and
+        // their posters (who upvote their own posts) in their name.
+        let names: Vec<String> = members
+            .iter()
+            .map(|m| match m.strip_prefix("user:poster-") {
+                Some(_) => "poster".to_owned(),
+                None => m.replacen(&format!("user:{prefix}"), "", 1),
+            })
+            .collect();
+        sets.push(names);
+    }
+    let t = zscore(c, keys::TIME, &article).await.unwrap();
+    let score = zscore(c, keys::SCORE, &article).await.unwrap();
+    let net = ((score - t) / keys::VOTE_SCORE).round();
+    let mut tops = Vec::new();
+    for period in Period::ALL {
+        let value = zscore(c, &keys::top(period), &article).await.unwrap();
+        tops.push((value - t.floor()) / keys::TOP_STEP);
+    }
+    format!("{counts:?} {sets:?} net {net} tops {tops:?}")
+}
+
+/// Each voter's index, by the article's place in its side's list.
+async fn indexed(c: &mut Conn, voter: &str, side: &[ArticleId]) -> Vec<(usize, f64)> {
+    let entries = zset(c, &keys::user_votes(voter)).await;
+    let mut out: Vec<(usize, f64)> = entries
+        .iter()
+        .map(|(member, score)| {
+            let at = side
+                .iter()
+                .position(|id| keys::article(*id) == *member)
+                .expect("an article of this side");
+            (at, score.signum())
+        })
+        .collect();
+    out.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    out
+}
+
+/// One batch of votes (up, down, switches, a cleared vote, an unchanged
+/// one, a missing article, a closed one, a voter past the limit, several
+/// votes on one article) writes what the same votes cast one at a time
+/// write, and answers the same.
+#[tokio::test]
+async fn a_batch_writes_what_its_votes_cast_one_by_one_write() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let mut sides = Vec::new();
+    for poster in ["poster-a", "poster-b"] {
+        let mut ids = Vec::new();
+        for (i, groups) in [&["news"][..], &[], &["news", "rust"]].iter().enumerate() {
+            ids.push(posted(c, poster, &format!("{poster}-{i}"), groups).await.0);
+        }
+        sides.push(ids);
+    }
+    // An article whose voting closed: its post time eight days back.
+    let (closed, _) = posted(c, "poster-c", "closed", &[]).await;
+    let eight_days_ago = redis_now(c).await - 8.0 * 86_400.0;
+    let () = q(
+        c,
+        cmd("ZADD")
+            .arg(keys::TIME)
+            .arg(eight_days_ago)
+            .arg(keys::article(closed)),
+    )
+    .await;
+    let missing = ArticleId(999);
+    let steps: [(Option<usize>, &str, VoteDirection); 18] = [
+        (Some(0), "gina", Up),
+        (Some(0), "hank", Up),
+        (Some(0), "bob", Up),
+        (Some(0), "carol", Down),
+        (Some(0), "bob", Down),
+        (Some(1), "dave", Up),
+        (Some(1), "dave", Up),
+        (Some(2), "erin", Neither),
+        (Some(2), "erin", Up),
+        (Some(2), "erin", Neither),
+        (Some(1), "bob", Down),
+        (None, "bob", Up),
+        (Some(0), "carol", Neither),
+        (Some(0), "frank", Up),
+        (Some(1), "frank", Up),
+        (Some(2), "frank", Down),
+        (Some(0), "frank", Neither),
+        (Some(1), "frank", Down),
+    ];
+    let within = limit(4, 60);
+    let article = |side: &[ArticleId], at: Option<usize>| match at {
+        Some(i) => side[i],
+        None => missing,
+    };
+
+    let batch: Vec<Ballot> = steps
+        .iter()
+        .map(|(at, voter, dir)| ballot(article(&sides[0], *at), &format!("a{voter}"), *dir))
+        .chain([ballot(closed, "acarol", Up)])
+        .collect();
+    let batched = votes(c, &batch, within).await.unwrap().0;
+    let mut alone = Vec::new();
+    for b in steps
+        .iter()
+        .map(|(at, voter, dir)| ballot(article(&sides[1], *at), &format!("b{voter}"), *dir))
+        .chain([ballot(closed, "bcarol", Up)])
+    {
+        alone.push(vote(c, b.id, &b.voter, b.direction, within).await.unwrap());
+    }
+    let batched: Vec<VoteReply> = batched.into_iter().map(Result::unwrap).collect();
+    assert_eq!(batched, alone);
+    // The steps meant what they say: each outcome is there.
+    for want in [
+        VoteReply::Changed,
+        VoteReply::Same,
+        VoteReply::Missing,
+        VoteReply::Closed,
+    ] {
+        assert!(alone.contains(&want), "{want:?} in {alone:?}");
+    }
+    // (the last step is frank's fifth vote)
+    assert!(
+        matches!(alone[steps.len() - 1], VoteReply::Limited { .. }),
+        "{alone:?}"
+    );
+
+    for i in 0..3 {
+        let a = outcome(c, sides[0][i], "a").await;
+        let b = outcome(c, sides[1][i], "b").await;
+        assert_eq!(a, b, "article {i} of each side");
+    }
+    let karma_a = zscore(c, keys::KARMA, &keys::user("poster-a")).await;
+    let karma_b = zscore(c, keys::KARMA, &keys::user("poster-b")).await;
+    assert!(karma_a.is_some(), "the posters have karma");
+    assert_eq!(karma_a.map(f64::floor), karma_b.map(f64::floor));
+    for voter in ["bob", "carol", "dave", "erin", "frank", "gina", "hank"] {
+        let a = indexed(c, &format!("a{voter}"), &sides[0]).await;
+        let b = indexed(c, &format!("b{voter}"), &sides[1]).await;
+        assert_eq!(a, b, "{voter}'s index");
+    }
+}
+
+/// A vote a Redis call refuses (its voted set is a string, written by
+/// hand) answers its refusal; the batch's other votes are cast, rankings
+/// and karma included.
+#[tokio::test]
+async fn a_vote_redis_refuses_fails_alone() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (broken, _) = posted(c, "alice", "broken", &[]).await;
+    let (fine, _) = posted(c, "alice", "fine", &[]).await;
+    let () = q(c, cmd("DEL").arg(keys::voted(broken))).await;
+    let () = q(c, cmd("SET").arg(keys::voted(broken)).arg("not a set")).await;
+    let t = zscore(c, keys::TIME, &keys::article(fine)).await.unwrap();
+
+    let replies = votes(
+        c,
+        &[ballot(broken, "bob", Up), ballot(fine, "bob", Up)],
+        unlimited(),
+    )
+    .await
+    .unwrap()
+    .0;
+    assert!(
+        matches!(&replies[0], Err(refusal) if refusal.contains("WRONGTYPE")),
+        "{replies:?}"
+    );
+    assert_eq!(replies[1], Ok(VoteReply::Changed));
+    let value = zscore(c, &keys::top(Period::Day), &keys::article(fine)).await;
+    assert_eq!(value, Some(2.0 * keys::TOP_STEP + t.floor()));
+    let karma = zscore(c, keys::KARMA, &keys::user("alice")).await.unwrap();
+    assert_eq!(karma.floor(), 3.0, "two posts and one vote");
+}
+
+/// Each changed vote of a batch publishes its own event, in order, after
+/// its own notifications, with the counts it left (so subscribers and the
+/// deriver see a batch as they see votes cast one by one).
+#[tokio::test]
+async fn each_vote_of_a_batch_publishes_its_event() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "watched", &["news"]).await;
+    let mut followed = Followed::start(&redis).await;
+    let replies = votes(
+        c,
+        &[
+            ballot(id, "bob", Up),
+            ballot(id, "carol", Down),
+            ballot(id, "bob", Up),
+            ballot(id, "bob", Down),
+        ],
+        unlimited(),
+    )
+    .await
+    .unwrap()
+    .0;
+    assert_eq!(replies[2], Ok(VoteReply::Same), "no event for it");
+    // (votes, downvotes, notifications: the set joined and the set left,
+    // plus the expiry of a set a vote made)
+    for (votes, downvotes, notified) in [(2, 0, 1), (2, 1, 2), (1, 2, 2)] {
+        let (keys_notified, event) = followed.until_event().await;
+        assert_eq!(event["id"], id.to_string());
+        assert_eq!(
+            (event["votes"].as_i64(), event["downvotes"].as_i64()),
+            (Some(votes), Some(downvotes))
+        );
+        assert_eq!(event["groups"], serde_json::json!(["news"]));
+        assert_eq!(event["notified"], notified, "{event}");
+        assert_eq!(keys_notified.len(), notified, "{keys_notified:?}");
+    }
+}
