@@ -151,9 +151,9 @@ async fn a_batch_writes_what_its_votes_cast_one_by_one_write() {
         "{alone:?}"
     );
 
-    for i in 0..3 {
-        let a = outcome(c, sides[0][i], "a").await;
-        let b = outcome(c, sides[1][i], "b").await;
+    for (i, (a, b)) in sides[0].iter().zip(&sides[1]).enumerate() {
+        let a = outcome(c, *a, "a").await;
+        let b = outcome(c, *b, "b").await;
         assert_eq!(a, b, "article {i} of each side");
     }
     let karma_a = zscore(c, keys::KARMA, &keys::user("poster-a")).await;
