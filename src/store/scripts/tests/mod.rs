@@ -77,6 +77,19 @@ impl TestRedis {
         )
     }
 
+    /// A store on this Redis, as the server makes one.
+    pub(super) fn store(&self) -> Store {
+        let timeout = Duration::from_secs(5);
+        Store::new(
+            Locator::url(&self.url()).expect("a redis URL"),
+            2,
+            timeout,
+            timeout,
+            None,
+        )
+        .expect("a store")
+    }
+
     /// A connection as the store hands them out.
     pub(super) async fn conn(&self) -> Conn {
         self.conn_waiting(None).await

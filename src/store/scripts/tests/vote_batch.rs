@@ -1,9 +1,13 @@
 //! Batches of votes: a batch writes what its votes cast one by one write,
-//! a vote Redis refuses fails alone, and each vote publishes its own event.
+//! a vote Redis refuses fails alone, and each vote publishes its own event;
+//! the store sends the votes that wait while a batch runs as the next
+//! batches, at most `MAX_BATCH` each, leaves out a vote whose caller has
+//! gone, and holds at most `QUEUED` waiting.
 
 use super::*;
 use crate::domain::VoteDirection::{self, Down, Neither, Up};
 use crate::store::keys;
+use crate::store::vote_batch::{MAX_BATCH, QUEUED};
 
 async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
     q(conn, cmd("ZSCORE").arg(key).arg(member)).await
@@ -235,4 +239,101 @@ async fn each_vote_of_a_batch_publishes_its_event() {
         assert_eq!(event["notified"], notified, "{event}");
         assert_eq!(keys_notified.len(), notified, "{keys_notified:?}");
     }
+}
+
+/// Holds Redis' writes for `ms` (the batch in it waits, and votes queue).
+async fn pause_writes(c: &mut Conn, ms: u64) {
+    let () = q(c, cmd("CLIENT").arg("PAUSE").arg(ms).arg("WRITE")).await;
+}
+
+/// Votes sent while a batch waits in Redis go as the next batches, at
+/// most `MAX_BATCH` each, and every one is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn votes_that_wait_while_a_batch_runs_go_together() {
+    let redis = TestRedis::start().await;
+    let store = redis.store();
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "popular", &[]).await;
+    pause_writes(c, 300).await;
+    let voters = 2 * MAX_BATCH + 6;
+    let tasks: Vec<_> = (0..voters)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .vote(id, &user(&format!("voter{i}")), Up, unlimited())
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap(), "each vote changed something");
+    }
+    let stats = store.vote_batch_stats();
+    assert_eq!(stats.votes, voters as u64);
+    // The first batch may have left before the others came; the rest
+    // waited, so went in full batches.
+    let fewest = voters.div_ceil(MAX_BATCH) as u64;
+    assert!((fewest..=fewest + 1).contains(&stats.batches), "{stats:?}");
+    let votes: i64 = q(c, cmd("HGET").arg(keys::article(id)).arg("votes")).await;
+    assert_eq!(votes, 1 + voters as i64);
+}
+
+/// A vote whose caller has gone (its request's deadline passed) while it
+/// waited for a batch is not cast.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vote_whose_caller_has_gone_is_not_cast() {
+    let redis = TestRedis::start().await;
+    let store = redis.store();
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "watched", &[]).await;
+    pause_writes(c, 300).await;
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.vote(id, &user("bob"), Up, unlimited()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let gone = {
+        let store = store.clone();
+        tokio::spawn(async move { store.vote(id, &user("carol"), Up, unlimited()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    gone.abort();
+    assert!(first.await.unwrap().unwrap());
+    // The batch after the first one: nothing left to send.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let voters: Vec<String> = q(c, cmd("SMEMBERS").arg(keys::voted(id))).await;
+    assert!(voters.contains(&"user:bob".to_owned()), "{voters:?}");
+    assert!(!voters.contains(&"user:carol".to_owned()), "{voters:?}");
+    assert_eq!(store.vote_batch_stats().votes, 1);
+}
+
+/// At most `QUEUED` votes wait for a batch; more wait for room (within
+/// their request's deadline), and all are cast once Redis answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_holds_at_most_its_bound() {
+    let redis = TestRedis::start().await;
+    let store = redis.store();
+    let c = &mut redis.conn().await;
+    let (id, _) = posted(c, "alice", "crowded", &[]).await;
+    pause_writes(c, 1000).await;
+    let voters = QUEUED + 2 * MAX_BATCH;
+    let tasks: Vec<_> = (0..voters)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .vote(id, &user(&format!("voter{i}")), Up, unlimited())
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(store.vote_batch_stats().queued, QUEUED);
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap());
+    }
+    assert_eq!(store.vote_batch_stats().queued, 0);
+    let votes: i64 = q(c, cmd("HGET").arg(keys::article(id)).arg("votes")).await;
+    assert_eq!(votes, 1 + voters as i64);
 }
