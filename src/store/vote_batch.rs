@@ -16,11 +16,13 @@
 //!
 //! **Each vote as if alone.** The script casts a batch's votes in order,
 //! each with its own rate limit, window check and reply, and writes what
-//! they share at the end of the same atomic step (see `lua/vote.lua`).
-//! One vote's refusal by Redis (a key of another type) is that vote's
-//! error; the batch's other votes stand. A vote whose request has gone (its
-//! deadline passed while it waited) is left out, so a client told its vote
-//! failed never sees it counted.
+//! they share at the end of the same atomic step (see `lua/vote.lua`). A
+//! vote whose request has gone (its deadline passed while it waited) is
+//! left out, so a client told its vote failed never sees it counted. A
+//! batch Redis refuses (it is out of memory, or a key has another type,
+//! written by hand) is every one of its votes' error, as a lone vote's
+//! script error was: what ran before the refusal stays, and the sweep
+//! brings the rankings back in line (see `deriver.rs`).
 //!
 //! **Bounds.** At most [`QUEUED`] votes wait; a request finding the queue
 //! full waits for room within its own deadline, like any other wait for
@@ -179,10 +181,7 @@ async fn send_batches(
         match cast.await {
             Ok(VoteReplies(replies)) => {
                 for (job, reply) in batch.into_iter().zip(replies) {
-                    let reply = reply.map_err(|refused| {
-                        AppError::Internal(format!("the vote script refused a vote: {refused}"))
-                    });
-                    let _ = job.reply.send(reply);
+                    let _ = job.reply.send(Ok(reply));
                 }
             }
             Err(e) => {

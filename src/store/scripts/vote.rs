@@ -34,16 +34,14 @@ pub enum VoteReply {
     Changed,
 }
 
-/// The replies of a batch, one per vote in order. A vote a Redis call
-/// refused (a key of another type, written by hand) carries the refusal,
-/// and the batch's other votes stand.
+/// The replies of a batch, one per vote in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VoteReplies(pub Vec<Result<VoteReply, String>>);
+pub struct VoteReplies(pub Vec<VoteReply>);
 
 impl ScriptReply for VoteReplies {
     /// A flat list, two values a vote: its status and what it carries
-    /// (the seconds to wait, the refusal, else 0). Nested lists would cost
-    /// Redis a table's conversion each.
+    /// (the seconds to wait, else 0). Nested lists would cost Redis a
+    /// table's conversion each.
     fn read(reply: &Value) -> Option<Self> {
         let Value::Array(values) = reply else {
             return None;
@@ -54,21 +52,16 @@ impl ScriptReply for VoteReplies {
         values
             .chunks(2)
             .map(|pair| {
-                let reply = match (value_str(&pair[0])?, &pair[1]) {
-                    ("failed", message) => return Some(Err(value_str(message)?.to_owned())),
-                    ("limited", seconds) => VoteReply::Limited {
-                        retry_after_secs: match seconds {
-                            Value::Int(secs) if *secs > 0 => *secs as u64,
-                            _ => return None,
-                        },
+                Some(match (value_str(&pair[0])?, &pair[1]) {
+                    ("limited", Value::Int(secs)) if *secs > 0 => VoteReply::Limited {
+                        retry_after_secs: *secs as u64,
                     },
                     ("missing", _) => VoteReply::Missing,
                     ("closed", _) => VoteReply::Closed,
                     ("same", _) => VoteReply::Same,
                     ("changed", _) => VoteReply::Changed,
                     _ => return None,
-                };
-                Some(Ok(reply))
+                })
             })
             .collect::<Option<Vec<_>>>()
             .map(Self)
@@ -201,11 +194,7 @@ pub async fn vote(
         direction,
     };
     let mut replies = votes(conn, std::slice::from_ref(&ballot), limit).await?.0;
-    match replies.pop() {
-        Some(Ok(reply)) => Ok(reply),
-        Some(Err(refused)) => Err(AppError::Internal(format!("the vote script: {refused}"))),
-        None => Err(AppError::Internal(
-            "the vote script answered no reply".to_owned(),
-        )),
-    }
+    replies
+        .pop()
+        .ok_or_else(|| AppError::Internal("the vote script answered no reply".to_owned()))
 }
