@@ -27,7 +27,8 @@
 //!    shared subscriptions) over `graphql::context` (the request context
 //!    resolvers go through), and `state` (what every request shares).
 //! 5. **store**: `store` (every Redis read and write, the keys and the Lua
-//!    scripts), `pubsub` (the process' one pub/sub connection), `auth`.
+//!    scripts, votes sent in batches), `pubsub` (the process' one pub/sub
+//!    connection), `auth`.
 //! 6. **bottom**: `domain` (parse-don't-validate newtypes), `error` (the
 //!    one error type and its codes), `rate` (rate limits), `client_addr`,
 //!    `sync`.

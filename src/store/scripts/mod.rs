@@ -19,9 +19,11 @@
 //! passed in `KEYS`, built by `keys.rs`; keys a script only learns from data
 //! it reads (a new article id, a voted article's groups, its poster) are
 //! built in Lua from prefixes and suffixes passed in `ARGV`, whose values are
-//! `keys.rs` constants; the event channel comes in `ARGV` too (the vote
-//! script binds its fixed ones instead: see "Constants"). A unit test
-//! checks that no string in any `.lua` file looks like a key.
+//! `keys.rs` constants; the event channel comes in `ARGV` too. The vote
+//! script binds its fixed ones instead (see "Constants") and builds each
+//! vote's keys from them and the vote's article id and voter name, all a
+//! vote of a batch passes. A unit test checks that no string in any `.lua`
+//! file looks like a key.
 //!
 //! **Numbers.** Nothing is written into the Lua files: the numbers defined
 //! in Rust (the voting window, a vote's score, the group cache's lifetime,
