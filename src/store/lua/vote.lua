@@ -22,7 +22,7 @@
 -- the batch, at the end: the shorter periods' net-vote rankings, karma and
 -- the cached rankings, each article and poster once with the batch's
 -- outcome. The script is atomic, so no one sees the votes without them; a
--- batch of one makes the calls one vote always made.
+-- batch of one makes as many calls as a vote alone did.
 local limit, window = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
