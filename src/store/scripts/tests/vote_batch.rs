@@ -236,6 +236,25 @@ async fn pause_writes(c: &mut Conn, ms: u64) {
     let () = q(c, cmd("CLIENT").arg("PAUSE").arg(ms).arg("WRITE")).await;
 }
 
+/// Spawns `voters` upvotes of article `id`, by voter0, voter1, …, each
+/// its own task (as concurrent requests are).
+fn upvotes(
+    store: &Store,
+    id: ArticleId,
+    voters: usize,
+) -> Vec<tokio::task::JoinHandle<Result<bool, crate::error::AppError>>> {
+    (0..voters)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .vote(id, &user(&format!("voter{i}")), Up, unlimited())
+                    .await
+            })
+        })
+        .collect()
+}
+
 /// Votes sent while a batch waits in Redis go as the next batches, at
 /// most `MAX_BATCH` each, and every one is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,16 +265,7 @@ async fn votes_that_wait_while_a_batch_runs_go_together() {
     let (id, _) = posted(c, "alice", "popular", &[]).await;
     pause_writes(c, 300).await;
     let voters = 2 * MAX_BATCH + 6;
-    let tasks: Vec<_> = (0..voters)
-        .map(|i| {
-            let store = store.clone();
-            tokio::spawn(async move {
-                store
-                    .vote(id, &user(&format!("voter{i}")), Up, unlimited())
-                    .await
-            })
-        })
-        .collect();
+    let tasks = upvotes(&store, id, voters);
     for task in tasks {
         assert!(task.await.unwrap().unwrap(), "each vote changed something");
     }
@@ -308,16 +318,7 @@ async fn the_queue_holds_at_most_its_bound() {
     let (id, _) = posted(c, "alice", "crowded", &[]).await;
     pause_writes(c, 1000).await;
     let voters = QUEUED + 2 * MAX_BATCH;
-    let tasks: Vec<_> = (0..voters)
-        .map(|i| {
-            let store = store.clone();
-            tokio::spawn(async move {
-                store
-                    .vote(id, &user(&format!("voter{i}")), Up, unlimited())
-                    .await
-            })
-        })
-        .collect();
+    let tasks = upvotes(&store, id, voters);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(store.vote_batch_stats().queued, QUEUED);
     for task in tasks {
