@@ -1,14 +1,15 @@
 -- Casts a batch of votes, in order, each as if it were cast alone (see
--- scripts/vote.rs). Needs karma, rate_limit, index_time and vote_index,
+-- scripts/vote.rs). Needs karma, rate_limit and index_time,
 -- and the constants vote.rs binds in front of them (see scripts/mod.rs):
 -- the keys by_time, by_score and karma, the site's net-vote rankings
 -- top[1..5] (all-time last) and the period names periods[1..5], the
 -- prefixes and suffixes article_prefix, voted_prefix, downvoted_prefix,
 -- groups_suffix, user_prefix, rate_suffix, votes_suffix,
 -- user_score_suffix, user_top_infix, group_prefix, group_top_infix,
--- group_score_prefix and cached_suffix, the channel score_channel, and the
--- numbers week (the voting window in seconds), vote_score and top_step
--- (both whole).
+-- group_score_prefix and cached_suffix, the channel score_channel, the
+-- number week (the voting window in seconds), and what a vote whose net
+-- change is n (-2 to 2) adds to score: and to the net-vote rankings,
+-- score_moves[n + 3] and top_moves[n + 3] (whole numbers, as text).
 --
 -- ARGV: [1] [2] the rate limit and its window, then three per vote: the
 -- article id, the voter's name, and up, down or none.
@@ -23,9 +24,9 @@
 -- the cached rankings, each article and poster once with the batch's
 -- outcome. The script is atomic, so no one sees the votes without them; a
 -- batch of one makes as many calls as a vote alone did.
-local limit, window = ARGV[1], ARGV[2]
+local limit, window = tonumber(ARGV[1]), ARGV[2]
 local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local now = t[1] + t[2] / 1000000
 local at = string.format('%s.%s%s', t[1], string.rep('0', 6 - #t[2]), t[2])
 
 -- The batch's articles, each once, with their post times: time: decides
@@ -37,14 +38,29 @@ for i = 3, #ARGV, 3 do
     members[#members + 1] = article
     -- Every field named at once: a table grown field by field is resized
     -- at each power of two.
-    articles[article] = { time = false, score = false, top = false, groups = false, poster = false }
+    articles[article] = { time = false, posted = false, score = false, top = false, groups = false, poster = false }
   end
 end
 local times = redis.call('ZMSCORE', by_time, unpack(members))
-for k, article in ipairs(members) do articles[article].time = times[k] end
+for k, article in ipairs(members) do
+  local a = articles[article]
+  a.time = times[k]
+  a.posted = times[k] and times[k] + 0
+end
+
+-- A count the hash holds as a plain whole number (no sign but a minus, no
+-- leading zero), which the event may carry as it is.
+local function whole(text)
+  return text == '0' or string.match(text, '^%-?[1-9]%d*') == text
+end
+-- The event's notified member for 0 to 3 notifications.
+local notified = { ',"notified":0', ',"notified":1', ',"notified":2', ',"notified":3' }
 
 -- Karma moved by the batch, by poster.
 local karma_moved = {}
+-- The vote indexes' cutoff and lifetime (see below), printed once a batch
+-- when a vote needs them.
+local cutoff, keep
 
 -- Each vote in turn; a vote's early answer leaves the loop's body (the
 -- break of a repeat that runs once).
@@ -54,16 +70,32 @@ for i = 3, #ARGV, 3 do
   local status, detail = nil, 0
   repeat
     local voter = user_prefix .. name
-    local wait = rate_limit(voter .. rate_suffix, limit, window)
+    local wait, calls = rate_limit(voter .. rate_suffix, limit, window)
     if wait > 0 then status, detail = 'limited', wait break end
+    -- The voter's vote index is kept at the voter's first vote of each
+    -- rate window, whatever that vote's outcome: its closed entries go,
+    -- and it is kept for a week and a window, which outlasts every vote
+    -- the window can add (a new index gets that lifetime when it is made,
+    -- below). The closed entries it holds between two of these are ones
+    -- that were open at the last, so it never holds more than its open
+    -- entries and one window of votes.
+    local index = voter .. votes_suffix
+    if calls == 1 then
+      cutoff = cutoff or string.format('%d', now - week)
+      keep = keep or string.format('%d', week + window)
+      redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
+      redis.call('EXPIRE', index, keep)
+    end
     local article = article_prefix .. id
     local a = articles[article]
     -- An article in time: is derived from the book's keys (lib/derive.lua).
     local derivable = a.time ~= false
-    local posted = a.time
+    local posted = a.posted
     -- Missing from time: (a restore, a hand edit): the hash's time counts.
-    if not derivable then posted = redis.call('HGET', article, 'time') end
-    posted = posted and tonumber(posted)
+    if not derivable then
+      posted = redis.call('HGET', article, 'time')
+      posted = posted and tonumber(posted)
+    end
     -- Not a finite number (NaN is the one value unequal to itself): no post
     -- time, so no article to vote on.
     if not posted or posted ~= posted or math.abs(posted) == math.huge then status = 'missing' break end
@@ -93,35 +125,54 @@ for i = 3, #ARGV, 3 do
     -- The index follows the sets in every outcome, so a vote the sets hold
     -- but the index does not (cast by the book's code) is indexed by the
     -- voter's next vote on the article, even an unchanged one.
-    index_vote(voter .. votes_suffix, article, posted, dir, now, week)
+    if dir == 'none' then
+      redis.call('ZREM', index, article)
+    else
+      redis.call('ZADD', index, (dir == 'down' and '-' or '') .. index_time(posted), article)
+      if redis.call('TTL', index) == -1 then
+        keep = keep or string.format('%d', week + window)
+        redis.call('EXPIRE', index, keep)
+      end
+    end
     if was == dir then status = 'same' break end
     -- The target set expires when the window closes. It has its expiry
     -- unless this vote made it (the first downvote, or an upvote after the
     -- last upvoter left), which the hash's count of it, 0, tells: only then
     -- is its TTL looked at.
-    local expiry = 0
-    if target and (tonumber(h[target == up and 2 or 3]) or 0) <= 0
-        and redis.call('TTL', target) == -1 then
-      redis.call('EXPIREAT', target, string.format('%d', posted + week + 1))
-      expiry = 1
-    end
-
     local dup, ddown = 0, 0
     if was == 'up' then dup = -1 elseif was == 'down' then ddown = -1 end
     if dir == 'up' then dup = dup + 1 elseif dir == 'down' then ddown = ddown + 1 end
     local net = dup - ddown
+    -- The counts as text, for the hash and the event: the hash's own text
+    -- for one this vote leaves as it was (when it is a plain whole
+    -- number), else the moved count printed as an integer ('%d'; a Lua
+    -- number passed as it is would be printed as a double, '%.14g').
+    -- Printing costs several times the check.
+    -- (A plain whole number is read by arithmetic, which parses it once;
+    -- tonumber parses twice.)
+    local counted_votes, counted_down = h[2] or '0', h[3] or '0'
+    local plain_up, plain_down = whole(counted_votes), whole(counted_down)
+    local ups, downs = 0, 0
+    if dup ~= 0 or not plain_up then
+      if plain_up then ups = counted_votes + 0 else ups = tonumber(h[2]) or 0 end
+      counted_votes = string.format('%d', ups + dup)
+    end
+    if ddown ~= 0 or not plain_down then
+      if plain_down then downs = counted_down + 0 else downs = tonumber(h[3]) or 0 end
+      counted_down = string.format('%d', downs + ddown)
+    end
+    local expiry = 0
+    if target and (target == up and ups or downs) <= 0
+        and redis.call('TTL', target) == -1 then
+      redis.call('EXPIREAT', target, string.format('%d', posted + week + 1))
+      expiry = 1
+    end
     -- One write of the hash, both counts and the indexed field, which moves
     -- with this vote: a difference from the sets left by another writer
     -- keeps its size for the deriver to see. (A count written unchanged
-    -- costs less than the list that would leave it out.) Numbers are
-    -- printed as integers ('%d'): a Lua number passed as it is would be
-    -- printed as a double ('%.14g'), several times the work.
-    local votes, downvotes = (tonumber(h[2]) or 0) + dup, (tonumber(h[3]) or 0) + ddown
-    local counted_votes, counted_down = string.format('%d', votes), string.format('%d', downvotes)
-    local comma = h[4] and string.find(h[4], ',', 1, true)
-    local u, d
-    if comma then u, d = tonumber(string.sub(h[4], 1, comma - 1)), tonumber(string.sub(h[4], comma + 1)) end
-    if u and d then
+    -- costs less than the list that would leave it out.)
+    local u, d = string.match(h[4] or '', '^(%d+),(%d+)')
+    if u and #u + #d + 1 == #h[4] then
       redis.call('HSET', article, 'votes', counted_votes, 'downvotes', counted_down,
         'indexed', string.format('%d,%d', u + dup, d + ddown))
     else
@@ -133,7 +184,7 @@ for i = 3, #ARGV, 3 do
       a.groups = h[5] or table.concat(redis.call('SMEMBERS', article .. groups_suffix), ',')
       a.poster = h[1] and as_member(h[1], user_prefix)
     end
-    local score = redis.call('ZINCRBY', by_score, string.format('%d', vote_score * net), article)
+    local score = redis.call('ZINCRBY', by_score, score_moves[net + 3], article)
     a.score = score
     -- The net-vote rankings hold one value for an article in every period
     -- (net votes * top_step + the post second): the all-time one moves by
@@ -142,7 +193,7 @@ for i = 3, #ARGV, 3 do
     -- one was written by another client and is not derived yet: its
     -- derivation counts this vote with the others, karma included (one
     -- missing from time: is never derived: its karma is counted here).
-    local value = redis.call('ZADD', top[5], 'XX', 'INCR', string.format('%d', net * top_step), article)
+    local value = redis.call('ZADD', top[5], 'XX', 'INCR', top_moves[net + 3], article)
     if value then a.top = value end
     if a.poster and (value or not derivable) then
       karma_moved[a.poster] = (karma_moved[a.poster] or 0) + net
@@ -168,11 +219,11 @@ for i = 3, #ARGV, 3 do
     local own = ''
     if value and derivable then
       local changed = (dir ~= 'none' and 1 or 0) + (was ~= 'none' and 1 or 0)
-      own = string.format(',"notified":%d', changed + expiry)
+      own = notified[changed + expiry + 1]
     end
-    redis.call('PUBLISH', score_channel, string.format(
-      '{"id":"%s","score":"%s","votes":%d,"downvotes":%d,"at":"%s","groups":%s%s}',
-      id, score, votes, downvotes, at, listed, own))
+    redis.call('PUBLISH', score_channel, '{"id":"' .. id .. '"' .. ',"score":"' .. score .. '"'
+      .. ',"votes":' .. counted_votes .. ',"downvotes":' .. counted_down
+      .. ',"at":"' .. at .. '"' .. ',"groups":' .. listed .. own .. '}')
     status = 'changed'
   until true
   replies[#replies + 1] = status

@@ -9,7 +9,8 @@
 pub(super) const KARMA: &str = include_str!("../lua/lib/karma.lua");
 
 /// `rate_limit(key, limit, window)`: one fixed-window counter, counted
-/// before anything else is written.
+/// before anything else is written (and the call's number in the window,
+/// which the vote script keeps vote indexes by).
 pub(super) const RATE_LIMIT: &str = include_str!("../lua/lib/rate_limit.lua");
 
 /// `list_groups(article, groups_key)`: the article hash's `groups` field,
@@ -18,11 +19,13 @@ pub(super) const GROUP_LIST: &str = include_str!("../lua/lib/group_list.lua");
 
 /// `index_time(posted)`: the whole second a vote index files an article
 /// under (its post time rounded up), a number small sorted sets store as an
-/// integer.
+/// integer; `keep_index(index, seconds)`: an index's lifetime lengthened,
+/// never shortened.
 pub(super) const INDEX_TIME: &str = include_str!("../lua/lib/index_time.lua");
 
-/// `index_vote(index, article, posted, dir, now, week)`: the voter's
-/// `user:<name>:votes` index, kept to one week of votes. Needs index_time.
+/// `index_vote(index, article, posted, dir, now, week)`: the poster's own
+/// upvote in their `user:<name>:votes` index, kept to one week of votes.
+/// Needs index_time.
 pub(super) const VOTE_INDEX: &str = include_str!("../lua/lib/vote_index.lua");
 
 /// `index_members` and `index_voters`: copying voters from a voted set into

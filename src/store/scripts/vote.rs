@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::library::{INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
+use super::library::{INDEX_TIME, KARMA, RATE_LIMIT};
 use super::{Lua, Prelude, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
@@ -95,7 +95,6 @@ static VOTE: LazyLock<Lua<VoteReplies>> = LazyLock::new(|| {
             KARMA,
             RATE_LIMIT,
             INDEX_TIME,
-            VOTE_INDEX,
             include_str!("../lua/vote.lua"),
         ],
     )
@@ -130,8 +129,15 @@ pub(super) fn constants() -> Prelude {
         .text("cached_suffix", keys::CACHED_SUFFIX)
         .text("score_channel", keys::SCORE_CHANNEL)
         .number("week", keys::VOTING_WINDOW_SECS)
-        .number("vote_score", whole(keys::VOTE_SCORE))
-        .number("top_step", whole(keys::TOP_STEP))
+        .texts("score_moves", moves(whole(keys::VOTE_SCORE)))
+        .texts("top_moves", moves(whole(keys::TOP_STEP)))
+}
+
+/// What a vote adds to a ranking for each net change it can make, −2 to
+/// +2 (`moves[net + 3]` in Lua), as text: printed once here rather than
+/// by every vote.
+fn moves(step: u64) -> impl Iterator<Item = String> {
+    (-2i64..=2).map(move |net| (net * step as i64).to_string())
 }
 
 /// A whole number defined as an `f64` (the script prints its multiples as

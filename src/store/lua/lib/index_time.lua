@@ -12,3 +12,15 @@
 local function index_time(posted)
   return string.format('%d', math.ceil(tonumber(posted)))
 end
+
+-- keep_index(index, seconds) makes the index live at least `seconds` more
+-- and never less than it already would: the vote script sets an index's
+-- lifetime to outlast every vote it may add until it next sets it (see
+-- vote.lua), which a shorter one would cut. (TTL: EXPIRE's GT and NX need
+-- Redis 7.)
+local function keep_index(index, seconds)
+  local ttl = redis.call('TTL', index)
+  if ttl == -1 or (ttl >= 0 and ttl < tonumber(seconds)) then
+    redis.call('EXPIRE', index, seconds)
+  end
+end

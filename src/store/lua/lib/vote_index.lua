@@ -1,6 +1,6 @@
--- Shared by the scripts that cast a vote (vote, and post for the poster's
--- own upvote): keeps the voter's vote index (user:<name>:votes). Needs
--- index_time.
+-- The poster's own upvote in their vote index (user:<name>:votes), for
+-- the post script; the vote script keeps indexes the same way, inline
+-- (see vote.lua). Needs index_time.
 --
 -- index_vote(index, article, posted, dir, now, week) records the vote as
 -- article -> +t (up) or -t (down), t = index_time(posted), or removes it
@@ -12,8 +12,8 @@
 -- now - week], holds them all and nothing else. The bound is cut to the
 -- whole second below: a closed entry may wait for the next vote, no open
 -- one goes (t, rounded up, is above it while the article is open). The
--- index then expires a week after this vote, when every article in it
--- has closed. Together: it holds at most the user's votes of one week.
+-- index then lives at least a week more, when every article in it has
+-- closed (keep_index).
 local function index_vote(index, article, posted, dir, now, week)
   local cutoff = string.format('%d', now - week)
   redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
@@ -24,5 +24,5 @@ local function index_vote(index, article, posted, dir, now, week)
   else
     redis.call('ZREM', index, article)
   end
-  redis.call('EXPIRE', index, string.format('%d', week))
+  keep_index(index, string.format('%d', week))
 end

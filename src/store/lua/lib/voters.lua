@@ -18,7 +18,7 @@ local function index_members(c, article, posted, voters, sign)
       local old = redis.call('ZSCORE', index, article)
       if not old or tonumber(old) ~= tonumber(value) then
         redis.call('ZADD', index, value, article)
-        redis.call('EXPIRE', index, c.week)
+        keep_index(index, c.week)
         written = written + 1
       end
     end

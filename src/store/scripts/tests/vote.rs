@@ -298,7 +298,8 @@ async fn the_vote_scripts_constants_read_back_in_lua() {
     text.push_str(
         "return {by_time, by_score, karma, top[1], top[5], periods[1], periods[5], \
          user_prefix, user_score_suffix, user_top_infix, group_prefix, group_top_infix, \
-         group_score_prefix, score_channel, string.format('%d %d %d', week, vote_score, top_step)}",
+         group_score_prefix, score_channel, string.format('%d', week), \
+         score_moves[1], score_moves[4], top_moves[2], top_moves[5]}",
     );
     let read: Vec<String> = q(c, cmd("EVAL").arg(text).arg(0)).await;
     let want = [
@@ -316,16 +317,15 @@ async fn the_vote_scripts_constants_read_back_in_lua() {
         keys::GROUP_TOP_INFIX.to_owned(),
         keys::ranking_key(Ranking::Score).to_owned(),
         keys::SCORE_CHANNEL.to_owned(),
-        format!(
-            "{} {} {}",
-            keys::VOTING_WINDOW_SECS,
-            keys::VOTE_SCORE,
-            keys::TOP_STEP
-        ),
+        keys::VOTING_WINDOW_SECS.to_string(),
+        // A net change of -2, +1, -1 and +2 votes.
+        format!("{}", -2.0 * keys::VOTE_SCORE),
+        format!("{}", keys::VOTE_SCORE),
+        format!("{}", -keys::TOP_STEP),
+        format!("{}", 2.0 * keys::TOP_STEP),
     ];
     assert_eq!(read, want);
-    // The numbers bound as whole ones are whole: the script prints their
-    // multiples as integers.
+    // The steps are whole: the script's moves are printed as integers.
     assert_eq!(keys::VOTE_SCORE.fract(), 0.0);
     assert_eq!(keys::TOP_STEP.fract(), 0.0);
 }
@@ -460,4 +460,56 @@ async fn a_voted_set_made_anew_expires_with_the_window() {
     vote_as(c, id, "carol", VoteDirection::Up).await;
     let again: i64 = q(c, cmd("TTL").arg(keys::voted(id))).await;
     assert!(again <= ttl && again > ttl - 5, "{again}");
+}
+
+/// A voter's vote index is kept at their first vote of each rate window:
+/// then it drops its closed entries and lives a week and a window more.
+/// An index made later in the window gets that lifetime when it is made;
+/// the post script and the derivation lengthen a lifetime, never shorten
+/// it.
+#[tokio::test]
+async fn a_vote_index_lives_past_every_vote_of_the_window() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (first, _) = posted(c, "alice", "first", &[]).await;
+    let (second, _) = posted(c, "alice", "second", &[]).await;
+    let index = keys::user_votes("bob");
+    let window = 60;
+    let in_window = limit(1000, window);
+    let lifetime = (keys::VOTING_WINDOW_SECS + u64::from(window)) as i64;
+    let week = keys::VOTING_WINDOW_SECS as i64;
+    let bob = user("bob");
+
+    // The window's first vote: a closed entry (written by hand) goes, the
+    // index lives a week and a window.
+    let () = q(c, cmd("ZADD").arg(&index).arg(1000).arg("article:999")).await;
+    vote(c, first, &bob, VoteDirection::Up, in_window)
+        .await
+        .unwrap();
+    let entries: Vec<String> = q(c, cmd("ZRANGE").arg(&index).arg(0).arg(-1)).await;
+    assert_eq!(entries, [keys::article(first)]);
+    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
+    assert!((lifetime - 5..=lifetime).contains(&ttl), "{ttl}");
+
+    // Later in the window: a closed entry waits, and an index made anew
+    // gets the lifetime.
+    let () = q(c, cmd("DEL").arg(&index)).await;
+    let () = q(c, cmd("ZADD").arg(&index).arg(1000).arg("article:999")).await;
+    vote(c, second, &bob, VoteDirection::Up, in_window)
+        .await
+        .unwrap();
+    let held: i64 = q(c, cmd("ZCARD").arg(&index)).await;
+    assert_eq!(held, 2, "the closed entry waits for the next window");
+    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
+    assert!((lifetime - 5..=lifetime).contains(&ttl), "{ttl}");
+
+    // A post (the poster's own upvote) leaves a longer lifetime as it is
+    // and lengthens a shorter one to the week.
+    posted(c, "bob", "mine", &[]).await;
+    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
+    assert!((lifetime - 5..=lifetime).contains(&ttl), "{ttl}");
+    let () = q(c, cmd("EXPIRE").arg(&index).arg(10)).await;
+    posted(c, "bob", "again", &[]).await;
+    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
+    assert!((week - 5..=week).contains(&ttl), "{ttl}");
 }
