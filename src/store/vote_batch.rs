@@ -11,12 +11,15 @@
 //!
 //! **Waiting only when busy.** A vote that finds no batch in Redis and no
 //! other vote waiting goes at once, alone: a server voting slowly sends
-//! batches of one, which cost what a single vote did. A batch that finds
-//! others waiting (votes came while the last batch was in Redis, so more
-//! are coming) waits [`LINGER`] for more before it goes, as a database's
-//! group commit waits when other transactions are about to commit: under
-//! load a vote may wait a millisecond more, and Redis spends less on each.
-//! A batch holds at most [`MAX_BATCH`] votes and never waits when full.
+//! batches of one, which cost what a single vote did. A small batch that
+//! finds others waiting (votes came while the last batch was in Redis, so
+//! more are coming) waits [`LINGER`] for more before it goes, as a
+//! database's group commit waits when other transactions are about to
+//! commit: a vote may wait a millisecond more, and Redis spends less on
+//! each. A batch of [`LINGER_BELOW`] or more never waits: it already
+//! spares Redis most of what a batch can, and while it waited nothing
+//! would be in Redis (one batch at a time), which would cost a server
+//! voting at its capacity more throughput than the batch saves.
 //!
 //! **Each vote as if alone.** The script casts a batch's votes in order,
 //! each with its own rate limit, window check and reply, and writes what
@@ -58,6 +61,9 @@ pub const QUEUED: usize = 1024;
 /// what a batch spends in Redis, so the next one holds what a busy server
 /// receives meanwhile.
 pub const LINGER: Duration = Duration::from_millis(1);
+
+/// The smallest batch that goes without waiting for more.
+pub const LINGER_BELOW: usize = 8;
 
 /// One vote waiting for its batch.
 struct Job {
@@ -147,16 +153,16 @@ impl VoteBatcher {
 /// Takes the next batch: the first vote waiting (or `held`, one left from
 /// the last batch), then every vote already waiting, up to [`MAX_BATCH`],
 /// while they share its rate limit (a limit is the server's setting, so
-/// they do unless it changed). When others were waiting, it waits
-/// [`LINGER`] and takes those that came meanwhile too. None once the queue
-/// is closed.
+/// they do unless it changed). When a few others were waiting (fewer than
+/// [`LINGER_BELOW`] in all), it waits [`LINGER`] and takes those that came
+/// meanwhile too. None once the queue is closed.
 async fn next_batch(queue: &mut mpsc::Receiver<Job>, held: &mut Option<Job>) -> Option<Vec<Job>> {
     let first = match held.take() {
         Some(job) => job,
         None => queue.recv().await?,
     };
     let mut batch = vec![first];
-    if take_waiting(queue, held, &mut batch) && batch.len() > 1 && batch.len() < MAX_BATCH {
+    if take_waiting(queue, held, &mut batch) && (2..LINGER_BELOW).contains(&batch.len()) {
         tokio::time::sleep(LINGER).await;
         take_waiting(queue, held, &mut batch);
     }
@@ -279,8 +285,9 @@ mod tests {
         assert!(next_batch(&mut queue, &mut held).await.is_none());
     }
 
-    /// A lone vote goes at once; a batch that found others waiting waits
-    /// [`LINGER`] and takes the votes that came meanwhile.
+    /// A lone vote goes at once; a small batch that found others waiting
+    /// waits [`LINGER`] and takes the votes that came meanwhile; a larger
+    /// one goes at once.
     #[tokio::test(start_paused = true)]
     async fn a_busy_batch_waits_for_more_a_lone_vote_does_not() {
         let limit = RateLimit::new(10, 60).unwrap();
@@ -310,5 +317,15 @@ mod tests {
         let start = tokio::time::Instant::now();
         let batch = next_batch(&mut queue, &mut held).await.unwrap();
         assert_eq!((ids(&batch), start.elapsed()), (vec![2, 3, 4], LINGER));
+
+        let large: Vec<u64> = (10..10 + LINGER_BELOW as u64).collect();
+        for &n in &large {
+            let (waiting, answer) = job(n, limit);
+            jobs.send(waiting).await.unwrap();
+            answers.push(answer);
+        }
+        let start = tokio::time::Instant::now();
+        let batch = next_batch(&mut queue, &mut held).await.unwrap();
+        assert_eq!((ids(&batch), start.elapsed()), (large, Duration::ZERO));
     }
 }

@@ -58,9 +58,22 @@ local notified = { ',"notified":0', ',"notified":1', ',"notified":2', ',"notifie
 
 -- Karma moved by the batch, by poster.
 local karma_moved = {}
--- The vote indexes' cutoff and lifetime (see below), printed once a batch
--- when a vote needs them.
+-- A voter's vote index is tidied at the voter's first vote of each rate
+-- window, whatever that vote's outcome: its closed entries go (one range,
+-- [-cutoff, cutoff]: see lib/vote_index.lua), and it is kept for a week
+-- and a window, which outlasts every vote the window can add (an index
+-- made later in the window gets that lifetime when it is made). The
+-- closed entries it holds between two tidyings were open at the last, so
+-- it never holds more than its open entries and one window of votes. The
+-- cutoff and the lifetime are printed once a batch, when a vote needs
+-- them.
 local cutoff, keep
+local function tidy(index)
+  cutoff = cutoff or string.format('%d', now - week)
+  keep = keep or string.format('%d', week + window)
+  redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
+  redis.call('EXPIRE', index, keep)
+end
 
 -- Each vote in turn; a vote's early answer leaves the loop's body (the
 -- break of a repeat that runs once).
@@ -72,20 +85,8 @@ for i = 3, #ARGV, 3 do
     local voter = user_prefix .. name
     local wait, calls = rate_limit(voter .. rate_suffix, limit, window)
     if wait > 0 then status, detail = 'limited', wait break end
-    -- The voter's vote index is kept at the voter's first vote of each
-    -- rate window, whatever that vote's outcome: its closed entries go,
-    -- and it is kept for a week and a window, which outlasts every vote
-    -- the window can add (a new index gets that lifetime when it is made,
-    -- below). The closed entries it holds between two of these are ones
-    -- that were open at the last, so it never holds more than its open
-    -- entries and one window of votes.
     local index = voter .. votes_suffix
-    if calls == 1 then
-      cutoff = cutoff or string.format('%d', now - week)
-      keep = keep or string.format('%d', week + window)
-      redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
-      redis.call('EXPIRE', index, keep)
-    end
+    local first = calls == 1
     local article = article_prefix .. id
     local a = articles[article]
     -- An article in time: is derived from the book's keys (lib/derive.lua).
@@ -98,8 +99,14 @@ for i = 3, #ARGV, 3 do
     end
     -- Not a finite number (NaN is the one value unequal to itself): no post
     -- time, so no article to vote on.
-    if not posted or posted ~= posted or math.abs(posted) == math.huge then status = 'missing' break end
-    if now - posted >= week then status = 'closed' break end
+    if not posted or posted ~= posted or math.abs(posted) == math.huge then
+      if first then tidy(index) end
+      status = 'missing' break
+    end
+    if now - posted >= week then
+      if first then tidy(index) end
+      status = 'closed' break
+    end
     -- One read of the hash serves the rest of the vote: the poster, the
     -- counts, the indexed field (see lib/derive.lua) and the groups (the
     -- copy of the group set kept by post, setGroups and the deriver).
@@ -125,14 +132,18 @@ for i = 3, #ARGV, 3 do
     -- The index follows the sets in every outcome, so a vote the sets hold
     -- but the index does not (cast by the book's code) is indexed by the
     -- voter's next vote on the article, even an unchanged one.
+    -- The voter's first vote of the window tidies it (see tidy); a later
+    -- one that made it anew gives it its lifetime.
     if dir == 'none' then
       redis.call('ZREM', index, article)
     else
       redis.call('ZADD', index, (dir == 'down' and '-' or '') .. index_time(posted), article)
-      if redis.call('TTL', index) == -1 then
-        keep = keep or string.format('%d', week + window)
-        redis.call('EXPIRE', index, keep)
-      end
+    end
+    if first then
+      tidy(index)
+    elseif dir ~= 'none' and redis.call('TTL', index) == -1 then
+      keep = keep or string.format('%d', week + window)
+      redis.call('EXPIRE', index, keep)
     end
     if was == dir then status = 'same' break end
     -- The target set expires when the window closes. It has its expiry
