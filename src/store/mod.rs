@@ -303,11 +303,8 @@ impl Connections {
 /// Handle to the Redis database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
+    /// The pool, where Redis is, and what a failed checkout says.
     connections: Connections,
-    pool: Pool,
-    /// Where Redis is (host:port or socket path; never the password), for
-    /// the log.
-    address: Arc<str>,
     /// The connections' shared part, for their metrics.
     shared: Arc<Shared>,
     /// The pool's size, for `/metrics`.
@@ -367,12 +364,10 @@ impl Store {
             .build_unchecked(manager);
         Ok(Self {
             connections: Connections {
-                pool: pool.clone(),
-                address: address.clone(),
+                pool,
+                address,
                 last_error,
             },
-            pool,
-            address,
             shared,
             pool_size: max_size.max(1),
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
@@ -425,7 +420,7 @@ impl Store {
 
     /// Where Redis is, for logs and `/health` (no credentials).
     pub fn address(&self) -> &str {
-        &self.address
+        &self.connections.address
     }
 
     /// The command latencies and failures of this store's connections.
@@ -435,7 +430,7 @@ impl Store {
 
     /// The pool's connections and checkout counts (no Redis call).
     pub fn pool_state(&self) -> bb8::State {
-        self.pool.state()
+        self.connections.pool.state()
     }
 
     pub fn pool_size(&self) -> u32 {
