@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::library::{INDEX_TIME, KARMA, RATE_LIMIT};
-use super::{Lua, Prelude, ScriptReply};
+use super::{seconds, Lua, Prelude, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::domain::{Period, Ranking};
@@ -50,16 +50,16 @@ impl ScriptReply for VoteReplies {
             return None;
         }
         values
-            .chunks(2)
+            .chunks_exact(2)
             .map(|pair| {
-                Some(match (value_str(&pair[0])?, &pair[1]) {
-                    ("limited", Value::Int(secs)) if *secs > 0 => VoteReply::Limited {
-                        retry_after_secs: *secs as u64,
+                Some(match value_str(&pair[0])? {
+                    "limited" => VoteReply::Limited {
+                        retry_after_secs: seconds(&pair[1..])?,
                     },
-                    ("missing", _) => VoteReply::Missing,
-                    ("closed", _) => VoteReply::Closed,
-                    ("same", _) => VoteReply::Same,
-                    ("changed", _) => VoteReply::Changed,
+                    "missing" => VoteReply::Missing,
+                    "closed" => VoteReply::Closed,
+                    "same" => VoteReply::Same,
+                    "changed" => VoteReply::Changed,
                     _ => return None,
                 })
             })
