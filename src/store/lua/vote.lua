@@ -59,8 +59,8 @@ local notified = { ',"notified":0', ',"notified":1', ',"notified":2', ',"notifie
 -- Karma moved by the batch, by poster.
 local karma_moved = {}
 -- A voter's vote index is tidied at the voter's first vote of each rate
--- window, whatever that vote's outcome: its closed entries go (one range,
--- [-cutoff, cutoff]: see lib/vote_index.lua), and it is kept for a week
+-- window, whatever that vote's outcome: its closed entries go
+-- (drop_closed, lib/index_time.lua), and it is kept for a week
 -- and a window, which outlasts every vote the window can add (an index
 -- made later in the window gets that lifetime when it is made). The
 -- closed entries it holds between two tidyings were open at the last, so
@@ -68,11 +68,14 @@ local karma_moved = {}
 -- cutoff and the lifetime are printed once a batch, when a vote needs
 -- them.
 local cutoff, keep
-local function tidy(index)
-  cutoff = cutoff or string.format('%d', now - week)
+local function lifetime()
   keep = keep or string.format('%d', week + window)
-  redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
-  redis.call('EXPIRE', index, keep)
+  return keep
+end
+local function tidy(index)
+  cutoff = cutoff or closed_cutoff(now, week)
+  drop_closed(index, cutoff)
+  redis.call('EXPIRE', index, lifetime())
 end
 
 -- Each vote in turn; a vote's early answer leaves the loop's body (the
@@ -142,8 +145,7 @@ for i = 3, #ARGV, 3 do
     if first then
       tidy(index)
     elseif dir ~= 'none' and redis.call('TTL', index) == -1 then
-      keep = keep or string.format('%d', week + window)
-      redis.call('EXPIRE', index, keep)
+      redis.call('EXPIRE', index, lifetime())
     end
     if was == dir then status = 'same' break end
     -- The target set expires when the window closes. It has its expiry

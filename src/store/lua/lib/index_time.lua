@@ -1,5 +1,6 @@
 -- Shared by every script that writes a vote index (user:<name>:votes):
--- the time it files an article under.
+-- the time it files an article under, the range its closed entries fill,
+-- and its lifetime.
 --
 -- index_time(posted) is the article's post time rounded up to the whole
 -- second, printed as an integer. A whole number is what a small sorted set
@@ -11,6 +12,22 @@
 -- after (myVote shows the vote, which the voted sets still hold then).
 local function index_time(posted)
   return string.format('%d', math.ceil(tonumber(posted)))
+end
+
+-- drop_closed(index, cutoff) drops the entries of articles whose voting
+-- has closed, cutoff being closed_cutoff(now, week). An article is closed
+-- once now - posted >= week (the vote script's own test, week being the
+-- voting window in seconds), so the closed ones score (0, now - week] as
+-- upvotes and [-(now - week), 0) as downvotes: no score is 0 (post times
+-- are positive), so one range, [-(now - week), now - week], holds them all
+-- and nothing else. The bound is cut to the whole second below: a closed
+-- entry may wait for the next tidying, no open one goes (index_time,
+-- rounded up, is above it while the article is open).
+local function closed_cutoff(now, week)
+  return string.format('%d', now - week)
+end
+local function drop_closed(index, cutoff)
+  redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
 end
 
 -- keep_index(index, seconds) makes the index live at least `seconds` more
