@@ -65,16 +65,14 @@ local karma_moved = {}
 -- made later in the window gets that lifetime when it is made). The
 -- closed entries it holds between two tidyings were open at the last, so
 -- it never holds more than its open entries and one window of votes. The
--- cutoff and the lifetime are printed once a batch, when a vote needs
--- them.
-local cutoff, keep
+-- lifetime is printed once a batch, when a vote needs it.
+local keep
 local function lifetime()
   keep = keep or string.format('%d', week + window)
   return keep
 end
 local function tidy(index)
-  cutoff = cutoff or closed_cutoff(now, week)
-  drop_closed(index, cutoff)
+  drop_closed(index, now, week)
   redis.call('EXPIRE', index, lifetime())
 end
 

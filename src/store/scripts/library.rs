@@ -19,8 +19,7 @@ pub(super) const GROUP_LIST: &str = include_str!("../lua/lib/group_list.lua");
 
 /// `index_time(posted)`: the whole second a vote index files an article
 /// under (its post time rounded up), a number small sorted sets store as an
-/// integer; `closed_cutoff` and `drop_closed`: its entries of closed
-/// articles, one range; `keep_index(index, seconds)`: an index's lifetime
+/// integer; `drop_closed`: its entries of closed articles, one range; `keep_index(index, seconds)`: an index's lifetime
 /// lengthened, never shortened.
 pub(super) const INDEX_TIME: &str = include_str!("../lua/lib/index_time.lua");
 

@@ -14,8 +14,8 @@ local function index_time(posted)
   return string.format('%d', math.ceil(tonumber(posted)))
 end
 
--- drop_closed(index, cutoff) drops the entries of articles whose voting
--- has closed, cutoff being closed_cutoff(now, week). An article is closed
+-- drop_closed(index, now, week) drops the entries of articles whose
+-- voting has closed. An article is closed
 -- once now - posted >= week (the vote script's own test, week being the
 -- voting window in seconds), so the closed ones score (0, now - week] as
 -- upvotes and [-(now - week), 0) as downvotes: no score is 0 (post times
@@ -23,10 +23,8 @@ end
 -- and nothing else. The bound is cut to the whole second below: a closed
 -- entry may wait for the next tidying, no open one goes (index_time,
 -- rounded up, is above it while the article is open).
-local function closed_cutoff(now, week)
-  return string.format('%d', now - week)
-end
-local function drop_closed(index, cutoff)
+local function drop_closed(index, now, week)
+  local cutoff = string.format('%d', now - week)
   redis.call('ZREMRANGEBYSCORE', index, '-' .. cutoff, cutoff)
 end
 

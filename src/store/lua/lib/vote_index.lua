@@ -8,7 +8,7 @@
 -- (drop_closed). The index then lives at least a week more, when every
 -- article in it has closed (keep_index).
 local function index_vote(index, article, posted, dir, now, week)
-  drop_closed(index, closed_cutoff(now, week))
+  drop_closed(index, now, week)
   if dir == 'up' then
     redis.call('ZADD', index, index_time(posted), article)
   elseif dir == 'down' then
