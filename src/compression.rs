@@ -5,13 +5,9 @@
 //! middleware, so a compressed form can be kept and served again: the
 //! response cache keeps each cached response's forms beside its body (a
 //! hit never compresses), and the GraphiQL assets are compressed once per
-//! process. Levels were measured on a 7 KB front page (see docs/api.md,
-//! "The HTTP contract"): zstd level 1 makes 11 % of the size in about 20 µs,
-//! brotli quality 2 12 % in about 35 µs, gzip level 1 21 % in about
-//! 120 µs (miniz' set-up dominates small bodies; level 4 reaches 16 % for
-//! 40 µs more). Higher levels bought little on API responses and cost
-//! several times the time, on a path that compresses every logged-in
-//! response.
+//! process. API responses use each codec's fastest level: higher ones buy
+//! little on JSON this small, on a path that compresses every logged-in
+//! response (the sizes and times are in docs/performance.md).
 
 use std::io::Write;
 
@@ -35,8 +31,7 @@ pub enum Level {
     /// API responses: fast levels (see the module doc).
     Fast,
     /// Static assets compressed once per process: brotli quality 9 and
-    /// gzip 9 (GraphiQL's 3.5 MB script: 629 KB in 0.7 s and 730 KB in
-    /// 0.3 s; brotli 11 saves 10 % more but takes 12 s).
+    /// gzip 9, the last levels that still start up quickly.
     Best,
 }
 

@@ -30,8 +30,7 @@
 //!    scripts, votes sent in batches), `pubsub` (the process' one pub/sub
 //!    connection), `auth`.
 //! 6. **bottom**: `domain` (parse-don't-validate newtypes), `error` (the
-//!    one error type and its codes), `rate` (rate limits), `client_addr`,
-//!    `sync`.
+//!    one error type and its codes), `rate` (rate limits), `client_addr`.
 
 mod auth;
 mod budget;
@@ -59,7 +58,6 @@ mod sessions;
 pub mod startup;
 mod state;
 mod store;
-mod sync;
 pub mod telemetry;
 mod templates;
 mod ws;

@@ -1,7 +1,7 @@
 //! The request pipeline: one GraphQL query or mutation, from its parsed
 //! form to its answer, the same for every transport. HTTP hands it what it
 //! read from a URL or a body; a WebSocket what a `subscribe` message
-//! carried; each turns the [`Answer`] into its own wire format.
+//! carried; each turns the [`PipelineResponse`] into its own wire format.
 //!
 //! In order: automatic persisted queries, the document limits, the
 //! transport's own rule (a GET runs queries only), the registration of a
@@ -23,7 +23,7 @@ use crate::graphql::limits::operation_name;
 use crate::graphql::{Api, RequestContext};
 
 /// One request, as a transport read it.
-pub struct Ask {
+pub struct PipelineRequest {
     pub request: async_graphql::Request,
     /// `Authorization` (`Bearer <token>`), if any.
     pub authorization: Option<String>,
@@ -36,15 +36,15 @@ pub struct Ask {
 }
 
 /// What the pipeline answers.
-pub struct Answer {
+pub struct PipelineResponse {
     /// The operation that ran or was chosen, for logs and metrics.
     pub operation: Option<(OperationType, Option<Name>)>,
     /// The first error's code, when an error was refused or returned.
     pub code: Option<&'static str>,
-    pub outcome: Outcome,
+    pub outcome: ResponseContent,
 }
 
-pub enum Outcome {
+pub enum ResponseContent {
     /// Refused before it ran; nothing was written.
     Refused(AppError),
     /// Failed before execution (parse, validation, variables): errors and
@@ -63,19 +63,19 @@ pub enum Outcome {
     },
 }
 
-impl Answer {
+impl PipelineResponse {
     fn refused(operation: Option<(OperationType, Option<Name>)>, e: AppError) -> Self {
         Self {
             operation,
             code: Some(e.code().as_str()),
-            outcome: Outcome::Refused(e),
+            outcome: ResponseContent::Refused(e),
         }
     }
 }
 
 /// Runs `ask` through the pipeline.
-pub async fn answer(api: &Api, ask: Ask) -> Answer {
-    let Ask {
+pub async fn run(api: &Api, ask: PipelineRequest) -> PipelineResponse {
+    let PipelineRequest {
         mut request,
         authorization,
         client,
@@ -84,11 +84,11 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
     } = ask;
     let registration = match api.state().persisted().resolve(&mut request).await {
         Ok(registration) => registration,
-        Err(e) => return Answer::refused(None, e),
+        Err(e) => return PipelineResponse::refused(None, e),
     };
     let checked = match api.guard().check(&request) {
         Ok(checked) => checked,
-        Err(e) => return Answer::refused(None, e),
+        Err(e) => return PipelineResponse::refused(None, e),
     };
     let (kind, cost) = match &checked {
         Some(c) => (Some(c.operation), c.cost),
@@ -99,7 +99,7 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
         (c.operation, name)
     });
     if queries_only && kind.is_some_and(|op| op != OperationType::Query) {
-        return Answer::refused(operation, AppError::MethodNotAllowed);
+        return PipelineResponse::refused(operation, AppError::MethodNotAllowed);
     }
     if let Some(registration) = registration {
         // Only a document that passed every limit is kept.
@@ -109,7 +109,7 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
             .register(registration, &request.query, client)
             .await;
         if let Err(e) = registered {
-            return Answer::refused(operation, e);
+            return PipelineResponse::refused(operation, e);
         }
     }
     let auth = authorization.as_deref();
@@ -119,12 +119,12 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
     let mut stored = None;
     if let Some(cache) = api.state().responses().filter(|_| anonymous) {
         let key = cache_key(&request);
-        let lead = match cache.lookup(&key, api.deadline()).await {
+        let computation = match cache.lookup(&key, api.deadline()).await {
             Ok(body) => {
-                return Answer {
+                return PipelineResponse {
                     operation,
                     code: None,
-                    outcome: Outcome::Body {
+                    outcome: ResponseContent::Body {
                         body,
                         cached: Some((cache.clone(), key)),
                         anonymous,
@@ -132,24 +132,24 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
                     },
                 }
             }
-            Err(lead) => lead,
+            Err(computation) => computation,
         };
-        stored = Some((cache, key, cache.position(), lead));
+        stored = Some((cache, key, cache.position(), computation));
     }
     // Past the cache, the request runs (or fills a template): it needs
     // room in the work budget, held until its body is written.
     let permit = match api.budget().admit(cost).await {
         Ok(permit) => permit,
-        Err(e) => return Answer::refused(operation, e),
+        Err(e) => return PipelineResponse::refused(operation, e),
     };
     let personal = auth.is_some() && query;
     if let (true, Some(cache), Some(checked)) = (personal, api.state().responses(), &checked) {
         let document = checked.document.clone();
         if let Some(body) = personal_page(api, cache, client, auth, &request, document).await {
-            return Answer {
+            return PipelineResponse {
                 operation,
                 code: None,
-                outcome: Outcome::Body {
+                outcome: ResponseContent::Body {
                     body: Arc::new(Cached::new(body)),
                     cached: None,
                     anonymous,
@@ -185,10 +185,10 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
         );
     }
     if is_request_error(&response) {
-        return Answer {
+        return PipelineResponse {
             operation,
             code,
-            outcome: Outcome::RequestError(response),
+            outcome: ResponseContent::RequestError(response),
         };
     }
     let ok = response.is_ok();
@@ -205,21 +205,21 @@ pub async fn answer(api: &Api, ask: Ask) -> Answer {
         None => Cached::failed(json_body(&response, cost)),
     });
     let cached = match stored {
-        Some((cache, key, start, lead)) => {
+        Some((cache, key, start, computation)) => {
             if let (true, Some(deps)) = (ok, recorded.take()) {
                 cache.put(key.clone(), start, deps, body.clone());
             }
-            if let Some(lead) = lead {
-                lead.land(body.clone());
+            if let Some(computation) = computation {
+                computation.publish(body.clone());
             }
             Some((cache.clone(), key))
         }
         None => None,
     };
-    Answer {
+    PipelineResponse {
         operation,
         code,
-        outcome: Outcome::Body {
+        outcome: ResponseContent::Body {
             body,
             cached,
             anonymous,
@@ -304,11 +304,11 @@ async fn template(
     request: &async_graphql::Request,
     document: Arc<ExecutableDocument>,
 ) -> Option<Arc<Cached>> {
-    let lead = match cache.lookup(key, api.deadline()).await {
+    let computation = match cache.lookup(key, api.deadline()).await {
         Ok(cached) => return Some(cached),
         // A leader that gave up: the request runs whole.
         Err(None) => return None,
-        Err(Some(lead)) => lead,
+        Err(Some(computation)) => computation,
     };
     let start = cache.position();
     let mut copy =
@@ -318,7 +318,7 @@ async fn template(
     let mut response = api.execute_checked(copy, Some(document)).await;
     let holes = recorded.holes()?;
     let cached = if holes.is_personal() {
-        Cached::whole()
+        Cached::not_templatable()
     } else if response.is_ok() {
         Cached::template(holes.template(&mut response)?)
     } else {
@@ -328,7 +328,7 @@ async fn template(
     if let Some(deps) = recorded.take() {
         cache.put(key.to_owned(), start, deps, cached.clone());
     }
-    lead.land(cached.clone());
+    computation.publish(cached.clone());
     Some(cached)
 }
 

@@ -16,7 +16,7 @@
 //!   that stops reading) skips the events it missed and goes on from the
 //!   oldest one still kept; it never blocks the others;
 //! - when the connection drops, it is re-established with exponential backoff
-//!   (100 ms up to 5 s) and subscribers stay subscribed; events published
+//!   and subscribers stay subscribed; events published
 //!   while it was down are not replayed (Redis pub/sub is at-most-once).
 //!
 //! A subscription whose result cannot depend on its caller runs once for
@@ -36,7 +36,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::store::keys::{POSTED_CHANNEL, SCORE_CHANNEL, SESSION_ENDED_CHANNEL};
 use crate::store::Locator;
-use crate::sync::AbortOnDrop;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Events kept for slow subscribers before they start skipping.
 pub const CAPACITY: usize = 4096;
@@ -150,7 +150,7 @@ pub struct PubSub {
     /// are among `internal`.
     shared: Arc<AtomicUsize>,
     /// Stops the listener when the last handle goes.
-    _task: Arc<AbortOnDrop>,
+    _task: Arc<AbortOnDropHandle<()>>,
 }
 
 /// Keeps a receiver out of [`PubSub::subscribers`] while it lives; dropped
@@ -187,7 +187,7 @@ impl PubSub {
             stats,
             internal: Arc::default(),
             shared: Arc::default(),
-            _task: Arc::new(AbortOnDrop(task)),
+            _task: Arc::new(AbortOnDropHandle::new(task)),
         }
     }
 

@@ -24,7 +24,7 @@ use crate::client_addr::{ClientAddr, TrustedProxies};
 use crate::compression::{self, Encoding};
 use crate::error::AppError;
 use crate::graphql::Api;
-use crate::pipeline::{self, Ask, Outcome};
+use crate::pipeline::{self, PipelineRequest, ResponseContent};
 use crate::telemetry;
 use crate::telemetry::Operation;
 use crate::ws::WebSockets;
@@ -104,7 +104,7 @@ pub async fn graphql_other_methods<E: Endpoint>(
 }
 
 /// The request's client address: its socket peer, or what a trusted proxy
-/// says (see [`crate::client`]).
+/// says (see [`crate::client_addr`]).
 fn client_addr(req: &Request, trusted: &TrustedProxies) -> ClientAddr {
     let peer = req.remote_addr().as_socket_addr().map(|addr| addr.ip());
     ClientAddr::resolve(peer, req.headers(), trusted)
@@ -228,14 +228,14 @@ async fn execute(
     request: async_graphql::Request,
 ) -> Response {
     let wants = Wants::of(headers);
-    let ask = Ask {
+    let ask = PipelineRequest {
         request,
         authorization: authorization(headers).map(str::to_owned),
         client,
         queries_only: method == Method::Get,
         with_cost: headers.contains_key(COST_HEADER),
     };
-    let answer = pipeline::answer(schema, ask).await;
+    let answer = pipeline::run(schema, ask).await;
     if let Some((kind, name)) = answer.operation {
         telemetry::note_operation(Operation {
             kind: Some(kind.into()),
@@ -246,9 +246,9 @@ async fn execute(
         telemetry::note_code(code);
     }
     match answer.outcome {
-        Outcome::Refused(e) => refusal(e, wants.media),
-        Outcome::RequestError(response) => request_error(&response, wants.media),
-        Outcome::Body {
+        ResponseContent::Refused(e) => refusal(e, wants.media),
+        ResponseContent::RequestError(response) => request_error(&response, wants.media),
+        ResponseContent::Body {
             body,
             cached,
             anonymous,

@@ -27,7 +27,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::pubsub::PubSub;
 use crate::store::Store;
-use crate::sync::AbortOnDrop;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How often the open sockets' sessions are checked in Redis.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
@@ -40,7 +40,7 @@ const SWEEP_BATCH: usize = 1_000;
 #[derive(Clone)]
 pub struct SessionWatch {
     inner: Arc<Inner>,
-    _task: Arc<AbortOnDrop>,
+    _task: Arc<AbortOnDropHandle<()>>,
 }
 
 /// The sockets using one login, by socket id.
@@ -92,7 +92,7 @@ impl SessionWatch {
         let task = tokio::spawn(run(inner.clone(), store, announced));
         Self {
             inner,
-            _task: Arc::new(AbortOnDrop(task)),
+            _task: Arc::new(AbortOnDropHandle::new(task)),
         }
     }
 

@@ -26,10 +26,10 @@ use crate::scrape;
 use crate::server::{self, ServerLimits};
 use crate::sessions::SessionWatch;
 use crate::store::{Locator, Store};
-use crate::sync::AbortOnDrop;
 use crate::telemetry;
 use crate::telemetry::RequestMetrics;
 use crate::ws::{Shutdown, WebSockets};
+use tokio_util::task::AbortOnDropHandle;
 
 /// A bound, ready-to-run server.
 pub struct Application {
@@ -54,7 +54,7 @@ pub struct Application {
     /// The `--metrics-bind` listener and its one route.
     metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
     /// Feeds the response cache its events (see [`keep_current`]).
-    _cache_upkeep: Option<AbortOnDrop>,
+    _cache_upkeep: Option<AbortOnDropHandle<()>>,
 }
 
 impl Application {
@@ -266,7 +266,7 @@ impl Application {
         // The replica's lag, measured every second for /health and /metrics.
         let lag = self.state.replica().cloned().map(|replica| {
             let state = self.state.clone();
-            AbortOnDrop(tokio::spawn(async move {
+            AbortOnDropHandle::new(tokio::spawn(async move {
                 let mut ticks = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     ticks.tick().await;
@@ -373,12 +373,12 @@ fn check_redis(store: Store, source: &'static str) {
 /// events (missed ones, or a pub/sub connection that was down: a Redis
 /// restart, a failover) drops everything, since whatever they changed is
 /// unknown.
-fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDrop {
+fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandle<()> {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = pubsub.subscribe_internal();
     let mut resubscriptions = pubsub.resubscriptions();
     let cache = Arc::downgrade(cache);
-    AbortOnDrop(tokio::spawn(async move {
+    AbortOnDropHandle::new(tokio::spawn(async move {
         loop {
             tokio::select! {
                 event = events.recv() => {

@@ -85,8 +85,8 @@ fn sane_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(&b))
 }
 
-/// Bucket bounds of request latencies, in microseconds: 250 µs (a cached
-/// page) to 10 s (past the default execution deadline).
+/// Bucket bounds of request latencies, in microseconds: from a cached
+/// page to past the default execution deadline.
 const REQUEST_BOUNDS_US: &[u64] = &[
     250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
     2_500_000, 5_000_000, 10_000_000,

@@ -4,10 +4,9 @@
 //! response cache like an anonymous page, and filled per reader with one
 //! `ZMSCORE` of their vote index.
 //!
-//! Why: a logged-in reader's page used to run the whole executor (25
-//! articles × a dozen fields) and read every article for every request;
-//! with a template it costs the session lookup, one command for the votes
-//! and a copy of the body. The template follows the anonymous cache's rules
+//! Why: without a template a logged-in reader's page runs the whole
+//! executor and reads every article for every request; with one it costs
+//! the session lookup, one command for the votes and a copy of the body. The template follows the anonymous cache's rules
 //! (see `cache/`): it records what it shows and is never older than a
 //! second. The reader's own votes are read fresh on every request.
 //!
@@ -22,7 +21,7 @@
 //! What may be a template is decided while it is computed, not by a list:
 //! a resolver that asks the request context who the caller is (`me`)
 //! marks the document personal, and such documents run whole for every
-//! request, as before.
+//! request.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;

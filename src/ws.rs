@@ -41,7 +41,7 @@ use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::graphql::shared_subscriptions::SharedStreams;
 use crate::graphql::{Api, RequestContext};
-use crate::pipeline::{self, Ask, Outcome};
+use crate::pipeline::{self, PipelineRequest, ResponseContent};
 use crate::pubsub::PubSub;
 use crate::sessions::{SessionWatch, Watched};
 use crate::store::Store;
@@ -610,7 +610,7 @@ impl State {
         } else {
             // A query or mutation runs through the request pipeline, as
             // over HTTP: the same cache, budget and templates.
-            let ask = Ask {
+            let ask = PipelineRequest {
                 request,
                 authorization: self.authorization.clone(),
                 client: self.client,
@@ -618,7 +618,7 @@ impl State {
                 with_cost: false,
             };
             let api = self.schema.clone();
-            stream::once(async move { answered(pipeline::answer(&api, ask).await) }).boxed()
+            stream::once(async move { answered(pipeline::run(&api, ask).await) }).boxed()
         };
         let responses = payloads
             .map(Some)
@@ -722,16 +722,16 @@ async fn login_ended(login: &mut Option<Watched>) {
 
 /// The pipeline's answer as one result of an operation: a body is sent as
 /// it was serialised (and cached), anything else as a response.
-fn answered(answer: pipeline::Answer) -> Payload {
+fn answered(answer: pipeline::PipelineResponse) -> Payload {
     match answer.outcome {
-        Outcome::Body { body, .. } => match std::str::from_utf8(body.body()) {
+        ResponseContent::Body { body, .. } => match std::str::from_utf8(body.body()) {
             Ok(text) => Payload::Shared(Arc::from(text)),
             Err(_) => Payload::Own(Box::new(crate::graphql::rejection(AppError::Internal(
                 "a response body was not UTF-8".to_owned(),
             )))),
         },
-        Outcome::RequestError(response) => Payload::Own(Box::new(response)),
-        Outcome::Refused(e) => Payload::Own(Box::new(crate::graphql::rejection(e))),
+        ResponseContent::RequestError(response) => Payload::Own(Box::new(response)),
+        ResponseContent::Refused(e) => Payload::Own(Box::new(crate::graphql::rejection(e))),
     }
 }
 

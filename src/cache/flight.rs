@@ -22,37 +22,34 @@ use super::{Cached, Position};
 /// [`Position`]: after a vote or a write it computes afresh, so a client
 /// that voted never reads a page computed before its vote.
 #[derive(Default, Clone)]
-pub(super) struct Flights(Arc<Mutex<HashMap<String, (Position, Landing)>>>);
+pub(super) struct Flights(Arc<Mutex<HashMap<String, (Position, BodyReceiver)>>>);
 
-/// Where a computed body lands: None until it does.
-type Landing = watch::Receiver<Option<Arc<Cached>>>;
+/// Where the computed body arrives: None until it does.
+type BodyReceiver = watch::Receiver<Option<Arc<Cached>>>;
 
 /// What a request that missed the cache does.
 pub enum Flight {
-    /// Compute the response, then [`Lead::land`] it for the others.
-    Lead(Lead),
-    /// Wait for the request computing it ([`Follow::wait`]).
-    Follow(Follow),
+    /// Compute the response, then [`Computation::publish`] it for the others.
+    Compute(Computation),
+    /// Wait for the request computing it ([`Waiter::wait`]).
+    Wait(Waiter),
 }
 
-/// The request computing a response others wait for. Dropped without
-/// landing (its client went away, it failed), it lets the waiters compute
-/// the response themselves.
 impl Flights {
     /// Joins the computation of `key` started at the cache's `now`, or
-    /// leads one.
+    /// starts one.
     pub(super) fn join(&self, key: &str, now: Position) -> Flight {
         let mut flights = self.0.lock();
         if let Some((started, receiver)) = flights.get(key) {
             if *started == now {
-                return Flight::Follow(Follow(receiver.clone()));
+                return Flight::Wait(Waiter(receiver.clone()));
             }
         }
-        Flight::Lead(self.lead(&mut flights, key, now))
+        Flight::Compute(self.lead(&mut flights, key, now))
     }
 
     /// Leads a computation of `key` from `now` if none is under way.
-    pub(super) fn lead_alone(&self, key: &str, now: Position) -> Option<Lead> {
+    pub(super) fn compute_alone(&self, key: &str, now: Position) -> Option<Computation> {
         let mut flights = self.0.lock();
         if flights.contains_key(key) {
             return None;
@@ -62,13 +59,13 @@ impl Flights {
 
     fn lead(
         &self,
-        flights: &mut HashMap<String, (Position, Landing)>,
+        flights: &mut HashMap<String, (Position, BodyReceiver)>,
         key: &str,
         now: Position,
-    ) -> Lead {
+    ) -> Computation {
         let (sender, receiver) = watch::channel(None);
         flights.insert(key.to_owned(), (now, receiver));
-        Lead {
+        Computation {
             flights: self.clone(),
             key: key.to_owned(),
             sender,
@@ -76,20 +73,23 @@ impl Flights {
     }
 }
 
-pub struct Lead {
+/// The request computing a response others wait for. Dropped without
+/// publishing (its client went away, it failed), it lets the waiters
+/// compute the response themselves.
+pub struct Computation {
     flights: Flights,
     key: String,
     sender: watch::Sender<Option<Arc<Cached>>>,
 }
 
-impl Lead {
+impl Computation {
     /// Hands the body to every request waiting for it.
-    pub fn land(self, body: Arc<Cached>) {
+    pub fn publish(self, body: Arc<Cached>) {
         let _ = self.sender.send(Some(body));
     }
 }
 
-impl Drop for Lead {
+impl Drop for Computation {
     fn drop(&mut self) {
         let mut flights = self.flights.0.lock();
         if flights
@@ -101,9 +101,9 @@ impl Drop for Lead {
     }
 }
 
-pub struct Follow(Landing);
+pub struct Waiter(BodyReceiver);
 
-impl Follow {
+impl Waiter {
     /// The leader's body, or None when it gave up or `patience` ran out
     /// (the caller then computes the response itself).
     pub async fn wait(mut self, patience: Duration) -> Option<Arc<Cached>> {

@@ -55,7 +55,7 @@ use crate::templates::{self, Counted, Template};
 
 mod flight;
 use flight::Flights;
-pub use flight::{Flight, Lead};
+pub use flight::{Computation, Flight};
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this age an entry is computed again ahead of its expiry (see
@@ -80,7 +80,7 @@ pub struct Deps {
     any_vote: bool,
     /// Shows something a vote changes that a patch cannot write (a feed's
     /// cursors encode positions): a vote on its articles drops it.
-    fixed: bool,
+    shows_cursors: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -186,8 +186,8 @@ impl Deps {
 
     /// The response shows something of its articles a vote changes and a
     /// patch cannot write.
-    pub fn fixed(&mut self) {
-        self.fixed = true;
+    pub fn shows_cursors(&mut self) {
+        self.shows_cursors = true;
     }
 
     /// Whether the vote behind `event` can change the response. A vote on
@@ -203,7 +203,8 @@ impl Deps {
     /// into it: every page keeps its articles and their order. If so, the
     /// pages take the new score.
     fn patch(&mut self, event: &ScoreEvent) -> bool {
-        if self.any_vote || self.fixed || !self.windows.iter().all(|w| w.keeps_order(event)) {
+        if self.any_vote || self.shows_cursors || !self.windows.iter().all(|w| w.keeps_order(event))
+        {
             return false;
         }
         for w in &mut self.windows {
@@ -243,19 +244,19 @@ pub struct Cached {
     tag: OnceLock<String>,
     encoded: Mutex<[Option<bytes::Bytes>; 3]>,
     /// What a logged-in query's entry holds instead of a body to serve.
-    personal: Personal,
+    kind: EntryKind,
 }
 
-/// The entry of a logged-in query (see [`crate::personal`]).
+/// What a cache entry holds (see [`crate::templates`]).
 #[derive(Debug)]
-enum Personal {
-    /// Not one: an anonymous response.
-    No,
+enum EntryKind {
+    /// An anonymous response.
+    Anonymous,
     /// Its template, whose anonymous form is the body.
     Template(Template),
     /// The query reads who the caller is: it runs whole every time. The
     /// entry remembers that, so it is not tried as a template again.
-    Whole,
+    NotTemplatable,
 }
 
 /// Length of a [`Cached::tag`]: 128 bits in hex.
@@ -269,7 +270,7 @@ impl Cached {
             ok: true,
             tag: OnceLock::new(),
             encoded: Mutex::new([None, None, None]),
-            personal: Personal::No,
+            kind: EntryKind::Anonymous,
         }
     }
 
@@ -277,31 +278,31 @@ impl Cached {
     pub fn template(template: Template) -> Self {
         Self {
             body: template.anonymous(),
-            personal: Personal::Template(template),
+            kind: EntryKind::Template(template),
             ..Self::new(bytes::Bytes::new())
         }
     }
 
     /// A logged-in query that cannot be a template.
-    pub fn whole() -> Self {
+    pub fn not_templatable() -> Self {
         Self {
-            personal: Personal::Whole,
+            kind: EntryKind::NotTemplatable,
             ..Self::new(bytes::Bytes::new())
         }
     }
 
     /// The template, for a logged-in query's entry that has one.
     pub fn as_template(&self) -> Option<&Template> {
-        match &self.personal {
-            Personal::Template(t) => Some(t),
+        match &self.kind {
+            EntryKind::Template(t) => Some(t),
             _ => None,
         }
     }
 
     /// Bytes held by the body (and a template's hole list).
     fn size(&self) -> usize {
-        match &self.personal {
-            Personal::Template(t) => t.size(),
+        match &self.kind {
+            EntryKind::Template(t) => t.size(),
             _ => self.body.len(),
         }
     }
@@ -645,12 +646,16 @@ impl ResponseCache {
     /// request that reads it while nobody computes it, and served as it
     /// is to the others meanwhile: readers do not queue behind a page
     /// that expires under load.
-    pub async fn lookup(&self, key: &str, patience: Duration) -> Result<Arc<Cached>, Option<Lead>> {
+    pub async fn lookup(
+        &self,
+        key: &str,
+        patience: Duration,
+    ) -> Result<Arc<Cached>, Option<Computation>> {
         if let Some((hit, age)) = self.aged(key) {
             if age >= REFRESH_AFTER {
-                if let Some(lead) = self.flights.lead_alone(key, self.position()) {
+                if let Some(computation) = self.flights.compute_alone(key, self.position()) {
                     self.count(false);
-                    return Err(Some(lead));
+                    return Err(Some(computation));
                 }
             }
             self.count(true);
@@ -658,8 +663,8 @@ impl ResponseCache {
         }
         self.count(false);
         match self.flight(key) {
-            Flight::Lead(lead) => Err(Some(lead)),
-            Flight::Follow(follow) => follow.wait(patience).await.ok_or(None),
+            Flight::Compute(computation) => Err(Some(computation)),
+            Flight::Wait(waiter) => waiter.wait(patience).await.ok_or(None),
         }
     }
 
@@ -888,36 +893,36 @@ mod tests {
     #[tokio::test]
     async fn concurrent_misses_share_one_computation() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
-        let Flight::Lead(lead) = cache.flight("k") else {
+        let Flight::Compute(computation) = cache.flight("k") else {
             panic!("the first miss leads");
         };
-        let Flight::Follow(follow) = cache.flight("k") else {
+        let Flight::Wait(waiter) = cache.flight("k") else {
             panic!("a second miss follows");
         };
-        let waiting = tokio::spawn(follow.wait(Duration::from_secs(5)));
-        lead.land(body("page"));
+        let waiting = tokio::spawn(waiter.wait(Duration::from_secs(5)));
+        computation.publish(body("page"));
         let landed = waiting.await.unwrap().unwrap();
         assert_eq!(landed.body().as_ref(), b"page");
         // Landed and dropped: the next miss leads again.
-        assert!(matches!(cache.flight("k"), Flight::Lead(_)));
+        assert!(matches!(cache.flight("k"), Flight::Compute(_)));
 
         // A leader that gives up lets its followers compute for themselves.
-        let Flight::Lead(lead) = cache.flight("g") else {
+        let Flight::Compute(computation) = cache.flight("g") else {
             panic!()
         };
-        let Flight::Follow(follow) = cache.flight("g") else {
+        let Flight::Wait(waiter) = cache.flight("g") else {
             panic!()
         };
-        drop(lead);
-        assert!(follow.wait(Duration::from_secs(5)).await.is_none());
+        drop(computation);
+        assert!(waiter.wait(Duration::from_secs(5)).await.is_none());
 
         // After a vote, a miss does not join a computation that started
         // before it: it leads its own.
-        let Flight::Lead(_before) = cache.flight("v") else {
+        let Flight::Compute(_before) = cache.flight("v") else {
             panic!()
         };
         cache.vote(vote("1", 0.0, &[]));
-        assert!(matches!(cache.flight("v"), Flight::Lead(_)));
+        assert!(matches!(cache.flight("v"), Flight::Compute(_)));
     }
 
     fn members(list: &[(&str, f64)]) -> Vec<(String, f64)> {
@@ -956,7 +961,7 @@ mod tests {
         let mut deps = page(true, true);
         assert!(!deps.patch(&vote("2", 25_000.0, &[])));
         let mut deps = page(true, true);
-        deps.fixed();
+        deps.shows_cursors();
         assert!(!deps.patch(&vote("2", 25_000.0, &[])));
         // A patch moves the page's bounds with the score.
         let mut deps = page(true, true);
@@ -972,8 +977,8 @@ mod tests {
         let patience = Duration::from_millis(10);
         assert!(cache.lookup("k", patience).await.is_ok());
         std::thread::sleep(REFRESH_AFTER);
-        let lead = match cache.lookup("k", patience).await {
-            Err(Some(lead)) => lead,
+        let computation = match cache.lookup("k", patience).await {
+            Err(Some(computation)) => computation,
             _ => panic!("the first reader past the refresh age computes it"),
         };
         for _ in 0..3 {
@@ -985,7 +990,7 @@ mod tests {
             assert_eq!(served.body().as_ref(), b"old");
         }
         cache.put("k".into(), cache.position(), Deps::default(), body("new"));
-        lead.land(body("new"));
+        computation.publish(body("new"));
         let served = cache.lookup("k", patience).await.ok().unwrap();
         assert_eq!(served.body().as_ref(), b"new");
     }

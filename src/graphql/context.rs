@@ -235,7 +235,7 @@ impl RequestContext {
     ///
     /// The caller's session is looked up while the range is read (see
     /// [`RequestContext::with_session`]). The page knows every id it needs, so it loads them at
-    /// once rather than through the DataLoader, whose batching delay (1 ms)
+    /// once rather than through the DataLoader, whose batching delay
     /// would only add to every page.
     pub async fn ranked(
         &self,
@@ -372,7 +372,7 @@ impl RequestContext {
         let full = page.has_next || ids.len() == first;
         // Each edge's cursor holds its article's position: a vote on one
         // of them changes the page.
-        self.record(Deps::fixed);
+        self.record(Deps::shows_cursors);
         let records = self
             .shown(list, order, &ids, full, position.is_none())
             .await?;
@@ -400,7 +400,7 @@ impl RequestContext {
 
     /// One article, read at once: for a resolver that knows no other read
     /// can join its batch (a subscription event), where the DataLoader's
-    /// 1 ms wait would only delay it.
+    /// wait would only delay it.
     pub async fn article_unbatched(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
         self.record(|deps| deps.article(&id.to_string()));
         Ok(self

@@ -62,7 +62,7 @@ use super::scripts::{self, GroupDerived, GroupMode};
 use super::{Conn, Locator, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::error::AppResult;
-use crate::sync::AbortOnDrop;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How long touched keys wait to be derived together.
 pub const COALESCE: Duration = Duration::from_millis(20);
@@ -75,9 +75,7 @@ pub const MAX_PENDING_GROUPS: usize = 10_000;
 
 /// Articles the sweep re-derives per round of upkeep (a second by
 /// default, one instance per round): every article within
-/// `articles / SWEEP_BATCH` rounds, 500 s at 1,000,000 articles. Measured
-/// at 1,000,000 articles, an article already right costs Redis about
-/// 17 µs, so a round costs about 33 ms of Redis time.
+/// `articles / SWEEP_BATCH` rounds.
 pub const SWEEP_BATCH: u64 = 2000;
 
 /// Articles per sweep script: Redis runs nothing else while a script
@@ -474,17 +472,17 @@ impl DeriveQueue {
 
 /// The deriver's tasks; dropping it stops them.
 pub struct Deriver {
-    _listener: AbortOnDrop,
-    _worker: AbortOnDrop,
+    _listener: AbortOnDropHandle<()>,
+    _worker: AbortOnDropHandle<()>,
 }
 
 impl Store {
     /// Starts following other writers (see the module doc).
     pub fn start_deriver(&self) -> Deriver {
         let queue = self.derive_queue().clone();
-        let listener = AbortOnDrop(tokio::spawn(listen(self.locator().clone(), queue)));
+        let listener = AbortOnDropHandle::new(tokio::spawn(listen(self.locator().clone(), queue)));
         let store = self.clone();
-        let worker = AbortOnDrop(tokio::spawn(async move {
+        let worker = AbortOnDropHandle::new(tokio::spawn(async move {
             let queue = store.derive_queue().clone();
             loop {
                 queue.wake.notified().await;

@@ -29,7 +29,7 @@ use super::{unix_secs, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
-use crate::sync::AbortOnDrop;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How a list is ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,7 +348,7 @@ impl Store {
     /// tried again on the next tick.
     pub fn start_top_index(&self, force: bool, every: Duration) -> TopIndex {
         let store = self.clone();
-        let task = AbortOnDrop(tokio::spawn(async move {
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             let mut built = false;
             let mut recount = 0;
             let mut ticks = tokio::time::interval(every);
@@ -392,7 +392,7 @@ impl Store {
 /// The net-vote rankings' background work; dropping it stops the work
 /// (between two scripts, each of which is atomic).
 pub struct TopIndex {
-    _task: AbortOnDrop,
+    _task: AbortOnDropHandle<()>,
 }
 
 #[cfg(test)]

@@ -71,8 +71,8 @@ pub struct Shared {
     wait: Option<(u32, Duration)>,
 }
 
-/// Bucket bounds of Redis command latencies, in microseconds: 50 µs (a
-/// command on the unix socket) to 1 s (the default command timeout).
+/// Bucket bounds of Redis command latencies, in microseconds: from a
+/// command on the unix socket to the default command timeout.
 const REDIS_BOUNDS_US: &[u64] = &[
     50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
     1_000_000,

@@ -48,10 +48,10 @@ use super::scripts::{self, Ballot, VoteReplies, VoteReply};
 use super::Connections;
 use crate::error::{AppError, AppResult};
 use crate::rate::RateLimit;
-use crate::sync::AbortOnDrop;
+use tokio_util::task::AbortOnDropHandle;
 
-/// Most votes in one batch: a script holds Redis for its whole run, and a
-/// vote takes it some 100 µs, so a batch stays near a few milliseconds.
+/// Most votes in one batch: a script holds Redis for its whole run, so a
+/// batch is kept to a few milliseconds.
 pub const MAX_BATCH: usize = 32;
 
 /// Most votes waiting for a batch.
@@ -83,7 +83,7 @@ pub(super) struct VoteBatcher {
 
 struct Started {
     jobs: mpsc::Sender<Job>,
-    _task: AbortOnDrop,
+    _task: AbortOnDropHandle<()>,
 }
 
 #[derive(Default)]
@@ -114,7 +114,7 @@ impl VoteBatcher {
     ) -> AppResult<VoteReply> {
         let started = self.started.get_or_init(|| {
             let (jobs, queue) = mpsc::channel(QUEUED);
-            let task = AbortOnDrop(tokio::spawn(send_batches(
+            let task = AbortOnDropHandle::new(tokio::spawn(send_batches(
                 queue,
                 connections.clone(),
                 self.counts.clone(),

@@ -23,7 +23,7 @@ use super::{value_f64, Store};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::error::{AppError, AppResult};
-use crate::sync::AbortOnDrop;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Articles per backfill batch: a few hundred, one script call each.
 const BATCH_ARTICLES: u32 = 250;
@@ -86,7 +86,7 @@ pub struct BackfillReport {
 /// The background backfill; dropping it stops the pass (between two
 /// batches, each of which is atomic), as when the server stops.
 pub struct Backfill {
-    _task: AbortOnDrop,
+    _task: AbortOnDropHandle<()>,
 }
 
 impl Store {
@@ -147,7 +147,7 @@ impl Store {
     /// dropped; the server serves meanwhile.
     pub fn start_vote_index_backfill(&self, force: bool) -> Backfill {
         let store = self.clone();
-        let task = AbortOnDrop(tokio::spawn(async move {
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             let mut wait = RETRY_FIRST;
             loop {
                 match store.backfill_vote_index(force).await {

@@ -14,8 +14,8 @@ local key, source, members = KEYS[1], KEYS[2], KEYS[3]
 local build, want, min_time = ARGV[1] == '1', tonumber(ARGV[2]) + 1, tonumber(ARGV[3])
 local cache_secs, max_ties, feed_scan, top_step =
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
--- A cache has a lifetime: one without (a user's score ranking that an
--- earlier version kept forever, and no longer keeps current) is built anew.
+-- A cache has a lifetime: one without (kept forever by hand, and so not
+-- kept current) is built anew.
 if build and redis.call('TTL', key) < 0 then
   redis.call('ZINTERSTORE', key, 2, source, members, 'WEIGHTS', 1, 0)
   redis.call('EXPIRE', key, cache_secs)

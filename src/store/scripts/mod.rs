@@ -37,10 +37,9 @@
 //! the numbers): a [`Prelude`] of `local name = value` lines, written from
 //! the same [`keys`] constants when the script is built, goes in front of
 //! its parts, and only what changes from call to call comes in `KEYS` and
-//! `ARGV`. Each argument costs Redis about 1,300 instructions per call
-//! (parsed, made a string object, then a Lua string), and its 25 constant
-//! ones were 7 % of a vote. Its text (and SHA) so depends on them, which
-//! are the same in every instance of one version.
+//! `ARGV`, because every argument costs Redis a parse per call. Its text
+//! (and SHA) so depends on them, which are the same in every instance of
+//! one version.
 //!
 //! **Replies.** Each script answers `{status, values…}` and has its own
 //! reply type ([`VoteReply`], [`PostReply`], …), read in one place
