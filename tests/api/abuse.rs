@@ -855,30 +855,3 @@ async fn one_address_cannot_take_every_connection() {
     let _ = tokio::time::timeout(Duration::from_secs(5), again.read_to_end(&mut reply)).await;
     assert!(String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 200"));
 }
-
-#[tokio::test]
-async fn concurrent_misses_of_one_page_run_it_once() {
-    let (app, _) = seeded().await;
-    let mut admin = app.redis.conn().await;
-    let before = crate::helpers::command_calls(&mut admin, "zrevrange").await;
-    // Redis holds every command for a moment, so all 32 requests miss the
-    // cache while the first one is still computing the page.
-    pause_redis(&mut admin, 300).await;
-    let query = "{ articles(pageSize: 7) { id title votes } }";
-    let requests = (0..32).map(|_| app.gql(query, json!({}), None));
-    let bodies = futures_util::future::join_all(requests).await;
-    for body in &bodies {
-        assert_eq!(
-            body["data"]["articles"].as_array().unwrap().len(),
-            5,
-            "{body}"
-        );
-        assert_eq!(body, &bodies[0]);
-    }
-    let after = crate::helpers::command_calls(&mut admin, "zrevrange").await;
-    assert_eq!(
-        after - before,
-        1,
-        "one computation for 32 concurrent misses"
-    );
-}

@@ -1,0 +1,406 @@
+//! The round-trip contract, in one place: a page costs two round trips and
+//! a bounded number of commands, counted by Redis itself
+//! (`total_reads_processed`, `commandstats`). Every other test file tests
+//! behaviour.
+
+use std::time::Duration;
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    command_calls, command_stats, done_if, eventually, pause_redis, reads_processed,
+    reset_command_stats, spawn_app, spawn_app_with, wait_for_vote_index, TestApp, WsClient,
+    ARTICLE_FIELDS, TRANSPORT_WS,
+};
+
+/// Runs `query` and returns (round trips to Redis, article hash reads) it cost.
+async fn cost_of(app: &TestApp, query: &str) -> (u64, u64) {
+    let mut redis = app.redis.conn().await;
+    // Warm the pool so connection set-up is not counted.
+    app.gql_ok(query, json!({}), None).await;
+    app.gql_ok(query, json!({}), None).await;
+    app.wait_for_derivations().await;
+    let r0 = reads_processed(&mut redis).await;
+    let r1 = reads_processed(&mut redis).await;
+    let own = r1 - r0; // what one INFO costs
+    let h1 = command_calls(&mut redis, "hmget").await;
+    let r2 = reads_processed(&mut redis).await;
+    app.gql_ok(query, json!({}), None).await;
+    let r3 = reads_processed(&mut redis).await;
+    let h2 = command_calls(&mut redis, "hmget").await;
+    (r3 - r2 - own, h2 - h1)
+}
+
+async fn seeded_app() -> TestApp {
+    // The response cache would answer repeated anonymous queries with no
+    // Redis work at all; these tests measure the Redis work itself.
+    let app = spawn_app_with(|s| s.no_response_cache = true).await;
+    let alice = app.sign_up("alice").await;
+    for i in 0..30 {
+        let groups: &[&str] = if i % 2 == 0 {
+            &["even", "all"]
+        } else {
+            &["all"]
+        };
+        app.post(&alice, &format!("article {i}"), groups).await;
+    }
+    app
+}
+
+#[tokio::test]
+async fn a_page_of_25_articles_costs_two_round_trips() {
+    let app = seeded_app().await;
+    let query = format!("{{ articles(pageSize: 25) {{ {ARTICLE_FIELDS} }} }}");
+    let (trips, article_reads) = cost_of(&app, &query).await;
+    assert_eq!(article_reads, 25, "every article was read");
+    assert!(trips <= 2, "a page took {trips} round trips to Redis");
+    assert!(trips >= 1);
+}
+
+#[tokio::test]
+async fn several_lists_in_one_query_cost_one_batch_each() {
+    let app = seeded_app().await;
+    let query = format!(
+        "{{ top: articles(pageSize: 25) {{ {ARTICLE_FIELDS} }} \
+           newest: articles(order: NEWEST, pageSize: 25) {{ {ARTICLE_FIELDS} }} \
+           group(name: \"even\") {{ articles {{ {ARTICLE_FIELDS} }} }} \
+           one: article(id: \"3\") {{ {ARTICLE_FIELDS} }} }}"
+    );
+    let (trips, article_reads) = cost_of(&app, &query).await;
+    // Each list is one range read plus one pipeline for its whole page (a
+    // page knows all its ids, so it does not wait to share a batch), and the
+    // single article is one more batch: 7 round trips for 66 article slots,
+    // where one per article would be 69.
+    assert_eq!(article_reads, 25 + 25 + 15 + 1, "every slot read once");
+    assert!(
+        trips <= 7,
+        "three lists and an article took {trips} round trips"
+    );
+}
+
+#[tokio::test]
+async fn articles_asked_for_by_id_share_one_batch() {
+    let app = seeded_app().await;
+    let query = format!(
+        "{{ a: article(id: \"1\") {{ {ARTICLE_FIELDS} }} \
+           b: article(id: \"2\") {{ {ARTICLE_FIELDS} }} \
+           c: article(id: \"3\") {{ {ARTICLE_FIELDS} }} \
+           d: article(id: \"4\") {{ {ARTICLE_FIELDS} }} }}"
+    );
+    let (trips, article_reads) = cost_of(&app, &query).await;
+    assert_eq!(article_reads, 4);
+    assert_eq!(trips, 1, "four articles by id took {trips} round trips");
+}
+
+#[tokio::test]
+async fn a_score_page_takes_its_scores_from_the_range_read() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    for i in 0..5 {
+        app.post(&token, &format!("scored {i}"), &[]).await;
+    }
+    let mut redis = app.redis.conn().await;
+    let page = |order: &'static str| {
+        app.gql_ok(
+            "query($o: ArticleOrder!) { articles(order: $o) { id score myVote } }",
+            json!({ "o": order }),
+            Some(&token),
+        )
+    };
+    app.wait_for_derivations().await;
+    let before = command_calls(&mut redis, "zscore").await;
+    let data = page("SCORE").await;
+    assert_eq!(
+        command_calls(&mut redis, "zscore").await,
+        before,
+        "no ZSCORE"
+    );
+    // The scores are the ranking's, as ZSCORE would have read them.
+    for article in data["articles"].as_array().unwrap() {
+        let member = format!("article:{}", article["id"].as_str().unwrap());
+        let score: f64 = redis::cmd("ZSCORE")
+            .arg("score:")
+            .arg(&member)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert_eq!(article["score"].as_f64().unwrap(), score);
+        assert_eq!(article["myVote"], "UP");
+    }
+    // A page by time still reads each score (5 articles, 5 ZSCOREs).
+    app.wait_for_derivations().await;
+    let before = command_calls(&mut redis, "zscore").await;
+    page("NEWEST").await;
+    assert_eq!(command_calls(&mut redis, "zscore").await, before + 5);
+}
+
+#[tokio::test]
+async fn an_articles_groups_come_with_its_hash_and_older_articles_get_theirs_derived() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    let first = app.post(&token, "grouped", &["rust", "redis"]).await;
+    app.post(&token, "plain", &[]).await;
+    let mut redis = app.redis.conn().await;
+    let listed: String = redis::cmd("HGET")
+        .arg("article:1")
+        .arg("groups")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(listed, "redis,rust", "sorted, beside the set");
+    let page = || {
+        app.gql_ok(
+            "{ articles { id groups } }",
+            json!({}),
+            Some(&token), // logged in: no response cache
+        )
+    };
+    let before = command_calls(&mut redis, "smembers").await;
+    let data = page().await;
+    assert_eq!(
+        command_calls(&mut redis, "smembers").await,
+        before,
+        "no SMEMBERS"
+    );
+    let groups = |data: &serde_json::Value, id: &str| {
+        data["articles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap()["groups"]
+            .clone()
+    };
+    assert_eq!(groups(&data, "1"), json!(["redis", "rust"]));
+    assert_eq!(groups(&data, "2"), json!([]));
+
+    // setGroups keeps the field in step with the set.
+    app.gql_ok(
+        "mutation($id: ID!) { setGroups(articleId: $id, add: [\"go\"], remove: [\"rust\"]) { id } }",
+        json!({ "id": first["id"] }),
+        Some(&token),
+    )
+    .await;
+    let listed: String = redis::cmd("HGET")
+        .arg("article:1")
+        .arg("groups")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(listed, "go,redis");
+    // (The deriver follows setGroups' own writes too; once it is done, the
+    // list below stays deleted until a read finds it missing.)
+    app.wait_for_derivations().await;
+
+    // An article whose hash has no list (written before it was kept, or by
+    // another client) costs the page nothing more: it reads as in no group
+    // and is derived at once, its list back within a second.
+    let () = redis::cmd("HDEL")
+        .arg("article:1")
+        .arg("groups")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let data = page().await;
+    assert_eq!(groups(&data, "1"), json!([]));
+    eventually(
+        "the list derived again",
+        Duration::from_secs(1),
+        async || {
+            let data = page().await;
+            let seen = groups(&data, "1");
+            (seen == json!(["go", "redis"])).then_some(()).ok_or(seen)
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn concurrent_misses_of_one_page_run_it_once() {
+    let app = spawn_app().await;
+    let token = app.sign_up("alice").await;
+    for i in 0..5 {
+        app.post(&token, &format!("article {i}"), &[]).await;
+    }
+    app.wait_for_derivations().await;
+    let mut admin = app.redis.conn().await;
+    let before = command_calls(&mut admin, "zrevrange").await;
+    // Redis holds every command for a moment, so all 32 requests miss the
+    // cache while the first one is still computing the page.
+    pause_redis(&mut admin, 300).await;
+    let query = "{ articles(pageSize: 7) { id title votes } }";
+    let requests = (0..32).map(|_| app.gql(query, json!({}), None));
+    let bodies = futures_util::future::join_all(requests).await;
+    for body in &bodies {
+        assert_eq!(
+            body["data"]["articles"].as_array().unwrap().len(),
+            5,
+            "{body}"
+        );
+        assert_eq!(body, &bodies[0]);
+    }
+    let after = command_calls(&mut admin, "zrevrange").await;
+    assert_eq!(
+        after - before,
+        1,
+        "one computation for 32 concurrent misses"
+    );
+}
+
+#[tokio::test]
+async fn a_logged_in_page_costs_at_most_30_redis_commands() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    for i in 0..30 {
+        app.post(&alice, &format!("article {i}"), &[]).await;
+    }
+    for (id, direction) in [("30", "UP"), ("29", "DOWN"), ("10", "UP")] {
+        app.vote_as(&bob, id, direction).await;
+    }
+    // carol's upvote keeps bob's downvoted article on the first page.
+    let carol = app.sign_up("carol").await;
+    app.vote_as(&carol, "29", "UP").await;
+    let mut conn = app.redis.conn().await;
+    wait_for_vote_index(&mut conn, None).await;
+
+    let query = format!(
+        "{{ articles(order: SCORE, page: 1, pageSize: 25) {{ {ARTICLE_FIELDS} downvotes slug views myVote }} }}"
+    );
+    app.wait_for_derivations().await;
+    reset_command_stats(&mut conn).await;
+    // The first logged-in read of a page computes it (its template, see
+    // `templates.rs`, where the next readers' cost is counted).
+    let page = app.gql_ok(&query, json!({}), Some(&bob)).await;
+    let counted = command_stats(&mut conn).await;
+    let total: u64 = counted.values().sum();
+    assert!(
+        total <= 30,
+        "a logged-in page ran {total} commands: {counted:?}"
+    );
+    assert_eq!(counted.get("zmscore"), Some(&1), "{counted:?}");
+    assert_eq!(counted.get("sismember"), None, "{counted:?}");
+
+    let articles: &Vec<Value> = page["articles"].as_array().unwrap();
+    assert_eq!(articles.len(), 25);
+    let vote_of = |id: &str| {
+        articles
+            .iter()
+            .find(|a| a["id"] == id)
+            .map(|a| a["myVote"].as_str().unwrap())
+    };
+    assert_eq!(vote_of("30"), Some("UP"));
+    assert_eq!(vote_of("29"), Some("DOWN"));
+    assert_eq!(vote_of("28"), Some("NONE"));
+    assert_eq!(vote_of("10"), Some("UP"));
+}
+
+#[tokio::test]
+async fn a_logged_in_page_reads_its_votes_in_the_article_pipeline() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    for i in 0..30 {
+        app.post(&alice, &format!("a{i}"), &[]).await;
+    }
+    app.vote_as(&bob, "30", "DOWN").await;
+    app.vote_as(&bob, "29", "UP").await;
+    let query =
+        format!("{{ articles(order: NEWEST) {{ {ARTICLE_FIELDS} downvotes myVote slug views }} }}");
+    app.gql_ok(&query, json!({}), Some(&bob)).await;
+    // The vote states ride in the article pipeline: one session lookup, the
+    // range, and one pipeline with the hashes and one ZMSCORE of the
+    // caller's vote index for the whole page.
+    let mut redis = app.redis.conn().await;
+    app.wait_for_derivations().await;
+    let r0 = reads_processed(&mut redis).await;
+    let r1 = reads_processed(&mut redis).await;
+    let s1 = command_calls(&mut redis, "sismember").await;
+    let z1 = command_calls(&mut redis, "zmscore").await;
+    let r2 = reads_processed(&mut redis).await;
+    app.gql_ok(&query, json!({}), Some(&bob)).await;
+    let r3 = reads_processed(&mut redis).await;
+    let s2 = command_calls(&mut redis, "sismember").await;
+    let z2 = command_calls(&mut redis, "zmscore").await;
+    assert_eq!((s2 - s1, z2 - z1), (0, 1));
+    let trips = r3 - r2 - (r1 - r0);
+    assert!(
+        trips <= 3,
+        "a logged-in page with myVote took {trips} round trips"
+    );
+}
+
+#[tokio::test]
+async fn a_reader_served_from_a_shared_template_costs_a_session_and_one_zmscore() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let carol = app.sign_up("carol").await;
+    for i in 0..30 {
+        app.post(&alice, &format!("article {i}"), &[]).await;
+    }
+    app.vote_as(&carol, "28", "DOWN").await;
+    let page = "{ articles(order: SCORE, page: 1, pageSize: 25) { id title votes score myVote } }";
+    app.gql_ok(page, json!({}), Some(&bob)).await;
+    let mut conn = app.redis.conn().await;
+    app.wait_for_derivations().await;
+    reset_command_stats(&mut conn).await;
+    let carols = app.gql_ok(page, json!({}), Some(&carol)).await;
+    let counted = command_stats(&mut conn).await;
+    assert_eq!(
+        counted,
+        HashMap::from([("get".to_owned(), 1), ("zmscore".to_owned(), 1)]),
+        "carol's page ran {counted:?}"
+    );
+    assert_eq!(carols["articles"].as_array().unwrap().len(), 25);
+}
+
+/// A subscription that cannot depend on its caller runs once per event
+/// for all its subscribers: one article read per vote.
+#[tokio::test]
+async fn a_shared_subscription_reads_the_article_once_per_event() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "shared title", &[]).await;
+    let mut voters = Vec::new();
+    for i in 0..4 {
+        voters.push(app.sign_up(&format!("voter{i}")).await);
+    }
+    let mut redis = app.redis.conn().await;
+    // What a vote itself costs in HMGETs, with nobody listening.
+    let before = command_calls(&mut redis, "hmget").await;
+    app.vote_as(&voters[0], "1", "UP").await;
+    let per_vote = command_calls(&mut redis, "hmget").await - before;
+
+    let query = "subscription { scoreChanged { votes article { title } } }";
+    let mut clients = Vec::new();
+    for _ in 0..5 {
+        let mut client = WsClient::connect(&app, TRANSPORT_WS).await;
+        client.subscribe("s", query, json!({})).await;
+        clients.push(client);
+    }
+    eventually(
+        "one shared stream of 5",
+        Duration::from_secs(5),
+        async || {
+            let h = app.health().await;
+            done_if(h["sharedSubscriptions"]["subscribers"] == 5, h)
+        },
+    )
+    .await;
+    let before = command_calls(&mut redis, "hmget").await;
+    for voter in &voters[1..] {
+        app.vote_as(voter, "1", "UP").await;
+        for client in &mut clients {
+            let event = client.next_event().await["scoreChanged"].clone();
+            assert_eq!(event["article"]["title"], "shared title", "{event}");
+        }
+    }
+    assert_eq!(
+        command_calls(&mut redis, "hmget").await - before,
+        3 * (per_vote + 1),
+        "one article read per vote for all 5 subscribers"
+    );
+}
