@@ -321,7 +321,7 @@ fn response_body(
 ) -> Arc<Cached> {
     let ok = response.is_ok();
     let template = match (ok && to_cache, recorded.holes()) {
-        (true, Some(holes)) if !holes.is_personal() => holes.template(response),
+        (true, Some(holes)) if !holes.shows_caller() => holes.template(response),
         _ => None,
     };
     Arc::new(match template {
@@ -442,7 +442,7 @@ async fn template(
     let (copy, recorded) = RequestContext::recorded(api.state(), client).attach(copy);
     let mut response = api.execute_checked(copy, Some(document)).await;
     let holes = recorded.holes()?;
-    let cached = if holes.is_personal() {
+    let cached = if holes.shows_caller() {
         Cached::not_templatable()
     } else if response.is_ok() {
         Cached::template(holes.template(&mut response)?)
