@@ -16,11 +16,11 @@ use async_graphql::Name;
 
 use crate::auth::Session;
 use crate::budget::Permit;
-use crate::cache::{Cached, ResponseCache};
+use crate::cache::{Cached, Computation, Position, ResponseCache};
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, ErrorCode};
-use crate::graphql::limits::operation_name;
-use crate::graphql::{Api, RequestContext};
+use crate::graphql::limits::{operation_name, Checked};
+use crate::graphql::{Api, Recorded, RequestContext};
 
 /// One request, as a transport read it.
 pub struct PipelineRequest {
@@ -71,100 +71,210 @@ impl PipelineResponse {
             outcome: ResponseContent::Refused(e),
         }
     }
+
+    fn body(
+        operation: Option<(OperationType, Option<Name>)>,
+        code: Option<&'static str>,
+        body: Arc<Cached>,
+        cached: Option<(Arc<ResponseCache>, String)>,
+        anonymous: bool,
+        permit: Option<Permit>,
+    ) -> Self {
+        Self {
+            operation,
+            code,
+            outcome: ResponseContent::Body {
+                body,
+                cached,
+                anonymous,
+                permit,
+            },
+        }
+    }
 }
 
-/// Runs `ask` through the pipeline.
-pub async fn run(api: &Api, ask: PipelineRequest) -> PipelineResponse {
+/// Runs `request` through the pipeline's stages, in order.
+pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
+    let admitted = match admit(api, request).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
+    let storing = match look_up_cache(api, &admitted).await {
+        Ok(storing) => storing,
+        Err(hit) => return hit,
+    };
+    // Past the cache, the request runs (or fills a template): it needs
+    // room in the work budget, held until its body is written.
+    let permit = match api.budget().admit(admitted.cost()).await {
+        Ok(permit) => permit,
+        Err(e) => return PipelineResponse::refused(admitted.operation, e),
+    };
+    if let Some(body) = logged_in_page(api, &admitted).await {
+        let body = Arc::new(Cached::new(body));
+        let anonymous = admitted.anonymous();
+        return PipelineResponse::body(
+            admitted.operation,
+            None,
+            body,
+            None,
+            anonymous,
+            Some(permit),
+        );
+    }
+    execute(api, admitted, storing, permit).await
+}
+
+/// A request that passed every check before anything runs.
+struct Admitted {
+    request: async_graphql::Request,
+    /// The parsed document, its operation and its cost; None when it did
+    /// not parse or validate (execution then reports why).
+    checked: Option<Checked>,
+    operation: Option<(OperationType, Option<Name>)>,
+    authorization: Option<String>,
+    client: ClientAddr,
+    with_cost: bool,
+}
+
+impl Admitted {
+    fn cost(&self) -> u64 {
+        self.checked.as_ref().map_or(0, |c| c.cost)
+    }
+
+    fn kind(&self) -> Option<OperationType> {
+        self.checked.as_ref().map(|c| c.operation)
+    }
+
+    fn is_query(&self) -> bool {
+        self.kind() == Some(OperationType::Query)
+    }
+
+    /// A query whose answer is the same for anyone who asks it (no
+    /// caller, no cost report): the response cache may hold it.
+    fn anonymous(&self) -> bool {
+        self.authorization.is_none() && self.is_query() && !self.with_cost
+    }
+
+    /// A logged-in query that may be filled from its shared template.
+    fn logged_in_query(&self) -> bool {
+        self.authorization.is_some() && self.is_query() && !self.with_cost
+    }
+}
+
+/// Persisted queries, the document limits, the transport's rule and the
+/// registration of a new persisted document: everything that may refuse
+/// a request before it touches the cache.
+async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, PipelineResponse> {
     let PipelineRequest {
         mut request,
         authorization,
         client,
         queries_only,
         with_cost,
-    } = ask;
-    let registration = match api.state().persisted().resolve(&mut request).await {
-        Ok(registration) => registration,
-        Err(e) => return PipelineResponse::refused(None, e),
-    };
-    let checked = match api.guard().check(&request) {
-        Ok(checked) => checked,
-        Err(e) => return PipelineResponse::refused(None, e),
-    };
-    let (kind, cost) = match &checked {
-        Some(c) => (Some(c.operation), c.cost),
-        None => (None, 0),
-    };
+    } = request;
+    let persisted = api.state().persisted();
+    let registration = persisted
+        .resolve(&mut request)
+        .await
+        .map_err(|e| PipelineResponse::refused(None, e))?;
+    let checked = api
+        .guard()
+        .check(&request)
+        .map_err(|e| PipelineResponse::refused(None, e))?;
     let operation = checked.as_ref().map(|c| {
         let name = operation_name(&c.document, request.operation_name.as_deref());
         (c.operation, name)
     });
+    let kind = checked.as_ref().map(|c| c.operation);
     if queries_only && kind.is_some_and(|op| op != OperationType::Query) {
-        return PipelineResponse::refused(operation, AppError::MethodNotAllowed);
+        return Err(PipelineResponse::refused(
+            operation,
+            AppError::MethodNotAllowed,
+        ));
     }
     if let Some(registration) = registration {
         // Only a document that passed every limit is kept.
-        let registered = api
-            .state()
-            .persisted()
+        let registered = persisted
             .register(registration, &request.query, client)
             .await;
         if let Err(e) = registered {
-            return PipelineResponse::refused(operation, e);
+            return Err(PipelineResponse::refused(operation, e));
         }
     }
-    let auth = authorization.as_deref();
-    let query = kind == Some(OperationType::Query) && !with_cost;
-    let anonymous = auth.is_none() && query;
-    // Anonymous queries may be answered from (and stored in) the cache.
-    let mut stored = None;
-    if let Some(cache) = api.state().responses().filter(|_| anonymous) {
-        let key = cache_key(&request);
-        let computation = match cache.lookup(&key, api.deadline()).await {
-            Ok(body) => {
-                return PipelineResponse {
-                    operation,
-                    code: None,
-                    outcome: ResponseContent::Body {
-                        body,
-                        cached: Some((cache.clone(), key)),
-                        anonymous,
-                        permit: None,
-                    },
-                }
-            }
-            Err(computation) => computation,
-        };
-        stored = Some((cache, key, cache.position(), computation));
-    }
-    // Past the cache, the request runs (or fills a template): it needs
-    // room in the work budget, held until its body is written.
-    let permit = match api.budget().admit(cost).await {
-        Ok(permit) => permit,
-        Err(e) => return PipelineResponse::refused(operation, e),
+    Ok(Admitted {
+        request,
+        checked,
+        operation,
+        authorization,
+        client,
+        with_cost,
+    })
+}
+
+/// Where an anonymous query's response goes once computed: its cache
+/// entry, the cache's position when the computation began, and the
+/// single flight that waits for it (None when computed alone).
+struct Storing {
+    cache: Arc<ResponseCache>,
+    key: String,
+    start: Position,
+    computation: Option<Computation>,
+}
+
+/// An anonymous query's cache lookup: `Err` with the cached answer on a
+/// hit; else where its response is to be stored (None when it is not
+/// cacheable).
+async fn look_up_cache(
+    api: &Api,
+    admitted: &Admitted,
+) -> Result<Option<Storing>, PipelineResponse> {
+    let Some(cache) = api.state().responses().filter(|_| admitted.anonymous()) else {
+        return Ok(None);
     };
-    let personal = auth.is_some() && query;
-    if let (true, Some(cache), Some(checked)) = (personal, api.state().responses(), &checked) {
-        let document = checked.document.clone();
-        if let Some(body) = personal_page(api, cache, client, auth, &request, document).await {
-            return PipelineResponse {
-                operation,
-                code: None,
-                outcome: ResponseContent::Body {
-                    body: Arc::new(Cached::new(body)),
-                    cached: None,
-                    anonymous,
-                    permit: Some(permit),
-                },
-            };
+    let key = cache_key(&admitted.request);
+    match cache.lookup(&key, api.deadline()).await {
+        Ok(body) => {
+            let cached = Some((cache.clone(), key));
+            let operation = admitted.operation.clone();
+            Err(PipelineResponse::body(
+                operation, None, body, cached, true, None,
+            ))
         }
+        Err(computation) => Ok(Some(Storing {
+            cache: cache.clone(),
+            start: cache.position(),
+            key,
+            computation,
+        })),
     }
-    let session = Session::from_authorization(auth);
-    let context = match stored {
+}
+
+/// Runs the request: on the read replica for an anonymous query, with
+/// what it shows recorded when its response is to be cached.
+async fn execute(
+    api: &Api,
+    admitted: Admitted,
+    storing: Option<Storing>,
+    permit: Permit,
+) -> PipelineResponse {
+    let (kind, cost, anonymous) = (admitted.kind(), admitted.cost(), admitted.anonymous());
+    let Admitted {
+        request,
+        checked,
+        operation,
+        authorization,
+        client,
+        with_cost,
+    } = admitted;
+    let context = match storing {
         Some(_) => RequestContext::recorded(api.state(), client),
-        None => RequestContext::new(api.state(), session, client),
+        None => {
+            let session = Session::from_authorization(authorization.as_deref());
+            RequestContext::new(api.state(), session, client)
+        }
     };
     // An anonymous query may read the replica; anything else, the primary.
-    let context = if auth.is_none() && kind == Some(OperationType::Query) {
+    let context = if authorization.is_none() && kind == Some(OperationType::Query) {
         context.on_replica()
     } else {
         context
@@ -175,57 +285,73 @@ pub async fn run(api: &Api, ask: PipelineRequest) -> PipelineResponse {
         .await;
     let code = first_code(&response);
     if with_cost && kind.is_some() {
-        response.extensions.insert(
-            "cost".to_owned(),
-            async_graphql::Value::from_json(serde_json::json!({
-                "requested": cost,
-                "limit": api.guard().limits().max_cost,
-            }))
-            .unwrap_or_default(),
-        );
+        report_cost(api, &mut response, cost);
     }
     if is_request_error(&response) {
+        let outcome = ResponseContent::RequestError(response);
         return PipelineResponse {
             operation,
             code,
-            outcome: ResponseContent::RequestError(response),
+            outcome,
         };
     }
+    let body = response_body(&mut response, storing.is_some(), &recorded, cost);
+    let cached = storing.map(|storing| store(storing, response.is_ok(), &recorded, &body));
+    PipelineResponse::body(operation, code, body, cached, anonymous, Some(permit))
+}
+
+/// Adds `extensions.cost`: the query's cost and the limit.
+fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
+    let report = serde_json::json!({
+        "requested": cost,
+        "limit": api.guard().limits().max_cost,
+    });
+    let report = async_graphql::Value::from_json(report).unwrap_or_default();
+    response.extensions.insert("cost".to_owned(), report);
+}
+
+/// The body to serve. A response to cache is kept as a template, so votes
+/// can patch it; one that shows who the caller is (nobody: it is
+/// anonymous) is kept as it is.
+fn response_body(
+    response: &mut async_graphql::Response,
+    to_cache: bool,
+    recorded: &Recorded,
+    cost: u64,
+) -> Arc<Cached> {
     let ok = response.is_ok();
-    // A response to cache is kept as a template, so votes can patch it;
-    // one that shows who the caller is (nobody: it is anonymous) is kept
-    // as it is.
-    let template = match (ok, &stored, recorded.holes()) {
-        (true, Some(_), Some(holes)) if !holes.is_personal() => holes.template(&mut response),
+    let template = match (ok && to_cache, recorded.holes()) {
+        (true, Some(holes)) if !holes.shows_caller() => holes.template(response),
         _ => None,
     };
-    let body = Arc::new(match template {
+    Arc::new(match template {
         Some(template) => Cached::template(template),
-        None if ok => Cached::new(json_body(&response, cost)),
-        None => Cached::failed(json_body(&response, cost)),
-    });
-    let cached = match stored {
-        Some((cache, key, start, computation)) => {
-            if let (true, Some(deps)) = (ok, recorded.take()) {
-                cache.put(key.clone(), start, deps, body.clone());
-            }
-            if let Some(computation) = computation {
-                computation.publish(body.clone());
-            }
-            Some((cache.clone(), key))
-        }
-        None => None,
-    };
-    PipelineResponse {
-        operation,
-        code,
-        outcome: ResponseContent::Body {
-            body,
-            cached,
-            anonymous,
-            permit: Some(permit),
-        },
+        None if ok => Cached::new(json_body(response, cost)),
+        None => Cached::failed(json_body(response, cost)),
+    })
+}
+
+/// Stores a computed anonymous response (when it succeeded) and hands it
+/// to the requests that waited for it; the entry it is served as.
+fn store(
+    storing: Storing,
+    ok: bool,
+    recorded: &Recorded,
+    body: &Arc<Cached>,
+) -> (Arc<ResponseCache>, String) {
+    let Storing {
+        cache,
+        key,
+        start,
+        computation,
+    } = storing;
+    if let (true, Some(deps)) = (ok, recorded.take()) {
+        cache.put(key.clone(), start, deps, body.clone());
     }
+    if let Some(computation) = computation {
+        computation.publish(body.clone());
+    }
+    (cache, key)
 }
 
 /// The code of `response`'s first error, if it has one and it is one of
@@ -265,21 +391,20 @@ fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
 /// A logged-in query's body, from its template (see `templates.rs`):
 /// the caller's session is looked up while the template is found (or
 /// computed), then their votes on its articles fill it. None when the
-/// query must run whole: it reads who the caller is, it failed, or Redis
-/// did (the whole run then reports that properly).
-async fn personal_page(
-    api: &Api,
-    cache: &Arc<ResponseCache>,
-    client: ClientAddr,
-    auth: Option<&str>,
-    request: &async_graphql::Request,
-    document: Arc<ExecutableDocument>,
-) -> Option<bytes::Bytes> {
+/// query must run whole: it is no logged-in query, it reads who the caller
+/// is, it failed, or Redis did (the whole run then reports that properly).
+async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> {
+    let cache = api
+        .state()
+        .responses()
+        .filter(|_| admitted.logged_in_query())?;
+    let document = admitted.checked.as_ref()?.document.clone();
+    let request = &admitted.request;
     let key = format!("\u{1}{}", cache_key(request));
-    let session = Session::from_authorization(auth);
+    let session = Session::from_authorization(admitted.authorization.as_deref());
     let store = api.state().store();
     let (cached, viewer) = futures_util::join!(
-        template(api, cache, &key, client, request, document),
+        template(api, cache, &key, admitted.client, request, document),
         session.user(store)
     );
     let cached = cached?;
@@ -317,7 +442,7 @@ async fn template(
     let (copy, recorded) = RequestContext::recorded(api.state(), client).attach(copy);
     let mut response = api.execute_checked(copy, Some(document)).await;
     let holes = recorded.holes()?;
-    let cached = if holes.is_personal() {
+    let cached = if holes.shows_caller() {
         Cached::not_templatable()
     } else if response.is_ok() {
         Cached::template(holes.template(&mut response)?)

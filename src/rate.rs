@@ -128,7 +128,7 @@ impl fmt::Display for RateLimit {
 pub struct RateLimits {
     /// Per client address.
     pub sign_up: RateLimit,
-    /// Per client address (the per-name limit is [`Settings::login_limit`]).
+    /// Per client address (the per-name limit is `Settings::login_limit` in `config`).
     pub log_in: RateLimit,
     /// Per user, or per client address when anonymous.
     pub view: RateLimit,

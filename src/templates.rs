@@ -71,7 +71,7 @@ struct Hole {
 #[derive(Debug, Default)]
 pub struct Holes {
     holes: Mutex<Vec<Hole>>,
-    personal: AtomicBool,
+    shows_caller: AtomicBool,
 }
 
 impl Holes {
@@ -111,13 +111,13 @@ impl Holes {
     }
 
     /// The response read who the caller is.
-    pub fn personal(&self) {
-        self.personal.store(true, Ordering::Relaxed);
+    pub fn mark_shows_caller(&self) {
+        self.shows_caller.store(true, Ordering::Relaxed);
     }
 
     /// Whether the response read who the caller is.
-    pub fn is_personal(&self) -> bool {
-        self.personal.load(Ordering::Relaxed)
+    pub fn shows_caller(&self) -> bool {
+        self.shows_caller.load(Ordering::Relaxed)
     }
 
     /// The template of `response`, computed with these holes. None when a

@@ -377,7 +377,7 @@ struct Entries {
     /// Article id → keys of entries showing it.
     by_article: HashMap<String, HashSet<String>>,
     /// Keys of entries with score windows or karma, checked on every vote.
-    scanned: HashSet<String>,
+    checked_by_every_vote: HashSet<String>,
     /// Bytes held: bodies, their compressed forms, keys and every copy of
     /// a key in the indexes.
     bytes: usize,
@@ -429,7 +429,7 @@ impl Entries {
                 .insert(key.clone());
         }
         if entry.deps.any_vote || !entry.deps.windows.is_empty() {
-            self.scanned.insert(key.clone());
+            self.checked_by_every_vote.insert(key.clone());
         }
         entry.used = self.next_tick();
         entry.size = size;
@@ -456,7 +456,7 @@ impl Entries {
                 }
             }
         }
-        self.scanned.remove(key);
+        self.checked_by_every_vote.remove(key);
         let held = entry.size + entry.cached.encoded_bytes();
         self.bytes = self.bytes.saturating_sub(held);
         Some(entry)
@@ -472,7 +472,7 @@ impl Entries {
             .map(|keys| keys.iter().cloned().collect())
             .unwrap_or_default();
         affected.extend(
-            self.scanned
+            self.checked_by_every_vote
                 .iter()
                 .filter(|key| {
                     self.map
@@ -606,13 +606,13 @@ impl ResponseCache {
 
     #[cfg(test)]
     pub fn get(&self, key: &str) -> Option<Arc<Cached>> {
-        let hit = self.aged(key).map(|(cached, _)| cached);
-        self.count(hit.is_some());
+        let hit = self.fresh_entry(key).map(|(cached, _)| cached);
+        self.count_lookup(hit.is_some());
         hit
     }
 
     /// The entry under `key` while it is fresh, with its age.
-    fn aged(&self, key: &str) -> Option<(Arc<Cached>, Duration)> {
+    fn fresh_entry(&self, key: &str) -> Option<(Arc<Cached>, Duration)> {
         let generation = self.generation.load(Ordering::Acquire);
         let mut entries = self.entries.lock();
         let age = entries
@@ -632,7 +632,7 @@ impl ResponseCache {
         }
     }
 
-    fn count(&self, hit: bool) {
+    fn count_lookup(&self, hit: bool) {
         let counter = if hit { &self.hits } else { &self.misses };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -651,17 +651,17 @@ impl ResponseCache {
         key: &str,
         patience: Duration,
     ) -> Result<Arc<Cached>, Option<Computation>> {
-        if let Some((hit, age)) = self.aged(key) {
+        if let Some((hit, age)) = self.fresh_entry(key) {
             if age >= REFRESH_AFTER {
                 if let Some(computation) = self.flights.compute_alone(key, self.position()) {
-                    self.count(false);
+                    self.count_lookup(false);
                     return Err(Some(computation));
                 }
             }
-            self.count(true);
+            self.count_lookup(true);
             return Ok(hit);
         }
-        self.count(false);
+        self.count_lookup(false);
         match self.flight(key) {
             Flight::Compute(computation) => Err(Some(computation)),
             Flight::Wait(waiter) => waiter.wait(patience).await.ok_or(None),

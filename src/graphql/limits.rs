@@ -29,8 +29,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::parser::types::{
-    BaseType, DocumentOperations, ExecutableDocument, OperationDefinition, OperationType,
-    Selection, SelectionSet, Type, TypeKind, TypeSystemDefinition,
+    BaseType, DocumentOperations, ExecutableDocument, FieldDefinition, OperationDefinition,
+    OperationType, Selection, SelectionSet, ServiceDocument, Type, TypeKind, TypeSystemDefinition,
 };
 use async_graphql::{Name, Positioned, Value, Variables};
 use async_graphql_value::Value as DocValue;
@@ -451,96 +451,34 @@ impl CostModel {
     fn from_sdl(sdl: &str) -> AppResult<Self> {
         let document = async_graphql::parser::parse_schema(sdl)
             .map_err(|e| AppError::Internal(format!("cost model: the SDL does not parse: {e}")))?;
-        let mut types: HashMap<String, HashMap<String, FieldCost>> = HashMap::new();
-        let mut leaves: Vec<String> = ["String", "Int", "Float", "Boolean", "ID"]
-            .map(str::to_owned)
-            .to_vec();
-        let (mut query, mut mutation, mut subscription) = (
-            "Query".to_owned(),
-            "Mutation".to_owned(),
-            "Subscription".to_owned(),
-        );
-        let mut objects = Vec::new();
-        for definition in &document.definitions {
-            match definition {
-                TypeSystemDefinition::Schema(schema) => {
-                    let s = &schema.node;
-                    if let Some(q) = &s.query {
-                        query = q.node.to_string();
-                    }
-                    if let Some(m) = &s.mutation {
-                        mutation = m.node.to_string();
-                    }
-                    if let Some(s) = &s.subscription {
-                        subscription = s.node.to_string();
-                    }
-                }
-                TypeSystemDefinition::Type(ty) => {
-                    let name = ty.node.name.node.to_string();
-                    match &ty.node.kind {
-                        TypeKind::Scalar | TypeKind::Enum(_) => leaves.push(name),
-                        TypeKind::Object(object) => objects.push((name, &object.fields)),
-                        TypeKind::Interface(interface) => objects.push((name, &interface.fields)),
-                        TypeKind::Union(_) | TypeKind::InputObject(_) => {}
-                    }
-                }
-                TypeSystemDefinition::Directive(_) => {}
-            }
-        }
-        let type_count = objects.len() as u64 + leaves.len() as u64 + INTROSPECTION_TYPES;
-        let max_fields = objects
+        let sdl = SdlTypes::read(&document);
+        let type_count = sdl.objects.len() as u64 + sdl.leaves.len() as u64 + INTROSPECTION_TYPES;
+        let max_fields = sdl
+            .objects
             .iter()
             .map(|(_, fields)| fields.len() as u64)
             .max()
             .unwrap_or(1);
-        let max_args = objects
+        let max_args = sdl
+            .objects
             .iter()
             .flat_map(|(_, fields)| fields.iter().map(|f| f.node.arguments.len() as u64))
             .max()
             .unwrap_or(1)
             .max(INTROSPECTION_MAX_ARGS);
-        for (name, fields) in objects {
-            let mut costs = HashMap::new();
-            for field in fields {
-                let field = &field.node;
-                let (type_name, is_list) = unwrap_type(&field.ty.node);
-                let leaf = leaves.contains(&type_name);
-                // A Relay connection (`feed(first:)`) is sized by its
-                // `first`, and its `edges` count once inside it: a page of
-                // n edges costs n × an edge.
-                let connection = name.ends_with(CONNECTION_SUFFIX);
-                let sized = is_list || type_name.ends_with(CONNECTION_SUFFIX);
-                let list = sized.then(|| {
-                    if connection && field.name.node.as_str() == "edges" {
-                        return ListSize::Fixed(1);
-                    }
-                    field
-                        .arguments
-                        .iter()
-                        .find(|a| SIZE_ARGUMENTS.contains(&a.node.name.node.as_str()))
-                        .map(|a| ListSize::Argument {
-                            name: a.node.name.node.to_string(),
-                            default: a
-                                .node
-                                .default_value
-                                .as_ref()
-                                .and_then(|v| as_count(&v.node))
-                                .unwrap_or(UNSIZED_LIST),
-                        })
-                        .unwrap_or(ListSize::Fixed(UNSIZED_LIST))
-                });
-                costs.insert(
-                    field.name.node.to_string(),
-                    FieldCost {
-                        type_name,
-                        leaf,
-                        list,
-                        unit: 1,
-                    },
-                );
-            }
-            types.insert(name, costs);
+        let mut types: HashMap<String, HashMap<String, FieldCost>> = HashMap::new();
+        for (name, fields) in &sdl.objects {
+            let costs = fields
+                .iter()
+                .map(|field| {
+                    let field = &field.node;
+                    let cost = field_cost(name, field, &sdl.leaves);
+                    (field.name.node.to_string(), cost)
+                })
+                .collect();
+            types.insert(name.clone(), costs);
         }
+        let [query, mutation, subscription] = sdl.roots;
         add_introspection(&mut types, &query, type_count, max_fields, max_args);
         Ok(Self {
             types,
@@ -552,6 +490,87 @@ impl CostModel {
 
     fn field(&self, type_name: &str, field: &str) -> Option<&FieldCost> {
         self.types.get(type_name)?.get(field)
+    }
+}
+
+/// What a schema's SDL defines, as the cost model reads it.
+struct SdlTypes<'a> {
+    /// The query, mutation and subscription roots' type names.
+    roots: [String; 3],
+    /// Scalars and enums: fields of these types cost their own unit only.
+    leaves: Vec<String>,
+    /// Objects and interfaces with their fields.
+    objects: Vec<(String, &'a Vec<Positioned<FieldDefinition>>)>,
+}
+
+impl<'a> SdlTypes<'a> {
+    fn read(document: &'a ServiceDocument) -> Self {
+        let mut sdl = Self {
+            roots: ["Query", "Mutation", "Subscription"].map(str::to_owned),
+            leaves: ["String", "Int", "Float", "Boolean", "ID"]
+                .map(str::to_owned)
+                .to_vec(),
+            objects: Vec::new(),
+        };
+        for definition in &document.definitions {
+            match definition {
+                TypeSystemDefinition::Schema(schema) => {
+                    let s = &schema.node;
+                    let roots = [&s.query, &s.mutation, &s.subscription];
+                    for (root, named) in sdl.roots.iter_mut().zip(roots) {
+                        if let Some(named) = named {
+                            *root = named.node.to_string();
+                        }
+                    }
+                }
+                TypeSystemDefinition::Type(ty) => {
+                    let name = ty.node.name.node.to_string();
+                    match &ty.node.kind {
+                        TypeKind::Scalar | TypeKind::Enum(_) => sdl.leaves.push(name),
+                        TypeKind::Object(object) => sdl.objects.push((name, &object.fields)),
+                        TypeKind::Interface(i) => sdl.objects.push((name, &i.fields)),
+                        TypeKind::Union(_) | TypeKind::InputObject(_) => {}
+                    }
+                }
+                TypeSystemDefinition::Directive(_) => {}
+            }
+        }
+        sdl
+    }
+}
+
+/// The cost of `field` of the type `owner`.
+fn field_cost(owner: &str, field: &FieldDefinition, leaves: &[String]) -> FieldCost {
+    let (type_name, is_list) = unwrap_type(&field.ty.node);
+    let leaf = leaves.contains(&type_name);
+    // A Relay connection (`feed(first:)`) is sized by its `first`, and its
+    // `edges` count once inside it: a page of n edges costs n × an edge.
+    let connection = owner.ends_with(CONNECTION_SUFFIX);
+    let sized = is_list || type_name.ends_with(CONNECTION_SUFFIX);
+    let list = sized.then(|| {
+        if connection && field.name.node.as_str() == "edges" {
+            return ListSize::Fixed(1);
+        }
+        field
+            .arguments
+            .iter()
+            .find(|a| SIZE_ARGUMENTS.contains(&a.node.name.node.as_str()))
+            .map(|a| ListSize::Argument {
+                name: a.node.name.node.to_string(),
+                default: a
+                    .node
+                    .default_value
+                    .as_ref()
+                    .and_then(|v| as_count(&v.node))
+                    .unwrap_or(UNSIZED_LIST),
+            })
+            .unwrap_or(ListSize::Fixed(UNSIZED_LIST))
+    });
+    FieldCost {
+        type_name,
+        leaf,
+        list,
+        unit: 1,
     }
 }
 

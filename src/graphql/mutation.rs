@@ -30,7 +30,10 @@ impl MutationRoot {
     ) -> Result<AuthPayload> {
         let name = UserName::parse(&name)?;
         let password = Password::parse(&password)?;
-        let token = RequestContext::of(ctx)?.sign_up(&name, &password).await?;
+        let token = RequestContext::of(ctx)?
+            .accounts()
+            .sign_up(&name, &password)
+            .await?;
         Ok(AuthPayload {
             token,
             user: name.into(),
@@ -50,7 +53,10 @@ impl MutationRoot {
         let (Ok(name), Ok(password)) = (UserName::parse(&name), Password::parse(&password)) else {
             return Err(invalid_credentials().into());
         };
-        let token = RequestContext::of(ctx)?.log_in(&name, &password).await?;
+        let token = RequestContext::of(ctx)?
+            .accounts()
+            .log_in(&name, &password)
+            .await?;
         Ok(AuthPayload {
             token,
             user: name.into(),
@@ -60,7 +66,7 @@ impl MutationRoot {
     /// Revokes the token the request was sent with. True when a session was
     /// revoked, false when the token was already invalid or absent.
     async fn log_out(&self, ctx: &Context<'_>) -> Result<bool> {
-        RequestContext::of(ctx)?.log_out().await
+        RequestContext::of(ctx)?.accounts().log_out().await
     }
 
     /// Posts a link; the poster's own upvote is counted at once.

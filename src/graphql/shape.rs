@@ -49,90 +49,114 @@ impl Shape {
 pub fn scan(text: &str, bounds: &Bounds) -> Shape {
     let b = text.as_bytes();
     let mut shape = Shape::default();
+    let mut nesting = Nesting::default();
     let mut i = 0;
-    // Open selection sets; open parentheses; brackets open in the
-    // innermost parentheses (reset when one opens, restored when it
-    // closes: values hold no parentheses, so at most one level is saved).
-    let (mut selections, mut parens, mut values, mut outer_values) = (0usize, 0usize, 0usize, 0);
     while i < b.len() && !shape.over(bounds) {
-        match b[i] {
-            b' ' | b'\t' | b'\n' | b'\r' | b',' => {
-                i += 1;
-                continue;
-            }
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' && b[i] != b'\r' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' if b[i..].starts_with(b"\"\"\"") => {
-                i += 3;
-                while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
-                    i += if b[i..].starts_with(b"\\\"\"\"") {
-                        4
-                    } else {
-                        1
-                    };
-                }
-                i += 3;
-            }
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-            }
-            b'.' if b[i..].starts_with(b"...") => i += 3,
-            c if c == b'_' || c.is_ascii_alphabetic() => {
-                while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
-                    i += 1;
-                }
-            }
-            c if c == b'-' || c.is_ascii_digit() => {
-                i += 1;
-                while i < b.len()
-                    && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'.' | b'+' | b'-'))
-                {
-                    i += 1;
-                }
-            }
-            b'(' => {
-                parens += 1;
-                outer_values = values;
-                values = 0;
-                i += 1;
-            }
-            b')' => {
-                parens = parens.saturating_sub(1);
-                values = outer_values;
-                outer_values = 0;
-                i += 1;
-            }
-            b'{' if parens == 0 => {
-                selections += 1;
-                shape.selection_depth = shape.selection_depth.max(selections);
-                i += 1;
-            }
-            b'}' if parens == 0 => {
-                selections = selections.saturating_sub(1);
-                i += 1;
-            }
-            b'[' | b'{' => {
-                values += 1;
-                shape.value_depth = shape.value_depth.max(values);
-                i += 1;
-            }
-            b']' | b'}' => {
-                values = values.saturating_sub(1);
-                i += 1;
-            }
-            _ => i += 1,
+        if let Some(next) = skip_ignored(b, i) {
+            i = next;
+            continue;
         }
+        nesting.token(b[i], &mut shape);
+        i = token_end(b, i);
         shape.tokens += 1;
     }
     shape
+}
+
+/// Past whitespace, a comma or a comment at `i`; None when a token starts
+/// there.
+fn skip_ignored(b: &[u8], mut i: usize) -> Option<usize> {
+    match b[i] {
+        b' ' | b'\t' | b'\n' | b'\r' | b',' => Some(i + 1),
+        b'#' => {
+            while i < b.len() && b[i] != b'\n' && b[i] != b'\r' {
+                i += 1;
+            }
+            Some(i)
+        }
+        _ => None,
+    }
+}
+
+/// Where the token starting at `i` ends (a punctuator is one byte).
+fn token_end(b: &[u8], mut i: usize) -> usize {
+    match b[i] {
+        b'"' if b[i..].starts_with(b"\"\"\"") => {
+            i += 3;
+            while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
+                i += if b[i..].starts_with(b"\\\"\"\"") {
+                    4
+                } else {
+                    1
+                };
+            }
+            i + 3
+        }
+        b'"' => {
+            i += 1;
+            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i + 1
+        }
+        b'.' if b[i..].starts_with(b"...") => i + 3,
+        c if c == b'_' || c.is_ascii_alphabetic() => {
+            while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
+                i += 1;
+            }
+            i
+        }
+        c if c == b'-' || c.is_ascii_digit() => {
+            i += 1;
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'.' | b'+' | b'-'))
+            {
+                i += 1;
+            }
+            i
+        }
+        _ => i + 1,
+    }
+}
+
+/// Open selection sets; open parentheses; brackets open in the innermost
+/// parentheses (reset when one opens, restored when it closes: values hold
+/// no parentheses, so at most one level is saved).
+#[derive(Default)]
+struct Nesting {
+    selections: usize,
+    parens: usize,
+    values: usize,
+    outer_values: usize,
+}
+
+impl Nesting {
+    /// Follows the token starting with `first`: only brackets change it.
+    fn token(&mut self, first: u8, shape: &mut Shape) {
+        match first {
+            b'(' => {
+                self.parens += 1;
+                self.outer_values = self.values;
+                self.values = 0;
+            }
+            b')' => {
+                self.parens = self.parens.saturating_sub(1);
+                self.values = self.outer_values;
+                self.outer_values = 0;
+            }
+            b'{' if self.parens == 0 => {
+                self.selections += 1;
+                shape.selection_depth = shape.selection_depth.max(self.selections);
+            }
+            b'}' if self.parens == 0 => self.selections = self.selections.saturating_sub(1),
+            b'[' | b'{' => {
+                self.values += 1;
+                shape.value_depth = shape.value_depth.max(self.values);
+            }
+            b']' | b'}' => self.values = self.values.saturating_sub(1),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,195 @@
+//! The one door resolvers go through: the process' [`AppState`], and each
+//! request's [`RequestContext`] in front of the [`Store`](crate::store::Store).
+//!
+//! Anonymous responses are cached whole (see [`crate::cache`]), which is
+//! only correct if the cache learns everything a response shows and every
+//! write drops what it changes. Those duties live here, not in resolvers:
+//! every read of the context records what it returns, and every write
+//! invalidates what it changes. Resolvers never see the store or the cache,
+//! so a new resolver cannot show data the cache does not know about, nor
+//! write without invalidating.
+//!
+//! The context is made of parts, one job each: where reads go
+//! ([`routing`]), what the response shows ([`recording`]), the pages read
+//! so far ([`pages`]) and the account flows ([`accounts`]); its reads and
+//! writes are in [`reads`] and [`writes`].
+
+use std::sync::Arc;
+
+use async_graphql::{Context, Result};
+
+use crate::auth::Session;
+use crate::client_addr::ClientAddr;
+use crate::domain::{ArticleId, GroupName, UserName, VoteDirection};
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::store::{ArticleRecord, List};
+use crate::templates::Counted;
+
+mod accounts;
+mod pages;
+mod reads;
+mod recording;
+mod routing;
+mod writes;
+
+pub use accounts::{invalid_credentials, Accounts};
+use pages::PageMemo;
+pub use recording::Recorded;
+use recording::Recording;
+use routing::Routing;
+
+/// Which ranked list of articles a page comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum ArticleList<'a> {
+    Site,
+    Group(&'a GroupName),
+    User(&'a str),
+}
+
+/// One request's view of the application: its caller, its own loaders (so
+/// batching never mixes requests and nothing is cached between them), and,
+/// when its response may be cached, the record of what it shows.
+pub struct RequestContext {
+    app: Arc<AppState>,
+    routing: Routing,
+    session: Arc<Session>,
+    client: ClientAddr,
+    recording: Recording,
+    /// None for a WebSocket connection's context, which outlives any one
+    /// operation.
+    pages: Option<PageMemo>,
+}
+
+impl RequestContext {
+    /// The context of a request whose response is not cached.
+    pub fn new(app: &Arc<AppState>, session: Session, client: ClientAddr) -> Self {
+        let session = Arc::new(session);
+        Self {
+            routing: Routing::primary(&app.store, &session),
+            app: app.clone(),
+            session,
+            client,
+            recording: Recording::default(),
+            pages: Some(PageMemo::default()),
+        }
+    }
+
+    /// The context of an anonymous request whose response may be cached
+    /// (a logged-in query's template is computed anonymously, too):
+    /// it records what the response shows (see [`Deps`](crate::cache::Deps))
+    /// and where it shows each `myVote` and count (see
+    /// [`Holes`](crate::templates::Holes)), so the response can be kept as
+    /// a template that votes patch. Only for one request: a connection's
+    /// record would grow without end.
+    pub fn recorded(app: &Arc<AppState>, client: ClientAddr) -> Self {
+        Self {
+            recording: Recording::kept(),
+            ..Self::new(app, Session::from_authorization(None), client)
+        }
+    }
+
+    /// Sends this request's reads of the site's rankings, of articles and
+    /// of karma to the read replica, if there is one. Only for anonymous
+    /// HTTP queries: a logged-in reader reads the primary, so they always
+    /// see their own writes (and so do logged-in pages' templates), and so
+    /// do subscriptions, whose events come from the primary. Group and
+    /// user rankings stay on the primary too: building a cached one writes.
+    /// A replica lags by milliseconds; anonymous pages are cached for up to
+    /// a second anyway. A replica whose link to the primary is down (or
+    /// that stopped answering) at the last measurement is not used: reads
+    /// go back to the primary within a second.
+    pub fn on_replica(mut self) -> Self {
+        let usable = self.app.replica_lag.link_up();
+        if let (Some(replica), None, true) = (&self.app.replica, self.session.token(), usable) {
+            self.routing = self.routing.with_replica(replica, &self.session);
+        }
+        self
+    }
+
+    /// The context a resolver runs in.
+    pub(crate) fn of<'a>(ctx: &Context<'a>) -> Result<&'a Self> {
+        ctx.data::<Self>()
+            .map_err(|_| AppError::Internal("a request ran without its context".to_owned()).into())
+    }
+
+    /// Attaches the context to a GraphQL request; the handle it returns
+    /// gives what the response showed, once it ran (None when not
+    /// recorded).
+    pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recorded) {
+        let recorded = self.recording.handle();
+        (request.data(self), recorded)
+    }
+
+    /// The context of every operation of one WebSocket connection.
+    pub fn into_connection_data(self) -> async_graphql::Data {
+        let mut data = async_graphql::Data::default();
+        data.insert(Self {
+            pages: None,
+            ..self
+        });
+        data
+    }
+
+    /// Signing up, logging in and out, as this request's caller.
+    pub fn accounts(&self) -> Accounts<'_> {
+        Accounts {
+            app: &self.app,
+            session: &self.session,
+            client: self.client,
+        }
+    }
+
+    /// The logged-in user, looked up once per request.
+    pub async fn viewer(&self) -> Result<Option<UserName>> {
+        self.recording.shows_caller();
+        Ok(self.session.user(self.routing.primary_store()).await?)
+    }
+
+    /// The logged-in user, or `UNAUTHENTICATED`. Writes check it again
+    /// themselves; resolvers call it first so that an anonymous caller
+    /// hears about the login before any complaint about its input (the
+    /// lookup is made once per request).
+    pub async fn viewer_required(&self) -> Result<UserName> {
+        self.recording.shows_caller();
+        Ok(self
+            .session
+            .require_user(self.routing.primary_store())
+            .await?)
+    }
+
+    /// The caller's vote on `article`. A template leaves a hole there,
+    /// filled per reader.
+    pub fn my_vote(&self, ctx: &Context<'_>, article: &ArticleRecord) -> Option<VoteDirection> {
+        self.recording.my_vote(ctx, article)
+    }
+
+    /// A count of an article that a vote changes, shown at `ctx`'s path: a
+    /// template records where, so a vote's event can patch it in place.
+    pub fn counted(
+        &self,
+        ctx: &Context<'_>,
+        id: ArticleId,
+        counted: Counted,
+        value: impl Into<async_graphql::Value>,
+    ) {
+        self.recording.counted(ctx, id, counted, value.into());
+    }
+}
+
+/// A page of a feed: its articles with their cursors, in order.
+pub struct Feed {
+    pub edges: Vec<(String, ArticleRecord)>,
+    pub has_next: bool,
+    pub total: u64,
+}
+
+impl<'a> From<ArticleList<'a>> for List<'a> {
+    fn from(list: ArticleList<'a>) -> Self {
+        match list {
+            ArticleList::Site => List::Site,
+            ArticleList::Group(g) => List::Group(g),
+            ArticleList::User(u) => List::User(u),
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! What a response to cache shows, recorded while it runs: the data a vote
+//! or a write can change ([`Deps`], for the response cache) and where it
+//! shows each `myVote` and count ([`Holes`], for templates).
+
+use std::sync::Arc;
+
+use async_graphql::Context;
+
+use crate::cache::{Deps, DepsCollector};
+use crate::domain::{ArticleId, VoteDirection};
+use crate::store::ArticleRecord;
+use crate::templates::{Counted, Holes};
+
+/// A request's record of what it shows; empty (recording nothing) for a
+/// request whose response is not cached.
+#[derive(Default)]
+pub(super) struct Recording {
+    deps: Option<DepsCollector>,
+    /// Set when the request computes a template.
+    holes: Option<Arc<Holes>>,
+}
+
+impl Recording {
+    /// A record that is kept: only for one request, as a connection's
+    /// record would grow without end.
+    pub(super) fn kept() -> Self {
+        Self {
+            deps: Some(DepsCollector::default()),
+            holes: Some(Arc::default()),
+        }
+    }
+
+    /// The handle that reads the record once the request ran.
+    pub(super) fn handle(&self) -> Recorded {
+        Recorded(self.deps.clone(), self.holes.clone())
+    }
+
+    pub(super) fn record(&self, f: impl FnOnce(&mut Deps)) {
+        if let Some(deps) = &self.deps {
+            f(&mut deps.lock());
+        }
+    }
+
+    /// A template cannot show who its caller is: it is computed for
+    /// nobody and served to everyone.
+    pub(super) fn shows_caller(&self) {
+        if let Some(holes) = &self.holes {
+            holes.mark_shows_caller();
+        }
+    }
+
+    /// The caller's vote on `article`. A template leaves a hole there,
+    /// filled per reader.
+    pub(super) fn my_vote(
+        &self,
+        ctx: &Context<'_>,
+        article: &ArticleRecord,
+    ) -> Option<VoteDirection> {
+        match &self.holes {
+            Some(holes) => {
+                holes.hole(ctx.path_node.as_ref(), article.id);
+                None
+            }
+            None => article.my_vote,
+        }
+    }
+
+    /// Where a template shows a count a vote changes.
+    pub(super) fn counted(
+        &self,
+        ctx: &Context<'_>,
+        id: ArticleId,
+        counted: Counted,
+        value: async_graphql::Value,
+    ) {
+        if let Some(holes) = &self.holes {
+            holes.count(ctx.path_node.as_ref(), id, counted, &value);
+        }
+    }
+}
+
+/// What a response showed, taken once it ran (see
+/// [`RequestContext::attach`](super::RequestContext::attach)).
+pub struct Recorded(Option<DepsCollector>, Option<Arc<Holes>>);
+
+impl Recorded {
+    pub fn take(&self) -> Option<Deps> {
+        self.0
+            .as_ref()
+            .map(|deps| std::mem::take(&mut *deps.lock()))
+    }
+
+    /// A recorded response's holes (see
+    /// [`RequestContext::recorded`](super::RequestContext::recorded)).
+    pub fn holes(&self) -> Option<&Holes> {
+        self.1.as_deref()
+    }
+}

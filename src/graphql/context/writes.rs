@@ -1,0 +1,107 @@
+//! Writes: each one a single atomic write in the store, then what it
+//! changes dropped from (or patched into) the response cache.
+
+use std::sync::Arc;
+
+use async_graphql::Result;
+
+use super::RequestContext;
+use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Slug, VoteDirection};
+use crate::pubsub::ScoreEvent;
+use crate::store::{ArticleRecord, Viewer};
+
+impl RequestContext {
+    pub async fn post(
+        &self,
+        title: &ArticleTitle,
+        link: &Link,
+        groups: &[GroupName],
+    ) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        let id = self
+            .routing
+            .primary_store()
+            .post_article(&user, title, link, groups, self.app.rates.post)
+            .await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    /// Sets the caller's vote. Only a vote that changed something drops
+    /// cached pages, and only those it can change.
+    pub async fn vote(&self, id: ArticleId, direction: VoteDirection) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        let changed = self
+            .routing
+            .primary_store()
+            .vote(id, &user, direction, self.app.rates.vote)
+            .await?;
+        let article = self.reload(id).await?;
+        if let (true, Some(cache)) = (changed, &self.app.responses) {
+            cache.vote(Arc::new(ScoreEvent {
+                id: article.id.to_string(),
+                score: article.score,
+                votes: article.votes,
+                downvotes: article.downvotes,
+                at: 0.0,
+                groups: article.groups.clone(),
+            }));
+        }
+        Ok(article)
+    }
+
+    pub async fn rename_slug(&self, id: ArticleId, slug: &Slug) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        self.routing
+            .primary_store()
+            .rename_slug(id, &user, slug, self.app.rates.rename_slug)
+            .await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    pub async fn set_groups(
+        &self,
+        id: ArticleId,
+        add: &[GroupName],
+        remove: &[GroupName],
+    ) -> Result<ArticleRecord> {
+        let user = self.viewer_required().await?;
+        self.routing
+            .primary_store()
+            .set_groups(id, &user, add, remove, self.app.rates.set_groups)
+            .await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    /// Counts a view once per viewer per window. Views do not invalidate
+    /// cached pages: counts seen by anonymous readers may lag by a cache
+    /// entry's age.
+    pub async fn view(&self, id: ArticleId) -> Result<ArticleRecord> {
+        let viewer = match self.viewer().await? {
+            Some(user) => Viewer::User(user),
+            None => Viewer::Client(self.client),
+        };
+        let limits = &self.app.rates;
+        self.routing
+            .primary_store()
+            .view_article(id, &viewer, limits.view, limits.view_window_secs)
+            .await?;
+        self.reload(id).await
+    }
+
+    fn invalidate_all(&self) {
+        if let Some(cache) = &self.app.responses {
+            cache.invalidate();
+        }
+    }
+
+    /// Reads an article after a write; it can only be gone if it was
+    /// deleted behind votegraph's back in between.
+    async fn reload(&self, id: ArticleId) -> Result<ArticleRecord> {
+        self.article(id)
+            .await?
+            .ok_or_else(|| crate::store::not_found(id).into())
+    }
+}
