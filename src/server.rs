@@ -17,7 +17,7 @@
 //!   would need its own set of bounds.
 //!
 //! Body size and body read time are bounded where bodies are read
-//! (`routes.rs`). On shutdown the listener closes, connections finish the
+//! (`http/body.rs`). On shutdown the listener closes, connections finish the
 //! request in flight (up to a grace period) and the loop returns.
 
 use std::collections::HashMap;
