@@ -310,7 +310,7 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
     pub request_timeout_ms: u64,
 
-    // --- HTTP limits (see `server.rs` and `routes.rs`) ---
+    // --- HTTP limits (see `server.rs` and `http/body.rs`) ---
     /// Largest request body, in bytes.
     #[arg(long, env = "VOTEGRAPH_MAX_BODY_BYTES", default_value_t = 128 * 1024)]
     pub max_body_bytes: usize,

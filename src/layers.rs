@@ -64,10 +64,27 @@ fn edges(module: &str, is_dir: bool, text: &str, known: &BTreeSet<String>) -> BT
         (false, n) if n > 0 => here[..n - 1].to_vec(),
         _ => Vec::new(),
     };
-    let code = code(text);
     let mut out = BTreeSet::new();
-    let mut paths: Vec<Vec<String>> = Vec::new();
-    // `use crate::a::{b, c::d};` and plain `crate::a::b` paths.
+    for path in paths(&code(text), &parent) {
+        // The deepest prefix that is a module (a file).
+        for len in (1..=path.len()).rev() {
+            let candidate = path[..len].join("::");
+            if known.contains(&candidate) {
+                let inside = candidate == module || module.starts_with(&format!("{candidate}::"));
+                if !inside {
+                    out.insert(candidate);
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Every path `code` names from the crate's root: `use crate::a::{b,
+/// c::d};`, plain `crate::a::b` paths, and `super::` ones from `parent`.
+fn paths(code: &str, parent: &[&str]) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
     for (start, root) in code
         .match_indices("crate::")
         .map(|(i, _)| (i + 7, Vec::<String>::new()))
@@ -82,61 +99,50 @@ fn edges(module: &str, is_dir: bool, text: &str, known: &BTreeSet<String>) -> BT
                 continue;
             }
         }
-        let rest = &code[start..];
-        let mut prefix = root;
-        let mut segment = String::new();
-        let mut chars = rest.chars().peekable();
-        loop {
-            match chars.next() {
-                Some(c) if c.is_alphanumeric() || c == '_' => segment.push(c),
-                Some(':') if chars.peek() == Some(&':') => {
+        path_at(&code[start..], root, &mut paths);
+    }
+    paths
+}
+
+/// The path (or, for a `{…}` group, the paths) that `rest` continues
+/// from `prefix`, pushed onto `paths`.
+fn path_at(rest: &str, mut prefix: Vec<String>, paths: &mut Vec<Vec<String>>) {
+    let mut segment = String::new();
+    let mut chars = rest.chars().peekable();
+    loop {
+        match chars.next() {
+            Some(c) if c.is_alphanumeric() || c == '_' => segment.push(c),
+            Some(':') if chars.peek() == Some(&':') => {
+                chars.next();
+                if segment == "super" {
+                    prefix.pop();
+                } else if !segment.is_empty() {
+                    prefix.push(std::mem::take(&mut segment));
+                }
+                segment.clear();
+                if chars.peek() == Some(&'{') {
                     chars.next();
-                    if segment == "super" {
-                        prefix.pop();
-                    } else if !segment.is_empty() {
-                        prefix.push(std::mem::take(&mut segment));
-                    }
-                    segment.clear();
-                    if chars.peek() == Some(&'{') {
-                        chars.next();
-                        let group: String = chars.by_ref().take_while(|&c| c != '}').collect();
-                        for item in group.split(',') {
-                            let item = item.trim().split(" as ").next().unwrap_or("").trim();
-                            if item.is_empty() || item == "self" {
-                                paths.push(prefix.clone());
-                                continue;
-                            }
-                            let mut path = prefix.clone();
+                    let group: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                    for item in group.split(',') {
+                        let item = item.trim().split(" as ").next().unwrap_or("").trim();
+                        let mut path = prefix.clone();
+                        if !item.is_empty() && item != "self" {
                             path.extend(item.split("::").map(str::to_owned));
-                            paths.push(path);
                         }
-                        break;
+                        paths.push(path);
                     }
+                    return;
                 }
-                _ => {
-                    if !segment.is_empty() {
-                        prefix.push(segment);
-                    }
-                    paths.push(prefix);
-                    break;
+            }
+            _ => {
+                if !segment.is_empty() {
+                    prefix.push(segment);
                 }
+                paths.push(prefix);
+                return;
             }
         }
     }
-    for path in paths {
-        // The deepest prefix that is a module (a file).
-        for len in (1..=path.len()).rev() {
-            let candidate = path[..len].join("::");
-            if known.contains(&candidate) {
-                let inside = candidate == module || module.starts_with(&format!("{candidate}::"));
-                if !inside {
-                    out.insert(candidate);
-                }
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// The cycles of `graph`: its strongly connected components of more than

@@ -14,11 +14,13 @@
 //! 1. **startup**: `startup` (builds and runs the application), `scrape`
 //!    (what `/metrics` reads from each part), `config` (flags, turned into
 //!    each part's own settings), `local_redis`.
-//! 2. **HTTP and WebSocket**: `server` (the accept loop), `routes` (the
-//!    `/graphql` and `/health` endpoints), `ws` (the GraphQL-over-WebSocket
-//!    protocol), `sessions` (ended logins close their sockets), `telemetry`
-//!    (request ids, the access log, request metrics), `cors`, `graphiql`,
-//!    `compression`, `metrics` (the registry and its exposition).
+//! 2. **HTTP and WebSocket**: `server` (the accept loop), `http` (the
+//!    route tree: `/graphql` over HTTP, content negotiation, bodies,
+//!    caching headers, `/health`), `ws` (the WebSocket upgrade and the
+//!    GraphQL-over-WebSocket protocol), `sessions` (ended logins close
+//!    their sockets), `telemetry` (request ids, the access log, request
+//!    metrics), `cors`, `graphiql`, `compression`, `metrics` (the registry
+//!    and its exposition).
 //! 3. **request pipeline**: `pipeline` (one request from its parsed form to
 //!    its answer), `persisted` (automatic persisted queries), `cache` (the
 //!    response cache), `templates` (cached pages as templates: filled per
@@ -43,6 +45,7 @@ mod domain;
 mod error;
 mod graphiql;
 mod graphql;
+mod http;
 #[cfg(test)]
 mod layers;
 mod local_redis;
@@ -51,7 +54,6 @@ mod persisted;
 mod pipeline;
 mod pubsub;
 mod rate;
-mod routes;
 mod scrape;
 mod server;
 mod sessions;

@@ -3,8 +3,8 @@
 //!
 //! - **At most `max_connections` open connections** (WebSockets included,
 //!   since the permit travels with the socket into the upgrade). Past it a
-//!   new connection gets a short `503` JSON error and is closed, so 20,000
-//!   half-open connections cost 20,000 accepts, not 20,000 buffers.
+//!   new connection gets a short `503` JSON error and is closed, so a flood
+//!   of half-open connections costs an accept each, not a buffer each.
 //! - **At most `max_per_client` of them from one address**, so one client
 //!   cannot take every slot; past it a `429`. Trusted proxies (a load
 //!   balancer carries everyone's connections) are not counted.
@@ -17,7 +17,7 @@
 //!   would need its own set of bounds.
 //!
 //! Body size and body read time are bounded where bodies are read
-//! (`routes.rs`). On shutdown the listener closes, connections finish the
+//! (`http/body.rs`). On shutdown the listener closes, connections finish the
 //! request in flight (up to a grace period) and the loop returns.
 
 use std::collections::HashMap;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use poem::endpoint::BoxEndpoint;
 use poem::{get, EndpointExt, Route};
 use tokio::net::TcpListener;
 
@@ -14,19 +15,17 @@ use crate::budget::WorkBudget;
 use crate::cache::ResponseCache;
 use crate::config::Settings;
 use crate::cors::Cors;
-use crate::graphiql;
 use crate::graphql::limits::Guard;
-use crate::graphql::{build_api, AppState};
+use crate::graphql::{build_api, Api, AppState};
+use crate::http::{self, BodyLimits, Served};
 use crate::local_redis::LocalRedis;
 use crate::metrics::{self, MetricsBuilder};
 use crate::persisted::PersistedQueries;
 use crate::pubsub::PubSub;
-use crate::routes;
 use crate::scrape;
 use crate::server::{self, ServerLimits};
 use crate::sessions::SessionWatch;
 use crate::store::{Locator, Store};
-use crate::telemetry;
 use crate::telemetry::RequestMetrics;
 use crate::ws::{Shutdown, WebSockets};
 use tokio_util::task::AbortOnDropHandle;
@@ -35,7 +34,7 @@ use tokio_util::task::AbortOnDropHandle;
 pub struct Application {
     listener: TcpListener,
     port: u16,
-    route: poem::endpoint::BoxEndpoint<'static>,
+    route: BoxEndpoint<'static>,
     limits: ServerLimits,
     local_redis: Option<LocalRedis>,
     /// Tells open WebSockets to close when the server stops.
@@ -49,10 +48,10 @@ pub struct Application {
     /// The shared state (for the replica's lag sampler).
     state: Arc<AppState>,
     /// `/health` says `draining` during the shutdown grace period.
-    draining: routes::Draining,
+    draining: http::Draining,
     grace: Duration,
     /// The `--metrics-bind` listener and its one route.
-    metrics_listener: Option<(TcpListener, poem::endpoint::BoxEndpoint<'static>)>,
+    metrics_listener: Option<(TcpListener, BoxEndpoint<'static>)>,
     /// Feeds the response cache its events (see [`keep_current`]).
     _cache_upkeep: Option<AbortOnDropHandle<()>>,
 }
@@ -62,166 +61,38 @@ impl Application {
     /// before the server runs (tests bind port 0).
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let redis_timeout = Duration::from_millis(settings.redis_timeout_ms.max(1));
-        let (locator, local_redis) = match (
-            &settings.redis_sentinels,
-            &settings.redis_master_name,
-            &settings.redis_url,
-        ) {
-            (Some(sentinels), Some(master), _) => (
-                Locator::sentinel(sentinels, master, redis_timeout)
-                    .context("invalid REDIS_SENTINELS")?,
-                None,
-            ),
-            (Some(_), None, _) | (None, Some(_), _) => anyhow::bail!(
-                "REDIS_SENTINELS and REDIS_MASTER_NAME (--redis-sentinels, --redis-master-name) go together: set both or neither"
-            ),
-            (None, None, Some(url)) => (Locator::url(url).context("invalid Redis URL")?, None),
-            (None, None, None) => {
-                let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
-                (
-                    Locator::url(local.url()).context("invalid Redis URL")?,
-                    Some(local),
-                )
-            }
-        };
-        let wait = (settings.wait_replicas > 0).then(|| {
-            (
-                settings.wait_replicas,
-                Duration::from_millis(settings.wait_timeout_ms),
-            )
-        });
-        let store = Store::new(
-            locator.clone(),
-            settings.pool_size,
-            settings.pool_timeout(),
-            redis_timeout,
-            wait,
-        )
-        .context("invalid Redis URL")?
-        .with_group_scan_budget(settings.group_scan_budget);
+        let (locator, local_redis) = locate_redis(&settings, redis_timeout).await?;
+        let store = primary_store(&settings, locator.clone(), redis_timeout)?;
         index_names(&store).await;
-        let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits());
-        let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
         let pubsub = PubSub::start(locator);
         let responses = (!settings.no_response_cache)
             .then(|| Arc::new(ResponseCache::new(settings.response_cache_bytes)));
         let cache_upkeep = responses.as_ref().map(|cache| keep_current(cache, &pubsub));
-        let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
-        let state = AppState::new(
-            store.clone(),
-            hasher,
-            pubsub,
-            responses,
-            persisted,
-            settings.login_limit(),
-            settings.rate_limits(),
-        );
-        let replica = match &settings.redis_replica_url {
-            Some(url) => Some(
-                Store::new(
-                    Locator::url(url).context("invalid REDIS_REPLICA_URL")?,
-                    settings.pool_size,
-                    settings.pool_timeout(),
-                    redis_timeout,
-                    None,
-                )
-                .context("invalid REDIS_REPLICA_URL")?,
-            ),
-            None => None,
-        };
-        let state = state.with_replica(replica);
-        let state_for_app = state.clone();
-        let api = build_api(
-            state,
-            guard,
-            Duration::from_millis(settings.request_timeout_ms.max(1)),
-            WorkBudget::new(settings.budget()),
-        );
-
+        let state = shared_state(&settings, &store, pubsub, responses, redis_timeout)?;
+        let api = api(&settings, state.clone())?;
+        check_redis(store.clone(), redis_source(&local_redis));
         let shutdown = Shutdown::default();
-        let draining = routes::Draining::default();
-        check_redis(
-            api.state().store().clone(),
-            if local_redis.is_some() {
-                "the local redis-server"
-            } else {
-                "REDIS_URL"
-            },
-        );
-        let sessions = SessionWatch::start(api.state().store().clone(), api.state().pubsub());
-        let sockets = WebSockets::new(
-            settings.ws_limits(),
-            shutdown.clone(),
-            api.state().pubsub().clone(),
-            sessions,
-        );
+        let sockets = web_sockets(&settings, &api, &shutdown);
         let requests = Arc::new(RequestMetrics::default());
-        let mut registry = MetricsBuilder::default();
-        scrape::register(&mut registry, &requests, &api, &sockets);
-        let metrics = metrics::Endpoint {
-            metrics: registry.finish(),
-            open: false,
-            on_api_port: settings.trusted_proxies.is_empty() || settings.metrics_on_api_port,
-        };
-        let metrics_listener = match &settings.metrics_bind {
-            Some(bind) => {
-                let listener = TcpListener::bind(bind.as_str())
-                    .await
-                    .with_context(|| format!("binding the metrics listener {bind}"))?;
-                let route = Route::new()
-                    .at("/metrics", get(metrics::metrics))
-                    .data(metrics::Endpoint {
-                        open: true,
-                        ..metrics.clone()
-                    })
-                    .boxed();
-                Some((listener, route))
-            }
-            None => None,
-        };
-
-        let cors = Cors::new(&settings.cors_origins);
-        let route = Route::new()
-            .at("/", get(graphiql::page))
-            .at("/assets/graphiql/:file", get(graphiql::asset))
-            .at(
-                "/graphql",
-                get(routes::graphql_get)
-                    .post(routes::graphql)
-                    .around(routes::graphql_other_methods),
-            )
-            .at("/health", get(routes::health))
-            .at("/metrics", get(metrics::metrics))
-            .data(metrics)
-            .data(settings.trusted_proxies.clone())
-            .data(routes::BodyLimits {
-                max_bytes: settings.max_body_bytes,
-                timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
-            })
-            .data(sockets)
-            .data(draining.clone())
-            .data(api)
-            .with(cors)
-            .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
-            .boxed();
-
-        let listener = TcpListener::bind(settings.bind.as_str())
-            .await
-            .with_context(|| format!("binding {}", settings.bind))?;
-        let port = listener
-            .local_addr()
-            .context("listener has no address")?
-            .port();
+        let metrics = metrics_endpoint(&settings, &requests, &api, &sockets);
+        let metrics_listener = metrics_listener(&settings, &metrics).await?;
+        let draining = http::Draining::default();
+        let route = http::routes(Served {
+            api,
+            sockets,
+            metrics,
+            trusted: settings.trusted_proxies.clone(),
+            body_limits: body_limits(&settings),
+            draining: draining.clone(),
+            cors: Cors::new(&settings.cors_origins),
+            requests,
+        });
+        let (listener, port) = bind(&settings.bind).await?;
         Ok(Self {
             listener,
             port,
             route,
-            limits: ServerLimits {
-                max_connections: settings.max_connections,
-                max_per_client: settings.max_connections_per_client,
-                header_timeout: Duration::from_millis(settings.header_timeout_ms.max(1)),
-                trusted: settings.trusted_proxies.clone(),
-            },
+            limits: server_limits(&settings),
             local_redis,
             shutdown,
             send_timeout: settings.ws_limits().send_timeout,
@@ -229,7 +100,7 @@ impl Application {
             reconcile_votes: settings.reconcile_votes,
             top_upkeep: Duration::from_millis(settings.top_upkeep_ms),
             draining,
-            state: state_for_app,
+            state,
             grace: Duration::from_millis(settings.shutdown_grace_ms),
             metrics_listener,
             _cache_upkeep: cache_upkeep,
@@ -257,65 +128,25 @@ impl Application {
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         tracing::info!(port = self.port, "votegraph listening");
         // Runs beside the server and stops with it.
-        let backfill = self.store.start_vote_index_backfill(self.reconcile_votes);
-        let top_index = self
-            .store
-            .start_top_index(self.reconcile_votes, self.top_upkeep);
-        // Follows the writes of other clients (the book's code) as they come.
-        let deriver = self.store.start_deriver();
-        // The replica's lag, measured every second for /health and /metrics.
-        let lag = self.state.replica().cloned().map(|replica| {
-            let state = self.state.clone();
-            AbortOnDropHandle::new(tokio::spawn(async move {
-                let mut ticks = tokio::time::interval(Duration::from_secs(1));
-                loop {
-                    ticks.tick().await;
-                    state.replica_lag().sample(state.store(), &replica).await;
-                }
-            }))
-        });
-        let shutdown = self.shutdown.clone();
+        let background = (
+            self.store.start_vote_index_backfill(self.reconcile_votes),
+            self.store
+                .start_top_index(self.reconcile_votes, self.top_upkeep),
+            // Follows the writes of other clients (the book's code) as they come.
+            self.store.start_deriver(),
+            sample_replica_lag(&self.state),
+        );
         let (stopping, stopped) = tokio::sync::watch::channel(false);
-        // WebSockets are told as soon as the signal comes, so their goodbyes
-        // go out while HTTP requests finish.
-        let (draining, grace) = (self.draining.clone(), self.grace);
-        let signal = async move {
-            signal.await;
-            if !grace.is_zero() {
-                // Still serving; the load balancer's health check sees
-                // `draining` and stops sending new requests here.
-                draining.start();
-                tracing::info!(
-                    grace_ms = grace.as_millis() as u64,
-                    "draining before stopping"
-                );
-                tokio::time::sleep(grace).await;
-            }
-            shutdown.trigger();
-            stopping.send_replace(true);
-        };
-        let metrics = self.metrics_listener.map(|(listener, route)| {
-            if let Ok(addr) = listener.local_addr() {
-                tracing::info!(%addr, "metrics listening");
-            }
-            let mut stopped = stopped.clone();
-            let limits = ServerLimits {
-                max_connections: METRICS_CONNECTIONS,
-                max_per_client: METRICS_CONNECTIONS,
-                header_timeout: self.limits.header_timeout,
-                trusted: Default::default(),
-            };
-            let stop = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            };
-            tokio::spawn(server::serve(
-                listener,
-                route,
-                limits,
-                stop,
-                Duration::from_secs(1),
-            ))
-        });
+        let signal = drain_then_stop(
+            signal,
+            self.draining.clone(),
+            self.grace,
+            self.shutdown.clone(),
+            stopping,
+        );
+        let metrics = self
+            .metrics_listener
+            .map(|(listener, route)| serve_metrics(listener, route, &self.limits, stopped));
         let served = server::serve(
             self.listener,
             self.route,
@@ -324,10 +155,7 @@ impl Application {
             Duration::from_secs(10),
         )
         .await;
-        drop(backfill);
-        drop(top_index);
-        drop(deriver);
-        drop(lag);
+        drop(background);
         // The serve loop waited for every connection, upgraded ones
         // included; this only bounds a socket still saying goodbye.
         let goodbyes = self.send_timeout + Duration::from_secs(2);
@@ -346,6 +174,256 @@ impl Application {
         }
         served.context("server failed")
     }
+}
+
+/// Where Redis is: Sentinel, a URL, or a `redis-server` started here.
+async fn locate_redis(
+    settings: &Settings,
+    redis_timeout: Duration,
+) -> anyhow::Result<(Locator, Option<LocalRedis>)> {
+    match (
+        &settings.redis_sentinels,
+        &settings.redis_master_name,
+        &settings.redis_url,
+    ) {
+        (Some(sentinels), Some(master), _) => Ok((
+            Locator::sentinel(sentinels, master, redis_timeout)
+                .context("invalid REDIS_SENTINELS")?,
+            None,
+        )),
+        (Some(_), None, _) | (None, Some(_), _) => anyhow::bail!(
+            "REDIS_SENTINELS and REDIS_MASTER_NAME (--redis-sentinels, --redis-master-name) go together: set both or neither"
+        ),
+        (None, None, Some(url)) => Ok((Locator::url(url).context("invalid Redis URL")?, None)),
+        (None, None, None) => {
+            let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
+            let locator = Locator::url(local.url()).context("invalid Redis URL")?;
+            Ok((locator, Some(local)))
+        }
+    }
+}
+
+/// What the log names when Redis does not answer.
+fn redis_source(local_redis: &Option<LocalRedis>) -> &'static str {
+    if local_redis.is_some() {
+        "the local redis-server"
+    } else {
+        "REDIS_URL"
+    }
+}
+
+/// The pool of the primary, which every write goes to.
+fn primary_store(
+    settings: &Settings,
+    locator: Locator,
+    redis_timeout: Duration,
+) -> anyhow::Result<Store> {
+    let wait = (settings.wait_replicas > 0).then(|| {
+        (
+            settings.wait_replicas,
+            Duration::from_millis(settings.wait_timeout_ms),
+        )
+    });
+    let store = Store::new(
+        locator,
+        settings.pool_size,
+        settings.pool_timeout(),
+        redis_timeout,
+        wait,
+    )
+    .context("invalid Redis URL")?;
+    Ok(store.with_group_scan_budget(settings.group_scan_budget))
+}
+
+/// The pool of `--redis-replica-url`, which serves reads that may lag.
+fn replica_store(settings: &Settings, redis_timeout: Duration) -> anyhow::Result<Option<Store>> {
+    let Some(url) = &settings.redis_replica_url else {
+        return Ok(None);
+    };
+    let store = Store::new(
+        Locator::url(url).context("invalid REDIS_REPLICA_URL")?,
+        settings.pool_size,
+        settings.pool_timeout(),
+        redis_timeout,
+        None,
+    )
+    .context("invalid REDIS_REPLICA_URL")?;
+    Ok(Some(store))
+}
+
+/// What every request shares: the stores, pub/sub, caches and limits.
+fn shared_state(
+    settings: &Settings,
+    store: &Store,
+    pubsub: PubSub,
+    responses: Option<Arc<ResponseCache>>,
+    redis_timeout: Duration,
+) -> anyhow::Result<Arc<AppState>> {
+    let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits());
+    let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
+    let state = AppState::new(
+        store.clone(),
+        hasher,
+        pubsub,
+        responses,
+        persisted,
+        settings.login_limit(),
+        settings.rate_limits(),
+    );
+    Ok(state.with_replica(replica_store(settings, redis_timeout)?))
+}
+
+/// The schema with its document limits, deadline and work budget.
+fn api(settings: &Settings, state: Arc<AppState>) -> anyhow::Result<Api> {
+    let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
+    Ok(build_api(
+        state,
+        guard,
+        Duration::from_millis(settings.request_timeout_ms.max(1)),
+        WorkBudget::new(settings.budget()),
+    ))
+}
+
+/// The WebSocket limits and connections, closed by `shutdown`.
+fn web_sockets(settings: &Settings, api: &Api, shutdown: &Shutdown) -> WebSockets {
+    let sessions = SessionWatch::start(api.state().store().clone(), api.state().pubsub());
+    WebSockets::new(
+        settings.ws_limits(),
+        shutdown.clone(),
+        api.state().pubsub().clone(),
+        sessions,
+    )
+}
+
+/// `/metrics`, reading every part.
+fn metrics_endpoint(
+    settings: &Settings,
+    requests: &Arc<RequestMetrics>,
+    api: &Api,
+    sockets: &WebSockets,
+) -> metrics::Endpoint {
+    let mut registry = MetricsBuilder::default();
+    scrape::register(&mut registry, requests, api, sockets);
+    metrics::Endpoint {
+        metrics: registry.finish(),
+        open: false,
+        on_api_port: settings.trusted_proxies.is_empty() || settings.metrics_on_api_port,
+    }
+}
+
+/// The `--metrics-bind` listener and its one route, open to any client.
+async fn metrics_listener(
+    settings: &Settings,
+    metrics: &metrics::Endpoint,
+) -> anyhow::Result<Option<(TcpListener, BoxEndpoint<'static>)>> {
+    let Some(bind) = &settings.metrics_bind else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(bind.as_str())
+        .await
+        .with_context(|| format!("binding the metrics listener {bind}"))?;
+    let route = Route::new()
+        .at("/metrics", get(metrics::metrics))
+        .data(metrics::Endpoint {
+            open: true,
+            ..metrics.clone()
+        })
+        .boxed();
+    Ok(Some((listener, route)))
+}
+
+fn body_limits(settings: &Settings) -> BodyLimits {
+    BodyLimits {
+        max_bytes: settings.max_body_bytes,
+        timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
+    }
+}
+
+fn server_limits(settings: &Settings) -> ServerLimits {
+    ServerLimits {
+        max_connections: settings.max_connections,
+        max_per_client: settings.max_connections_per_client,
+        header_timeout: Duration::from_millis(settings.header_timeout_ms.max(1)),
+        trusted: settings.trusted_proxies.clone(),
+    }
+}
+
+/// The API listener and its port.
+async fn bind(address: &str) -> anyhow::Result<(TcpListener, u16)> {
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding {address}"))?;
+    let port = listener
+        .local_addr()
+        .context("listener has no address")?
+        .port();
+    Ok((listener, port))
+}
+
+/// The replica's lag, measured every second for /health and /metrics.
+fn sample_replica_lag(state: &Arc<AppState>) -> Option<AbortOnDropHandle<()>> {
+    let replica = state.replica().cloned()?;
+    let state = state.clone();
+    Some(AbortOnDropHandle::new(tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            ticks.tick().await;
+            state.replica_lag().sample(state.store(), &replica).await;
+        }
+    })))
+}
+
+/// Completes when the server should stop accepting: after `signal` and the
+/// grace period. WebSockets are told as soon as it ends, so their goodbyes
+/// go out while HTTP requests finish.
+async fn drain_then_stop(
+    signal: impl Future<Output = ()> + Send,
+    draining: http::Draining,
+    grace: Duration,
+    shutdown: Shutdown,
+    stopping: tokio::sync::watch::Sender<bool>,
+) {
+    signal.await;
+    if !grace.is_zero() {
+        // Still serving; the load balancer's health check sees
+        // `draining` and stops sending new requests here.
+        draining.start();
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "draining before stopping"
+        );
+        tokio::time::sleep(grace).await;
+    }
+    shutdown.trigger();
+    stopping.send_replace(true);
+}
+
+/// Serves the `--metrics-bind` listener until `stopped` turns true.
+fn serve_metrics(
+    listener: TcpListener,
+    route: BoxEndpoint<'static>,
+    api_limits: &ServerLimits,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<Result<(), std::io::Error>> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "metrics listening");
+    }
+    let limits = ServerLimits {
+        max_connections: METRICS_CONNECTIONS,
+        max_per_client: METRICS_CONNECTIONS,
+        header_timeout: api_limits.header_timeout,
+        trusted: Default::default(),
+    };
+    let stop = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    tokio::spawn(server::serve(
+        listener,
+        route,
+        limits,
+        stop,
+        Duration::from_secs(1),
+    ))
 }
 
 /// Connections the metrics listener holds at once: a scraper or two.

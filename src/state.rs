@@ -20,7 +20,7 @@ use crate::store::{LoginLimit, Store};
 pub struct AppState {
     pub(crate) store: Store,
     /// `--redis-replica-url`: where anonymous reads of the site's rankings
-    /// and articles may go (see [`RequestContext::on_replica`]).
+    /// and articles may go (see `RequestContext::on_replica`).
     pub(crate) replica: Option<Store>,
     pub(crate) replica_lag: ReplicaLag,
     pub(crate) hasher: PasswordHasher,
@@ -58,7 +58,7 @@ impl AppState {
         &self.store
     }
 
-    /// Adds a read replica (see [`RequestContext::on_replica`]).
+    /// Adds a read replica (see `RequestContext::on_replica`).
     pub fn with_replica(self: Arc<Self>, replica: Option<Store>) -> Arc<Self> {
         match Arc::try_unwrap(self) {
             Ok(mut state) => {

@@ -25,15 +25,18 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::time::Duration;
 
-use async_graphql::http::WebSocketProtocols as Protocol;
+use async_graphql::http::{WebSocketProtocols as Protocol, ALL_WEBSOCKET_PROTOCOLS};
 use async_graphql::parser::types::OperationType;
 use async_graphql::{Data, Executor, Response};
+use async_graphql_poem::GraphQLProtocol;
 use futures_util::stream::{self, AbortHandle, BoxStream, SelectAll, SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use poem::web::websocket::{Message, WebSocketConfig, WebSocketStream};
+use poem::web::websocket::{Message, WebSocket, WebSocketConfig, WebSocketStream};
+use poem::{FromRequest, IntoResponse};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::auth::token_hash;
 use crate::auth::Session;
@@ -168,6 +171,54 @@ impl WebSockets {
             sessions: self.sessions.clone(),
             _slot: slot,
         }
+    }
+}
+
+/// Seconds a client refused for holding too many WebSockets is told to
+/// wait: a slot frees only when one of its sockets closes, so this just
+/// keeps a reconnecting client from hammering.
+const CONNECTION_RETRY_AFTER_SECS: u64 = 5;
+
+impl WebSockets {
+    /// Upgrades `GET /graphql` to a GraphQL WebSocket for `client`; a
+    /// `BAD_REQUEST` that says what is missing, or `TOO_MANY_CONNECTIONS`.
+    /// Non-browser clients may authenticate the upgrade itself
+    /// (`header_auth`); browsers use the `connection_init` payload.
+    pub async fn upgrade(
+        &self,
+        schema: &Api,
+        req: &poem::Request,
+        body: &mut poem::RequestBody,
+        client: ClientAddr,
+        header_auth: Option<String>,
+    ) -> AppResult<poem::Response> {
+        // Checked before the upgrade, so a client that forgot the subprotocol
+        // reads why instead of an empty 400.
+        let Ok(protocol) = GraphQLProtocol::from_request(req, body).await else {
+            return Err(AppError::BadRequest(
+                "a GraphQL WebSocket needs the subprotocol graphql-transport-ws (or the legacy graphql-ws) in Sec-WebSocket-Protocol".to_owned(),
+            ));
+        };
+        let Ok(websocket) = WebSocket::from_request(req, body).await else {
+            return Err(AppError::BadRequest(
+                "not a valid WebSocket upgrade: Sec-WebSocket-Key and Sec-WebSocket-Version: 13 are required".to_owned(),
+            ));
+        };
+        let Some(slot) = self.admit(Some(client.ip())) else {
+            return Err(AppError::TooManyConnections {
+                websocket: true,
+                retry_after_secs: CONNECTION_RETRY_AFTER_SECS,
+            });
+        };
+        let connection = self.connection(schema.clone(), protocol.0, header_auth, client, slot);
+        // The connection outlives the request; its log lines keep the
+        // request's span (and request id).
+        let span = tracing::Span::current();
+        Ok(websocket
+            .config(self.config())
+            .protocols(ALL_WEBSOCKET_PROTOCOLS)
+            .on_upgrade(move |socket| connection.run(socket).instrument(span))
+            .into_response())
     }
 }
 

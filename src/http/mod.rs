@@ -1,0 +1,67 @@
+//! HTTP endpoints: GraphQL over HTTP, the WebSocket upgrade, the health
+//! check, the metrics and the GraphiQL page, as one route tree.
+//!
+//! The HTTP contract (see docs/api.md, "The HTTP contract"): media types
+//! negotiated from `Accept`, a JSON GraphQL error with a code for every
+//! refusal, automatic persisted queries (`persisted.rs`), caching headers
+//! (`Cache-Control`, `ETag`, `304`) and compression by `Accept-Encoding`.
+
+mod body;
+mod cache_headers;
+mod graphql;
+mod health;
+mod negotiate;
+mod response;
+
+use std::sync::Arc;
+
+use poem::endpoint::BoxEndpoint;
+use poem::{get, EndpointExt, Route};
+
+pub use body::BodyLimits;
+pub use health::Draining;
+
+use crate::client_addr::TrustedProxies;
+use crate::cors::Cors;
+use crate::graphiql;
+use crate::graphql::Api;
+use crate::metrics;
+use crate::telemetry::{self, RequestMetrics};
+use crate::ws::WebSockets;
+
+/// What the endpoints serve from.
+pub struct Served {
+    pub api: Api,
+    pub sockets: WebSockets,
+    pub metrics: metrics::Endpoint,
+    pub trusted: TrustedProxies,
+    pub body_limits: BodyLimits,
+    pub draining: Draining,
+    pub cors: Cors,
+    pub requests: Arc<RequestMetrics>,
+}
+
+/// The route tree of the API port, behind CORS and the access log.
+pub fn routes(served: Served) -> BoxEndpoint<'static> {
+    let requests = served.requests;
+    Route::new()
+        .at("/", get(graphiql::page))
+        .at("/assets/graphiql/:file", get(graphiql::asset))
+        .at(
+            "/graphql",
+            get(graphql::graphql_get)
+                .post(graphql::graphql_post)
+                .around(graphql::graphql_other_methods),
+        )
+        .at("/health", get(health::health))
+        .at("/metrics", get(metrics::metrics))
+        .data(served.metrics)
+        .data(served.trusted)
+        .data(served.body_limits)
+        .data(served.sockets)
+        .data(served.draining)
+        .data(served.api)
+        .with(served.cors)
+        .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
+        .boxed()
+}
