@@ -51,6 +51,7 @@ mod persisted;
 mod pipeline;
 mod pubsub;
 mod rate;
+pub mod redis_server;
 mod routes;
 mod scrape;
 mod server;
