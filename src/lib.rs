@@ -54,6 +54,7 @@ mod persisted;
 mod pipeline;
 mod pubsub;
 mod rate;
+pub mod redis_server;
 mod scrape;
 mod server;
 mod sessions;

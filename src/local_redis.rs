@@ -13,15 +13,13 @@
 //! killed votegraph left behind).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use tokio::process::{Child, Command};
+
+use crate::redis_server::{answers_ping, RedisServer, StartError};
 
 pub struct LocalRedis {
-    child: Child,
-    url: String,
+    server: RedisServer,
     /// Held until votegraph exits; see the module's doc.
     _lock: std::fs::File,
 }
@@ -41,7 +39,13 @@ impl LocalRedis {
             .with_context(|| format!("resolving {}", data_dir.display()))?;
         let lock = lock_data_dir(&dir)?;
         let socket = socket_path(&dir);
-        if answers_ping(&socket).await {
+        let builder = RedisServer::builder(&dir)
+            .program(program)
+            .unix_socket(&socket)
+            .persistent(true)
+            .log_file("redis.log")
+            .inherit_stderr(true);
+        if answers_ping(&redis::Client::open(builder.url())?).await {
             bail!(
                 "a redis-server is already running on {socket} (left behind by a votegraph that \
                  was killed?), and starting a second one on the same data would corrupt it.\n\
@@ -51,87 +55,34 @@ impl LocalRedis {
             );
         }
         let _ = std::fs::remove_file(&socket);
-        let mut command = Command::new(program);
-        command
-            .arg("--port")
-            .arg("0")
-            .arg("--unixsocket")
-            .arg(&socket)
-            .arg("--unixsocketperm")
-            .arg("700")
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--appendonly")
-            .arg("yes")
-            .arg("--logfile")
-            .arg("redis.log")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        let child = match command.spawn() {
-            Ok(child) => child,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+        let server = match builder.start().await {
+            Ok(server) => server,
+            Err(StartError::NotFound(_)) => bail!(
                 "`{program}` was not found, and REDIS_URL is not set.\n\
                  Install Redis, e.g. `sudo apt-get install -y redis-server` (Debian/Ubuntu) \
                  or `brew install redis` (macOS), or run `scripts/serve.sh`, which installs it;\n\
                  or point REDIS_URL at a running Redis."
             ),
-            Err(e) => return Err(e).context(format!("starting `{program}`")),
+            Err(StartError::Exited(status)) => bail!(
+                "redis-server exited at start ({status}); see redis.log in the data directory"
+            ),
+            Err(e) => return Err(e.into()),
         };
-        let url = format!("redis+unix://{}", socket.display());
-        let mut local = Self {
-            child,
-            url,
-            _lock: lock,
-        };
-        local.wait_ready().await?;
         tracing::info!(dir = %dir.display(), "started a local redis-server");
-        Ok(local)
+        Ok(Self {
+            server,
+            _lock: lock,
+        })
     }
 
     pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    async fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let client = redis::Client::open(self.url.as_str())?;
-        for _ in 0..100 {
-            if let Some(status) = self.child.try_wait()? {
-                bail!(
-                    "redis-server exited at start ({status}); see redis.log in the data directory"
-                );
-            }
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                let pong: redis::RedisResult<String> =
-                    redis::cmd("PING").query_async(&mut conn).await;
-                if pong.is_ok() {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        bail!("redis-server did not answer within 5 seconds")
+        self.server.url()
     }
 
     /// Saves and stops the server; kills it if it does not stop in time.
-    pub async fn stop(mut self) {
-        if let Ok(client) = redis::Client::open(self.url.as_str()) {
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                // The connection closes as the server exits, so the reply is an error.
-                let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
-                    .arg("SAVE")
-                    .query_async(&mut conn)
-                    .await;
-            }
-        }
-        match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
-            Ok(_) => tracing::info!("local redis-server stopped"),
-            Err(_) => {
-                tracing::warn!("local redis-server did not stop in time; killing it");
-                let _ = self.child.kill().await;
-            }
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
+        tracing::info!("local redis-server stopped");
     }
 }
 
@@ -176,28 +127,6 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
     let _ = file.rewind();
     let _ = write!(file, "{}", std::process::id());
     Ok(file)
-}
-
-/// Whether a Redis answers PING on `socket` (within a second).
-async fn answers_ping(socket: &Path) -> bool {
-    if !socket.exists() {
-        return false;
-    }
-    let url = format!("redis+unix://{}", socket.display());
-    let Ok(client) = redis::Client::open(url.as_str()) else {
-        return false;
-    };
-    let ping = async {
-        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .ok()
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), ping).await,
-        Ok(Some(_))
-    )
 }
 
 fn socket_path(dir: &Path) -> PathBuf {

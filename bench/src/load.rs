@@ -376,8 +376,8 @@ pub async fn raw_page(
     users: usize,
 ) -> anyhow::Result<impl Fn(usize, u64) -> RawRequest + Send + Sync + 'static> {
     let client = redis::Client::open(votegraph::connection_info(&format!("redis://{addr}"))?)?;
-    // redis-rs gives up on a reply after 500 ms by default, which a loaded
-    // two-core machine sometimes exceeds: the floor would count the client's
+    // redis-rs' default reply timeout is shorter than a loaded small
+    // machine sometimes takes: the floor would count the client's
     // impatience as errors. A wider bound still ends every wait.
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(RAW_REPLY_TIMEOUT));
     let mut conns = Vec::with_capacity(connections);

@@ -235,7 +235,7 @@ impl Drop for Peer {
 /// Starts the peer on a free loopback port against `redis_addr` and waits
 /// until it answers its health check.
 pub async fn start(installed: &Installed, redis_addr: &str) -> Result<Peer, String> {
-    let port = crate::free_port().map_err(|e| format!("no free port: {e}"))?;
+    let port = crate::servers::free_port().map_err(|e| format!("no free port: {e}"))?;
     let mut child = Command::new(&installed.node)
         // A larger young generation: the peer allocates a page's replies and
         // answer per request, and the default 16 MiB semi-space made it
@@ -438,10 +438,14 @@ pub async fn measure(run: Run<'_>, results: &mut Vec<Stats>) -> (Value, Option<S
     let gql = Gql::new(&peer.base, run.connections);
     let (n, warmup, duration) = (run.connections, run.warmup, run.duration);
     if run.logged_in {
-        results.push(crate::logged_in(&gql, LOGGED_IN, run.users, n, warmup, duration).await);
+        results.push(
+            crate::scenarios::logged_in(&gql, LOGGED_IN, run.users, n, warmup, duration).await,
+        );
     }
     if run.uncached {
-        results.push(crate::fixed(&gql, UNCACHED, page_query(1), n, warmup, duration).await);
+        results.push(
+            crate::scenarios::fixed(&gql, UNCACHED, page_query(1), n, warmup, duration).await,
+        );
     }
     drop(peer);
     load::probe_server(None);

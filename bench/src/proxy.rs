@@ -2,10 +2,9 @@
 //! a simulated network hop between votegraph and Redis.
 //!
 //! It runs on plain threads, not the async runtime: tokio's timers tick in
-//! whole milliseconds and fire late when the runtime is busy (a "1 ms" hop
-//! on the bench's own runtime added 4–8 ms per round trip), while a thread
-//! sleeping until each chunk is due adds 2.3 ms per round trip for the 2 ms
-//! asked (thread wake-ups), however many commands are in flight.
+//! whole milliseconds and fire late when the runtime is busy, while a
+//! thread sleeping until each chunk is due adds only its wake-up, however
+//! many commands are in flight.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -51,7 +51,7 @@ pub struct Seeded {
 
 /// Seeds `articles` articles posted over the last two weeks, with skewed
 /// votes (most have one, a few thousands) and 20 groups of falling size
-/// (group g holds about 30 % / (g + 1) of the articles).
+/// (group g holds `0.3 / (g + 1)` of the articles).
 pub async fn seed(conn: &mut MultiplexedConnection, articles: u64) -> anyhow::Result<Seeded> {
     let started = Instant::now();
     let _: () = redis::cmd("FLUSHALL").query_async(conn).await?;
@@ -64,88 +64,12 @@ pub async fn seed(conn: &mut MultiplexedConnection, articles: u64) -> anyhow::Re
         let mut pipe = redis::pipe();
         for i in id..(id + batch).min(articles + 1) {
             let time = now - rng.unit() * 2.0 * WEEK;
-            let votes = 1 + (5_000.0 * rng.unit().powi(12)) as i64;
-            let poster = format!("user:seed{}", i % 1_000);
-            let article = format!("article:{i}");
-            let slug = format!("seeded-article-{i}");
-            pipe.cmd("HSET")
-                .arg(&article)
-                .arg("title")
-                .arg(format!(
-                    "Seeded article {i}: notes on ranking things with sorted sets"
-                ))
-                .arg("link")
-                .arg(format!("https://example.com/articles/{i}"))
-                .arg("poster")
-                .arg(&poster)
-                .arg("time")
-                .arg(format!("{time:.6}"))
-                .arg("votes")
-                .arg(votes)
-                .arg("downvotes")
-                .arg(0)
-                .arg("slug")
-                .arg(&slug)
-                .ignore();
-            let score = format!("{:.6}", time + 432.0 * votes as f64);
-            pipe.cmd("ZADD")
-                .arg("score:")
-                .arg(&score)
-                .arg(&article)
-                .ignore();
-            pipe.cmd("ZADD")
-                .arg("time:")
-                .arg(format!("{time:.6}"))
-                .arg(&article)
-                .ignore();
-            pipe.cmd("HSET")
-                .arg("slug.to.id")
-                .arg(&slug)
-                .arg(i)
-                .ignore();
-            let mut names = Vec::new();
-            for g in 0..GROUPS {
-                if rng.unit() < 0.3 / (g + 1) as f64 {
-                    let name = group_name(g);
-                    names.push(name.clone());
-                    pipe.cmd("SADD")
-                        .arg(format!("group:{name}"))
-                        .arg(&article)
-                        .ignore();
-                    pipe.cmd("SADD")
-                        .arg(format!("{article}:groups"))
-                        .arg(&name)
-                        .ignore();
-                }
-            }
-            // The sorted list the server keeps in the hash beside the set.
-            names.sort();
-            pipe.cmd("HSET")
-                .arg(&article)
-                .arg("groups")
-                .arg(names.join(","))
-                .ignore();
+            add_article(&mut pipe, &mut rng, i, time);
             if now - time < WEEK - 3_600.0 {
                 open.push(i);
             }
             if now - time < WEEK {
-                pipe.cmd("SADD")
-                    .arg(format!("voted:{i}"))
-                    .arg(&poster)
-                    .ignore();
-                pipe.cmd("EXPIREAT")
-                    .arg(format!("voted:{i}"))
-                    .arg((time + WEEK) as u64 + 1)
-                    .ignore();
-                // The poster's vote index, as the post script writes it,
-                // so logged-in pages read it as they would in production.
-                let index = keys::user_votes(&format!("seed{}", i % 1_000));
-                pipe.cmd("ZADD")
-                    .arg(&index)
-                    .arg(format!("{time:.6}"))
-                    .arg(&article)
-                    .ignore();
-                pipe.cmd("EXPIRE").arg(&index).arg(WEEK as u64).ignore();
+                add_poster_vote(&mut pipe, i, time);
             }
         }
         let () = pipe.query_async(conn).await?;
@@ -169,6 +93,101 @@ pub async fn seed(conn: &mut MultiplexedConnection, articles: u64) -> anyhow::Re
         started.elapsed().as_secs_f64()
     );
     Ok(Seeded { open })
+}
+
+fn poster(i: u64) -> String {
+    format!("seed{}", i % 1_000)
+}
+
+/// Article `i`, posted at `time`: its hash, its places in `score:` and
+/// `time:`, its slug and its groups.
+fn add_article(pipe: &mut redis::Pipeline, rng: &mut Rng, i: u64, time: f64) {
+    let votes = 1 + (5_000.0 * rng.unit().powi(12)) as i64;
+    let article = format!("article:{i}");
+    let slug = format!("seeded-article-{i}");
+    pipe.cmd("HSET")
+        .arg(&article)
+        .arg("title")
+        .arg(format!(
+            "Seeded article {i}: notes on ranking things with sorted sets"
+        ))
+        .arg("link")
+        .arg(format!("https://example.com/articles/{i}"))
+        .arg("poster")
+        .arg(format!("user:{}", poster(i)))
+        .arg("time")
+        .arg(format!("{time:.6}"))
+        .arg("votes")
+        .arg(votes)
+        .arg("downvotes")
+        .arg(0)
+        .arg("slug")
+        .arg(&slug)
+        .ignore();
+    let score = format!("{:.6}", time + 432.0 * votes as f64);
+    pipe.cmd("ZADD")
+        .arg("score:")
+        .arg(&score)
+        .arg(&article)
+        .ignore();
+    pipe.cmd("ZADD")
+        .arg("time:")
+        .arg(format!("{time:.6}"))
+        .arg(&article)
+        .ignore();
+    pipe.cmd("HSET")
+        .arg("slug.to.id")
+        .arg(&slug)
+        .arg(i)
+        .ignore();
+    add_groups(pipe, rng, &article);
+}
+
+/// The article's groups: both sets, and the sorted list the server keeps
+/// in the hash beside them.
+fn add_groups(pipe: &mut redis::Pipeline, rng: &mut Rng, article: &str) {
+    let mut names = Vec::new();
+    for g in 0..GROUPS {
+        if rng.unit() < 0.3 / (g + 1) as f64 {
+            let name = group_name(g);
+            pipe.cmd("SADD")
+                .arg(format!("group:{name}"))
+                .arg(article)
+                .ignore();
+            pipe.cmd("SADD")
+                .arg(format!("{article}:groups"))
+                .arg(&name)
+                .ignore();
+            names.push(name);
+        }
+    }
+    names.sort();
+    pipe.cmd("HSET")
+        .arg(article)
+        .arg("groups")
+        .arg(names.join(","))
+        .ignore();
+}
+
+/// The poster's own vote on an article still open to voting, in `voted:`
+/// and in the poster's vote index, as the post script writes them, so
+/// logged-in pages read them as they would in production.
+fn add_poster_vote(pipe: &mut redis::Pipeline, i: u64, time: f64) {
+    pipe.cmd("SADD")
+        .arg(format!("voted:{i}"))
+        .arg(format!("user:{}", poster(i)))
+        .ignore();
+    pipe.cmd("EXPIREAT")
+        .arg(format!("voted:{i}"))
+        .arg((time + WEEK) as u64 + 1)
+        .ignore();
+    let index = keys::user_votes(&poster(i));
+    pipe.cmd("ZADD")
+        .arg(&index)
+        .arg(format!("{time:.6}"))
+        .arg(format!("article:{i}"))
+        .ignore();
+    pipe.cmd("EXPIRE").arg(&index).arg(WEEK as u64).ignore();
 }
 
 /// The login token of bench user `n`; its session is written by [`sessions`].

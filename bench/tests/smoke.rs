@@ -101,7 +101,7 @@ fn the_benchmark_runs_every_scenario() {
         "--no-peer",
     ]);
     let scenarios = results["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 25, "{results}");
+    assert_eq!(scenarios.len(), 26, "{results}");
     for s in scenarios {
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert_eq!(s["errors"], 0, "{s}");
@@ -167,6 +167,7 @@ fn the_benchmark_runs_every_scenario() {
         "busy_vs_raw_redis",
         "busy_p99_vs_logged_in_p99",
         "group_page_p99_vs_front_page_p99",
+        "front_page_vs_http_limit",
     ] {
         assert!(results["ratios"][key].as_f64().unwrap() > 0.0, "{key}");
     }
@@ -244,6 +245,35 @@ fn busy_votes_below_one_a_second_are_refused() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("--busy-votes"), "{rate}: {stderr}");
     }
+}
+
+/// `--only "HTTP limit"` runs the HTTP limit alone: a process of its own
+/// answering the front page's bytes, whose requests count as successes (no
+/// GraphQL errors in them) and whose CPU is measured as a server's.
+#[test]
+fn the_http_limit_runs_alone() {
+    let results = run_bench(&[
+        "--users",
+        "100",
+        "--connections",
+        "2",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0.1",
+        "--quick",
+        "--only",
+        "HTTP limit",
+    ]);
+    assert_eq!(
+        scenario_names(&results),
+        ["HTTP limit (poem, front page bytes)"],
+        "{results}"
+    );
+    let limit = &results["scenarios"][0];
+    assert!(limit["requests"].as_u64().unwrap() > 0, "{limit}");
+    assert_eq!(limit["errors"], 0, "{limit}");
+    assert!(limit["server_cpu_us_per_request"].is_f64(), "{limit}");
 }
 
 #[test]

@@ -4,20 +4,20 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use tempfile::TempDir;
+use votegraph::redis_server::{RedisServer, RedisServerBuilder};
 
 use super::time::eventually_every;
 
 /// A private `redis-server` on a unix socket in a temporary directory.
 pub struct TestRedis {
-    child: Option<Child>,
-    dir: TempDir,
-    /// More `redis-server` arguments, kept for restarts.
-    extra: Vec<String>,
+    server: Option<RedisServer>,
+    /// How it is started, kept for restarts.
+    builder: RedisServerBuilder,
+    _dir: TempDir,
 }
 
 impl TestRedis {
@@ -32,11 +32,11 @@ impl TestRedis {
             .prefix("vg")
             .tempdir()
             .expect("temp dir");
-        let extra = extra.iter().map(|a| a.to_string()).collect();
+        let builder = RedisServer::builder(dir.path()).args(extra);
         let mut redis = Self {
-            child: None,
-            dir,
-            extra,
+            server: None,
+            builder,
+            _dir: dir,
         };
         redis.launch().await;
         redis
@@ -44,45 +44,18 @@ impl TestRedis {
 
     /// The unix socket it listens on.
     pub fn socket(&self) -> PathBuf {
-        self.dir.path().join("redis.sock")
+        self.builder.dir().join("redis.sock")
     }
 
     pub fn url(&self) -> String {
-        format!("redis+unix://{}", self.socket().display())
+        self.builder.url()
     }
 
     async fn launch(&mut self) {
-        let child = Command::new(
-            std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()),
-        )
-        .args([
-            "--port",
-            "0",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--unixsocket",
-        ])
-        .arg(self.socket())
-        .arg("--dir")
-        .arg(self.dir.path())
-        .args(&self.extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server must be installed to run the tests (apt-get install redis-server)");
-        self.child = Some(child);
-        eventually_every(
-            "redis-server to start",
-            Duration::from_secs(2),
-            Duration::from_millis(10),
-            async || {
-                let mut c = self.try_conn().await?;
-                redis::cmd("PING").query_async::<String>(&mut c).await
-            },
-        )
-        .await;
+        let server = self.builder.start().await.expect(
+            "redis-server must be installed to run the tests (apt-get install redis-server)",
+        );
+        self.server = Some(server);
     }
 
     async fn try_conn(&self) -> redis::RedisResult<MultiplexedConnection> {
@@ -98,9 +71,8 @@ impl TestRedis {
 
     /// Kills the server (as a crash would).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut server) = self.server.take() {
+            server.kill();
         }
         let _ = std::fs::remove_file(self.socket());
     }
@@ -109,12 +81,6 @@ impl TestRedis {
     pub async fn restart(&mut self) {
         self.stop();
         self.launch().await;
-    }
-}
-
-impl Drop for TestRedis {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

@@ -20,7 +20,6 @@ mod vote;
 mod vote_batch;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use redis::{FromRedisValue, Value};
@@ -28,14 +27,15 @@ use redis::{FromRedisValue, Value};
 use super::*;
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::rate::RateLimit;
+use crate::redis_server::RedisServer;
 use crate::store::{Conn, Locator, Store};
 
 // --- a real Redis -------------------------------------------------------
 
 /// A `redis-server` of one test: no persistence, a unix socket only.
 pub(super) struct TestRedis {
-    child: Child,
-    dir: tempfile::TempDir,
+    server: RedisServer,
+    _dir: tempfile::TempDir,
 }
 
 impl TestRedis {
@@ -44,37 +44,14 @@ impl TestRedis {
             .prefix("vg-lua")
             .tempdir()
             .expect("temp dir");
-        let child = Command::new(
-            std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()),
-        )
-        .args(["--port", "0", "--save", "", "--appendonly", "no"])
-        .arg("--unixsocket")
-        .arg(dir.path().join("redis.sock"))
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server must be installed to run the tests (apt-get install redis-server)");
-        let redis = Self { child, dir };
-        let client = redis::Client::open(redis.url()).expect("a redis URL");
-        for _ in 0..500 {
-            if let Ok(mut c) = client.get_multiplexed_async_connection().await {
-                let pong: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut c).await;
-                if pong.is_ok() {
-                    return redis;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("redis-server did not start");
+        let server = RedisServer::builder(dir.path()).start().await.expect(
+            "redis-server must be installed to run the tests (apt-get install redis-server)",
+        );
+        Self { server, _dir: dir }
     }
 
     fn url(&self) -> String {
-        format!(
-            "redis+unix://{}",
-            self.dir.path().join("redis.sock").display()
-        )
+        self.server.url().to_owned()
     }
 
     /// A store on this Redis, as the server makes one.
@@ -107,13 +84,6 @@ impl TestRedis {
         )
         .expect("a store");
         store.conn().await.expect("a connection to the test redis")
-    }
-}
-
-impl Drop for TestRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

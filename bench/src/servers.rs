@@ -1,0 +1,184 @@
+//! The processes a run measures: its Redis (through votegraph's own
+//! launcher) and the votegraph servers, each stopped when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use votegraph::redis_server::RedisServer;
+
+/// A child process, killed when dropped.
+pub struct Proc(pub Child);
+
+impl Proc {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A Redis on loopback TCP, without persistence; answers it and its
+/// `host:port`.
+pub async fn start_redis(program: &str, dir: &Path) -> anyhow::Result<(RedisServer, String)> {
+    let port = free_port()?;
+    let server = RedisServer::builder(dir)
+        .program(program)
+        .tcp_port(port)
+        .start()
+        .await
+        .with_context(|| format!("starting {program}"))?;
+    Ok((server, format!("127.0.0.1:{port}")))
+}
+
+/// How a votegraph under test is configured.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// As shipped: batching and the anonymous response cache.
+    Default,
+    /// No response cache: every request does its Redis work.
+    Uncached,
+}
+
+/// A votegraph under test.
+pub struct Votegraph {
+    pub proc: Proc,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// From spawn to its first healthy answer.
+    pub startup_ms: f64,
+}
+
+/// Starts votegraph on `redis_addr` and waits until it is healthy.
+pub async fn start_votegraph(
+    bin: &PathBuf,
+    redis_addr: &str,
+    mode: Mode,
+) -> anyhow::Result<Votegraph> {
+    let port = free_port()?;
+    let started = Instant::now();
+    let mut command = Command::new(bin);
+    command
+        .args([
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--redis-url",
+            &format!("redis://{redis_addr}"),
+        ])
+        // Votes are still counted against a per-user limit (its cost is
+        // measured), but set out of reach, so a run with few `--users`
+        // measures votes rather than refusals.
+        .args(["--rate-vote", "1000000000/60"])
+        // The TOP_* upkeep is per second, not per request (docs/performance.md
+        // gives its cost): after its first round, keep it out of the per-request
+        // Redis counts.
+        .args(["--top-upkeep-ms", "60000"])
+        .env("RUST_LOG", "warn")
+        // Every simulated subscriber connects from 127.0.0.1, so the
+        // per-address limits would refuse all but the first few, and the
+        // subscribers are more than the default connection cap.
+        .env("VOTEGRAPH_WS_MAX_CONNECTIONS_PER_CLIENT", "1000000")
+        .env("VOTEGRAPH_MAX_CONNECTIONS_PER_CLIENT", "1000000")
+        .env("VOTEGRAPH_MAX_CONNECTIONS", "1000000")
+        .stdout(Stdio::null());
+    if mode != Mode::Default {
+        command.arg("--no-response-cache");
+    }
+    let proc = Proc(
+        command
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?,
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    wait_healthy(&format!("{base}/health"), "votegraph").await?;
+    Ok(Votegraph {
+        proc,
+        base,
+        startup_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// Waits (up to 5 s) until `url` answers a GET with success.
+pub async fn wait_healthy(url: &str, what: &str) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    for _ in 0..1000 {
+        if let Ok(r) = client.get(url).send().await {
+            if r.status().is_success() {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    bail!("{what} did not become healthy")
+}
+
+/// Waits (up to 10 minutes) until the server's first upkeep has built the
+/// `TOP_*` rankings and the group directory from the seeded keys.
+pub async fn wait_for_top_index(conn: &redis::aio::MultiplexedConnection) -> anyhow::Result<()> {
+    let mut conn = conn.clone();
+    for _ in 0..6000 {
+        let built: u32 = redis::cmd("EXISTS")
+            .arg("index:top:built")
+            .arg("index:groups:built")
+            .query_async(&mut conn)
+            .await?;
+        if built == 2 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the TOP_* rankings were not built within 10 minutes")
+}
+
+/// A server's response-cache counters (logged-in pages' templates
+/// included), as `/health` gives them.
+#[derive(Clone, Copy, Default)]
+pub struct CacheCounts {
+    pub hits: u64,
+    pub misses: u64,
+    pub evicted_by_votes: u64,
+    pub patched_by_votes: u64,
+}
+
+impl CacheCounts {
+    /// The counters of the server at `base` (zero when it does not answer).
+    pub async fn of(base: &str) -> Self {
+        let body: serde_json::Value = match reqwest::get(format!("{base}/health")).await {
+            Ok(r) => r.json().await.unwrap_or_default(),
+            Err(_) => serde_json::Value::Null,
+        };
+        let c = &body["responseCache"];
+        Self {
+            hits: c["hits"].as_u64().unwrap_or(0),
+            misses: c["misses"].as_u64().unwrap_or(0),
+            evicted_by_votes: c["evictedByVotes"].as_u64().unwrap_or(0),
+            patched_by_votes: c["patchedByVotes"].as_u64().unwrap_or(0),
+        }
+    }
+
+    /// What the counters moved by since `before`.
+    pub fn since(self, before: Self) -> Self {
+        Self {
+            hits: self.hits.saturating_sub(before.hits),
+            misses: self.misses.saturating_sub(before.misses),
+            evicted_by_votes: self
+                .evicted_by_votes
+                .saturating_sub(before.evicted_by_votes),
+            patched_by_votes: self
+                .patched_by_votes
+                .saturating_sub(before.patched_by_votes),
+        }
+    }
+}
