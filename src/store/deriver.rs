@@ -19,33 +19,28 @@
 //!   one derivation; groups go first, with the batch's articles as the
 //!   likely members (a post and its groups arrive together).
 //! - **Derivations that write only what differs** (`scripts/derive.rs`):
-//!   votegraph's own writes, and another instance's derivation of the same
-//!   write, leave nothing to do but a few reads; each instance derives every
-//!   notification, and the first one to run does the work (and publishes
-//!   the event, once).
-//! - **votegraph's own votes and posts are not derived again.** Their
-//!   scripts keep everything derived from what they write; their events
-//!   say how many notifications they raised on the voted sets (and a
-//!   post's, its groups), and the listener, which receives those and then
-//!   the event in order on one connection, takes the article and groups
-//!   back out of the queue when they are all the event's (see
-//!   [`OwnWrites`]). One vote is then one script, on every instance,
-//!   rather than a vote and a derivation per instance.
+//!   every notification is derived, votegraph's own votes and posts
+//!   included, on every instance; an article already right (its own
+//!   script kept it, or another instance derived it first) costs a few
+//!   reads and publishes nothing, so the first derivation to run does the
+//!   work and publishes the event, once.
 //! - **Posts caught half written.** The book writes a post in several
 //!   commands (its voted set first, `time:` and `score:` last), and only
 //!   the first is notified: an article the derivation finds missing from
 //!   `time:` is derived again [`ABSENT_RETRY`] later, up to
-//!   [`ABSENT_TRIES`] times, so it is followed within a second rather than
-//!   by the next pass of the sweep.
-//! - **`time:` or `score:` replaced as a whole** (deleted, restored,
-//!   renamed) names every article: one whole pass of the sweep runs at
-//!   once, batch after batch, and articles gone from `time:` leave the
-//!   net-vote rankings.
-//! - **The sweep** (run by the upkeep, see `feeds.rs`) re-derives every
-//!   article and group in turn, because pub/sub delivers at most once: a
-//!   notification lost with its connection, a server that refuses to send
-//!   them, or a change no notification names (an article's key restored
-//!   alone) is caught by the next pass.
+//!   [`ABSENT_TRIES`] times, so it is followed within a second.
+//! - **A full pass when something may have been missed.** Pub/sub loses
+//!   nothing while its connection lives, so the pass over every article and
+//!   group set runs when the listener connects (at startup and after every
+//!   reconnect), and when `time:` or `score:` is replaced as a whole
+//!   (deleted, restored, renamed; articles gone from `time:` then leave the
+//!   net-vote rankings). Each step is one short script; other clients run
+//!   between them.
+//! - **The sweep** (run by the upkeep, see `feeds.rs`) re-derives a batch
+//!   of articles and group sets per round, in turn, only while the
+//!   notifications are not on (refused by the server, or the subscription
+//!   down); a change no notification names (an article's key restored
+//!   alone) waits for the next full pass.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -54,7 +49,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::keys::{self, Touched};
@@ -73,18 +68,21 @@ pub const MAX_PENDING_ARTICLES: usize = 100_000;
 /// Groups waiting at most; likewise.
 pub const MAX_PENDING_GROUPS: usize = 10_000;
 
-/// Articles the sweep re-derives per round of upkeep (a second by
-/// default, one instance per round): every article within
+/// Articles the sweep re-derives per round of upkeep while notifications
+/// are not on (one instance per round): every article within
 /// `articles / SWEEP_BATCH` rounds.
 pub const SWEEP_BATCH: u64 = 2000;
 
-/// Articles per sweep script: Redis runs nothing else while a script
-/// runs, so each is kept to a few milliseconds.
-pub const SWEEP_CALL: u64 = 500;
+/// Articles per pass or sweep script: Redis runs nothing else while a
+/// script runs, so each is kept short.
+pub const SWEEP_CALL: u64 = 100;
 
-/// Keys the group sweep's `SCAN` visits per round of upkeep: every group
-/// set within `keys / GROUP_SCAN_COUNT` rounds.
-pub const GROUP_SCAN_COUNT: u64 = 10_000;
+/// Keys one `SCAN` step of the group sets visits (a command Redis runs
+/// alone, like a script).
+pub const GROUP_SCAN_COUNT: u64 = 1000;
+
+/// `SCAN` steps of the group sets per round of the sweep.
+const GROUP_SCANS_PER_ROUND: u32 = 10;
 
 /// How long a notified article found missing from `time:` waits before
 /// it is derived again (see the module doc).
@@ -153,147 +151,6 @@ impl Pending {
     }
 }
 
-/// Tells votegraph's own votes and posts from other writes in the
-/// notification stream, so the deriver does not derive again what their
-/// scripts kept themselves.
-///
-/// A script runs alone, so the notifications its writes raise reach a
-/// subscriber together, in order, and its `PUBLISH` after them; the
-/// listener receives both on one connection. A run is the notifications
-/// received one after another of one article's voted sets, then of group
-/// sets (a post's groups). The event of a vote, or of a post, says how
-/// many notifications it raised on the voted sets (`notified`; a vote's
-/// only when it left the article derived) and, for a post, the groups it
-/// filed the article in. When the run just before the event names that
-/// article, counts exactly that many, names exactly those groups (a vote:
-/// none) once each, and queued each anew, every write in it was the
-/// script's, and the article and the groups are taken back out of the
-/// queue. Another writer's change in the run makes it larger (a script
-/// never raises fewer than it says, while notifications are on with
-/// votegraph's flags), and anything else (another article's sets, another
-/// event, something already waiting) leaves them to be derived, as
-/// before. Notifications of keys the deriver reads nothing from (sent
-/// where the server notifies every type) are not part of the story. A
-/// vote that empties a set raises a `del` it does not count, and is
-/// derived: rare, and safe.
-#[derive(Debug, Default)]
-struct OwnWrites {
-    run: Option<Run>,
-}
-
-#[derive(Debug)]
-struct Run {
-    id: ArticleId,
-    count: u32,
-    /// The run's first notification queued the article anew.
-    queued: bool,
-    /// The group sets notified after the article's, each with whether it
-    /// queued the group anew; at most a post's groups.
-    groups: Vec<(GroupName, bool)>,
-}
-
-/// Which event closes a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OwnEvent {
-    Vote,
-    Post,
-}
-
-/// The part of a score or posted event [`OwnWrites`] reads.
-#[derive(Deserialize)]
-struct Announced {
-    id: String,
-    /// Present when the script left the article derived.
-    notified: Option<u32>,
-    #[serde(default)]
-    groups: serde_json::Value,
-}
-
-/// What a run showed to be a script's own writes: to take back out of
-/// the queue.
-#[derive(Debug, PartialEq, Eq)]
-struct Own {
-    article: ArticleId,
-    groups: Vec<GroupName>,
-}
-
-impl OwnWrites {
-    /// A notification that asked for `touched` to be derived; `queued`
-    /// tells whether it queued it anew. `time:` or `score:` replaced as a
-    /// whole ends the run.
-    fn notified(&mut self, touched: Touched, queued: bool) {
-        match touched {
-            Touched::Article(id) => self.article(id, queued),
-            Touched::Group(name) => self.group(name, queued),
-            Touched::Everything => self.run = None,
-        }
-    }
-
-    /// A notification of article `id`'s voted sets.
-    fn article(&mut self, id: ArticleId, queued: bool) {
-        match &mut self.run {
-            Some(run) if run.id == id && run.groups.is_empty() => {
-                run.count = run.count.saturating_add(1)
-            }
-            _ => {
-                self.run = Some(Run {
-                    id,
-                    count: 1,
-                    queued,
-                    groups: Vec::new(),
-                })
-            }
-        }
-    }
-
-    /// A notification of a group set.
-    fn group(&mut self, name: GroupName, queued: bool) {
-        match &mut self.run {
-            Some(run) if run.groups.len() < GroupName::MAX_PER_ARTICLE => {
-                run.groups.push((name, queued))
-            }
-            _ => self.run = None,
-        }
-    }
-
-    /// A vote's or a post's event: what to take back out of the queue, if
-    /// the run before it was all the script's.
-    fn event(&mut self, kind: OwnEvent, payload: &[u8]) -> Option<Own> {
-        let run = self.run.take()?;
-        let event: Announced = serde_json::from_slice(payload).ok()?;
-        let id = ArticleId::parse(&event.id, "id").ok()?;
-        if run.id != id || !run.queued || event.notified != Some(run.count) {
-            return None;
-        }
-        let mut named: Vec<&str> = match (kind, &event.groups) {
-            (OwnEvent::Vote, _) => Vec::new(),
-            (OwnEvent::Post, serde_json::Value::Array(groups)) => {
-                groups.iter().filter_map(|g| g.as_str()).collect()
-            }
-            // cjson writes an empty list as {}.
-            (OwnEvent::Post, serde_json::Value::Object(o)) if o.is_empty() => Vec::new(),
-            (OwnEvent::Post, _) => return None,
-        };
-        let mut notified: Vec<&str> = Vec::with_capacity(run.groups.len());
-        for (name, queued) in &run.groups {
-            if !queued {
-                return None;
-            }
-            notified.push(name.as_str());
-        }
-        named.sort_unstable();
-        notified.sort_unstable();
-        // Each group once: a group named twice is not a post's.
-        if named.windows(2).any(|pair| pair[0] == pair[1]) || named != notified {
-            return None;
-        }
-        Some(Own {
-            article: id,
-            groups: run.groups.into_iter().map(|(name, _)| name).collect(),
-        })
-    }
-}
-
 /// What waits to be derived, and how the following goes; shared by the
 /// listener, the worker, the sweep and the reads that find an article
 /// never derived.
@@ -310,9 +167,10 @@ pub struct DeriveQueue {
     derived: AtomicU64,
     /// Derivation batches that failed (Redis down); tried again.
     failures: AtomicU64,
-    /// Articles and groups taken back out of the queue because the vote or
-    /// post that touched them had derived them itself (see [`OwnWrites`]).
-    skipped: AtomicU64,
+    /// Full passes over every article and group set.
+    passes: AtomicU64,
+    /// Rounds of the sweep (while notifications are not on).
+    sweep_rounds: AtomicU64,
     /// A batch is being derived.
     busy: AtomicBool,
     /// Articles found missing from `time:`, by how many times (see
@@ -337,7 +195,10 @@ pub struct DeriverStats {
     pub derived: u64,
     pub dropped: u64,
     pub failures: u64,
-    pub skipped: u64,
+    /// Full passes run (see the module doc).
+    pub passes: u64,
+    /// Rounds of the sweep run by this instance.
+    pub sweep_rounds: u64,
 }
 
 impl DeriveQueue {
@@ -365,19 +226,6 @@ impl DeriveQueue {
         anew
     }
 
-    /// Takes a script's own writes back out of the queue (see
-    /// [`OwnWrites`]); what the worker has already taken is derived all
-    /// the same.
-    fn forget(&self, own: Own) {
-        let mut pending = self.pending.lock();
-        let mut n = u64::from(pending.articles.remove(&own.article));
-        for name in &own.groups {
-            n += u64::from(pending.groups.remove(name));
-        }
-        drop(pending);
-        self.skipped.fetch_add(n, Ordering::Relaxed);
-    }
-
     pub fn stats(&self) -> DeriverStats {
         let pending = {
             let pending = self.pending.lock();
@@ -391,7 +239,8 @@ impl DeriveQueue {
             derived: self.derived.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
-            skipped: self.skipped.load(Ordering::Relaxed),
+            passes: self.passes.load(Ordering::Relaxed),
+            sweep_rounds: self.sweep_rounds.load(Ordering::Relaxed),
         }
     }
 
@@ -489,7 +338,7 @@ impl Store {
                 tokio::time::sleep(COALESCE).await;
                 let batch = queue.take();
                 if batch.is_empty() {
-                    // All of it was taken back (own votes and posts).
+                    // Taken by the batch before (a wake-up left over).
                     queue.done();
                     continue;
                 }
@@ -533,15 +382,16 @@ impl Store {
         }
         if batch.everything {
             self.derive_everything(&mut conn).await?;
+            self.derive_all_groups(&mut conn).await?;
+            self.derive_queue().passes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(absent)
     }
 
-    /// After `time:` or `score:` changed as a whole (deleted, restored,
-    /// renamed): one whole pass of the sweep at once, batch after batch,
-    /// then the articles gone from `time:` leave the net-vote rankings.
-    /// Each batch is one bounded script; other clients run between them.
-    /// Answers the articles passed.
+    /// Every article of `time:`, batch after batch, then the articles gone
+    /// from `time:` leave the net-vote rankings. Each batch is one short
+    /// script; other clients run between them. Answers the articles
+    /// passed.
     pub(super) async fn derive_everything(&self, conn: &mut Conn) -> AppResult<u64> {
         let mut at = scripts::TopCursor {
             from: "-inf".to_owned(),
@@ -606,16 +456,46 @@ impl Store {
         Ok(changed)
     }
 
-    /// One step of the sweep through the group sets (a `SCAN` of
-    /// [`GROUP_SCAN_COUNT`] keys from where `index:sweep` says, moved on):
-    /// each group found is compared whole with its mirror.
+    /// Every group set compared whole with its mirror, one `SCAN` step at
+    /// a time.
+    async fn derive_all_groups(&self, conn: &mut Conn) -> AppResult<()> {
+        let mut cursor = 0;
+        loop {
+            cursor = self.derive_groups_step(conn, cursor).await?;
+            if cursor == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One round of the sweep through the group sets: a few `SCAN` steps
+    /// from where `index:sweep` says, moved on.
     pub(super) async fn sweep_groups(&self, conn: &mut Conn) -> AppResult<()> {
         let cursor: Option<u64> = redis::cmd("HGET")
             .arg(keys::SWEEP)
             .arg("groups")
             .query_async(&mut *conn)
             .await?;
-        let cursor = cursor.unwrap_or(0);
+        let mut cursor = cursor.unwrap_or(0);
+        for _ in 0..GROUP_SCANS_PER_ROUND {
+            cursor = self.derive_groups_step(conn, cursor).await?;
+            if cursor == 0 {
+                break;
+            }
+        }
+        let () = redis::cmd("HSET")
+            .arg(keys::SWEEP)
+            .arg("groups")
+            .arg(cursor)
+            .query_async(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// One `SCAN` of [`GROUP_SCAN_COUNT`] keys from `cursor`: each group
+    /// set found is compared whole with its mirror. Answers the next
+    /// cursor (0 at the end).
+    async fn derive_groups_step(&self, conn: &mut Conn, cursor: u64) -> AppResult<u64> {
         let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
@@ -631,13 +511,14 @@ impl Store {
                 self.follow_group(conn, &name, GroupMode::Full, &[]).await?;
             }
         }
-        let () = redis::cmd("HSET")
-            .arg(keys::SWEEP)
-            .arg("groups")
-            .arg(next)
-            .query_async(conn)
-            .await?;
-        Ok(())
+        Ok(next)
+    }
+
+    /// Counts a round of the sweep (see `feeds.rs`).
+    pub(super) fn count_sweep_round(&self) {
+        self.derive_queue()
+            .sweep_rounds
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// What a derivation script left: counts what it changed and indexes
@@ -693,20 +574,7 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
     let mut backoff = Duration::from_millis(100);
     let mut refused_logged = false;
     loop {
-        let subscribed = async {
-            let client = locator.client().await?;
-            let mut conn = client.get_multiplexed_async_connection().await?;
-            let enabled = enable_notifications(&mut conn).await;
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.psubscribe(keys::keyspace_patterns(db)).await?;
-            // On the same connection, so a vote's or a post's event
-            // arrives after its notifications (see OwnWrites).
-            pubsub
-                .subscribe(&[keys::SCORE_CHANNEL, keys::POSTED_CHANNEL])
-                .await?;
-            Ok::<_, redis::RedisError>((enabled, pubsub))
-        };
-        match subscribed.await {
+        match subscribe(&locator, db).await {
             Ok((enabled, pubsub)) => {
                 match enabled {
                     Ok(()) => {
@@ -726,38 +594,9 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
                     }
                 }
                 backoff = Duration::from_millis(100);
-                let mut messages = pubsub.into_on_message();
-                let mut own = OwnWrites::default();
-                while let Some(message) = messages.next().await {
-                    let channel = message.get_channel_name();
-                    let kind = match channel {
-                        keys::SCORE_CHANNEL => Some(OwnEvent::Vote),
-                        keys::POSTED_CHANNEL => Some(OwnEvent::Post),
-                        _ => None,
-                    };
-                    if let Some(kind) = kind {
-                        // Only while the server sends every notification
-                        // a script counts (votegraph's flags are on).
-                        match own.event(kind, message.get_payload_bytes()) {
-                            Some(writes) if queue.notifications() == Notifications::On => {
-                                queue.forget(writes)
-                            }
-                            _ => {}
-                        }
-                        continue;
-                    }
-                    queue.received.fetch_add(1, Ordering::Relaxed);
-                    let event: String = message.get_payload().unwrap_or_default();
-                    // Keys the deriver reads nothing from (the vote's own
-                    // rankings, where the server notifies every type) leave
-                    // the run as it is.
-                    if let Some(touched) =
-                        keys::notified_key(channel, db).and_then(|key| keys::notified(key, &event))
-                    {
-                        let queued = queue.touch(touched.clone());
-                        own.notified(touched, queued);
-                    }
-                }
+                // Whatever was written while no subscription was up.
+                let _ = queue.touch(Touched::Everything);
+                follow(pubsub, &queue, db).await;
                 queue.set_notifications(Notifications::Down);
                 tracing::warn!(%redis, "keyspace notification connection closed; reconnecting");
             }
@@ -768,6 +607,34 @@ async fn listen(locator: Locator, queue: Arc<DeriveQueue>) {
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Subscribes to the keyspace notifications the deriver follows, after
+/// trying to turn them on; answers whether the server let it.
+async fn subscribe(
+    locator: &Locator,
+    db: i64,
+) -> Result<(Result<(), redis::RedisError>, redis::aio::PubSub), redis::RedisError> {
+    let client = locator.client().await?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let enabled = enable_notifications(&mut conn).await;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.psubscribe(keys::keyspace_patterns(db)).await?;
+    Ok((enabled, pubsub))
+}
+
+/// Queues what each notification names, until the connection closes.
+async fn follow(pubsub: redis::aio::PubSub, queue: &DeriveQueue, db: i64) {
+    let mut messages = pubsub.into_on_message();
+    while let Some(message) = messages.next().await {
+        queue.received.fetch_add(1, Ordering::Relaxed);
+        let event: String = message.get_payload().unwrap_or_default();
+        if let Some(touched) = keys::notified_key(message.get_channel_name(), db)
+            .and_then(|key| keys::notified(key, &event))
+        {
+            let _ = queue.touch(touched);
+        }
     }
 }
 
@@ -808,8 +675,6 @@ fn with_flags(current: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -818,158 +683,6 @@ mod tests {
         assert_eq!(with_flags("Ex"), "ExKgs");
         assert_eq!(with_flags("KA"), "KA");
         assert_eq!(with_flags("Egsh"), "EgshK");
-    }
-
-    fn event(id: u64, notified: Option<u32>) -> Vec<u8> {
-        let mut event =
-            json!({ "id": id.to_string(), "score": "1", "votes": 1, "groups": ["news"] });
-        if let Some(n) = notified {
-            event["notified"] = json!(n);
-        }
-        event.to_string().into_bytes()
-    }
-
-    fn posted(id: u64, groups: serde_json::Value) -> Vec<u8> {
-        json!({ "id": id.to_string(), "at": "1.5", "groups": groups, "notified": 2 })
-            .to_string()
-            .into_bytes()
-    }
-
-    fn group(name: &str) -> GroupName {
-        GroupName::parse(name).unwrap()
-    }
-
-    fn own(id: u64, groups: &[&str]) -> Option<Own> {
-        Some(Own {
-            article: ArticleId(id),
-            groups: groups.iter().map(|g| group(g)).collect(),
-        })
-    }
-
-    #[test]
-    fn a_run_of_the_votes_own_notifications_is_taken_back() {
-        let seven = ArticleId(7);
-        let mut writes = OwnWrites::default();
-        writes.article(seven, true);
-        assert_eq!(
-            writes.event(OwnEvent::Vote, &event(7, Some(1))),
-            own(7, &[])
-        );
-        // A switch with a new set: three notifications, one run.
-        for _ in 0..3 {
-            writes.article(seven, true);
-        }
-        assert_eq!(
-            writes.event(OwnEvent::Vote, &event(7, Some(3))),
-            own(7, &[])
-        );
-        // The event ends the run: a second event takes back nothing.
-        assert_eq!(writes.event(OwnEvent::Vote, &event(7, Some(3))), None);
-    }
-
-    #[test]
-    fn anything_but_the_votes_own_notifications_is_derived() {
-        let (seven, eight) = (ArticleId(7), ArticleId(8));
-        let vote = |writes: &mut OwnWrites, n| writes.event(OwnEvent::Vote, &event(7, n));
-        let mut writes = OwnWrites::default();
-        // Another writer's change just before the vote's, in one run.
-        writes.article(seven, true);
-        writes.article(seven, false);
-        assert_eq!(vote(&mut writes, Some(1)), None);
-        // The article was already waiting (another write before).
-        writes.article(seven, false);
-        assert_eq!(vote(&mut writes, Some(1)), None);
-        // Another article's notification last.
-        writes.article(seven, true);
-        writes.article(eight, true);
-        assert_eq!(vote(&mut writes, Some(1)), None);
-        // `time:` replaced as a whole between the notifications and the event.
-        writes.article(seven, true);
-        writes.notified(Touched::Everything, true);
-        assert_eq!(vote(&mut writes, Some(1)), None);
-        // A group set notified with the article's sets: not a vote's.
-        writes.article(seven, true);
-        writes.group(group("news"), true);
-        assert_eq!(vote(&mut writes, Some(1)), None);
-        // An event that counts nothing (a derivation's, or a vote on an
-        // article not derived yet), or counts more, or does not parse.
-        writes.article(seven, true);
-        assert_eq!(vote(&mut writes, None), None);
-        writes.article(seven, true);
-        assert_eq!(vote(&mut writes, Some(2)), None);
-        writes.article(seven, true);
-        assert_eq!(writes.event(OwnEvent::Vote, b"{not json"), None);
-        // No notification before the event at all.
-        assert_eq!(vote(&mut writes, Some(0)), None);
-    }
-
-    #[test]
-    fn a_posts_own_notifications_are_taken_back_with_its_groups() {
-        let seven = ArticleId(7);
-        let mut writes = OwnWrites::default();
-        // The voted set (SADD, EXPIRE), then each group's set.
-        let run = |writes: &mut OwnWrites, groups: &[(&str, bool)]| {
-            writes.article(seven, true);
-            writes.article(seven, true);
-            for (name, queued) in groups {
-                writes.group(group(name), *queued);
-            }
-        };
-        run(&mut writes, &[("news", true), ("rust", true)]);
-        let got = writes.event(OwnEvent::Post, &posted(7, json!(["rust", "news"])));
-        assert_eq!(got, own(7, &["news", "rust"]));
-        run(&mut writes, &[]);
-        let got = writes.event(OwnEvent::Post, &posted(7, json!({})));
-        assert_eq!(got, own(7, &[]), "cjson's empty list");
-
-        // A group the post does not name, one it names missing, one
-        // notified twice, one already waiting: derived.
-        for (groups, named) in [
-            (vec![("news", true), ("rust", true)], json!(["news"])),
-            (vec![("news", true)], json!(["news", "rust"])),
-            (vec![("news", true), ("news", true)], json!(["news"])),
-            (
-                vec![("news", true), ("rust", false)],
-                json!(["news", "rust"]),
-            ),
-        ] {
-            run(&mut writes, &groups);
-            let got = writes.event(OwnEvent::Post, &posted(7, named.clone()));
-            assert_eq!(got, None, "{groups:?} against {named}");
-        }
-        // A group set first, then the article's: not a post's order.
-        writes.group(group("news"), true);
-        writes.article(seven, true);
-        writes.article(seven, true);
-        writes.group(group("news"), true);
-        writes.article(seven, true);
-        assert_eq!(
-            writes.event(OwnEvent::Post, &posted(7, json!(["news"]))),
-            None
-        );
-        // More groups than a post may have end the run.
-        writes.article(seven, true);
-        writes.article(seven, true);
-        for n in 0..=GroupName::MAX_PER_ARTICLE {
-            writes.group(group(&format!("g{n}")), true);
-        }
-        assert!(writes.run.is_none());
-    }
-
-    #[test]
-    fn writes_taken_back_leave_the_queue_and_are_counted() {
-        let queue = DeriveQueue::default();
-        assert!(queue.touch(Touched::Article(ArticleId(7))));
-        assert!(!queue.touch(Touched::Article(ArticleId(7))));
-        assert!(queue.touch(Touched::Group(group("news"))));
-        assert!(queue.touch(Touched::Group(group("rust"))));
-        queue.forget(own(7, &["news"]).unwrap());
-        let left = queue.take();
-        assert!(left.articles.is_empty());
-        assert_eq!(left.groups, HashSet::from([group("rust")]));
-        // What the worker already took is derived all the same.
-        queue.forget(own(7, &["news"]).unwrap());
-        assert_eq!(queue.stats().skipped, 2);
     }
 
     #[test]

@@ -22,10 +22,10 @@
 
 use std::time::Duration;
 
-use super::deriver::{SWEEP_BATCH, SWEEP_CALL};
+use super::deriver::{Notifications, SWEEP_BATCH, SWEEP_CALL};
 use super::keys;
 use super::scripts::{self, FeedSource, Start};
-use super::{unix_secs, Ranked, Store};
+use super::{unix_secs, Conn, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
@@ -215,8 +215,9 @@ pub struct FeedPage {
     pub total: u64,
 }
 
-/// Articles the background work prunes or builds per call.
-const BATCH: usize = 1000;
+/// Articles the pruning removes per script: Redis runs nothing else
+/// while a script runs, so each is kept short.
+const PRUNE_CALL: usize = 100;
 
 impl Store {
     /// Up to `first` articles of `list` in `order` after `after` (from the
@@ -306,23 +307,18 @@ impl Store {
         Ok(Some(written))
     }
 
-    /// One round of upkeep (`every` apart): the instance that takes this
-    /// round's lease re-derives one batch of the sweep through every article
-    /// and the group sets (see `deriver.rs`); every instance then prunes
-    /// each period of what grew too old.
+    /// One round of upkeep (`every` apart): while notifications are not
+    /// on, the instance that takes this round's lease re-derives one batch
+    /// of the sweep through every article and the group sets (see
+    /// `deriver.rs`); every instance then prunes each period of what grew
+    /// too old.
     async fn tend_top(&self, every: Duration) -> AppResult<()> {
         let now = unix_secs();
         let mut conn = self.conn().await?;
-        let lease_ms = (every.as_millis() as u64 * 9 / 10).max(1);
-        let leased: Option<String> = redis::cmd("SET")
-            .arg(keys::SWEEP_LEASE)
-            .arg(now)
-            .arg("NX")
-            .arg("PX")
-            .arg(lease_ms)
-            .query_async(&mut conn)
-            .await?;
-        if leased.is_some() {
+        if self.derive_queue().notifications() != Notifications::On
+            && self.take_sweep_lease(&mut conn, every).await?
+        {
+            self.count_sweep_round();
             for _ in 0..SWEEP_BATCH / SWEEP_CALL {
                 let swept = scripts::sweep_round(&mut conn, SWEEP_CALL).await?;
                 let done = swept.next.is_none();
@@ -336,10 +332,28 @@ impl Store {
         // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {
             if let Some(secs) = period.secs() {
-                scripts::prune_top(&mut conn, period, now.saturating_sub(secs), BATCH).await?;
+                let cutoff = now.saturating_sub(secs);
+                // Short scripts until the period is caught up.
+                while scripts::prune_top(&mut conn, period, cutoff, PRUNE_CALL).await?
+                    == PRUNE_CALL as u64
+                {}
             }
         }
         Ok(())
+    }
+
+    /// Whether this instance runs this round's sweep (one per round).
+    async fn take_sweep_lease(&self, conn: &mut Conn, every: Duration) -> AppResult<bool> {
+        let lease_ms = (every.as_millis() as u64 * 9 / 10).max(1);
+        let leased: Option<String> = redis::cmd("SET")
+            .arg(keys::SWEEP_LEASE)
+            .arg(unix_secs())
+            .arg("NX")
+            .arg("PX")
+            .arg(lease_ms)
+            .query_async(conn)
+            .await?;
+        Ok(leased.is_some())
     }
 
     /// Starts the net-vote rankings' background work (see the module doc)

@@ -2,7 +2,8 @@
 //! functions (`tests/book/`, run unmodified) write while votegraph runs,
 //! and every view follows within a second: `myVote`, `Article.groups`,
 //! every order, group and user feeds and counts, the group directory, and
-//! the live events. Also: a lost notification caught by the sweep, two
+//! the live events. Also: a write missed while disconnected followed after
+//! reconnecting, an idle server sweeping nothing, two
 //! instances deriving one write once, old data imported while running,
 //! the book's own unittest, and the cost of reading book-written articles.
 
@@ -301,60 +302,6 @@ async fn groups_the_book_adds_and_removes_are_followed() {
     assert_eq!(directory(&app).await, json!([["rust", 1]]));
 }
 
-#[tokio::test]
-async fn a_lost_notification_is_caught_by_the_sweep() {
-    let redis = TestRedis::start().await;
-    let app = spawn_app_on(redis, |s| s.top_upkeep_ms = 100).await;
-    let alice = app.sign_up("alice").await;
-    let bob = app.sign_up("bob").await;
-    let book = Book::on(&app.redis);
-    let id = app.post(&alice, "votegraph's", &[]).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    eventually("notifications on", Duration::from_secs(5), async || {
-        let health = app.health().await;
-        (health["deriver"]["notifications"] == "on")
-            .then_some(())
-            .ok_or(health)
-    })
-    .await;
-    // Notifications lost: Redis stops sending them, and the connection
-    // that carries them is killed, while the book writes.
-    let mut conn = app.redis.conn().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(kill_pubsub_connections(&mut conn).await >= 1);
-    book.vote("user:bob", &id).await;
-    book.groups(&id, &["caught"], &[]).await;
-    // The sweep passes every article (and group) in turn: here, in a few
-    // rounds of 100 ms.
-    vote_and_group_followed(&app, &id, &bob, "caught", Duration::from_secs(5)).await;
-    // The listener came back and turned notifications on again.
-    eventually(
-        "notifications on again",
-        Duration::from_secs(5),
-        async || {
-            let flags: (String, String) = redis::cmd("CONFIG")
-                .arg("GET")
-                .arg("notify-keyspace-events")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let health = app.health().await;
-            (health["deriver"]["notifications"] == "on" && flags.1.contains('K'))
-                .then_some(())
-                .ok_or((health, flags))
-        },
-    )
-    .await;
-}
-
 /// A Redis that refuses `CONFIG SET` (a managed service, a renamed
 /// command): `/health` says so, and the sweep alone follows the book.
 #[tokio::test]
@@ -436,23 +383,24 @@ async fn two_instances_derive_a_book_write_once() {
     there.close().await;
 }
 
-/// A vote's or a post's script keeps what is derived from what it writes,
-/// so the notifications of its writes leave no instance anything to
-/// derive.
+/// votegraph's own votes and posts are derived again like any write, on
+/// every instance; the derivation finds them right and changes nothing:
+/// no karma, vote or event counted twice.
 #[tokio::test]
-async fn votegraphs_own_votes_and_posts_are_not_derived_again() {
-    own_votes_derive_nothing(TestRedis::start().await).await;
+async fn votegraphs_own_votes_and_posts_derive_to_no_change() {
+    own_writes_change_nothing(TestRedis::start().await).await;
 }
 
 /// Likewise where the server notifies every type (`A`, `z` included): the
-/// votes' `ZINCRBY score:` is not `score:` replaced as a whole.
+/// votes' `ZINCRBY score:` is not `score:` replaced as a whole, so it
+/// starts no full pass.
 #[tokio::test]
 async fn members_written_to_score_do_not_derive_everything() {
-    own_votes_derive_nothing(TestRedis::start_with(&["--notify-keyspace-events", "KA"]).await)
+    own_writes_change_nothing(TestRedis::start_with(&["--notify-keyspace-events", "KA"]).await)
         .await;
 }
 
-async fn own_votes_derive_nothing(redis: TestRedis) {
+async fn own_writes_change_nothing(redis: TestRedis) {
     let app = spawn_app_on(redis, |_| {}).await;
     let other = spawn_server(test_settings(&app.redis)).await;
     let alice = app.sign_up("alice").await;
@@ -462,13 +410,18 @@ async fn own_votes_derive_nothing(redis: TestRedis) {
         .as_str()
         .unwrap()
         .to_owned();
-    app.wait_for_derivations().await;
-    let taken_before = taken(&app, &other).await;
-    let mut conn = app.redis.conn().await;
-    reset_command_stats(&mut conn).await;
+    both_idle(&app, &other).await;
+    let mut ws = WsClient::connect(&app, TRANSPORT_WS).await;
+    ws.subscribe(
+        "1",
+        "subscription { scoreChanged { article { id } votes } }",
+        json!({}),
+    )
+    .await;
+    app.wait_for_subscriptions(Exactly(1), SUBSCRIBED).await;
+    let before = deriver_counts(&app, &other).await;
     // An upvote, a first downvote (its set made, with an expiry), a
-    // switch and a cleared vote, each after the last one's derivation
-    // would have run.
+    // switch and a cleared vote, each derived before the next.
     let votes = [
         (&bob, "UP"),
         (&carol, "DOWN"),
@@ -477,18 +430,16 @@ async fn own_votes_derive_nothing(redis: TestRedis) {
     ];
     for (token, direction) in votes {
         app.vote_as(token, &id, direction).await;
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        both_idle(&app, &other).await;
     }
-    app.wait_for_derivations().await;
-    let stats = command_stats(&mut conn).await;
-    let derivations = stats["evalsha"] - votes.len() as u64;
-    let taken_back = taken(&app, &other).await - taken_before;
-    // Eight derivations without this (two instances, four votes); one is
-    // allowed for a listener stalled past the queue's wait on a busy
-    // machine.
-    assert!(derivations <= 1, "{stats:?}");
-    assert!(taken_back >= 7, "{taken_back} taken back");
-    // Everything the votes change is still right.
+    for _ in votes {
+        ws.next_event().await;
+    }
+    assert!(
+        ws.is_quiet(Duration::from_millis(300)).await,
+        "an event twice"
+    );
+    ws.close().await;
     let a = article(&app, &id, Some(&alice)).await;
     assert_eq!(
         (a["votes"].clone(), a["downvotes"].clone()),
@@ -498,20 +449,14 @@ async fn own_votes_derive_nothing(redis: TestRedis) {
     assert_eq!(a["poster"]["karma"], 0, "{a}");
 
     // Posts: the article's voted set and each group's set are notified.
-    reset_command_stats(&mut conn).await;
-    let taken_before = taken(&app, &other).await;
-    let posts = [vec!["news", "rust"], vec![]];
-    for groups in &posts {
-        app.post(&bob, "posted", groups).await;
-        tokio::time::sleep(Duration::from_millis(60)).await;
+    for groups in [vec!["news", "rust"], vec![]] {
+        app.post(&bob, "posted", &groups).await;
+        both_idle(&app, &other).await;
     }
-    app.wait_for_derivations().await;
-    let stats = command_stats(&mut conn).await;
-    let derivations = stats["evalsha"] - posts.len() as u64;
-    // Six derivations without this (two instances: an article and two
-    // groups, then an article); one allowed as above.
-    assert!(derivations <= 1, "{stats:?}");
-    assert!(taken(&app, &other).await - taken_before >= 5);
+    let after = deriver_counts(&app, &other).await;
+    assert!(after.0 > before.0, "the writes were derived: {after:?}");
+    assert_eq!(after.1, before.1, "derivations changed something");
+    assert_eq!(after.2, before.2, "a full pass ran");
     let news = app
         .gql_ok(
             "{ group(name: \"news\") { articleCount } }",
@@ -522,11 +467,112 @@ async fn own_votes_derive_nothing(redis: TestRedis) {
     assert_eq!(news["group"]["articleCount"], 2, "{news}");
 }
 
-/// Articles and groups both instances' derivers took back out of their
-/// queues.
-async fn taken(app: &TestApp, other: &Instance) -> u64 {
-    let skipped = |health: Value| health["deriver"]["skipped"].as_u64().unwrap();
-    skipped(app.health().await) + skipped(health_at(&app.client, &other.address).await)
+async fn both_idle(app: &TestApp, other: &Instance) {
+    app.wait_for_derivations().await;
+    let other = other.address.clone();
+    eventually("the other deriver idle", SUBSCRIBED, async || {
+        let deriver = health_at(&app.client, &other).await["deriver"].clone();
+        (deriver["pending"] == 0 && deriver["busy"] == false)
+            .then_some(())
+            .ok_or(deriver)
+    })
+    .await;
+}
+
+/// Both instances' notifications received, derivations that changed
+/// something, and full passes.
+async fn deriver_counts(app: &TestApp, other: &Instance) -> (u64, u64, u64) {
+    let mut counts = (0, 0, 0);
+    for health in [
+        app.health().await,
+        health_at(&app.client, &other.address).await,
+    ] {
+        let n = |field: &str| health["deriver"][field].as_u64().unwrap();
+        counts.0 += n("received");
+        counts.1 += n("derived");
+        counts.2 += n("passes");
+    }
+    counts
+}
+
+/// An idle server with notifications on runs no sweep and no full pass
+/// after the one it starts with, however short its upkeep round.
+#[tokio::test]
+async fn an_idle_server_sweeps_nothing() {
+    let redis = TestRedis::start().await;
+    let app = spawn_app_on(redis, |s| s.top_upkeep_ms = 50).await;
+    let alice = app.sign_up("alice").await;
+    app.post(&alice, "idle", &["news"]).await;
+    eventually("the first pass", Duration::from_secs(5), async || {
+        let deriver = app.health().await["deriver"].clone();
+        (deriver["notifications"] == "on" && deriver["passes"] == 1)
+            .then_some(())
+            .ok_or(deriver)
+    })
+    .await;
+    app.wait_for_derivations().await;
+    let before = app.health().await["deriver"]["sweepRounds"].clone();
+    let mut conn = app.redis.conn().await;
+    reset_command_stats(&mut conn).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let deriver = app.health().await["deriver"].clone();
+    assert_eq!(deriver["passes"], 1, "{deriver}");
+    assert_eq!(deriver["sweepRounds"], before, "{deriver}");
+    // The upkeep's pruning runs; nothing scans the keyspace.
+    let stats = command_stats(&mut conn).await;
+    assert!(!stats.contains_key("scan"), "{stats:?}");
+}
+
+/// A write made while the listener is disconnected is followed once it
+/// reconnects: the reconnect runs a full pass.
+#[tokio::test]
+async fn a_write_missed_while_disconnected_is_followed_after_reconnecting() {
+    let redis = TestRedis::start().await;
+    let app = spawn_app_on(redis, |_| {}).await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let id = app.post(&alice, "missed", &[]).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    eventually("the first pass", Duration::from_secs(5), async || {
+        let deriver = app.health().await["deriver"].clone();
+        (deriver["notifications"] == "on" && deriver["passes"] == 1)
+            .then_some(())
+            .ok_or(deriver)
+    })
+    .await;
+    // Redis stops sending notifications and the listener's connection is
+    // killed: nothing names the book's writes.
+    let mut conn = app.redis.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(kill_pubsub_connections(&mut conn).await >= 1);
+    let book = Book::on(&app.redis);
+    book.vote("user:bob", &id).await;
+    book.groups(&id, &["missed"], &[]).await;
+    // The upkeep's round is a minute here: no sweep runs meanwhile.
+    vote_and_group_followed(&app, &id, &bob, "missed", Duration::from_secs(5)).await;
+    // The listener came back and turned notifications on again.
+    eventually("notifications on again", SUBSCRIBED, async || {
+        let flags: (String, String) = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("notify-keyspace-events")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let deriver = app.health().await["deriver"].clone();
+        (deriver["notifications"] == "on" && flags.1.contains('K') && deriver["passes"] == 2)
+            .then_some(())
+            .ok_or((deriver, flags))
+    })
+    .await;
+    assert_eq!(app.health().await["deriver"]["sweepRounds"], 0);
 }
 
 #[tokio::test]

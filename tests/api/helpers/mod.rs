@@ -19,8 +19,8 @@ pub use self::book::Book;
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS, VOTE_AS};
 pub use self::redis::{
     command_calls, command_stats, info_field, kill_pubsub_connections, pause_redis,
-    reads_processed, redis_info, reset_command_stats, wait_for_top_index, wait_for_vote_index,
-    TestRedis, VOTE_INDEX_MARKER,
+    reads_processed, reset_command_stats, wait_for_top_index, wait_for_vote_index, TestRedis,
+    VOTE_INDEX_MARKER,
 };
 pub use self::time::{done_if, eventually, eventually_every, now, poll_until, POLL};
 pub use self::ws::{ws_request, Seen, WsClient, LEGACY_WS, TRANSPORT_WS};
