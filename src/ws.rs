@@ -57,6 +57,11 @@ const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// reason stays within a close frame's 123 bytes and echoes little.
 const MAX_ECHOED_ID: usize = 32;
 
+/// Seconds a client refused for holding too many WebSockets is told to
+/// wait: a slot frees only when one of its sockets closes, so this just
+/// keeps a reconnecting client from hammering.
+const CONNECTION_RETRY_AFTER_SECS: u64 = 5;
+
 /// What one connection, and one address, may hold.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -117,7 +122,7 @@ impl WebSockets {
     /// small messages and writes small events, and tungstenite's defaults
     /// (128 KiB each way) would cost ~250 KiB per subscriber. Writing stops
     /// past 1 MiB pending, which bounds what a stalled client can hold.
-    pub fn config(&self) -> WebSocketConfig {
+    fn config(&self) -> WebSocketConfig {
         let max = self.limits.max_message_bytes;
         WebSocketConfig::default()
             .read_buffer_size(4 * 1024)
@@ -130,7 +135,7 @@ impl WebSockets {
     /// A slot for one more connection from `client`, or `None` when that
     /// address holds as many as it may. Clients whose address is unknown
     /// are not counted.
-    pub fn admit(&self, client: Option<IpAddr>) -> Option<ConnectionSlot> {
+    fn admit(&self, client: Option<IpAddr>) -> Option<ConnectionSlot> {
         let Some(ip) = client else {
             return Some(ConnectionSlot { held: None });
         };
@@ -151,35 +156,6 @@ impl WebSockets {
         self.connections.lock().values().sum()
     }
 
-    /// Everything one upgraded connection needs, captured before the upgrade.
-    pub fn connection(
-        &self,
-        schema: Api,
-        protocol: Protocol,
-        header_auth: Option<String>,
-        client: ClientAddr,
-        slot: ConnectionSlot,
-    ) -> Connection {
-        Connection {
-            schema,
-            protocol,
-            header_auth,
-            client,
-            limits: self.limits,
-            shared: self.shared.clone(),
-            shutdown: self.shutdown.listen(),
-            sessions: self.sessions.clone(),
-            _slot: slot,
-        }
-    }
-}
-
-/// Seconds a client refused for holding too many WebSockets is told to
-/// wait: a slot frees only when one of its sockets closes, so this just
-/// keeps a reconnecting client from hammering.
-const CONNECTION_RETRY_AFTER_SECS: u64 = 5;
-
-impl WebSockets {
     /// Upgrades `GET /graphql` to a GraphQL WebSocket for `client`; a
     /// `BAD_REQUEST` that says what is missing, or `TOO_MANY_CONNECTIONS`.
     /// Non-browser clients may authenticate the upgrade itself
@@ -219,6 +195,28 @@ impl WebSockets {
             .protocols(ALL_WEBSOCKET_PROTOCOLS)
             .on_upgrade(move |socket| connection.run(socket).instrument(span))
             .into_response())
+    }
+
+    /// Everything one upgraded connection needs, captured before the upgrade.
+    fn connection(
+        &self,
+        schema: Api,
+        protocol: Protocol,
+        header_auth: Option<String>,
+        client: ClientAddr,
+        slot: ConnectionSlot,
+    ) -> Connection {
+        Connection {
+            schema,
+            protocol,
+            header_auth,
+            client,
+            limits: self.limits,
+            shared: self.shared.clone(),
+            shutdown: self.shutdown.listen(),
+            sessions: self.sessions.clone(),
+            _slot: slot,
+        }
     }
 }
 
