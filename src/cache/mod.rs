@@ -40,6 +40,10 @@
 //! Full, the cache evicts the least recently used entries one at a time
 //! (by bytes and by count), so distinct one-off queries push each other
 //! out, not the pages everyone reads.
+//!
+//! Its own LRU, not `quick_cache`: CLOCK-Pro admits the first entries of
+//! a filling cache as hot and keeps them while new ones churn, so the
+//! least recently used entry is not the one that goes.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
