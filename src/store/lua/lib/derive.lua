@@ -33,12 +33,11 @@ local function derive_article(c, id)
   -- voted sets or groups. Every vote of another writer adds a voter, so it
   -- shows as sizes the indexed field does not hold; when it holds them and
   -- the group list is there, the article is as votegraph's own writes left
-  -- it: three reads. The sweep checks the rankings too, for writes no
+  -- it: four reads. The sweep checks the rankings too, for writes no
   -- notification names (score: or time: edited by hand).
   if c.notified then
-    local fields = redis.call('HMGET', article, 'indexed', 'groups')
-    local indexed = fields[1]
-    if indexed and fields[2] then
+    local indexed = redis.call('HGET', article, 'indexed')
+    if indexed and redis.call('HEXISTS', article, 'groups') == 1 then
       local ups = redis.call('SCARD', c.voted_prefix .. id)
       if indexed == ups .. ',' .. redis.call('SCARD', c.downvoted_prefix .. id) then
         return 'same'
