@@ -16,9 +16,9 @@
 //!   [`keys::TOP_INDEX_BUILT`]; `--reconcile-votes` runs it again), as the
 //!   deriver derives any article another client writes (see `deriver.rs`);
 //! - every round of upkeep, each instance prunes articles that grew too old
-//!   for a period, and one instance runs a round of the sweep through every
-//!   article; what the book's own code writes is followed within a second
-//!   by the deriver.
+//!   for a period, and, while notifications are not on, one instance runs a
+//!   round of the sweep through every article; what the book's own code
+//!   writes is followed within a second by the deriver.
 
 use std::time::Duration;
 
