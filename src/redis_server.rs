@@ -155,6 +155,8 @@ impl RedisServer {
         let conn = redis::Client::open(self.url.as_str())
             .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(1)));
         if let Ok(mut conn) = conn {
+            // A paused or busy server must not hold its owner's drop.
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
             let _: redis::RedisResult<()> = shutdown_command(self.persistent).query(&mut conn);
         }
         let deadline = Instant::now() + self.stop_within();

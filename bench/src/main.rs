@@ -125,8 +125,9 @@ fn main() -> anyhow::Result<()> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let (_redis, mut bench) = prepare(args).await?;
     let server = start_shipped(&mut bench).await?;
-    bench.cached_pages(&server).await;
+    bench.front_page(&server).await;
     bench.http_limit(&server).await?;
+    bench.cached_pages(&server).await;
     bench.compressed_pages(&server).await;
     bench.logged_in_page(&server).await;
     bench.article_by_id(&server).await;
