@@ -608,9 +608,6 @@ pub async fn health(
         // "on", or "refused" / "down" while the sweep alone follows them
         // (see docs/operations.md), and the queue of what waits.
         "deriver": state.store().deriver_stats(),
-        // Votes go to Redis in batches (see docs/operations.md): those
-        // waiting, and the batches sent so far with the votes they held.
-        "votes": state.store().vote_batch_stats(),
         // Measured every second; lagBytes -1 until known.
         "replica": state.replica().map(|replica| serde_json::json!({
             "address": replica.address(),
