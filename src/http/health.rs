@@ -72,9 +72,6 @@ fn report(schema: &Api, ws: &WebSockets, redis_ok: bool) -> serde_json::Value {
         // "on", or "refused" / "down" while the sweep alone follows them
         // (see docs/operations.md), and the queue of what waits.
         "deriver": state.store().deriver_stats(),
-        // Votes go to Redis in batches (see docs/operations.md): those
-        // waiting, and the batches sent so far with the votes they held.
-        "votes": state.store().vote_batch_stats(),
         // Measured every second; lagBytes -1 until known.
         "replica": state.replica().map(|replica| serde_json::json!({
             "address": replica.address(),

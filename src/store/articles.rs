@@ -5,9 +5,7 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::keys;
-use super::scripts::{
-    self, Ballot, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply,
-};
+use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
 use super::votes::votes_from_reply;
 use super::{value_f64, value_str, Store};
 use crate::client_addr::ClientAddr;
@@ -358,9 +356,8 @@ impl Store {
         }
     }
 
-    /// Sets `voter`'s vote on an article, in the next batch of votes (see
-    /// `vote_batch.rs`); the script checks the voting window and the
-    /// voter's `limit`. True when the vote changed something (false: it was
+    /// Sets `voter`'s vote on an article; the script checks the voting
+    /// window and the voter's `limit`. True when the vote changed something (false: it was
     /// already so).
     pub async fn vote(
         &self,
@@ -369,12 +366,8 @@ impl Store {
         direction: VoteDirection,
         limit: RateLimit,
     ) -> AppResult<bool> {
-        let ballot = Ballot {
-            id,
-            voter: voter.clone(),
-            direction,
-        };
-        match self.votes.cast(&self.connections, ballot, limit).await? {
+        let mut conn = self.conn().await?;
+        match scripts::vote(&mut conn, id, voter, direction, limit).await? {
             VoteReply::Changed => Ok(true),
             VoteReply::Same => Ok(false),
             VoteReply::Missing => Err(not_found(id)),

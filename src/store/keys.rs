@@ -245,10 +245,9 @@ pub fn user_articles(name: &str, ranking: Ranking) -> String {
 /// reads cheaply), positive for an upvote and negative for a downvote. It
 /// is derived from the voted sets
 /// (which stay authoritative for the vote logic), kept by the vote and post
-/// scripts, and tidied at the user's first vote of each rate window: its
-/// closed articles go, and it lives a week and a window past that vote, so
-/// it holds at most its open votes and one window's votes, and expires
-/// once all have closed (see `lua/vote.lua`).
+/// scripts: each of the user's votes drops its closed articles and keeps
+/// it a week, so it holds only open votes after a vote and expires once
+/// all have closed (see `lua/lib/vote_index.lua`).
 pub fn user_votes(name: &str) -> String {
     format!("{USER_PREFIX}{name}{USER_VOTES_SUFFIX}")
 }

@@ -13,7 +13,6 @@ pub mod keys;
 mod locator;
 mod scripts;
 mod users;
-mod vote_batch;
 mod votes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +32,6 @@ pub use groups::{DirectoryPage, GroupCursor};
 pub use locator::Locator;
 pub use scripts::RegisterLimits;
 pub use users::{LoginLimit, Standing};
-pub use vote_batch::VoteBatchStats;
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -320,8 +318,6 @@ pub struct Store {
     /// What waits to be derived from other clients' writes (see
     /// `deriver.rs`).
     derive: Arc<deriver::DeriveQueue>,
-    /// Votes waiting for their batch (see `vote_batch.rs`).
-    votes: Arc<vote_batch::VoteBatcher>,
 }
 
 impl Store {
@@ -374,7 +370,6 @@ impl Store {
             name_index: Arc::default(),
             locator,
             derive: Arc::default(),
-            votes: Arc::default(),
         })
     }
 
@@ -394,11 +389,6 @@ impl Store {
     /// How following other clients' writes goes (for `/health`).
     pub fn deriver_stats(&self) -> DeriverStats {
         self.derive.stats()
-    }
-
-    /// How the votes' batches go (for `/health`).
-    pub fn vote_batch_stats(&self) -> VoteBatchStats {
-        self.votes.stats()
     }
 
     pub(crate) fn name_index_lock(&self) -> &tokio::sync::Mutex<()> {

@@ -39,8 +39,8 @@ const RETRY_MAX: Duration = Duration::from_secs(60);
 /// magnitude the article's post time (rounded up to the second by the
 /// scripts: see `lua/lib/index_time.lua`). An article whose voting closed
 /// reads NONE, as its voted sets have expired by then (the index keeps such
-/// an entry until the user's first vote of a rate window tidies it); rounded up, an entry
-/// reads so at most a second late, never early.
+/// an entry until the user's next vote); rounded up, an entry reads so at
+/// most a second late, never early.
 pub(crate) fn vote_from_index(score: Option<f64>, now: f64) -> VoteDirection {
     match score {
         Some(s) if s.abs() + keys::VOTING_WINDOW_SECS as f64 <= now => VoteDirection::Neither,

@@ -30,9 +30,8 @@ local id = redis.call('INCR', ids)
 local article = article_prefix .. id
 local voted = voted_prefix .. id
 local groups_key = article .. groups_suffix
--- The keyspace notifications these two raise, for the event (see
--- deriver.rs, own writes; each group's SADD below raises one more).
-local notified = redis.call('SADD', voted, poster) + redis.call('EXPIRE', voted, week)
+redis.call('SADD', voted, poster)
+redis.call('EXPIRE', voted, week)
 local slug = stem
 if redis.call('HSETNX', slugs, slug, id) == 0 then
   local n = tonumber(redis.call('HGET', suffixes, stem)) or 1
@@ -72,6 +71,5 @@ end
 list_groups(article, groups_key)
 local groups = {}
 for i = first_group, #ARGV do groups[#groups + 1] = ARGV[i] end
-redis.call('PUBLISH', channel, cjson.encode({
-  id = tostring(id), groups = groups, at = ts, notified = notified }))
+redis.call('PUBLISH', channel, cjson.encode({ id = tostring(id), groups = groups, at = ts }))
 return {'posted', id, slug}

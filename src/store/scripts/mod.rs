@@ -19,11 +19,8 @@
 //! passed in `KEYS`, built by `keys.rs`; keys a script only learns from data
 //! it reads (a new article id, a voted article's groups, its poster) are
 //! built in Lua from prefixes and suffixes passed in `ARGV`, whose values are
-//! `keys.rs` constants; the event channel comes in `ARGV` too. The vote
-//! script binds its fixed ones instead (see "Constants") and builds each
-//! vote's keys from them and the vote's article id and voter name, all a
-//! vote of a batch passes. A unit test checks that no string in any `.lua`
-//! file looks like a key.
+//! `keys.rs` constants; the event channel comes in `ARGV` too. A unit test
+//! checks that no string in any `.lua` file looks like a key.
 //!
 //! **Numbers.** Nothing is written into the Lua files: the numbers defined
 //! in Rust (the voting window, a vote's score, the group cache's lifetime,
@@ -31,15 +28,6 @@
 //! come in `ARGV` too, read with `tonumber`, and a shared function that
 //! needs one takes it as a parameter. So each is defined once, in [`keys`]
 //! or the domain.
-//!
-//! **Constants.** The vote script, the one run for every vote, binds its
-//! constants instead (the site's fixed keys, the prefixes, the channel and
-//! the numbers): a [`Prelude`] of `local name = value` lines, written from
-//! the same [`keys`] constants when the script is built, goes in front of
-//! its parts, and only what changes from call to call comes in `KEYS` and
-//! `ARGV`, because every argument costs Redis a parse per call. Its text
-//! (and SHA) so depends on them, which are the same in every instance of
-//! one version.
 //!
 //! **Replies.** Each script answers `{status, values…}` and has its own
 //! reply type ([`VoteReply`], [`PostReply`], …), read in one place
@@ -87,9 +75,7 @@ pub use post::{post, PostReply};
 pub use slugs::{rename_slug, RenameSlugReply};
 pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};
-#[cfg(test)]
-pub use vote::vote;
-pub use vote::{votes, Ballot, VoteReplies, VoteReply};
+pub use vote::{vote, VoteReply};
 
 /// A script's reply, read from what the script returned.
 pub trait ScriptReply: Sized {
@@ -129,14 +115,6 @@ impl<R: ScriptReply> Lua<R> {
         }
     }
 
-    /// A user's write whose constants are bound in a prelude instead of
-    /// coming in KEYS and ARGV (see "Constants" above).
-    fn write_bound(name: &'static str, prelude: Prelude, parts: &[&str]) -> Self {
-        let mut all = vec![prelude.0.as_str()];
-        all.extend_from_slice(parts);
-        Self::write(name, &all)
-    }
-
     fn invocation(&self) -> ScriptInvocation<'_> {
         self.script.prepare_invoke()
     }
@@ -160,54 +138,6 @@ impl<R: ScriptReply> Lua<R> {
             AppError::Internal(format!("the {} script answered {reply:?}", self.name))
         })
     }
-}
-
-/// The constants a script binds in front of its parts (see "Constants"
-/// above): one `local name = value` line each, written from `keys.rs` and
-/// the domain when the script is built.
-#[derive(Default)]
-struct Prelude(String);
-
-impl Prelude {
-    /// A text (a key, a prefix, a channel).
-    fn text(mut self, name: &str, value: &str) -> Self {
-        self.0
-            .push_str(&format!("local {name} = {}\n", lua_string(value)));
-        self
-    }
-
-    /// A list of texts, a Lua array (`name[1]`…).
-    fn texts(mut self, name: &str, values: impl IntoIterator<Item = String>) -> Self {
-        let items: Vec<String> = values.into_iter().map(|v| lua_string(&v)).collect();
-        self.0
-            .push_str(&format!("local {name} = {{{}}}\n", items.join(", ")));
-        self
-    }
-
-    /// A whole number.
-    fn number(mut self, name: &str, value: u64) -> Self {
-        self.0.push_str(&format!("local {name} = {value}\n"));
-        self
-    }
-}
-
-/// `value` as a Lua string literal: quoted, with `\`, the quote and every
-/// byte outside printable ASCII escaped as `\ddd`.
-fn lua_string(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for byte in value.bytes() {
-        match byte {
-            b'\\' | b'"' => {
-                out.push('\\');
-                out.push(byte as char);
-            }
-            0x20..=0x7e => out.push(byte as char),
-            _ => out.push_str(&format!("\\{byte:03}")),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Runs a write script and `WAIT` in one pipeline (see [`Lua::call`]).

@@ -1,12 +1,10 @@
--- The poster's own upvote in their vote index (user:<name>:votes), for
--- the post script; the vote script keeps indexes the same way, inline
--- (see vote.lua). Needs index_time.
+-- A vote in its voter's index (user:<name>:votes), for the post and vote
+-- scripts. Needs index_time.
 --
 -- index_vote(index, article, posted, dir, now, week) records the vote as
 -- article -> +t (up) or -t (down), t = index_time(posted), or removes it
--- (none). It first drops the entries of articles whose voting has closed
--- (drop_closed). The index then lives at least a week more, when every
--- article in it has closed (keep_index).
+-- (none), after dropping the entries of closed articles. The index then
+-- lives at least a week more, when every article in it has closed.
 local function index_vote(index, article, posted, dir, now, week)
   drop_closed(index, now, week)
   if dir == 'up' then

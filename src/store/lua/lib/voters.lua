@@ -1,14 +1,11 @@
--- Shared by the scripts that copy voters from the book's voted sets into
--- the vote indexes (derive_articles, index_voters): one batch of voters.
--- Needs index_time.
+-- Copies voters from the book's voted sets into their vote indexes, for
+-- derive_articles and index_voters. Needs index_time.
 --
--- index_members(c, article, posted, voters, sign) writes each voter that is
--- a user (c.user_prefix) into its user:<name>:votes as article ->
--- sign .. index_time(posted), as the vote script does, written only where
--- it differs, and keeps the index for a
--- week (c.week) as the vote script does. Voters stored without the prefix
--- never matched a votegraph user and are skipped. Answers how many
--- entries it wrote.
+-- index_members(c, article, posted, voters, sign) files the article under
+-- sign .. index_time(posted) in each voter's index that differs, as the
+-- vote script does, keeping the index a week (c.week); voters without the
+-- user prefix (c.user_prefix) never matched a user and are skipped.
+-- Answers how many entries it wrote.
 local function index_members(c, article, posted, voters, sign)
   local value = sign .. index_time(posted)
   local written = 0

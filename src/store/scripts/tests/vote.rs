@@ -288,64 +288,6 @@ async fn cached_rankings_follow_the_vote() {
     assert!(!exists);
 }
 
-/// The constants the vote script binds in its prelude are the ones
-/// `keys.rs` defines, read back by Lua as the same texts and numbers.
-#[tokio::test]
-async fn the_vote_scripts_constants_read_back_in_lua() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let mut text = super::super::vote::constants().0;
-    text.push_str(
-        "return {by_time, by_score, karma, top[1], top[5], periods[1], periods[5], \
-         user_prefix, user_score_suffix, user_top_infix, group_prefix, group_top_infix, \
-         group_score_prefix, score_channel, string.format('%d', week), \
-         score_moves[1], score_moves[4], top_moves[2], top_moves[5]}",
-    );
-    let read: Vec<String> = q(c, cmd("EVAL").arg(text).arg(0)).await;
-    let want = [
-        keys::TIME.to_owned(),
-        keys::SCORE.to_owned(),
-        keys::KARMA.to_owned(),
-        keys::top(Period::Day),
-        keys::top(Period::All),
-        Period::Day.name().to_owned(),
-        Period::All.name().to_owned(),
-        keys::USER_PREFIX.to_owned(),
-        keys::user_articles_suffix(Ranking::Score).to_owned(),
-        keys::USER_TOP_INFIX.to_owned(),
-        keys::GROUP_PREFIX.to_owned(),
-        keys::GROUP_TOP_INFIX.to_owned(),
-        keys::ranking_key(Ranking::Score).to_owned(),
-        keys::SCORE_CHANNEL.to_owned(),
-        keys::VOTING_WINDOW_SECS.to_string(),
-        // A net change of -2, +1, -1 and +2 votes.
-        format!("{}", -2.0 * keys::VOTE_SCORE),
-        format!("{}", keys::VOTE_SCORE),
-        format!("{}", -keys::TOP_STEP),
-        format!("{}", 2.0 * keys::TOP_STEP),
-    ];
-    assert_eq!(read, want);
-    // The steps are whole: the script's moves are printed as integers.
-    assert_eq!(keys::VOTE_SCORE.fract(), 0.0);
-    assert_eq!(keys::TOP_STEP.fract(), 0.0);
-}
-
-/// A text with a quote, a backslash, a newline and a non-ASCII letter
-/// reaches Lua byte for byte.
-#[tokio::test]
-async fn prelude_texts_are_escaped() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let tricky = "a\"b\\c\nd\u{e9}]]";
-    let mut text = Prelude::default()
-        .text("x", tricky)
-        .texts("xs", [tricky.to_owned(), String::new()])
-        .0;
-    text.push_str("return {x, xs[1], xs[2]}");
-    let read: Vec<String> = q(c, cmd("EVAL").arg(text).arg(0)).await;
-    assert_eq!(read, [tricky, tricky, ""]);
-}
-
 /// The score event the vote publishes is JSON the server reads, with the
 /// article's groups whatever their names (one only the book's code could
 /// write, with a quote, a backslash and a tab, is escaped).
@@ -401,41 +343,6 @@ async fn the_score_event_is_read_back_whatever_the_group_names() {
     }
 }
 
-/// The score event of a vote counts the keyspace notifications the vote
-/// raised on the voted sets, which a subscriber receives just before it
-/// (the deriver relies on both: see deriver.rs, `OwnWrites`).
-#[tokio::test]
-async fn the_event_counts_the_notifications_the_vote_raised() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let mut followed = Followed::start(&redis).await;
-    let (id, _) = posted(c, "alice", "counted", &[]).await;
-    // The post's own notifications, up to its event.
-    let (seen, _) = followed.until_event().await;
-    assert!(!seen.is_empty(), "notifications are on");
-    for key in &seen {
-        assert_eq!(key, &keys::voted(id));
-    }
-
-    // (voter, direction, notifications the vote counts, notifications raised)
-    let votes = [
-        ("bob", VoteDirection::Up, 1, 1),      // sadd
-        ("carol", VoteDirection::Down, 2, 2),  // sadd, expire (a new set)
-        ("bob", VoteDirection::Down, 2, 2),    // sadd, srem
-        ("bob", VoteDirection::Neither, 1, 1), // srem
-        // carol leaves the downvoters' set empty: Redis deletes it and
-        // says so too, which the vote does not count (the deriver then
-        // derives the article, needlessly but safely).
-        ("carol", VoteDirection::Neither, 1, 2),
-    ];
-    for (voter, dir, counted, raised) in votes {
-        assert_eq!(vote_as(c, id, voter, dir).await, VoteReply::Changed);
-        let (notifications, event) = followed.until_event().await;
-        assert_eq!(notifications.len(), raised, "{voter} {dir:?}: {event}");
-        assert_eq!(event["notified"], counted, "{voter} {dir:?}: {event}");
-    }
-}
-
 /// An upvote after the last upvoter left makes the upvoters' set anew:
 /// it gets the window's expiry again, as the first downvote gives the
 /// downvoters' set theirs.
@@ -462,54 +369,37 @@ async fn a_voted_set_made_anew_expires_with_the_window() {
     assert!(again <= ttl && again > ttl - 5, "{again}");
 }
 
-/// A voter's vote index is kept at their first vote of each rate window:
-/// then it drops its closed entries and lives a week and a window more.
-/// An index made later in the window gets that lifetime when it is made;
-/// the post script and the derivation lengthen a lifetime, never shorten
-/// it.
+/// A vote drops its voter's closed entries and keeps the index a week
+/// more, outlasting every article in it; a longer lifetime (from another
+/// writer) is not shortened.
 #[tokio::test]
-async fn a_vote_index_lives_past_every_vote_of_the_window() {
+async fn a_vote_index_lives_past_every_article_in_it() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     let (first, _) = posted(c, "alice", "first", &[]).await;
     let (second, _) = posted(c, "alice", "second", &[]).await;
     let index = keys::user_votes("bob");
-    let window = 60;
-    let in_window = limit(1000, window);
-    let lifetime = (keys::VOTING_WINDOW_SECS + u64::from(window)) as i64;
     let week = keys::VOTING_WINDOW_SECS as i64;
-    let bob = user("bob");
 
-    // The window's first vote: a closed entry (written by hand) goes, the
-    // index lives a week and a window.
     let () = q(c, cmd("ZADD").arg(&index).arg(1000).arg("article:999")).await;
-    vote(c, first, &bob, VoteDirection::Up, in_window)
-        .await
-        .unwrap();
+    let () = q(c, cmd("ZADD").arg(&index).arg(-1000).arg("article:998")).await;
+    vote_as(c, first, "bob", VoteDirection::Up).await;
     let entries: Vec<String> = q(c, cmd("ZRANGE").arg(&index).arg(0).arg(-1)).await;
-    assert_eq!(entries, [keys::article(first)]);
-    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
-    assert!((lifetime - 5..=lifetime).contains(&ttl), "{ttl}");
-
-    // Later in the window: a closed entry waits, and an index made anew
-    // gets the lifetime.
-    let () = q(c, cmd("DEL").arg(&index)).await;
-    let () = q(c, cmd("ZADD").arg(&index).arg(1000).arg("article:999")).await;
-    vote(c, second, &bob, VoteDirection::Up, in_window)
-        .await
-        .unwrap();
-    let held: i64 = q(c, cmd("ZCARD").arg(&index)).await;
-    assert_eq!(held, 2, "the closed entry waits for the next window");
-    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
-    assert!((lifetime - 5..=lifetime).contains(&ttl), "{ttl}");
-
-    // A post (the poster's own upvote) leaves a longer lifetime as it is
-    // and lengthens a shorter one to the week.
-    posted(c, "bob", "mine", &[]).await;
-    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
-    assert!((lifetime - 5..=lifetime).contains(&ttl), "{ttl}");
-    let () = q(c, cmd("EXPIRE").arg(&index).arg(10)).await;
-    posted(c, "bob", "again", &[]).await;
+    assert_eq!(entries, [keys::article(first)], "the closed entries go");
     let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
     assert!((week - 5..=week).contains(&ttl), "{ttl}");
+
+    let longer = 2 * week;
+    let () = q(c, cmd("EXPIRE").arg(&index).arg(longer)).await;
+    vote_as(c, second, "bob", VoteDirection::Down).await;
+    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
+    assert!((longer - 5..=longer).contains(&ttl), "{ttl}");
+
+    let () = q(c, cmd("EXPIRE").arg(&index).arg(10)).await;
+    vote_as(c, second, "bob", VoteDirection::Down).await;
+    let ttl: i64 = q(c, cmd("TTL").arg(&index)).await;
+    assert!(
+        (week - 5..=week).contains(&ttl),
+        "an unchanged vote keeps it too: {ttl}"
+    );
 }
