@@ -3,6 +3,7 @@
 //! `add_remove_groups`, `get_articles`, `get_group_articles`).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -227,11 +228,21 @@ async fn a_book_article_upvoted_by_the_book_can_be_downvoted_and_switched() {
     assert_eq!(conn.hget::<_, _, i64>(&article, "votes").await.unwrap(), 1);
     let voters: Vec<String> = conn.smembers(format!("voted:{id}")).await.unwrap();
     assert_eq!(voters, ["user:83271"]);
-    // The book's poster gets karma from API votes on the book's article.
-    let top = app
-        .gql_ok("{ topPosters { user { name } karma } }", json!({}), None)
-        .await;
-    assert_eq!(top["topPosters"][0]["user"]["name"], "83271");
+    // The book's poster gets karma from API votes on the book's article
+    // (the book's post is derived within a second).
+    eventually(
+        "the book's poster in topPosters",
+        Duration::from_secs(1),
+        async || {
+            let top = app
+                .gql_ok("{ topPosters { user { name } karma } }", json!({}), None)
+                .await;
+            (top["topPosters"][0]["user"]["name"] == "83271")
+                .then_some(())
+                .ok_or(top)
+        },
+    )
+    .await;
 }
 
 /// `myVote` of `user` on the articles `ids`, through the server at `address`.
