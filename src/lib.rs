@@ -24,7 +24,7 @@
 //! 3. **request pipeline**: `pipeline` (one request from its parsed form to
 //!    its answer), `persisted` (automatic persisted queries), `cache` (the
 //!    response cache), `templates` (cached pages as templates: filled per
-//!    reader, patched by votes), `budget` (the work in flight).
+//!    reader), `budget` (the work in flight).
 //! 4. **GraphQL**: `graphql` (schema, resolvers, limits, the executor,
 //!    shared subscriptions) over `graphql::context` (the request context
 //!    resolvers go through), and `state` (what every request shares).

@@ -310,9 +310,9 @@ fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
     response.extensions.insert("cost".to_owned(), report);
 }
 
-/// The body to serve. A response to cache is kept as a template, so votes
-/// can patch it; one that shows who the caller is (nobody: it is
-/// anonymous) is kept as it is.
+/// The body to serve. A response to cache is kept as a template, so
+/// logged-in readers can be served from it; one that shows who the caller
+/// is (nobody: it is anonymous) is kept as it is.
 fn response_body(
     response: &mut async_graphql::Response,
     to_cache: bool,

@@ -125,11 +125,6 @@ fn caches(r: &mut Readings<'_>, api: &Api) {
         "Cached responses dropped because a vote could change them.",
         responses.evicted_by_votes,
     );
-    r.counter(
-        "votegraph_response_cache_patched_by_votes",
-        "Cached responses a vote's counts were written into (their order held).",
-        responses.patched_by_votes,
-    );
     let documents = api.guard().document_stats();
     r.counters(
         "votegraph_document_cache_requests",

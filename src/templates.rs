@@ -6,17 +6,11 @@
 //!
 //! Why: without a template a logged-in reader's page runs the whole
 //! executor and reads every article for every request; with one it costs
-//! the session lookup, one command for the votes and a copy of the body. The template follows the anonymous cache's rules
-//! (see `cache/`): it records what it shows and is never older than a
-//! second. The reader's own votes are read fresh on every request.
-//!
-//! A template also knows where it shows each article's `votes`, `score`
-//! and `downvotes`, so a vote that leaves its pages in the same order is
-//! patched into it from the vote's event ([`Template::patched`]) instead of
-//! dropping it: readers keep being served while votes land, and see each
-//! vote as soon as its event arrives (before its mutation answers when it
-//! goes through this instance). Anonymous cached pages are kept the same
-//! way (their `myVote`s are null), so votes patch them too.
+//! the session lookup, one command for the votes and a copy of the body.
+//! The template follows the anonymous cache's rules (see `cache/`): it
+//! records what it shows, is never older than a second, and a vote drops
+//! it when it may change it. The reader's own votes are read fresh on
+//! every request.
 //!
 //! What may be a template is decided while it is computed, not by a list:
 //! a resolver that asks the request context who the caller is (`me`)
@@ -42,28 +36,11 @@ enum Step {
     Index(usize),
 }
 
-/// A count a vote changes, shown in a template and patched in place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
-    Votes,
-    Score,
-    Downvotes,
-}
-
-/// What goes in a hole: the reader's vote, or a count as it was computed.
-#[derive(Debug)]
-enum Fill {
-    MyVote,
-    /// The count's JSON text when the template was computed.
-    Count(Counted, String),
-}
-
-/// Where a `myVote` or a count goes in a response, and for which article.
+/// Where a `myVote` goes in a response, and for which article.
 #[derive(Debug)]
 struct Hole {
     path: Vec<Step>,
     id: ArticleId,
-    fill: Fill,
 }
 
 /// What a template's computation learned: its holes, and whether it read
@@ -77,23 +54,6 @@ pub struct Holes {
 impl Holes {
     /// A `myVote` of article `id` at `path`.
     pub fn hole(&self, path: Option<&QueryPathNode<'_>>, id: ArticleId) {
-        self.push(path, id, Fill::MyVote);
-    }
-
-    /// A count of article `id` at `path`, shown as `value`.
-    pub fn count(
-        &self,
-        path: Option<&QueryPathNode<'_>>,
-        id: ArticleId,
-        counted: Counted,
-        value: &Value,
-    ) {
-        if let Ok(text) = serde_json::to_string(value) {
-            self.push(path, id, Fill::Count(counted, text));
-        }
-    }
-
-    fn push(&self, path: Option<&QueryPathNode<'_>>, id: ArticleId, fill: Fill) {
         let mut steps: Vec<Step> = path
             .into_iter()
             .flat_map(|node| std::iter::once(node).chain(node.parents()))
@@ -103,11 +63,7 @@ impl Holes {
             })
             .collect();
         steps.reverse();
-        self.holes.lock().push(Hole {
-            path: steps,
-            id,
-            fill,
-        });
+        self.holes.lock().push(Hole { path: steps, id });
     }
 
     /// The response read who the caller is.
@@ -161,22 +117,18 @@ pub struct Template {
     slots: Box<[Slot]>,
 }
 
-/// A hole's place in a template's body.
+/// A hole's place in a template's body: where its `null` starts.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     at: usize,
-    len: usize,
     id: ArticleId,
-    /// None: a `myVote` (its `null`); else the count written there.
-    counted: Option<Counted>,
 }
 
 const NULL: &[u8] = b"null";
 
 impl Template {
     /// Finds the markers `{nonce}{i}` (as JSON strings) that stand for the
-    /// holes in a serialised response, and puts `null`s (for `myVote`) or
-    /// the counts in their place.
+    /// holes in a serialised response, and puts `null`s in their place.
     fn from_marked(marked: &[u8], holes: &[Hole], nonce: &str) -> Option<Self> {
         // The nonce starts with a control character, so serde_json wrote
         // it escaped; nothing a user wrote can forge it (it is random).
@@ -194,18 +146,11 @@ impl Template {
             if std::mem::replace(found.get_mut(i)?, true) {
                 return None;
             }
-            let hole = &holes[i];
-            let (text, counted) = match &hole.fill {
-                Fill::MyVote => (NULL, None),
-                Fill::Count(counted, text) => (text.as_bytes(), Some(*counted)),
-            };
             slots.push(Slot {
                 at: body.len(),
-                len: text.len(),
-                id: hole.id,
-                counted,
+                id: holes[i].id,
             });
-            body.put_slice(text);
+            body.put_slice(NULL);
             rest = &after[end + 1..];
         }
         body.put_slice(rest);
@@ -218,13 +163,9 @@ impl Template {
         })
     }
 
-    fn votes(&self) -> impl Iterator<Item = &Slot> {
-        self.slots.iter().filter(|slot| slot.counted.is_none())
-    }
-
     /// The articles whose votes fill the holes, in the holes' order.
     pub fn ids(&self) -> Vec<ArticleId> {
-        self.votes().map(|slot| slot.id).collect()
+        self.slots.iter().map(|slot| slot.id).collect()
     }
 
     /// The body with no reader: every `myVote` null, as anonymous readers
@@ -237,86 +178,23 @@ impl Template {
     pub fn fill(&self, votes: &[VoteDirection]) -> Bytes {
         let mut out = BytesMut::with_capacity(self.body.len() + 2 * votes.len());
         let mut from = 0;
-        for (slot, vote) in self.votes().zip(votes) {
+        for (slot, vote) in self.slots.iter().zip(votes) {
             out.put_slice(&self.body[from..slot.at]);
             out.put_slice(match vote {
                 VoteDirection::Up => b"\"UP\"",
                 VoteDirection::Down => b"\"DOWN\"",
                 VoteDirection::Neither => b"\"NONE\"",
             });
-            from = slot.at + slot.len;
+            from = slot.at + NULL.len();
         }
         out.put_slice(&self.body[from..]);
         out.freeze()
-    }
-
-    /// Whether the template shows any count of article `id`.
-    pub fn counts(&self, id: ArticleId) -> bool {
-        self.slots
-            .iter()
-            .any(|slot| slot.id == id && slot.counted.is_some())
-    }
-
-    /// The template with article `id`'s counts written anew by `value`
-    /// (JSON text); None when it shows none of them.
-    pub fn patched(&self, id: ArticleId, value: impl Fn(Counted) -> String) -> Option<Self> {
-        if !self.counts(id) {
-            return None;
-        }
-        let mut body = BytesMut::with_capacity(self.body.len() + 16);
-        let mut slots = Vec::with_capacity(self.slots.len());
-        let mut from = 0;
-        for slot in self.slots.iter() {
-            body.put_slice(&self.body[from..slot.at]);
-            let mut moved = Slot {
-                at: body.len(),
-                ..*slot
-            };
-            match slot.counted {
-                Some(counted) if slot.id == id => {
-                    let text = value(counted);
-                    moved.len = text.len();
-                    body.put_slice(text.as_bytes());
-                }
-                _ => body.put_slice(&self.body[slot.at..slot.at + slot.len]),
-            }
-            slots.push(moved);
-            from = slot.at + slot.len;
-        }
-        body.put_slice(&self.body[from..]);
-        Some(Self {
-            body: body.freeze(),
-            slots: slots.into_boxed_slice(),
-        })
     }
 
     /// Bytes held, for the cache's budget.
     pub fn size(&self) -> usize {
         self.body.len() + self.slots.len() * std::mem::size_of::<Slot>()
     }
-}
-
-/// A template of `data` with a count hole at each of `counts` (a path of
-/// keys and indexes, an article, what it counts), for other modules' tests.
-#[cfg(test)]
-pub fn for_tests(data: serde_json::Value, counts: &[(&[&str], u64, Counted)]) -> Template {
-    let mut response = async_graphql::Response::new(Value::from_json(data).unwrap());
-    let holes = Holes::default();
-    for (path, id, counted) in counts {
-        let steps = tests::path(path);
-        let value = slot(&mut response.data, &steps).unwrap().clone();
-        holes.holes.lock().push(Hole {
-            path: steps,
-            id: ArticleId(*id),
-            fill: Fill::Count(*counted, serde_json::to_string(&value).unwrap()),
-        });
-    }
-    holes.template(&mut response).unwrap()
-}
-
-/// A number's JSON text as a response writes it (a patch must match).
-pub fn json_number(n: f64) -> String {
-    serde_json::to_string(&Value::from(n)).unwrap_or_else(|_| "null".to_owned())
 }
 
 /// The value at `path` in `data`.
@@ -348,7 +226,7 @@ mod tests {
         async_graphql::Response::new(Value::from_json(json).unwrap())
     }
 
-    pub(super) fn path(steps: &[&str]) -> Vec<Step> {
+    fn path(steps: &[&str]) -> Vec<Step> {
         steps
             .iter()
             .map(|s| match s.parse() {
@@ -365,7 +243,6 @@ mod tests {
             .map(|(path, id)| Hole {
                 path,
                 id: ArticleId(id),
-                fill: Fill::MyVote,
             })
             .collect();
         holes
@@ -432,63 +309,5 @@ mod tests {
         ]);
         assert!(h.template(&mut r).is_none());
         assert_eq!(r.data, Value::from_json(json).unwrap());
-    }
-
-    #[test]
-    fn a_patch_rewrites_one_articles_counts_and_keeps_every_hole() {
-        let mut r = response(serde_json::json!({
-            "articles": [
-                {"id": "1", "votes": 9, "score": 100.5, "myVote": null},
-                {"id": "2", "votes": 1, "score": 50.0, "downvotes": 0, "myVote": null},
-            ],
-        }));
-        let count = |p: &[&str], id: u64, counted: Counted, v: serde_json::Value| Hole {
-            path: path(p),
-            id: ArticleId(id),
-            fill: Fill::Count(counted, v.to_string()),
-        };
-        let h = holes(vec![
-            (path(&["articles", "0", "myVote"]), 1),
-            (path(&["articles", "1", "myVote"]), 2),
-        ]);
-        h.holes.lock().extend([
-            count(&["articles", "0", "votes"], 1, Counted::Votes, 9.into()),
-            count(&["articles", "0", "score"], 1, Counted::Score, 100.5.into()),
-            count(&["articles", "1", "votes"], 2, Counted::Votes, 1.into()),
-            count(&["articles", "1", "score"], 2, Counted::Score, 50.0.into()),
-            count(
-                &["articles", "1", "downvotes"],
-                2,
-                Counted::Downvotes,
-                0.into(),
-            ),
-        ]);
-        let t = h.template(&mut r).unwrap();
-        assert!(t.counts(ArticleId(2)));
-        assert!(t.patched(ArticleId(3), |_| unreachable!()).is_none());
-        let patched = t
-            .patched(ArticleId(2), |counted| match counted {
-                Counted::Votes => "1000".to_owned(),
-                Counted::Score => "432050.25".to_owned(),
-                Counted::Downvotes => "12".to_owned(),
-            })
-            .unwrap();
-        assert_eq!(patched.ids(), vec![ArticleId(1), ArticleId(2)]);
-        let body = patched.fill(&[VoteDirection::Down, VoteDirection::Up]);
-        let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(
-            got,
-            serde_json::json!({"data": {"articles": [
-                {"id": "1", "votes": 9, "score": 100.5, "myVote": "DOWN"},
-                {"id": "2", "votes": 1000, "score": 432050.25, "downvotes": 12, "myVote": "UP"},
-            ]}})
-        );
-        // The original is untouched, and a second patch starts from the first.
-        let before: serde_json::Value = serde_json::from_slice(&t.anonymous()).unwrap();
-        assert_eq!(before["data"]["articles"][1]["votes"], 1);
-        let again = patched.patched(ArticleId(1), |_| "7".to_owned()).unwrap();
-        let got: serde_json::Value = serde_json::from_slice(&again.anonymous()).unwrap();
-        assert_eq!(got["data"]["articles"][0]["votes"], 7);
-        assert_eq!(got["data"]["articles"][1]["votes"], 1000);
     }
 }

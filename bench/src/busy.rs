@@ -1,10 +1,9 @@
 //! The logged-in front page while votes land on it: readers as in "front
 //! page, logged in", and beside them a paced stream of votes on the page's
 //! own articles. Each vote reaches the shared template of the page (see
-//! `src/templates.rs`: patched when the page keeps its order, dropped and
-//! computed again when it does not), so this measures what a reader pays
-//! when the page they read keeps changing, which the quiet scenario never
-//! shows.
+//! `src/templates.rs`: dropped, and computed again by the next reader), so
+//! this measures what a reader pays when the page they read keeps
+//! changing, which the quiet scenario never shows.
 //!
 //! The stream is open-loop: votes leave on a fixed schedule, each on its own
 //! task, whatever the server's latency, so a slow server gets the same
@@ -54,10 +53,9 @@ pub struct VoteStream {
     pub readers: usize,
     /// The server's response cache over the scenario, warm-up included:
     /// misses (a template recomputed, or waited for), and entries the votes
-    /// patched and dropped.
+    /// dropped.
     pub cache_hits: u64,
     pub cache_misses: u64,
-    pub cache_patched_by_votes: u64,
     pub cache_evicted_by_votes: u64,
 }
 
@@ -203,7 +201,6 @@ impl Stream {
             readers,
             cache_hits: 0,
             cache_misses: 0,
-            cache_patched_by_votes: 0,
             cache_evicted_by_votes: 0,
         }
     }

@@ -256,8 +256,8 @@ impl Bench {
     }
 
     /// Nine reads to a vote: anonymous readers, then logged-in ones (whose
-    /// shared templates the votes reach: patched, or dropped and computed
-    /// again when they reorder a page). Answers the response cache's hit
+    /// shared templates the votes they may change drop, to be computed
+    /// again). Answers the response cache's hit
     /// rate over the anonymous mix.
     pub async fn mixes(&mut self, server: &Votegraph) -> Option<f64> {
         let mut hit_rate = None;
@@ -340,9 +340,8 @@ impl Bench {
         votes.cache_hits = cache.hits;
         votes.cache_misses = cache.misses;
         votes.cache_evicted_by_votes = cache.evicted_by_votes;
-        votes.cache_patched_by_votes = cache.patched_by_votes;
         eprintln!(
-            "  busy: {:.1} votes/s landed, {} errors ({} sent in {} s on {} front-page articles, {} readers; response cache {} hits, {} misses, {} entries patched and {} dropped by votes)",
+            "  busy: {:.1} votes/s landed, {} errors ({} sent in {} s on {} front-page articles, {} readers; response cache {} hits, {} misses, {} entries dropped by votes)",
             votes.landed_per_s,
             votes.errors,
             votes.sent,
@@ -351,7 +350,6 @@ impl Bench {
             votes.readers,
             votes.cache_hits,
             votes.cache_misses,
-            votes.cache_patched_by_votes,
             votes.cache_evicted_by_votes,
         );
         // A refused vote is the scenario's error: the page was not as busy

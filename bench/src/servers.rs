@@ -149,7 +149,6 @@ pub struct CacheCounts {
     pub hits: u64,
     pub misses: u64,
     pub evicted_by_votes: u64,
-    pub patched_by_votes: u64,
 }
 
 impl CacheCounts {
@@ -164,7 +163,6 @@ impl CacheCounts {
             hits: c["hits"].as_u64().unwrap_or(0),
             misses: c["misses"].as_u64().unwrap_or(0),
             evicted_by_votes: c["evictedByVotes"].as_u64().unwrap_or(0),
-            patched_by_votes: c["patchedByVotes"].as_u64().unwrap_or(0),
         }
     }
 
@@ -176,9 +174,6 @@ impl CacheCounts {
             evicted_by_votes: self
                 .evicted_by_votes
                 .saturating_sub(before.evicted_by_votes),
-            patched_by_votes: self
-                .patched_by_votes
-                .saturating_sub(before.patched_by_votes),
         }
     }
 }

@@ -11,10 +11,8 @@
 //!   records what it shows ([`Deps`]): the articles, the articles and scores
 //!   of each score-ordered page, and whether it shows karma, ranks or
 //!   cursors. A vote moves one article's score by at most 864, so a page it
-//!   leaves wholly above or wholly below stays valid. A template (see
-//!   `templates.rs`) whose pages keep their order is patched with the
-//!   event's counts, so readers are not sent to a recomputation by every
-//!   vote; any other response the vote can change is dropped;
+//!   leaves wholly above or wholly below stays valid; any response the
+//!   vote may change is dropped, and the next reader computes it anew;
 //! - every other write through this instance (except a page view) drops the
 //!   whole cache at once, so a client reads its own writes;
 //! - only anonymous requests whose operation is a query are cached, and only
@@ -53,9 +51,8 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::compression::{Encoding, Level};
-use crate::domain::ArticleId;
 use crate::pubsub::ScoreEvent;
-use crate::templates::{self, Counted, Template};
+use crate::templates::Template;
 
 mod flight;
 use flight::Flights;
@@ -82,9 +79,6 @@ pub struct Deps {
     windows: Vec<Window>,
     /// Shows something any vote may change (karma, ranks).
     any_vote: bool,
-    /// Shows something a vote changes that a patch cannot write (a feed's
-    /// cursors encode positions): a vote on its articles drops it.
-    shows_cursors: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -95,60 +89,18 @@ struct Window {
     /// rising from anywhere below may join it).
     min: f64,
     max: f64,
-    /// The page's articles in order, with their scores.
-    members: Vec<(String, f64)>,
-    /// The page has as many articles as it could hold.
-    full: bool,
-    /// The page starts at the top of its list: nothing ranks above it.
-    top: bool,
 }
 
 impl Window {
-    fn bounds(&mut self) {
-        let scores = self.members.iter().map(|(_, s)| *s);
-        self.max = scores.clone().fold(f64::NEG_INFINITY, f64::max);
-        self.min = if self.full {
-            scores.fold(f64::INFINITY, f64::min)
-        } else {
-            f64::NEG_INFINITY
-        };
-    }
-
-    fn in_scope(&self, event: &ScoreEvent) -> bool {
-        self.group
-            .as_ref()
-            .is_none_or(|g| event.groups.iter().any(|e| e == g))
-    }
-
-    /// Whether the article of `event`, not on the page, may join it.
+    /// Whether the article of `event` may join the page.
     fn reachable(&self, event: &ScoreEvent) -> bool {
+        let in_scope = self
+            .group
+            .as_ref()
+            .is_none_or(|g| event.groups.iter().any(|e| e == g));
         let below = event.score + MAX_SCORE_STEP < self.min;
         let above = event.score - MAX_SCORE_STEP > self.max;
-        self.in_scope(event) && !below && !above
-    }
-
-    /// Whether the page keeps its articles and their order with `event`'s
-    /// new score (strictly between its neighbours: equal scores are ordered
-    /// by key, which a patch does not re-check).
-    fn keeps_order(&self, event: &ScoreEvent) -> bool {
-        let Some(i) = self.members.iter().position(|(id, _)| *id == event.id) else {
-            return !self.reachable(event);
-        };
-        if !self.in_scope(event) {
-            return false;
-        }
-        let (s, old) = (event.score, self.members[i].1);
-        // The first may rise only at the top of the list; the last of a
-        // full page may not sink, as an article below the page may pass it.
-        let above = match i.checked_sub(1) {
-            Some(j) => self.members[j].1 > s,
-            None => self.top || s <= old,
-        };
-        let below = match self.members.get(i + 1) {
-            Some((_, next)) => s > *next,
-            None => !self.full || s >= old,
-        };
-        above && below
+        in_scope && !below && !above
     }
 }
 
@@ -162,36 +114,28 @@ impl Deps {
         }
     }
 
-    /// A page of a score ranking (of `group`, or of the whole site): its
-    /// articles in order with their scores; `full` when it holds as many
-    /// as it could, `top` when it starts at the ranking's first.
+    /// A page of a score ranking (of `group`, or of the whole site): the
+    /// scores of its articles; `full` when it holds as many as it could.
     pub fn score_window(
         &mut self,
         group: Option<&str>,
-        members: Vec<(String, f64)>,
+        scores: impl IntoIterator<Item = f64>,
         full: bool,
-        top: bool,
     ) {
-        let mut window = Window {
+        let (min, max) = scores
+            .into_iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), s| {
+                (lo.min(s), hi.max(s))
+            });
+        self.windows.push(Window {
             group: group.map(str::to_owned),
-            min: f64::NEG_INFINITY,
-            max: f64::NEG_INFINITY,
-            members,
-            full,
-            top,
-        };
-        window.bounds();
-        self.windows.push(window);
+            min: if full { min } else { f64::NEG_INFINITY },
+            max,
+        });
     }
 
     pub fn any_vote(&mut self) {
         self.any_vote = true;
-    }
-
-    /// The response shows something of its articles a vote changes and a
-    /// patch cannot write.
-    pub fn shows_cursors(&mut self) {
-        self.shows_cursors = true;
     }
 
     /// Whether the vote behind `event` can change the response. A vote on
@@ -201,23 +145,6 @@ impl Deps {
         self.any_vote
             || self.ids.contains(&event.id)
             || self.windows.iter().any(|w| w.reachable(event))
-    }
-
-    /// Whether the response stays right once `event`'s counts are written
-    /// into it: every page keeps its articles and their order. If so, the
-    /// pages take the new score.
-    fn patch(&mut self, event: &ScoreEvent) -> bool {
-        if self.any_vote || self.shows_cursors || !self.windows.iter().all(|w| w.keeps_order(event))
-        {
-            return false;
-        }
-        for w in &mut self.windows {
-            if let Some(member) = w.members.iter_mut().find(|(id, _)| *id == event.id) {
-                member.1 = event.score;
-                w.bounds();
-            }
-        }
-        true
     }
 }
 
@@ -466,10 +393,8 @@ impl Entries {
         Some(entry)
     }
 
-    /// Brings the entries `event` affects up to date: a template whose
-    /// pages keep their order is patched, any other is removed. Returns how
-    /// many were patched and removed.
-    fn vote(&mut self, event: &ScoreEvent) -> (usize, usize) {
+    /// Removes the entries `event` may change. Returns how many.
+    fn vote(&mut self, event: &ScoreEvent) -> usize {
         let mut affected: Vec<String> = self
             .by_article
             .get(&event.id)
@@ -485,65 +410,10 @@ impl Entries {
                 })
                 .cloned(),
         );
-        let (mut patched, mut removed) = (0, 0);
-        for key in affected {
-            let Some(entry) = self.map.get_mut(&key) else {
-                continue;
-            };
-            match entry.cached.with_vote(&mut entry.deps, event) {
-                Patch::Dropped => {
-                    if self.remove(&key).is_some() {
-                        removed += 1;
-                    }
-                    continue;
-                }
-                Patch::Patched(new) => {
-                    let held = entry.size + entry.cached.encoded_bytes();
-                    entry.cached = new;
-                    entry.size = Self::footprint(&key, entry);
-                    self.bytes = self.bytes.saturating_sub(held) + entry.size;
-                }
-                Patch::Unchanged => {}
-            }
-            patched += 1;
-        }
-        (patched, removed)
-    }
-}
-
-/// What a vote does to a cached response that it can change.
-enum Patch {
-    /// Its pages keep their order and it shows none of the counts.
-    Unchanged,
-    /// Its pages keep their order: the new counts written in.
-    Patched(Arc<Cached>),
-    /// It reorders a page, or changes what no patch writes.
-    Dropped,
-}
-
-impl Cached {
-    /// `self` with `event`'s counts written in, `deps` (what it shows)
-    /// moved along (see [`Deps::patch`]); only a template can be patched.
-    fn with_vote(&self, deps: &mut Deps, event: &ScoreEvent) -> Patch {
-        let (Some(template), Ok(id)) = (self.as_template(), event.id.parse()) else {
-            return Patch::Dropped;
-        };
-        if !deps.patch(event) {
-            return Patch::Dropped;
-        }
-        match template.patched(ArticleId(id), |counted| count_text(counted, event)) {
-            Some(new) => Patch::Patched(Arc::new(Cached::template(new))),
-            None => Patch::Unchanged,
-        }
-    }
-}
-
-/// The JSON text of `event`'s value of `counted`, as a response writes it.
-fn count_text(counted: Counted, event: &ScoreEvent) -> String {
-    match counted {
-        Counted::Votes => event.votes.to_string(),
-        Counted::Downvotes => event.downvotes.to_string(),
-        Counted::Score => templates::json_number(event.score),
+        affected
+            .iter()
+            .filter(|key| self.remove(key).is_some())
+            .count()
     }
 }
 
@@ -561,8 +431,6 @@ pub struct ResponseCache {
     misses: AtomicU64,
     invalidations: AtomicU64,
     evictions: AtomicU64,
-    /// Templates a vote patched instead of dropping.
-    patches: AtomicU64,
     /// Compressed forms made (see [`ResponseCache::encoded`]).
     compressions: AtomicU64,
 }
@@ -595,11 +463,10 @@ impl ResponseCache {
         self.invalidations.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Patches or drops the responses a vote can change.
+    /// Drops the responses a vote may change.
     pub fn vote(&self, event: Arc<ScoreEvent>) {
         let mut votes = self.votes.lock();
-        let (patched, removed) = self.entries.lock().vote(&event);
-        self.patches.fetch_add(patched as u64, Ordering::Relaxed);
+        let removed = self.entries.lock().vote(&event);
         self.evictions.fetch_add(removed as u64, Ordering::Relaxed);
         votes.count += 1;
         votes.recent.push_back(event);
@@ -710,12 +577,8 @@ impl ResponseCache {
     }
 
     /// Stores a response computed from `start` on, unless something it
-    /// depends on changed meanwhile. A template is stored with the votes
-    /// that landed meanwhile written into it, in order (each vote's event
-    /// carries the article's counts after it, so the last one is what
-    /// Redis holds whether the computation read before or after it), when
-    /// they leave its pages in the same order.
-    pub fn put(&self, key: String, start: Position, mut deps: Deps, mut cached: Arc<Cached>) {
+    /// depends on changed meanwhile.
+    pub fn put(&self, key: String, start: Position, deps: Deps, cached: Arc<Cached>) {
         let votes = self.votes.lock();
         if start.generation != self.generation.load(Ordering::Acquire) {
             return;
@@ -725,15 +588,8 @@ impl ResponseCache {
             return;
         }
         let skip = votes.recent.len() - missed;
-        for event in votes.recent.iter().skip(skip) {
-            if !deps.affected_by(event) {
-                continue;
-            }
-            match cached.with_vote(&mut deps, event) {
-                Patch::Dropped => return,
-                Patch::Patched(new) => cached = new,
-                Patch::Unchanged => {}
-            }
+        if votes.recent.iter().skip(skip).any(|e| deps.affected_by(e)) {
+            return;
         }
         self.entries.lock().insert(
             key,
@@ -763,7 +619,6 @@ impl ResponseCache {
             misses: self.misses.load(Ordering::Relaxed),
             invalidations: self.invalidations.load(Ordering::Relaxed),
             evicted_by_votes: self.evictions.load(Ordering::Relaxed),
-            patched_by_votes: self.patches.load(Ordering::Relaxed),
             compressions: self.compressions.load(Ordering::Relaxed),
         }
     }
@@ -780,7 +635,6 @@ pub struct CacheStats {
     pub misses: u64,
     pub invalidations: u64,
     pub evicted_by_votes: u64,
-    pub patched_by_votes: u64,
     pub compressions: u64,
 }
 
@@ -929,51 +783,6 @@ mod tests {
         assert!(matches!(cache.flight("v"), Flight::Compute(_)));
     }
 
-    fn members(list: &[(&str, f64)]) -> Vec<(String, f64)> {
-        list.iter().map(|(id, s)| (id.to_string(), *s)).collect()
-    }
-
-    #[test]
-    fn a_page_keeps_its_order_only_strictly_between_its_neighbours() {
-        let page = |full, top| {
-            let mut deps = Deps::default();
-            let list = [("1", 30_000.0), ("2", 20_000.0), ("3", 10_000.0)];
-            list.iter().for_each(|(id, _)| deps.article(id));
-            deps.score_window(Some("rust"), members(&list), full, top);
-            deps
-        };
-        let keeps = |mut deps: Deps, id: &str, score: f64| deps.patch(&vote(id, score, &["rust"]));
-        // Between its neighbours, or the first rising at the top.
-        assert!(keeps(page(true, true), "2", 25_000.0));
-        assert!(keeps(page(true, true), "1", 40_000.0));
-        assert!(
-            !keeps(page(true, false), "1", 40_000.0),
-            "a page above may hold a lower one"
-        );
-        assert!(keeps(page(true, false), "1", 29_000.0));
-        // Passing or tying a neighbour reorders the page.
-        assert!(!keeps(page(true, true), "2", 30_000.0));
-        assert!(!keeps(page(true, true), "2", 9_000.0));
-        // The last of a full page may not sink (one below may pass it).
-        assert!(!keeps(page(true, true), "3", 9_999.0));
-        assert!(keeps(page(true, true), "3", 10_001.0));
-        assert!(keeps(page(false, true), "3", 1.0));
-        // Not on the page: only far enough away.
-        assert!(keeps(page(true, true), "9", 1_000.0));
-        assert!(!keeps(page(true, true), "9", 9_500.0));
-        // Out of the group now, or a page with karma or cursors: never.
-        let mut deps = page(true, true);
-        assert!(!deps.patch(&vote("2", 25_000.0, &[])));
-        let mut deps = page(true, true);
-        deps.shows_cursors();
-        assert!(!deps.patch(&vote("2", 25_000.0, &[])));
-        // A patch moves the page's bounds with the score.
-        let mut deps = page(true, true);
-        assert!(deps.patch(&vote("3", 15_000.0, &["rust"])));
-        assert!(!deps.patch(&vote("9", 14_500.0, &["rust"])));
-        assert!(deps.patch(&vote("9", 13_000.0, &["rust"])));
-    }
-
     #[tokio::test]
     async fn an_ageing_entry_is_computed_again_by_one_reader_while_the_others_are_served() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
@@ -1000,55 +809,6 @@ mod tests {
     }
 
     #[test]
-    fn a_template_computed_while_votes_landed_is_stored_with_them() {
-        let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
-        let page = || {
-            let mut deps = Deps::default();
-            let list = [("1", 30_000.0), ("2", 20_000.0)];
-            list.iter().for_each(|(id, _)| deps.article(id));
-            deps.score_window(None, members(&list), false, true);
-            deps
-        };
-        let template = || {
-            let data = serde_json::json!({"articles": [
-                {"id": "1", "votes": 5}, {"id": "2", "votes": 2},
-            ]});
-            let counts: &[(&[&str], u64, Counted)] = &[
-                (&["articles", "0", "votes"], 1, Counted::Votes),
-                (&["articles", "1", "votes"], 2, Counted::Votes),
-            ];
-            Arc::new(Cached::template(templates::for_tests(data, counts)))
-        };
-        let votes_of = |cached: &Cached| {
-            let body: serde_json::Value = serde_json::from_slice(cached.body()).unwrap();
-            let list = body["data"]["articles"].as_array().unwrap().clone();
-            list.iter()
-                .map(|a| a["votes"].as_i64().unwrap())
-                .collect::<Vec<_>>()
-        };
-        // Two votes on article 2 while the page was computed: stored with
-        // the last one's counts.
-        let start = cache.position();
-        cache.vote(counted_vote("2", 20_432.0, 3));
-        cache.vote(counted_vote("2", 20_864.0, 4));
-        cache.put("k".into(), start, page(), template());
-        assert_eq!(votes_of(&cache.get("k").unwrap()), [5, 4]);
-        // A vote that reorders the page meanwhile keeps it out.
-        cache.invalidate();
-        let start = cache.position();
-        cache.vote(counted_vote("2", 40_000.0, 50));
-        cache.put("k".into(), start, page(), template());
-        assert!(cache.get("k").is_none());
-    }
-
-    fn counted_vote(id: &str, score: f64, votes: i64) -> Arc<ScoreEvent> {
-        Arc::new(ScoreEvent {
-            votes,
-            ..(*vote(id, score, &[])).clone()
-        })
-    }
-
-    #[test]
     fn entries_die_with_their_generation() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let start = cache.position();
@@ -1069,17 +829,12 @@ mod tests {
         let mut front = Deps::default();
         front.article("1");
         front.article("2");
-        front.score_window(
-            None,
-            members(&[("1", 20_000.0), ("2", 10_000.0)]),
-            true,
-            true,
-        );
+        front.score_window(None, [20_000.0, 10_000.0], true);
         cache.put("front".into(), start, front, body("f"));
         // A group page, not full.
         let mut group = Deps::default();
         group.article("3");
-        group.score_window(Some("rust"), members(&[("3", 5_000.0)]), false, true);
+        group.score_window(Some("rust"), [5_000.0], false);
         cache.put("group".into(), start, group, body("g"));
         let mut karma = Deps::default();
         karma.any_vote();
@@ -1101,12 +856,7 @@ mod tests {
         // An article on the page, even with an unchanged rank.
         let mut front = Deps::default();
         front.article("1");
-        front.score_window(
-            None,
-            members(&[("1", 20_000.0), ("2", 10_000.0)]),
-            true,
-            true,
-        );
+        front.score_window(None, [20_000.0, 10_000.0], true);
         cache.put("front".into(), cache.position(), front.clone(), body("f"));
         cache.vote(vote("1", 50_000.0, &[]));
         assert!(cache.get("front").is_none());

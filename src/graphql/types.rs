@@ -12,7 +12,6 @@ use crate::domain::Period;
 use crate::domain::{GroupName, PageRequest, UserName};
 use crate::error::AppError;
 use crate::store::{ArticleRecord, Order};
-use crate::templates::Counted;
 
 /// How a list of articles is ordered.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
@@ -215,15 +214,13 @@ impl Article {
     }
 
     /// Number of upvotes, the poster's own included.
-    async fn votes(&self, ctx: &Context<'_>) -> Result<i64> {
-        RequestContext::of(ctx)?.counted(ctx, self.0.id, Counted::Votes, self.0.votes);
-        Ok(self.0.votes)
+    async fn votes(&self) -> i64 {
+        self.0.votes
     }
 
     /// The ranking score: post time in Unix seconds + 432 × votes.
-    async fn score(&self, ctx: &Context<'_>) -> Result<f64> {
-        RequestContext::of(ctx)?.counted(ctx, self.0.id, Counted::Score, self.0.score);
-        Ok(self.0.score)
+    async fn score(&self) -> f64 {
+        self.0.score
     }
 
     /// The groups the article is in, sorted by name.
@@ -232,9 +229,8 @@ impl Article {
     }
 
     /// Number of downvotes.
-    async fn downvotes(&self, ctx: &Context<'_>) -> Result<i64> {
-        RequestContext::of(ctx)?.counted(ctx, self.0.id, Counted::Downvotes, self.0.downvotes);
-        Ok(self.0.downvotes)
+    async fn downvotes(&self) -> i64 {
+        self.0.downvotes
     }
 
     /// The logged-in user's vote on this article; null when not logged in.

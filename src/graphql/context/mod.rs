@@ -10,9 +10,9 @@
 //! write without invalidating.
 //!
 //! The context is made of parts, one job each: where reads go
-//! ([`routing`]), what the response shows ([`recording`]), the pages read
-//! so far ([`pages`]) and the account flows ([`accounts`]); its reads and
-//! writes are in [`reads`] and [`writes`].
+//! ([`routing`]), what the response shows ([`recording`]) and the account
+//! flows ([`accounts`]); its reads and writes are in [`reads`] and
+//! [`writes`].
 
 use std::sync::Arc;
 
@@ -20,21 +20,18 @@ use async_graphql::{Context, Result};
 
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::domain::{ArticleId, GroupName, UserName, VoteDirection};
+use crate::domain::{GroupName, UserName, VoteDirection};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::{ArticleRecord, List};
-use crate::templates::Counted;
 
 mod accounts;
-mod pages;
 mod reads;
 mod recording;
 mod routing;
 mod writes;
 
 pub use accounts::{invalid_credentials, Accounts};
-use pages::PageMemo;
 pub use recording::Recorded;
 use recording::Recording;
 use routing::Routing;
@@ -56,9 +53,6 @@ pub struct RequestContext {
     session: Arc<Session>,
     client: ClientAddr,
     recording: Recording,
-    /// None for a WebSocket connection's context, which outlives any one
-    /// operation.
-    pages: Option<PageMemo>,
 }
 
 impl RequestContext {
@@ -71,17 +65,16 @@ impl RequestContext {
             session,
             client,
             recording: Recording::default(),
-            pages: Some(PageMemo::default()),
         }
     }
 
     /// The context of an anonymous request whose response may be cached
     /// (a logged-in query's template is computed anonymously, too):
     /// it records what the response shows (see [`Deps`](crate::cache::Deps))
-    /// and where it shows each `myVote` and count (see
+    /// and where it shows each `myVote` (see
     /// [`Holes`](crate::templates::Holes)), so the response can be kept as
-    /// a template that votes patch. Only for one request: a connection's
-    /// record would grow without end.
+    /// a template. Only for one request: a connection's record would grow
+    /// without end.
     pub fn recorded(app: &Arc<AppState>, client: ClientAddr) -> Self {
         Self {
             recording: Recording::kept(),
@@ -124,10 +117,7 @@ impl RequestContext {
     /// The context of every operation of one WebSocket connection.
     pub fn into_connection_data(self) -> async_graphql::Data {
         let mut data = async_graphql::Data::default();
-        data.insert(Self {
-            pages: None,
-            ..self
-        });
+        data.insert(self);
         data
     }
 
@@ -162,18 +152,6 @@ impl RequestContext {
     /// filled per reader.
     pub fn my_vote(&self, ctx: &Context<'_>, article: &ArticleRecord) -> Option<VoteDirection> {
         self.recording.my_vote(ctx, article)
-    }
-
-    /// A count of an article that a vote changes, shown at `ctx`'s path: a
-    /// template records where, so a vote's event can patch it in place.
-    pub fn counted(
-        &self,
-        ctx: &Context<'_>,
-        id: ArticleId,
-        counted: Counted,
-        value: impl Into<async_graphql::Value>,
-    ) {
-        self.recording.counted(ctx, id, counted, value.into());
     }
 }
 

@@ -28,21 +28,6 @@ impl RequestContext {
         order: Order,
         page: PageRequest,
     ) -> Result<Vec<ArticleRecord>> {
-        let Some(pages) = &self.pages else {
-            return self.read_ranked(list, order, page).await;
-        };
-        let key = format!("{list:?}|{order:?}|{}|{}", page.page, page.page_size);
-        pages
-            .get_or_read(key, || self.read_ranked(list, order, page))
-            .await
-    }
-
-    async fn read_ranked(
-        &self,
-        list: ArticleList<'_>,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Vec<ArticleRecord>> {
         let store = self.routing.primary_store();
         let ids = async {
             let ranking = match (order, list) {
@@ -73,7 +58,7 @@ impl RequestContext {
         };
         let ids = self.with_session(ids).await?;
         let full = ids.len() == page.page_size as usize;
-        self.shown(list, order, &ids, full, page.page == 1).await
+        self.shown(list, order, &ids, full).await
     }
 
     /// Runs `read` while the caller's session is looked up, so a page
@@ -97,7 +82,6 @@ impl RequestContext {
         order: Order,
         ids: &[Ranked],
         full: bool,
-        top: bool,
     ) -> Result<Vec<ArticleRecord>> {
         self.recording
             .record(|deps| ids.iter().for_each(|(id, _)| deps.article(&id.to_string())));
@@ -106,17 +90,10 @@ impl RequestContext {
             ids.iter().filter_map(|(id, _)| found.remove(id)).collect();
         match order {
             Order::Score => self.recording.record(|deps| {
-                let members = || {
-                    articles
-                        .iter()
-                        .map(|a| (a.id.to_string(), a.score))
-                        .collect()
-                };
+                let scores = articles.iter().map(|a| a.score);
                 match list {
-                    ArticleList::Site => deps.score_window(None, members(), full, top),
-                    ArticleList::Group(g) => {
-                        deps.score_window(Some(g.as_str()), members(), full, top)
-                    }
+                    ArticleList::Site => deps.score_window(None, scores, full),
+                    ArticleList::Group(g) => deps.score_window(Some(g.as_str()), scores, full),
                     // Any vote on the user's articles may reorder the page.
                     ArticleList::User(_) => deps.any_vote(),
                 }
@@ -151,12 +128,7 @@ impl RequestContext {
             .await?;
         let ids: Vec<Ranked> = page.entries.iter().map(|(ranked, _)| *ranked).collect();
         let full = page.has_next || ids.len() == first;
-        // Each edge's cursor holds its article's position: a vote on one
-        // of them changes the page.
-        self.recording.record(Deps::shows_cursors);
-        let records = self
-            .shown(list, order, &ids, full, position.is_none())
-            .await?;
+        let records = self.shown(list, order, &ids, full).await?;
         let mut cursors: std::collections::HashMap<_, _> = page
             .entries
             .iter()

@@ -1,15 +1,15 @@
 //! What a response to cache shows, recorded while it runs: the data a vote
 //! or a write can change ([`Deps`], for the response cache) and where it
-//! shows each `myVote` and count ([`Holes`], for templates).
+//! shows each `myVote` ([`Holes`], for templates).
 
 use std::sync::Arc;
 
 use async_graphql::Context;
 
 use crate::cache::{Deps, DepsCollector};
-use crate::domain::{ArticleId, VoteDirection};
+use crate::domain::VoteDirection;
 use crate::store::ArticleRecord;
-use crate::templates::{Counted, Holes};
+use crate::templates::Holes;
 
 /// A request's record of what it shows; empty (recording nothing) for a
 /// request whose response is not cached.
@@ -62,19 +62,6 @@ impl Recording {
                 None
             }
             None => article.my_vote,
-        }
-    }
-
-    /// Where a template shows a count a vote changes.
-    pub(super) fn counted(
-        &self,
-        ctx: &Context<'_>,
-        id: ArticleId,
-        counted: Counted,
-        value: async_graphql::Value,
-    ) {
-        if let Some(holes) = &self.holes {
-            holes.count(ctx.path_node.as_ref(), id, counted, &value);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Writes: each one a single atomic write in the store, then what it
-//! changes dropped from (or patched into) the response cache.
+//! changes dropped from the response cache.
 
 use std::sync::Arc;
 
