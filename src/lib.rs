@@ -13,7 +13,7 @@
 //!
 //! 1. **startup**: `startup` (builds and runs the application), `scrape`
 //!    (what `/metrics` reads from each part), `config` (flags, turned into
-//!    each part's own settings), `local_redis`.
+//!    each part's own settings), `local_redis`, `redis_server`.
 //! 2. **HTTP and WebSocket**: `server` (the accept loop), `http` (the
 //!    route tree: `/graphql` over HTTP, content negotiation, bodies,
 //!    caching headers, `/health`), `ws` (the WebSocket upgrade and the
@@ -29,8 +29,7 @@
 //!    shared subscriptions) over `graphql::context` (the request context
 //!    resolvers go through), and `state` (what every request shares).
 //! 5. **store**: `store` (every Redis read and write, the keys and the Lua
-//!    scripts, votes sent in batches), `pubsub` (the process' one pub/sub
-//!    connection), `auth`.
+//!    scripts), `pubsub` (the process' one pub/sub connection), `auth`.
 //! 6. **bottom**: `domain` (parse-don't-validate newtypes), `error` (the
 //!    one error type and its codes), `rate` (rate limits), `client_addr`.
 
