@@ -103,11 +103,35 @@ pub async fn start_votegraph(
     );
     let base = format!("http://127.0.0.1:{port}");
     wait_healthy(&format!("{base}/health"), "votegraph").await?;
+    let startup_ms = started.elapsed().as_secs_f64() * 1000.0;
+    wait_for_startup_pass(&base).await?;
     Ok(Votegraph {
         proc,
         base,
-        startup_ms: started.elapsed().as_secs_f64() * 1000.0,
+        startup_ms,
     })
+}
+
+/// Waits (up to 10 minutes) until the server's start-up pass over every
+/// article is done: background work, not the cost of any request.
+async fn wait_for_startup_pass(base: &str) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    for _ in 0..6000 {
+        let health: serde_json::Value = client
+            .get(format!("{base}/health"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        // A server that reports no passes has none to wait for.
+        match health["deriver"]["passes"].as_u64() {
+            None => return Ok(()),
+            Some(passes) if passes >= 1 => return Ok(()),
+            Some(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("votegraph's start-up pass did not finish in 10 minutes")
 }
 
 /// Waits (up to 5 s) until `url` answers a GET with success.
