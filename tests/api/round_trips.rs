@@ -15,22 +15,57 @@ use crate::helpers::{
     ARTICLE_FIELDS, TRANSPORT_WS,
 };
 
-/// Runs `query` and returns (round trips to Redis, article hash reads) it cost.
-async fn cost_of(app: &TestApp, query: &str) -> (u64, u64) {
+/// What one run of a query cost Redis.
+struct Cost {
+    round_trips: u64,
+    /// Calls of each command, in lower case.
+    commands: HashMap<String, u64>,
+}
+
+impl Cost {
+    fn calls(&self, command: &str) -> u64 {
+        self.commands.get(command).copied().unwrap_or(0)
+    }
+}
+
+/// Runs `query` as `token`'s reader (None: anonymous) and returns what it
+/// cost once warm.
+async fn cost_of(app: &TestApp, query: &str, token: Option<&str>) -> Cost {
     let mut redis = app.redis.conn().await;
     // Warm the pool so connection set-up is not counted.
-    app.gql_ok(query, json!({}), None).await;
-    app.gql_ok(query, json!({}), None).await;
+    app.gql_ok(query, json!({}), token).await;
+    app.gql_ok(query, json!({}), token).await;
     app.wait_for_derivations().await;
     let r0 = reads_processed(&mut redis).await;
     let r1 = reads_processed(&mut redis).await;
     let own = r1 - r0; // what one INFO costs
-    let h1 = command_calls(&mut redis, "hmget").await;
+    let before = command_stats(&mut redis).await;
     let r2 = reads_processed(&mut redis).await;
-    app.gql_ok(query, json!({}), None).await;
+    app.gql_ok(query, json!({}), token).await;
     let r3 = reads_processed(&mut redis).await;
-    let h2 = command_calls(&mut redis, "hmget").await;
-    (r3 - r2 - own, h2 - h1)
+    let after = command_stats(&mut redis).await;
+    let commands = after
+        .into_iter()
+        .filter(|(name, _)| name != "info")
+        .map(|(name, calls)| {
+            let delta = calls - before.get(&name).copied().unwrap_or(0);
+            (name, delta)
+        })
+        .filter(|(_, delta)| *delta > 0)
+        .collect();
+    Cost {
+        round_trips: r3 - r2 - own,
+        commands,
+    }
+}
+
+/// alice's `n` articles, titled "article 0"… on no group; her token.
+async fn posted_by_alice(app: &TestApp, n: usize) -> String {
+    let alice = app.sign_up("alice").await;
+    for i in 0..n {
+        app.post(&alice, &format!("article {i}"), &[]).await;
+    }
+    alice
 }
 
 async fn seeded_app() -> TestApp {
@@ -53,8 +88,9 @@ async fn seeded_app() -> TestApp {
 async fn a_page_of_25_articles_costs_two_round_trips() {
     let app = seeded_app().await;
     let query = format!("{{ articles(pageSize: 25) {{ {ARTICLE_FIELDS} }} }}");
-    let (trips, article_reads) = cost_of(&app, &query).await;
-    assert_eq!(article_reads, 25, "every article was read");
+    let cost = cost_of(&app, &query, None).await;
+    let trips = cost.round_trips;
+    assert_eq!(cost.calls("hmget"), 25, "every article was read");
     assert!(trips <= 2, "a page took {trips} round trips to Redis");
     assert!(trips >= 1);
 }
@@ -68,7 +104,8 @@ async fn several_lists_in_one_query_cost_one_batch_each() {
            group(name: \"even\") {{ articles {{ {ARTICLE_FIELDS} }} }} \
            one: article(id: \"3\") {{ {ARTICLE_FIELDS} }} }}"
     );
-    let (trips, article_reads) = cost_of(&app, &query).await;
+    let cost = cost_of(&app, &query, None).await;
+    let (trips, article_reads) = (cost.round_trips, cost.calls("hmget"));
     // Each list is one range read plus one pipeline for its whole page (a
     // page knows all its ids, so it does not wait to share a batch), and the
     // single article is one more batch: 7 round trips for 66 article slots,
@@ -89,8 +126,9 @@ async fn articles_asked_for_by_id_share_one_batch() {
            c: article(id: \"3\") {{ {ARTICLE_FIELDS} }} \
            d: article(id: \"4\") {{ {ARTICLE_FIELDS} }} }}"
     );
-    let (trips, article_reads) = cost_of(&app, &query).await;
-    assert_eq!(article_reads, 4);
+    let cost = cost_of(&app, &query, None).await;
+    let trips = cost.round_trips;
+    assert_eq!(cost.calls("hmget"), 4);
     assert_eq!(trips, 1, "four articles by id took {trips} round trips");
 }
 
@@ -220,10 +258,7 @@ async fn an_articles_groups_come_with_its_hash_and_older_articles_get_theirs_der
 #[tokio::test]
 async fn concurrent_misses_of_one_page_run_it_once() {
     let app = spawn_app().await;
-    let token = app.sign_up("alice").await;
-    for i in 0..5 {
-        app.post(&token, &format!("article {i}"), &[]).await;
-    }
+    posted_by_alice(&app, 5).await;
     app.wait_for_derivations().await;
     let mut admin = app.redis.conn().await;
     let before = command_calls(&mut admin, "zrevrange").await;
@@ -252,11 +287,8 @@ async fn concurrent_misses_of_one_page_run_it_once() {
 #[tokio::test]
 async fn a_logged_in_page_costs_at_most_30_redis_commands() {
     let app = spawn_app().await;
-    let alice = app.sign_up("alice").await;
+    posted_by_alice(&app, 30).await;
     let bob = app.sign_up("bob").await;
-    for i in 0..30 {
-        app.post(&alice, &format!("article {i}"), &[]).await;
-    }
     for (id, direction) in [("30", "UP"), ("29", "DOWN"), ("10", "UP")] {
         app.vote_as(&bob, id, direction).await;
     }
@@ -300,32 +332,18 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
 #[tokio::test]
 async fn a_logged_in_page_reads_its_votes_in_the_article_pipeline() {
     let app = spawn_app().await;
-    let alice = app.sign_up("alice").await;
+    posted_by_alice(&app, 30).await;
     let bob = app.sign_up("bob").await;
-    for i in 0..30 {
-        app.post(&alice, &format!("a{i}"), &[]).await;
-    }
     app.vote_as(&bob, "30", "DOWN").await;
     app.vote_as(&bob, "29", "UP").await;
     let query =
         format!("{{ articles(order: NEWEST) {{ {ARTICLE_FIELDS} downvotes myVote slug views }} }}");
-    app.gql_ok(&query, json!({}), Some(&bob)).await;
     // The vote states ride in the article pipeline: one session lookup, the
     // range, and one pipeline with the hashes and one ZMSCORE of the
     // caller's vote index for the whole page.
-    let mut redis = app.redis.conn().await;
-    app.wait_for_derivations().await;
-    let r0 = reads_processed(&mut redis).await;
-    let r1 = reads_processed(&mut redis).await;
-    let s1 = command_calls(&mut redis, "sismember").await;
-    let z1 = command_calls(&mut redis, "zmscore").await;
-    let r2 = reads_processed(&mut redis).await;
-    app.gql_ok(&query, json!({}), Some(&bob)).await;
-    let r3 = reads_processed(&mut redis).await;
-    let s2 = command_calls(&mut redis, "sismember").await;
-    let z2 = command_calls(&mut redis, "zmscore").await;
-    assert_eq!((s2 - s1, z2 - z1), (0, 1));
-    let trips = r3 - r2 - (r1 - r0);
+    let cost = cost_of(&app, &query, Some(&bob)).await;
+    assert_eq!((cost.calls("sismember"), cost.calls("zmscore")), (0, 1));
+    let trips = cost.round_trips;
     assert!(
         trips <= 3,
         "a logged-in page with myVote took {trips} round trips"
@@ -335,12 +353,9 @@ async fn a_logged_in_page_reads_its_votes_in_the_article_pipeline() {
 #[tokio::test]
 async fn a_reader_served_from_a_shared_template_costs_a_session_and_one_zmscore() {
     let app = spawn_app().await;
-    let alice = app.sign_up("alice").await;
+    posted_by_alice(&app, 30).await;
     let bob = app.sign_up("bob").await;
     let carol = app.sign_up("carol").await;
-    for i in 0..30 {
-        app.post(&alice, &format!("article {i}"), &[]).await;
-    }
     app.vote_as(&carol, "28", "DOWN").await;
     let page = "{ articles(order: SCORE, page: 1, pageSize: 25) { id title votes score myVote } }";
     app.gql_ok(page, json!({}), Some(&bob)).await;
