@@ -96,6 +96,12 @@ pub enum AppError {
     /// A method `/graphql` does not serve (PUT, DELETE…).
     #[error("/graphql serves GET (queries only) and POST")]
     UnsupportedMethod,
+    /// A method other than GET on a path that serves only GET.
+    #[error("this path serves GET only")]
+    GetOnly,
+    /// A path the server does not serve.
+    #[error("no such path: the API is at /graphql")]
+    UnknownPath,
     #[error("the request body was not received in time")]
     RequestTimeout,
     /// The server is at its connection limit.
@@ -175,7 +181,10 @@ impl AppError {
             AppError::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             AppError::HeadersTooLarge { .. } => ErrorCode::HeadersTooLarge,
             AppError::UnsupportedMediaType => ErrorCode::UnsupportedMediaType,
-            AppError::MethodNotAllowed | AppError::UnsupportedMethod => ErrorCode::MethodNotAllowed,
+            AppError::MethodNotAllowed | AppError::UnsupportedMethod | AppError::GetOnly => {
+                ErrorCode::MethodNotAllowed
+            }
+            AppError::UnknownPath => ErrorCode::NotFound,
             AppError::RequestTimeout => ErrorCode::RequestTimeout,
             AppError::Overloaded
             | AppError::Busy { .. }
@@ -197,9 +206,10 @@ impl AppError {
             AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            AppError::MethodNotAllowed | AppError::UnsupportedMethod => {
+            AppError::MethodNotAllowed | AppError::UnsupportedMethod | AppError::GetOnly => {
                 StatusCode::METHOD_NOT_ALLOWED
             }
+            AppError::UnknownPath => StatusCode::NOT_FOUND,
             AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             AppError::Overloaded
             | AppError::Busy { .. }

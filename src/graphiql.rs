@@ -12,6 +12,7 @@ use poem::{handler, IntoResponse, Response};
 use tokio::sync::OnceCell;
 
 use crate::compression::{Encoding, Level};
+use crate::error::AppError;
 
 /// Bumped with the vendored files, so browsers may cache them for long.
 const ASSET_VERSION: &str = "3.8.3-1";
@@ -134,7 +135,10 @@ static COMPRESSED: [[OnceCell<Option<bytes::Bytes>>; 2]; 5] = [
 #[handler]
 pub async fn asset(Path(file): Path<String>, headers: &HeaderMap) -> Response {
     let Some(index) = ASSETS.iter().position(|(name, _, _)| *name == file) else {
-        return StatusCode::NOT_FOUND.into_response();
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .content_type("application/json")
+            .body(AppError::UnknownPath.into_json_body());
     };
     let (_, content_type, bytes) = ASSETS[index];
     let response = Response::builder()

@@ -210,7 +210,7 @@ pub async fn metrics(req: &Request, endpoint: Data<&Endpoint>) -> Response {
         return Response::builder()
             .status(StatusCode::NOT_FOUND)
             .content_type("application/json")
-            .body(AppError::NotFound("not found".to_owned()).into_json_body());
+            .body(AppError::UnknownPath.into_json_body());
     }
     Response::builder()
         .header(header::CONTENT_TYPE, CONTENT_TYPE)

@@ -16,6 +16,7 @@ mod response;
 use std::sync::Arc;
 
 use poem::endpoint::BoxEndpoint;
+use poem::error::{MethodNotAllowedError, NotFoundError};
 use poem::{get, EndpointExt, Route};
 
 pub use body::BodyLimits;
@@ -23,6 +24,7 @@ pub use health::Draining;
 
 use crate::client_addr::TrustedProxies;
 use crate::cors::Cors;
+use crate::error::AppError;
 use crate::graphiql;
 use crate::graphql::Api;
 use crate::metrics;
@@ -61,6 +63,8 @@ pub fn routes(served: Served) -> BoxEndpoint<'static> {
         .data(served.sockets)
         .data(served.draining)
         .data(served.api)
+        .catch_error(async |_: NotFoundError| response::error_response(AppError::UnknownPath))
+        .catch_error(async |_: MethodNotAllowedError| response::error_response(AppError::GetOnly))
         .with(served.cors)
         .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
         .boxed()

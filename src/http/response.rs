@@ -110,6 +110,7 @@ pub fn refusal(error: AppError, media: Media) -> Response {
     match error {
         AppError::MethodNotAllowed => response = response.header(header::ALLOW, "POST"),
         AppError::UnsupportedMethod => response = response.header(header::ALLOW, "GET, POST"),
+        AppError::GetOnly => response = response.header(header::ALLOW, "GET"),
         _ => {}
     }
     if let Some(secs) = error.retry_after() {

@@ -293,6 +293,12 @@ async fn run(wait_replicas: u32) -> Report {
     // The old primary comes back, as its operator would bring it back: as a
     // replica of the new one (with `--wait-replicas 1`, writes need it).
     let _returned = start_node(dir.path(), p1, Some(p2));
+    let what = "the old primary to sync as a replica";
+    eventually_every(what, Duration::from_secs(15), EVERY, async || {
+        let replication = info(p1, "replication").await;
+        done_if(replication.contains("master_link_status:up"), replication)
+    })
+    .await;
     // Votes sent after the kill: when the first one is acknowledged.
     eventually_every(
         "votes to come back",

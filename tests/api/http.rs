@@ -287,6 +287,61 @@ async fn every_refusal_is_a_json_graphql_error_with_a_code() {
 }
 
 #[tokio::test]
+async fn unknown_paths_and_methods_answer_json_errors() {
+    let app = spawn_app().await;
+    let at = |path: &str| format!("{}{path}", app.address);
+    let cases = [
+        ("GET /admin", app.client.get(at("/admin")), 404, "NOT_FOUND"),
+        (
+            "POST /graphql/extra",
+            app.client.post(at("/graphql/extra")).body("{}"),
+            404,
+            "NOT_FOUND",
+        ),
+        (
+            "GET an unknown asset",
+            app.client.get(at("/assets/graphiql/nope.js")),
+            404,
+            "NOT_FOUND",
+        ),
+        (
+            "POST /health",
+            app.client.post(at("/health")),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            "DELETE /metrics",
+            app.client.delete(at("/metrics")),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            "POST /",
+            app.client.post(at("/")),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+    ];
+    for (name, request, status, code) in cases {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{name}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{name}"
+        );
+        if status == 405 {
+            assert_eq!(response.headers()["allow"], "GET", "{name}");
+        }
+        let body = parsed(&response.text().await.unwrap());
+        assert_eq!(error_code(&body), code, "{name}: {body}");
+    }
+    let health = app.client.get(at("/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+#[tokio::test]
 async fn response_keys_follow_the_document_over_http_and_websocket() {
     let app = spawn_app().await;
     let token = app.sign_up("alice").await;

@@ -104,10 +104,28 @@ impl Drop for Binary {
     }
 }
 
-/// A loopback port nothing listens on right now.
+/// A loopback port nothing listens on now, and never handed out before by
+/// this process.
+///
+/// The ports come from below the kernel's ephemeral range (32768 and up),
+/// counting up from a start that differs per process: a port picked by
+/// `bind(0)` is an ephemeral one, so another test's outgoing connection
+/// could take it while a test restarts its server on it.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    const FIRST: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let start = (std::process::id() % u32::from(SPAN)) as u16;
+    loop {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            offset < SPAN,
+            "no loopback port left below the ephemeral range"
+        );
+        let port = FIRST + (start + offset) % SPAN;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
