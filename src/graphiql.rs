@@ -8,7 +8,7 @@
 
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::{Html, Path};
-use poem::{handler, IntoResponse, Response};
+use poem::{handler, Response};
 use tokio::sync::OnceCell;
 
 use crate::compression::{Encoding, Level};
