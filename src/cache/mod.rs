@@ -37,16 +37,14 @@
 //!
 //! Full, the cache evicts the least recently used entries one at a time
 //! (by bytes and by count), so distinct one-off queries push each other
-//! out, not the pages everyone reads.
-//!
-//! Its own LRU, not `quick_cache`: CLOCK-Pro admits the first entries of
-//! a filling cache as hot and keeps them while new ones churn, so the
-//! least recently used entry is not the one that goes.
+//! out, not the pages everyone reads. An `lru` list, not `quick_cache`:
+//! CLOCK-Pro keeps a filling cache's first entries while new ones churn.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use lru::LruCache;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
@@ -156,9 +154,6 @@ struct Entry {
     stored: Instant,
     cached: Arc<Cached>,
     deps: Deps,
-    /// When it was last stored or read ([`Entries::tick`]): the least
-    /// recently used entry is evicted first.
-    used: u64,
     /// Its footprint when stored (see [`Entries::footprint`]).
     size: usize,
 }
@@ -293,18 +288,10 @@ struct Votes {
     recent: VecDeque<Arc<ScoreEvent>>,
 }
 
-/// The entries, indexed so that a vote finds what it affects without
-/// looking at every entry, and ordered by use so that a full cache makes
-/// room by evicting the least recently used ones, one at a time: a flood
-/// of distinct queries pushes out other rarely read pages, never the hot
-/// front page.
-#[derive(Default)]
+/// The entries, least recently used first, indexed so that a vote finds
+/// what it affects without looking at every entry.
 struct Entries {
-    map: HashMap<String, Entry>,
-    /// Keys by last use ([`Entry::used`]), oldest first.
-    by_use: BTreeMap<u64, String>,
-    /// A counter standing for time in [`Entries::by_use`].
-    tick: u64,
+    map: LruCache<String, Entry>,
     /// Article id → keys of entries showing it.
     by_article: HashMap<String, HashSet<String>>,
     /// Keys of entries with score windows or karma, checked on every vote.
@@ -314,31 +301,22 @@ struct Entries {
     bytes: usize,
 }
 
-impl Entries {
-    fn clear(&mut self) {
-        *self = Entries::default();
+impl Default for Entries {
+    fn default() -> Self {
+        Self {
+            map: LruCache::unbounded(),
+            by_article: HashMap::new(),
+            checked_by_every_vote: HashSet::new(),
+            bytes: 0,
+        }
     }
+}
 
+impl Entries {
     /// What storing `entry` under `key` costs in bytes, indexes included.
     fn footprint(key: &str, entry: &Entry) -> usize {
-        let copies = 1 + 1 + entry.deps.ids.len() + 1;
+        let copies = 1 + entry.deps.ids.len() + 1;
         entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 160
-    }
-
-    fn next_tick(&mut self) -> u64 {
-        self.tick += 1;
-        self.tick
-    }
-
-    /// The entry under `key`, marked as just used.
-    fn touch(&mut self, key: &str) -> Option<&Entry> {
-        let tick = self.next_tick();
-        let entry = self.map.get_mut(key)?;
-        let old = std::mem::replace(&mut entry.used, tick);
-        if let Some(key) = self.by_use.remove(&old) {
-            self.by_use.insert(tick, key);
-        }
-        self.map.get(key)
     }
 
     fn insert(&mut self, key: String, mut entry: Entry, max_bytes: usize) {
@@ -351,7 +329,10 @@ impl Entries {
         while !self.map.is_empty()
             && (self.map.len() >= MAX_ENTRIES || self.bytes + size > max_bytes)
         {
-            self.evict_oldest();
+            if let Some((oldest, _)) = self.map.peek_lru() {
+                let oldest = oldest.clone();
+                self.remove(&oldest);
+            }
         }
         for id in &entry.deps.ids {
             self.by_article
@@ -362,23 +343,14 @@ impl Entries {
         if entry.deps.any_vote || !entry.deps.windows.is_empty() {
             self.checked_by_every_vote.insert(key.clone());
         }
-        entry.used = self.next_tick();
         entry.size = size;
-        self.by_use.insert(entry.used, key.clone());
         self.bytes += size;
-        self.map.insert(key, entry);
-    }
-
-    fn evict_oldest(&mut self) {
-        if let Some((_, key)) = self.by_use.pop_first() {
-            self.remove(&key);
-        }
+        self.map.put(key, entry);
     }
 
     /// Removes `key`'s entry and every index's copy of its key.
     fn remove(&mut self, key: &str) -> Option<Entry> {
-        let entry = self.map.remove(key)?;
-        self.by_use.remove(&entry.used);
+        let entry = self.map.pop(key)?;
         for id in &entry.deps.ids {
             if let Some(keys) = self.by_article.get_mut(id) {
                 keys.remove(key);
@@ -405,7 +377,7 @@ impl Entries {
                 .iter()
                 .filter(|key| {
                     self.map
-                        .get(key.as_str())
+                        .peek(key.as_str())
                         .is_some_and(|entry| entry.deps.affected_by(event))
                 })
                 .cloned(),
@@ -459,7 +431,7 @@ impl ResponseCache {
     /// Drops everything (any write but a vote).
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.entries.lock().clear();
+        *self.entries.lock() = Entries::default();
         self.invalidations.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -488,11 +460,11 @@ impl ResponseCache {
         let mut entries = self.entries.lock();
         let age = entries
             .map
-            .get(key)
+            .peek(key)
             .map(|e| (e.generation == generation, e.stored.elapsed()));
         match age {
             Some((true, age)) if age < MAX_AGE => {
-                entries.touch(key).map(|e| (e.cached.clone(), age))
+                entries.map.get(key).map(|e| (e.cached.clone(), age))
             }
             Some(_) => {
                 // Expired: its bytes go now, not when it is evicted.
@@ -564,7 +536,7 @@ impl ResponseCache {
         let mut entries = self.entries.lock();
         let current = entries
             .map
-            .get(key)
+            .peek(key)
             .is_some_and(|e| Arc::ptr_eq(&e.cached, cached));
         if current && entries.bytes + form.len() <= self.max_bytes {
             let mut forms = cached.encoded.lock();
@@ -598,7 +570,6 @@ impl ResponseCache {
                 stored: Instant::now(),
                 cached,
                 deps,
-                used: 0,
                 size: 0,
             },
             self.max_bytes,
@@ -662,7 +633,6 @@ mod tests {
             let entries = cache.entries.lock();
             assert!(entries.map.len() <= MAX_ENTRIES);
             assert!(entries.bytes <= 1024 * 1024);
-            assert_eq!(entries.by_use.len(), entries.map.len());
         }
         assert!(cache.get("front page").is_some());
         assert!(cache.get("one-off 0").is_none(), "the oldest went first");
