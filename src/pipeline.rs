@@ -172,7 +172,7 @@ async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, Pipeline
         queries_only,
         with_cost,
     } = request;
-    let persisted = api.state().persisted();
+    let persisted = &api.state().persisted;
     let registration = persisted
         .resolve(&mut request)
         .await
@@ -228,7 +228,7 @@ async fn look_up_cache(
     api: &Api,
     admitted: &Admitted,
 ) -> Result<Option<Storing>, PipelineResponse> {
-    let Some(cache) = api.state().responses().filter(|_| admitted.anonymous()) else {
+    let Some(cache) = api.state().responses.as_ref().filter(|_| admitted.anonymous()) else {
         return Ok(None);
     };
     let key = cache_key(&admitted.request);
@@ -396,13 +396,14 @@ fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
 async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> {
     let cache = api
         .state()
-        .responses()
+        .responses
+        .as_ref()
         .filter(|_| admitted.logged_in_query())?;
     let document = admitted.checked.as_ref()?.document.clone();
     let request = &admitted.request;
     let key = format!("\u{1}{}", cache_key(request));
     let session = Session::from_authorization(admitted.authorization.as_deref());
-    let store = api.state().store();
+    let store = &api.state().store;
     let (cached, viewer) = futures_util::join!(
         template(api, cache, &key, admitted.client, request, document),
         session.user(store)

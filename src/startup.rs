@@ -25,6 +25,7 @@ use crate::pubsub::PubSub;
 use crate::scrape;
 use crate::server::{self, ServerLimits};
 use crate::sessions::SessionWatch;
+use crate::state::ReplicaLag;
 use crate::store::{Locator, Store};
 use crate::telemetry::RequestMetrics;
 use crate::ws::{Shutdown, WebSockets};
@@ -259,18 +260,17 @@ fn shared_state(
     responses: Option<Arc<ResponseCache>>,
     redis_timeout: Duration,
 ) -> anyhow::Result<Arc<AppState>> {
-    let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits());
-    let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
-    let state = AppState::new(
-        store.clone(),
-        hasher,
+    Ok(Arc::new(AppState {
+        store: store.clone(),
+        replica: replica_store(settings, redis_timeout)?,
+        replica_lag: ReplicaLag::default(),
+        hasher: PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?,
         pubsub,
         responses,
-        persisted,
-        settings.login_limit(),
-        settings.rate_limits(),
-    );
-    Ok(state.with_replica(replica_store(settings, redis_timeout)?))
+        persisted: PersistedQueries::new(store.clone(), settings.persisted_limits()),
+        login: settings.login_limit(),
+        rates: settings.rate_limits(),
+    }))
 }
 
 /// The schema with its document limits, deadline and work budget.
@@ -286,11 +286,11 @@ fn api(settings: &Settings, state: Arc<AppState>) -> anyhow::Result<Api> {
 
 /// The WebSocket limits and connections, closed by `shutdown`.
 fn web_sockets(settings: &Settings, api: &Api, shutdown: &Shutdown) -> WebSockets {
-    let sessions = SessionWatch::start(api.state().store().clone(), api.state().pubsub());
+    let sessions = SessionWatch::start(api.state().store.clone(), &api.state().pubsub);
     WebSockets::new(
         settings.ws_limits(),
         shutdown.clone(),
-        api.state().pubsub().clone(),
+        api.state().pubsub.clone(),
         sessions,
     )
 }
@@ -362,13 +362,13 @@ async fn bind(address: &str) -> anyhow::Result<(TcpListener, u16)> {
 
 /// The replica's lag, measured every second for /health and /metrics.
 fn sample_replica_lag(state: &Arc<AppState>) -> Option<AbortOnDropHandle<()>> {
-    let replica = state.replica().cloned()?;
+    let replica = state.replica.clone()?;
     let state = state.clone();
     Some(AbortOnDropHandle::new(tokio::spawn(async move {
         let mut ticks = tokio::time::interval(Duration::from_secs(1));
         loop {
             ticks.tick().await;
-            state.replica_lag().sample(state.store(), &replica).await;
+            state.replica_lag.sample(&state.store, &replica).await;
         }
     })))
 }

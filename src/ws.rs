@@ -596,7 +596,7 @@ impl State {
             Some(_) => return Err(self.invalid("connection_init payload must be an object")),
         };
         let auth = from_payload.or_else(|| self.header_auth.clone());
-        let session = match authenticate(self.schema.state().store(), auth.as_deref()).await {
+        let session = match authenticate(&self.schema.state().store, auth.as_deref()).await {
             Ok(session) => {
                 self.login = session
                     .token()
