@@ -14,7 +14,7 @@ use crate::client_addr::{ClientAddr, TrustedProxies};
 use crate::error::AppError;
 use crate::graphql::Api;
 use crate::pipeline::{self, PipelineRequest, ResponseContent};
-use crate::telemetry::{self, Operation};
+use crate::telemetry;
 use crate::ws::WebSockets;
 
 /// Asks for `extensions.cost` in the response (any value).
@@ -118,11 +118,8 @@ async fn execute(
         with_cost: headers.contains_key(COST_HEADER),
     };
     let answer = pipeline::run(schema, ask).await;
-    if let Some((kind, name)) = answer.operation {
-        telemetry::note_operation(Operation {
-            kind: Some(kind.into()),
-            name,
-        });
+    if let Some(operation) = answer.operation {
+        telemetry::note_operation(operation);
     }
     if let Some(code) = answer.code {
         telemetry::note_code(code);
