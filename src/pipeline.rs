@@ -228,7 +228,8 @@ async fn look_up_cache(
     api: &Api,
     admitted: &Admitted,
 ) -> Result<Option<Storing>, PipelineResponse> {
-    let Some(cache) = api.state().responses.as_ref().filter(|_| admitted.anonymous()) else {
+    let cache = api.state().responses.as_ref();
+    let Some(cache) = cache.filter(|_| admitted.anonymous()) else {
         return Ok(None);
     };
     let key = cache_key(&admitted.request);

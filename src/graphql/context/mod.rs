@@ -133,7 +133,7 @@ impl RequestContext {
     /// The logged-in user, looked up once per request.
     pub async fn viewer(&self) -> Result<Option<UserName>> {
         self.recording.shows_caller();
-        Ok(self.session.user(self.routing.primary_store()).await?)
+        Ok(self.session.user(&self.routing.primary).await?)
     }
 
     /// The logged-in user, or `UNAUTHENTICATED`. Writes check it again
@@ -142,10 +142,7 @@ impl RequestContext {
     /// lookup is made once per request).
     pub async fn viewer_required(&self) -> Result<UserName> {
         self.recording.shows_caller();
-        Ok(self
-            .session
-            .require_user(self.routing.primary_store())
-            .await?)
+        Ok(self.session.require_user(&self.routing.primary).await?)
     }
 
     /// The caller's vote on `article`. A template leaves a hole there,
