@@ -19,7 +19,7 @@ use crate::budget::Permit;
 use crate::cache::{Cached, Computation, Position, ResponseCache};
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, ErrorCode};
-use crate::graphql::limits::{operation_name, Checked};
+use crate::graphql::limits::Checked;
 use crate::graphql::{Api, Recorded, RequestContext};
 
 /// One request, as a transport read it.
@@ -181,10 +181,7 @@ async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, Pipeline
         .guard()
         .check(&request)
         .map_err(|e| PipelineResponse::refused(None, e))?;
-    let operation = checked.as_ref().map(|c| {
-        let name = operation_name(&c.document, request.operation_name.as_deref());
-        (c.operation, name)
-    });
+    let operation = checked.as_ref().map(|c| (c.operation, c.name.clone()));
     let kind = checked.as_ref().map(|c| c.operation);
     if queries_only && kind.is_some_and(|op| op != OperationType::Query) {
         return Err(PipelineResponse::refused(
@@ -305,7 +302,7 @@ async fn execute(
 fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
     let report = serde_json::json!({
         "requested": cost,
-        "limit": api.guard().limits().max_cost,
+        "limit": api.guard().limits.max_cost,
     });
     let report = async_graphql::Value::from_json(report).unwrap_or_default();
     response.extensions.insert("cost".to_owned(), report);

@@ -126,7 +126,7 @@ fn caches(r: &mut Readings<'_>, api: &Api) {
         "Cached responses dropped because a vote could change them.",
         responses.evicted_by_votes,
     );
-    let documents = api.guard().document_stats();
+    let documents = api.guard().documents.stats();
     r.counters(
         "votegraph_document_cache_requests",
         "Lookups in the parsed-document cache, by result (hit, miss).",

@@ -167,7 +167,7 @@ impl Ordering {
     }
 
     fn apply(&self, response: &mut Response) {
-        if let Some(operation) =
+        if let Some((_, operation)) =
             limits::select_operation(&self.document, self.operation_name.as_deref())
         {
             order::in_document_order(

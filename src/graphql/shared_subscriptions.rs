@@ -382,7 +382,7 @@ fn shareable_key(api: &Api, request: &Request) -> Option<Key> {
 /// than [`MAX_KEY_BYTES`].
 fn key(request: &Request, document: &ExecutableDocument) -> Option<Key> {
     let name = request.operation_name.as_deref();
-    let operation = &select_operation(document, name)?.node;
+    let operation = &select_operation(document, name)?.1.node;
     let printed = canonical::operation(document, operation, name, MAX_KEY_BYTES)?;
     let mut variables = serde_json::to_value(&request.variables).ok()?;
     variables.sort_all_objects();

@@ -66,7 +66,7 @@ fn report(schema: &Api, ws: &WebSockets, redis_ok: bool) -> serde_json::Value {
         "subscriptions": state.pubsub.subscribers(),
         "sharedSubscriptions": ws.shared_stats(),
         "responseCache": state.responses.as_ref().map(|c| c.stats()),
-        "documentCache": schema.guard().document_stats(),
+        "documentCache": schema.guard().documents.stats(),
         "persistedQueries": state.persisted.stats(),
         // Following other clients' writes (the book's code): notifications
         // "on", or "refused" / "down" while the sweep alone follows them
