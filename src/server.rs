@@ -53,14 +53,14 @@ pub struct ServerLimits {
 
 const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-/// Open connections per peer address. Entries are removed at zero, so the
-/// map holds only addresses with a connection open (at most
-/// `max_connections` of them).
+/// Open connections (or WebSockets) per client address. Entries are
+/// removed at zero, so the map holds only addresses with one open.
 #[derive(Default, Clone)]
-struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
+pub(crate) struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
 
 impl PerClient {
-    fn admit(&self, ip: IpAddr, max: usize) -> Option<ClientSlot> {
+    /// A slot for one more from `ip`, or None when it holds `max` already.
+    pub(crate) fn admit(&self, ip: IpAddr, max: usize) -> Option<ClientSlot> {
         let mut counts = self.0.lock();
         let count = counts.entry(ip).or_insert(0);
         if *count >= max {
@@ -72,10 +72,16 @@ impl PerClient {
             ip,
         })
     }
+
+    /// Open over every address.
+    pub(crate) fn total(&self) -> usize {
+        self.0.lock().values().sum()
+    }
 }
 
-/// One connection's place in its address' count, given back on drop.
-struct ClientSlot {
+/// One connection's place in its address' count, given back on drop
+/// (however it ends, even if an upgrade never completes).
+pub(crate) struct ClientSlot {
     counts: PerClient,
     ip: IpAddr,
 }
@@ -317,4 +323,29 @@ async fn serve_connection(
     }
     connection.as_mut().graceful_shutdown();
     let _ = connection.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_given_back_and_empty_entries_removed() {
+        let counts = PerClient::default();
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let a = counts.admit(ip, 2);
+        let b = counts.admit(ip, 2);
+        assert!(a.is_some() && b.is_some());
+        assert!(counts.admit(ip, 2).is_none(), "third connection refused");
+        assert!(
+            counts.admit([10, 0, 0, 1].into(), 2).is_some(),
+            "per address"
+        );
+        drop(a);
+        let c = counts.admit(ip, 2);
+        assert!(c.is_some(), "a closed connection frees its slot");
+        assert_eq!(counts.total(), 2);
+        drop((b, c));
+        assert!(counts.0.lock().is_empty(), "no entry left at zero");
+    }
 }
