@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// Where a server listens.
 #[derive(Clone, Debug)]
-pub enum Listen {
+enum Listen {
     /// A unix socket only (TCP off), reachable by this machine's user.
     UnixSocket(PathBuf),
     /// TCP on 127.0.0.1.
@@ -41,11 +41,9 @@ pub struct RedisServerBuilder {
     dir: PathBuf,
     listen: Listen,
     persistent: bool,
-    sentinel_config: Option<PathBuf>,
     args: Vec<OsString>,
     log_file: Option<String>,
     inherit_stderr: bool,
-    ready_within: Duration,
 }
 
 /// Why a server did not start.
@@ -75,6 +73,8 @@ const SAVE_WITHIN: Duration = Duration::from_secs(10);
 const STOP_WITHIN: Duration = Duration::from_secs(2);
 /// How often start-up and stopping look at the process again.
 const POLL: Duration = Duration::from_millis(10);
+/// How long start-up may take before it counts as failed.
+const READY_WITHIN: Duration = Duration::from_secs(5);
 
 impl RedisServer {
     /// A server with its working directory `dir` (where a persistent one
@@ -87,11 +87,9 @@ impl RedisServer {
             listen: Listen::UnixSocket(dir.join("redis.sock")),
             dir,
             persistent: false,
-            sentinel_config: None,
             args: Vec::new(),
             log_file: None,
             inherit_stderr: false,
-            ready_within: Duration::from_secs(5),
         }
     }
 
@@ -107,28 +105,9 @@ impl RedisServer {
 
     /// Stops the server with `SHUTDOWN` (saving first when persistent),
     /// and kills it if it does not exit in time.
-    pub async fn stop(mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if let Ok(client) = redis::Client::open(self.url.as_str()) {
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                // The connection closes as the server exits, so the reply is an error.
-                let _: redis::RedisResult<()> = shutdown_command(self.persistent)
-                    .query_async(&mut conn)
-                    .await;
-            }
-        }
-        let deadline = Instant::now() + self.stop_within();
-        while Instant::now() < deadline {
-            if !matches!(child.try_wait(), Ok(None)) {
-                return;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        tracing::warn!("redis-server did not stop in time; killing it");
-        let _ = child.kill();
-        let _ = child.wait();
+    pub async fn stop(self) {
+        // Dropping stops it, waiting as a blocking thread may.
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
     }
 
     /// Kills the server at once, as a crash would.
@@ -147,7 +126,6 @@ impl RedisServer {
         }
     }
 
-    /// [`Self::stop`] for `Drop`, which cannot wait asynchronously.
     fn stop_blocking(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
@@ -166,6 +144,7 @@ impl RedisServer {
             }
             std::thread::sleep(POLL);
         }
+        tracing::warn!("redis-server did not stop in time; killing it");
         let _ = child.kill();
         let _ = child.wait();
     }
@@ -209,19 +188,6 @@ impl RedisServerBuilder {
         self
     }
 
-    /// Runs as a sentinel (`redis-server CONFIG --sentinel`) with this
-    /// configuration file, which the sentinel rewrites as it learns.
-    pub fn sentinel(mut self, config: impl Into<PathBuf>) -> Self {
-        self.sentinel_config = Some(config.into());
-        self
-    }
-
-    /// One more command-line argument, e.g. `--rename-command`.
-    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
     /// More command-line arguments, after those the builder sets.
     pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
         self.args.extend(args.into_iter().map(Into::into));
@@ -237,12 +203,6 @@ impl RedisServerBuilder {
     /// Shows what the server writes to stderr (before its log file opens).
     pub fn inherit_stderr(mut self, on: bool) -> Self {
         self.inherit_stderr = on;
-        self
-    }
-
-    /// How long start-up may take before it counts as failed.
-    pub fn ready_within(mut self, limit: Duration) -> Self {
-        self.ready_within = limit;
         self
     }
 
@@ -277,9 +237,6 @@ impl RedisServerBuilder {
 
     fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
-        if let Some(config) = &self.sentinel_config {
-            command.arg(config).arg("--sentinel");
-        }
         match &self.listen {
             Listen::UnixSocket(path) => {
                 command.args(["--port", "0", "--unixsocket"]).arg(path);
@@ -292,7 +249,7 @@ impl RedisServerBuilder {
         command.arg("--dir").arg(&self.dir);
         if self.persistent {
             command.args(["--appendonly", "yes"]);
-        } else if self.sentinel_config.is_none() {
+        } else {
             command.args(["--save", "", "--appendonly", "no"]);
         }
         if let Some(log) = &self.log_file {
@@ -311,7 +268,7 @@ impl RedisServerBuilder {
     async fn wait_ready(&self, server: &mut RedisServer) -> Result<(), StartError> {
         let client = redis::Client::open(server.url.as_str())
             .map_err(|e| StartError::Spawn(server.url.clone(), std::io::Error::other(e)))?;
-        let deadline = Instant::now() + self.ready_within;
+        let deadline = Instant::now() + READY_WITHIN;
         while Instant::now() < deadline {
             if let Some(Ok(Some(status))) = server.child.as_mut().map(Child::try_wait) {
                 server.child = None;
@@ -322,7 +279,7 @@ impl RedisServerBuilder {
             }
             tokio::time::sleep(POLL).await;
         }
-        Err(StartError::NotReady(self.ready_within))
+        Err(StartError::NotReady(READY_WITHIN))
     }
 }
 
@@ -412,7 +369,7 @@ mod tests {
         let dir = temp_dir("refused");
         let started = Instant::now();
         let err = RedisServer::builder(&dir)
-            .arg("--no-such-option")
+            .args(["--no-such-option"])
             .start()
             .await
             .unwrap_err();
