@@ -1,27 +1,13 @@
-//! One process-wide budget for the work in flight, so that any number of
-//! concurrent legal requests keeps memory bounded.
+//! One process-wide budget for the work in flight (docs/security.md, "Work
+//! in flight has one budget"): each query or mutation holds its cost in
+//! units until its response is written, waits a little when it does not
+//! fit, then is refused with `SERVICE_UNAVAILABLE`. Requests over a tenth
+//! of the budget leave that tenth to small ones.
 //!
-//! Each query or mutation is admitted for its cost (the number of objects
-//! its response can hold, from `graphql::limits`, plus one for the request
-//! itself) and holds those units until its response is built and, over
-//! HTTP, written: a response of cost 10,000 is ~1.3 MB of JSON built from
-//! ~20 MB of intermediate values, and the per-request limits alone let 40
-//! such requests in at once (1.5 GB). The budget caps their sum.
-//!
-//! - A request that does not fit waits up to a short time for others to
-//!   finish, then is refused with `SERVICE_UNAVAILABLE` (503,
-//!   `Retry-After`): a client told to come back, never a starved runtime.
-//! - Large requests (more than a tenth of the budget) may fill only the
-//!   other nine tenths, so the last tenth always admits small ones: the
-//!   front page answers while someone runs the maximum query in a loop.
-//! - No queue: a waiter re-checks whenever units are given back, so a
-//!   small request is never stuck behind a large one that does not fit.
-//!   This is why the budget is not a `tokio::sync::Semaphore`, whose
-//!   waiters are served first come, first served.
-//!
-//! Responses served from the response cache are shared and cost nothing;
-//! subscriptions hold nothing between events (their events are small and
-//! their number is bounded by the WebSocket limits).
+//! No queue: a waiter re-checks whenever units come back, so a small
+//! request is never stuck behind a large one that does not fit. That is
+//! why it is not a `tokio::sync::Semaphore`, whose waiters are served
+//! first come, first served.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,13 +1,7 @@
-//! Response compression: which content coding a client gets, and the
-//! codecs at the levels votegraph uses.
-//!
-//! Compression runs on whole bodies in memory rather than as a streaming
-//! middleware, so a compressed form can be kept and served again: the
-//! response cache keeps each cached response's forms beside its body (a
-//! hit never compresses), and the GraphiQL assets are compressed once per
-//! process. API responses use each codec's fastest level: higher ones buy
-//! little on JSON this small, on a path that compresses every logged-in
-//! response (the sizes and times are in docs/performance.md).
+//! Response compression on whole bodies, so a compressed form can be kept
+//! and served again (the response cache keeps each entry's, the GraphiQL
+//! assets are compressed once). API responses use each codec's fastest
+//! level; see docs/performance.md.
 
 use std::io::Write;
 

@@ -1,12 +1,7 @@
-//! CORS: which browser origins may call the API, and with which methods.
-//!
-//! votegraph's own middleware rather than poem's, for two things poem's
-//! does not do: every response says `Vary: Origin` (whether a response
-//! carries `Access-Control-Allow-Origin` depends on the request's
-//! `Origin`, so a shared cache must not hand a response made for one
-//! origin, or for none, to another), added to the `Vary` the handler set
-//! rather than replacing it; and a preflight allows only the methods the
-//! API serves, `GET` and `POST`.
+//! CORS: which browser origins may call the API. Our own middleware, not
+//! poem's, because every response must say `Vary: Origin` (added to the
+//! handler's `Vary`, not replacing it), and a preflight allows only `GET`
+//! and `POST`.
 
 use poem::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use poem::{Endpoint, Middleware, Request, Response};

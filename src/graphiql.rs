@@ -1,10 +1,7 @@
-//! GraphiQL, served entirely by votegraph so it works offline.
-//!
-//! The page and its vendored JavaScript and CSS (see
-//! `assets/graphiql/README.md`) are compiled into the binary. Queries go to
-//! `/graphql` over HTTP and subscriptions over a WebSocket on the same path;
-//! the WebSocket reads the `Authorization` header from GraphiQL's headers
-//! editor when it connects.
+//! GraphiQL, served by votegraph so it works offline: the page and its
+//! vendored scripts and styles (`assets/graphiql/README.md`) are compiled
+//! in. Subscriptions go over a WebSocket on `/graphql`, which reads
+//! `Authorization` from GraphiQL's headers editor.
 
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::{Html, Path};

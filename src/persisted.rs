@@ -1,22 +1,10 @@
-//! Automatic persisted queries, in Apollo's protocol.
-//!
-//! A client sends `extensions.persistedQuery {version: 1, sha256Hash}`
-//! instead of the query text. When the hash is unknown the answer is the
-//! error `PERSISTED_QUERY_NOT_FOUND` (message `PersistedQueryNotFound`),
-//! and the client sends the same request again with the text and the hash:
-//! the server checks that the text hashes to it and registers it. From then
-//! on the hash alone works, from any instance, and over `GET` a query is a
-//! short URL a CDN can cache.
-//!
-//! Documents live in Redis (`document:<sha256>`, see `store/documents.rs`):
-//! shared by all instances, at most `--persisted-queries-max` of them, each
-//! expiring `--persisted-query-ttl-secs` after its last registration, and
-//! none longer than `--max-query-bytes` (a registration runs only after the
-//! document passed every limit of `graphql::limits`). In front of Redis,
-//! each process keeps the texts it has seen by hash (at most 2 MiB of them,
-//! the least used going first), so a warm
-//! hash costs no Redis round trip; its parse is then found in the
-//! parsed-document cache like any other text.
+//! Automatic persisted queries, in Apollo's protocol (docs/api.md): a hash
+//! alone runs the text registered under it, or answers
+//! `PERSISTED_QUERY_NOT_FOUND`; a hash with its text registers it once the
+//! document passed every limit. Documents live in Redis
+//! (`store/documents.rs`), shared by all instances; each process keeps the
+//! texts it has seen by hash (2 MiB at most, the least used going first),
+//! so a warm hash costs no round trip.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

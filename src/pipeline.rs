@@ -1,13 +1,9 @@
-//! The request pipeline: one GraphQL query or mutation, from its parsed
-//! form to its answer, the same for every transport. HTTP hands it what it
-//! read from a URL or a body; a WebSocket what a `subscribe` message
-//! carried; each turns the [`PipelineResponse`] into its own wire format.
-//!
-//! In order: automatic persisted queries, the document limits, the
-//! transport's own rule (a GET runs queries only), the registration of a
-//! new persisted document, the anonymous response cache (with single
-//! flight), the work budget, logged-in pages from shared templates, then
-//! the execution itself (on the read replica for anonymous queries).
+//! The request pipeline: one GraphQL query or mutation from its parsed form
+//! to its answer, the same for HTTP and WebSocket. In order: persisted
+//! queries, the document limits, the transport's rule (GET runs queries
+//! only), a new persisted document's registration, the response cache (with
+//! single flight), the work budget, logged-in pages from templates, then
+//! execution (on the read replica for anonymous queries).
 
 use std::sync::Arc;
 

@@ -1,24 +1,8 @@
-//! Starts and stops a `redis-server` process: the one the server's local
-//! mode runs, and the ones the tests and the benchmark run.
-//!
-//! A started server answers `PING` before [`RedisServerBuilder::start`]
-//! returns, and is stopped (`SHUTDOWN`, then killed if it lingers) by
-//! [`RedisServer::stop`] or, on every other path, when it is dropped, so
-//! none outlives its owner.
-//!
-//! ```no_run
-//! # async fn run() -> Result<(), votegraph::redis_server::StartError> {
-//! use votegraph::redis_server::RedisServer;
-//! let dir = std::env::temp_dir().join("votegraph-example");
-//! let redis = RedisServer::builder(&dir)
-//!     .unix_socket(dir.join("redis.sock"))
-//!     .start()
-//!     .await?;
-//! println!("{}", redis.url());
-//! redis.stop().await;
-//! # Ok(())
-//! # }
-//! ```
+//! Starts and stops a `redis-server` process: the server's local mode's,
+//! the tests' and the benchmark's. A started server answers `PING` before
+//! [`RedisServerBuilder::start`] returns, and is stopped (`SHUTDOWN`, then
+//! killed if it lingers) by [`RedisServer::stop`] or when dropped, so none
+//! outlives its owner.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

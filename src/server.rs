@@ -1,24 +1,9 @@
-//! The HTTP server loop: accepts connections and serves them with hyper,
-//! with the bounds poem's own `Server` does not offer.
-//!
-//! - **At most `max_connections` open connections** (WebSockets included,
-//!   since the permit travels with the socket into the upgrade). Past it a
-//!   new connection gets a short `503` JSON error and is closed, so a flood
-//!   of half-open connections costs an accept each, not a buffer each.
-//! - **At most `max_per_client` of them from one address**, so one client
-//!   cannot take every slot; past it a `429`. Trusted proxies (a load
-//!   balancer carries everyone's connections) are not counted.
-//! - **Headers within `header_timeout`**: a client that sends half a header
-//!   and waits is dropped; the same timer closes idle keep-alive
-//!   connections (hyper arms it whenever it waits for a request head).
-//! - **Headers of at most 64 KiB** (request target, names and values):
-//!   past it a `431` JSON error, and the connection closes.
-//! - HTTP/1.1 only: behind a load balancer that is what arrives, and h2c
-//!   would need its own set of bounds.
-//!
-//! Body size and body read time are bounded where bodies are read
-//! (`http/body.rs`). On shutdown the listener closes, connections finish the
-//! request in flight (up to a grace period) and the loop returns.
+//! The HTTP accept loop over hyper, with the bounds poem's own `Server`
+//! does not offer (docs/security.md, "HTTP"): connections in all and per
+//! client address (an upgraded WebSocket keeps its place), the header
+//! timeout (which also closes idle keep-alive connections) and the header
+//! size. HTTP/1.1 only: behind a load balancer that is what arrives, and
+//! h2c would need bounds of its own.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

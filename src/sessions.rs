@@ -1,20 +1,10 @@
-//! Ended sessions end everywhere: the WebSockets authenticated with a
-//! login token are closed (4403) once that token stops being valid, on
-//! every instance, within a second.
-//!
-//! An HTTP request looks its token up each time, so a revoked token stops
-//! working at once there. A WebSocket authenticates once, at
-//! `connection_init`, and may live for days; so each instance keeps the
-//! token hashes of its open authenticated sockets here and ends them:
-//!
-//! - **at once** when `logOut` on any instance publishes the hash on
-//!   `votegraph:session-ended` (pub/sub, one connection per process);
-//! - **within [`SWEEP_INTERVAL`]** otherwise: a sweep asks Redis, in one
-//!   pipelined round trip per 1,000 tokens, which sessions still exist. It
-//!   catches expiry, a session key deleted by hand, and a `logOut` whose
-//!   message was lost (pub/sub delivers at most once).
-//!
-//! A sweep that cannot reach Redis ends nothing: an outage is not a logout.
+//! Ended logins close their WebSockets (4403) on every instance within a
+//! second (docs/api.md). A socket authenticates once and may live for days,
+//! so each instance watches the token hashes of its sockets: `logOut`
+//! announces the hash over pub/sub, and a sweep every [`SWEEP_INTERVAL`]
+//! asks Redis which sessions still exist, catching expiry and lost
+//! announcements. A sweep that cannot reach Redis ends nothing: an outage
+//! is not a logout.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

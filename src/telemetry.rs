@@ -1,12 +1,7 @@
 //! Logs and per-request telemetry: the log format, request ids, the access
-//! log line and the HTTP and GraphQL request metrics.
-//!
-//! Every HTTP request runs in a `request` span carrying its request id, so
-//! each log line written while serving it (a Redis failure, a WebSocket's
-//! lines long after the upgrade) names the request it belongs to, and the
-//! same id goes back in the `X-Request-Id` response header for the client
-//! to quote. An id a proxy or client sends is kept when it is sane, so one
-//! id follows a request through every hop.
+//! log line and the HTTP and GraphQL request metrics. Every request runs in
+//! a span carrying its id (kept from `X-Request-Id` when sane, so one id
+//! follows a request through every hop), so each of its log lines names it.
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -1,21 +1,12 @@
 //! votegraph's own GraphQL-over-WebSocket server, for `graphql-transport-ws`
-//! (graphql-ws' PROTOCOL.md) and the legacy `graphql-ws`
-//! (subscriptions-transport-ws).
-//!
-//! async-graphql's built-in loop trusts its clients: it waits forever for
-//! `connection_init`, turns a bad token into an anonymous connection, lets a
-//! duplicate id silently replace a running subscription and has no limits.
-//! A public server needs each of those bounded, so this loop enforces the
-//! protocol's close codes, caps what one connection or one address may hold,
-//! drops clients that stop reading, and says goodbye (1001) on shutdown.
-//! Queries and mutations run through the request pipeline, exactly as over
-//! HTTP (limits, response cache, work budget, templates); subscriptions
-//! through [`Api`], so every rule the executor applies applies here too.
-//!
-//! A subscription whose result cannot depend on its caller joins a shared
-//! stream ([`SharedStreams`]): its events arrive already serialised, and
-//! the frame is assembled around them (`{"id":…,"type":"next","payload":…}`)
-//! rather than serialised again for every subscriber.
+//! and the legacy `graphql-ws`. async-graphql's loop waits forever for
+//! `connection_init`, turns a bad token into an anonymous connection, lets
+//! a duplicate id replace a running subscription and has no limits; this
+//! one keeps the protocol's close codes and the limits of docs/api.md
+//! ("WebSocket limits and close codes"), and says goodbye (1001) on
+//! shutdown. Queries and mutations run through the request pipeline, as
+//! over HTTP; subscriptions through [`Api`], or a shared stream
+//! ([`SharedStreams`]) whose events come serialised once for all.
 
 use std::collections::HashMap;
 use std::sync::Arc;

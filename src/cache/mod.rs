@@ -1,44 +1,17 @@
-//! An in-process cache of whole responses to anonymous queries (front
-//! pages, group pages, single articles), for readers who are not logged in.
+//! The in-process cache of whole responses to anonymous queries, and of
+//! logged-in queries' templates (`templates.rs`); the rules it keeps are in
+//! docs/api.md, "Cached pages".
 //!
-//! Semantics, in order of strength:
-//! - a cached response is never older than [`MAX_AGE`] (1 s): posts, group
-//!   and slug changes made through other instances show within a second;
-//! - every score change reaches the responses it can change when its pub/sub
-//!   event arrives, so a vote anywhere is never hidden longer than the
-//!   delivery of its event (the same moment subscribers see it); a vote
-//!   through this instance does so before its mutation answers. Each response
-//!   records what it shows ([`Deps`]): the articles, the articles and scores
-//!   of each score-ordered page, and whether it shows karma, ranks or
-//!   cursors. A vote moves one article's score by at most 864, so a page it
-//!   leaves wholly above or wholly below stays valid; any response the
-//!   vote may change is dropped, and the next reader computes it anew;
-//! - every other write through this instance (except a page view) drops the
-//!   whole cache at once, so a client reads its own writes;
-//! - only anonymous requests whose operation is a query are cached, and only
-//!   responses without errors. A logged-in query's entry is its template
-//!   (computed anonymously, with a hole per `myVote`, filled per reader: see
-//!   `templates.rs`), under the same rules; a query that reads the
-//!   caller (`me`) is never cached.
+//! Each entry records what it shows ([`Deps`]), so a vote drops only what
+//! it may change; any other write through this instance drops everything.
+//! A response is stored only if nothing that drops it happened while it was
+//! computed: invalidations move a generation counter on, and the last
+//! [`RECENT_VOTES`] votes are kept to check against.
 //!
-//! Requests that miss one entry together share one computation of it
-//! ([`Flight`]): an expiring front page costs one execution, not one per
-//! waiting client.
-//!
-//! Each entry is a [`Cached`] body with its validator (an `ETag`) and the
-//! compressed forms made for it so far (made on the first request that
-//! asks for each coding, then served as they are), all counted in the
-//! cache's byte budget.
-//!
-//! Whole-cache invalidation empties the entries and moves a generation
-//! counter on: a response is stored only if no invalidation, and no vote
-//! that affects it, happened while it was computed (the last 1,024 votes
-//! are remembered for that check).
-//!
-//! Full, the cache evicts the least recently used entries one at a time
-//! (by bytes and by count), so distinct one-off queries push each other
-//! out, not the pages everyone reads. An `lru` list, not `quick_cache`:
-//! CLOCK-Pro keeps a filling cache's first entries while new ones churn.
+//! Full, it evicts the least recently used entries one at a time (by bytes
+//! and by count), so one-off queries push each other out, not the pages
+//! everyone reads. An `lru` list, not `quick_cache`: CLOCK-Pro keeps a
+//! filling cache's first entries while new ones churn.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,11 +33,9 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this age an entry is computed again ahead of its expiry (see
 /// [`ResponseCache::lookup`]).
 const REFRESH_AFTER: Duration = Duration::from_millis(750);
-/// Past this many entries the least recently used one is evicted (distinct
-/// anonymous queries are few in practice: pages of a few lists).
+/// Past this many entries the least recently used one is evicted.
 const MAX_ENTRIES: usize = 4096;
-/// Default for the bytes the cache may hold (bodies, keys, and the keys'
-/// copies in the indexes); past it the least recently used entries go.
+/// Default for the bytes the cache may hold (see [`Entries::footprint`]).
 pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What a cached response shows that a vote can change, recorded while the
@@ -83,8 +54,8 @@ pub struct Deps {
 struct Window {
     /// Only votes on articles of this group can move it; None: any article.
     group: Option<String>,
-    /// Lowest score on the page; -∞ when the page is not full (an article
-    /// rising from anywhere below may join it).
+    /// Lowest score on the page; -∞ when it is not full (an article rising
+    /// from anywhere below may join it).
     min: f64,
     max: f64,
 }
@@ -158,14 +129,12 @@ struct Entry {
     size: usize,
 }
 
-/// A response body as it is served: the bytes, a strong validator (made
-/// when first asked for), and its compressed forms (one per [`Encoding`],
-/// made on demand).
+/// A response body as it is served, with its `ETag`'s tag and compressed
+/// forms, each made when first asked for and then kept.
 #[derive(Debug)]
 pub struct Cached {
     body: bytes::Bytes,
-    /// Whether the response had no errors (only those are cached, by this
-    /// cache or by HTTP caches).
+    /// No errors: only such responses are cached, here or by HTTP caches.
     ok: bool,
     tag: OnceLock<String>,
     encoded: Mutex<[Option<bytes::Bytes>; 3]>,
@@ -173,15 +142,13 @@ pub struct Cached {
     kind: EntryKind,
 }
 
-/// What a cache entry holds (see [`crate::templates`]).
 #[derive(Debug)]
 enum EntryKind {
-    /// An anonymous response.
     Anonymous,
-    /// Its template, whose anonymous form is the body.
+    /// A logged-in query's template, whose anonymous form is the body.
     Template(Template),
-    /// The query reads who the caller is: it runs whole every time. The
-    /// entry remembers that, so it is not tried as a template again.
+    /// A logged-in query that reads who the caller is: it runs whole every
+    /// time, and is not tried as a template again.
     NotTemplatable,
 }
 
@@ -217,7 +184,6 @@ impl Cached {
         }
     }
 
-    /// The template, for a logged-in query's entry that has one.
     pub fn as_template(&self) -> Option<&Template> {
         match &self.kind {
             EntryKind::Template(t) => Some(t),
@@ -249,9 +215,7 @@ impl Cached {
         self.ok
     }
 
-    /// The first 128 bits of the body's SHA-256, in hex: it changes
-    /// whenever the body does, and the `ETag` is built from it. Computed
-    /// once, so a cached response is hashed once, not per request.
+    /// The first 128 bits of the body's SHA-256, in hex, computed once.
     pub fn tag(&self) -> &str {
         self.tag.get_or_init(|| {
             use sha2::Digest;
@@ -260,7 +224,6 @@ impl Cached {
         })
     }
 
-    /// The compressed form already made for `encoding`, if any.
     fn encoded(&self, encoding: Encoding) -> Option<bytes::Bytes> {
         self.encoded.lock()[encoding.index()].clone()
     }
@@ -281,9 +244,9 @@ pub struct Position {
 /// Votes remembered to check responses computed while they happened.
 const RECENT_VOTES: usize = 1024;
 
+/// Votes seen so far, and the last [`RECENT_VOTES`] of them.
 #[derive(Default)]
 struct Votes {
-    /// Votes seen so far, and the last [`RECENT_VOTES`] of them.
     count: u64,
     recent: VecDeque<Arc<ScoreEvent>>,
 }
@@ -296,8 +259,7 @@ struct Entries {
     by_article: HashMap<String, HashSet<String>>,
     /// Keys of entries with score windows or karma, checked on every vote.
     checked_by_every_vote: HashSet<String>,
-    /// Bytes held: bodies, their compressed forms, keys and every copy of
-    /// a key in the indexes.
+    /// Footprints and compressed forms held.
     bytes: usize,
 }
 
@@ -313,7 +275,8 @@ impl Default for Entries {
 }
 
 impl Entries {
-    /// What storing `entry` under `key` costs in bytes, indexes included.
+    /// What storing `entry` under `key` costs in bytes: the body, the
+    /// key and its copies in the indexes, and a guess at the rest.
     fn footprint(key: &str, entry: &Entry) -> usize {
         let copies = 1 + entry.deps.ids.len() + 1;
         entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 160
@@ -365,7 +328,7 @@ impl Entries {
         Some(entry)
     }
 
-    /// Removes the entries `event` may change. Returns how many.
+    /// Removes the entries `event` may change; how many.
     fn vote(&mut self, event: &ScoreEvent) -> usize {
         let mut affected: Vec<String> = self
             .by_article
@@ -408,10 +371,8 @@ pub struct ResponseCache {
 }
 
 impl ResponseCache {
-    /// An empty cache of at most `max_bytes`. It is passive: whoever owns
-    /// it feeds it the score events ([`ResponseCache::vote`]) and the
-    /// losses of events ([`ResponseCache::invalidate`]); the server does
-    /// so from its pub/sub hub (see `startup`).
+    /// An empty cache of at most `max_bytes`, fed the score events and
+    /// their losses by its owner (`startup`).
     pub fn new(max_bytes: usize) -> Self {
         Self {
             max_bytes,
@@ -576,7 +537,6 @@ impl ResponseCache {
         );
     }
 
-    /// Counters so far, for `/health` and the benchmark.
     pub fn stats(&self) -> CacheStats {
         let (entries, bytes) = {
             let e = self.entries.lock();
@@ -595,7 +555,6 @@ impl ResponseCache {
     }
 }
 
-/// The response cache's size and counters, for `/health` and `/metrics`.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheStats {

@@ -1,11 +1,8 @@
-//! Parsed documents by query text. Clients send the same few documents
-//! over and over; parsing one costs more than cloning its syntax tree.
-//!
-//! Bounded in bytes: the texts kept add up to at most
-//! [`MAX_DOCUMENT_TEXT_BYTES`] (a syntax tree is a small multiple of its
-//! text), and past it the least used documents go, one at a time
-//! (`quick_cache`'s CLOCK-Pro), so a flood of distinct documents costs
-//! re-parsing them, never memory, and never the hot ones.
+//! Parsed documents by query text: clients send the same few documents,
+//! and parsing one costs more than cloning its tree. At most
+//! [`MAX_DOCUMENT_TEXT_BYTES`] of text; past it the least used go
+//! (`quick_cache`), so a flood of distinct documents costs re-parsing,
+//! never memory, and never the hot ones.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,22 +1,13 @@
-//! Puts a response's object keys in document order.
+//! Puts a response's object keys in document order, as the spec asks.
+//! async-graphql inserts each field when it completes (async-graphql#612),
+//! so `{ b: articleCount a: articles { id } c: __typename }` comes back as
+//! `c, b, a`.
 //!
-//! The GraphQL spec wants every object serialized with its fields in the
-//! order the document asks for them (CollectFields order). async-graphql
-//! resolves an object's fields concurrently and inserts each one into the
-//! result map when it *completes* (`FuturesUnordered` in
-//! `resolve_container`), so `{ b: articleCount a: articles { id } c:
-//! __typename }` comes back as `c, b, a`: the typename is ready at once,
-//! the count needs one Redis reply and the list two. That is upstream issue
-//! async-graphql#612, open since 2021.
-//!
-//! The fix here runs after execution: each object's keys are collected
-//! from the selection sets that produced it (fragments expanded in place,
-//! `@skip`/`@include` applied, the first occurrence of a response key
-//! deciding its place) and the map is rebuilt in that order when it is
-//! not already. The work is linear in the response (a list's items share
-//! one plan) and in the document (a fragment spread twice in one
-//! selection set is collected once). Cached responses are stored already
-//! ordered, so a cache hit pays nothing.
+//! After execution, each object's keys are collected from the selection
+//! sets that produced it (fragments expanded, `@skip`/`@include` applied,
+//! a key's first occurrence deciding its place) and the map is rebuilt
+//! when out of order. A list's items share one plan, and cached responses
+//! are stored ordered.
 
 use async_graphql::indexmap::IndexMap;
 use async_graphql::parser::types::{

@@ -1,47 +1,22 @@
-//! Subscriptions executed once per distinct document and shared by all
-//! their subscribers.
+//! Subscriptions run once per distinct meaning and shared by all their
+//! subscribers (docs/api.md, "Shared subscriptions"): one resolution and
+//! one serialisation per event, however many subscribe.
 //!
-//! Thousands of clients usually subscribe with the same few documents
-//! (`scoreChanged { votes article { title } }`). Run one stream per
-//! subscriber and every vote is resolved (the article read from Redis) and
-//! serialised to JSON once per subscriber; run it once per distinct
-//! request and it costs the same for one subscriber or five thousand.
+//! - Shared: a subscription whose document selects none of
+//!   [`CALLER_DEPENDENT_FIELDS`] anywhere (a cheap, conservative test).
+//! - Key: the operation's [`canonical`] print, its name and the variables
+//!   as JSON with sorted keys.
+//! - One task per key runs it through the [`Api`] as an anonymous caller
+//!   and fans each payload out over a broadcast of [`CAPACITY`]; a slow
+//!   subscriber skips the oldest. The last subscriber out stops it; one
+//!   that ends by itself (it failed to start) leaves the registry first, so
+//!   a new subscriber runs it afresh and sees its own error.
+//! - Bounds: `max_streams` keys, each at most [`MAX_KEY_BYTES`]; past
+//!   either a subscription runs unshared.
 //!
-//! - **What is shared**: a subscription operation whose result cannot
-//!   depend on the caller, i.e. whose document selects none of
-//!   [`CALLER_DEPENDENT_FIELDS`] (anywhere in the document, any operation
-//!   or fragment: a cheap, conservative test). Anything else, and queries
-//!   and mutations sent over a socket, run per subscriber as before.
-//! - **Key**: the operation's meaning, not its text: its canonical print
-//!   (see [`canonical`]; comments, whitespace, argument order and named
-//!   versus inline fragments do not count), the operation name and the
-//!   variables as canonical JSON (object keys sorted). Clients of either
-//!   WebSocket protocol that ask for the same thing share one stream,
-//!   however their documents are written; different fields, aliases or
-//!   variables are a different stream.
-//! - **Execution**: the first subscriber of a key starts one task that runs
-//!   the operation through the [`Api`] (the same limits and error codes)
-//!   as an anonymous caller (no session), serialises each response once
-//!   and fans it out over a `tokio::sync::broadcast` of [`CAPACITY`]
-//!   payloads; later subscribers of the key join it and get events from
-//!   then on. Errors an event yields (the article vanished) are part of the
-//!   shared response, like its data, as neither depends on the caller.
-//! - **Slow subscribers** skip the oldest payloads once they are
-//!   [`CAPACITY`] behind, and never hold up the others.
-//! - **Lifetime**: when the last subscriber leaves, the task is aborted and
-//!   the entry removed; when the operation ends by itself (it failed to
-//!   start, e.g. an invalid argument) the entry is removed first, so a new
-//!   subscriber runs it afresh and sees its own error.
-//! - **Bounds**: at most `max_streams` distinct shared streams
-//!   (`--ws-max-shared-streams`); a new key past it runs unshared (the
-//!   subscriber is served as before, only without sharing) and is counted
-//!   in `/health`. Keys longer than [`MAX_KEY_BYTES`] run unshared too, so
-//!   the registry's memory is bounded by both.
-//!
-//! A shared execution's one pub/sub receiver is not a client subscription;
-//! the subscribers it serves are counted instead (see [`PubSub`]), from the
-//! moment the resolver has subscribed, so `/health`'s `subscriptions` still
-//! means "client subscriptions that receive events from now on".
+//! The task's one pub/sub receiver is not a client subscription; the
+//! subscribers it serves are counted instead (see [`PubSub`]), from the
+//! moment the resolver has subscribed.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};

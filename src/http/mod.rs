@@ -1,10 +1,5 @@
-//! HTTP endpoints: GraphQL over HTTP, the WebSocket upgrade, the health
-//! check, the metrics and the GraphiQL page, as one route tree.
-//!
-//! The HTTP contract (see docs/api.md, "The HTTP contract"): media types
-//! negotiated from `Accept`, a JSON GraphQL error with a code for every
-//! refusal, automatic persisted queries (`persisted.rs`), caching headers
-//! (`Cache-Control`, `ETag`, `304`) and compression by `Accept-Encoding`.
+//! The route tree of the API port: GraphQL over HTTP (the contract is in
+//! docs/api.md), the WebSocket upgrade, `/health`, `/metrics` and GraphiQL.
 
 mod body;
 mod cache_headers;

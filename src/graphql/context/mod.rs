@@ -1,18 +1,8 @@
-//! The one door resolvers go through: the process' [`AppState`], and each
-//! request's [`RequestContext`] in front of the [`Store`](crate::store::Store).
-//!
-//! Anonymous responses are cached whole (see [`crate::cache`]), which is
-//! only correct if the cache learns everything a response shows and every
-//! write drops what it changes. Those duties live here, not in resolvers:
-//! every read of the context records what it returns, and every write
-//! invalidates what it changes. Resolvers never see the store or the cache,
-//! so a new resolver cannot show data the cache does not know about, nor
-//! write without invalidating.
-//!
-//! The context is made of parts, one job each: where reads go
-//! ([`routing`]), what the response shows ([`recording`]) and the account
-//! flows ([`accounts`]); its reads and writes are in [`reads`] and
-//! [`writes`].
+//! The one door resolvers go through. Anonymous responses are cached whole,
+//! which is only correct if the cache learns everything a response shows
+//! and every write drops what it changes; so every read here records what
+//! it returns, and every write invalidates what it changes. Resolvers never
+//! see the store or the cache, so a new one cannot get this wrong.
 
 use std::sync::Arc;
 
