@@ -148,11 +148,11 @@ fn caches(r: &mut Readings<'_>, api: &Api) {
 }
 
 fn live(r: &mut Readings<'_>, api: &Api, sockets: &WebSockets) {
-    let sessions = sockets.sessions();
+    let sessions = &sockets.sessions;
     r.gauge(
         "votegraph_websocket_connections",
         "Open GraphQL WebSocket connections.",
-        sockets.open_connections() as f64,
+        sockets.connections.total() as f64,
     );
     r.gauge(
         "votegraph_websocket_logins",

@@ -69,20 +69,19 @@ pub struct Limits {
 }
 
 /// Process-wide WebSocket state, shared with the upgrade handler as poem
-/// data: the limits, the count of connections per address, the shared
-/// subscription streams and the shutdown notifier.
+/// data.
 #[derive(Clone)]
 pub struct WebSockets {
     limits: Limits,
-    connections: PerClient,
-    shared: SharedStreams,
+    pub(crate) connections: PerClient,
+    pub(crate) shared: SharedStreams,
     shutdown: Shutdown,
-    sessions: SessionWatch,
+    /// Ends the connections whose login ended.
+    pub(crate) sessions: SessionWatch,
 }
 
 impl WebSockets {
-    /// `pubsub` counts the subscribers of shared streams; `sessions` ends
-    /// the connections whose login ended.
+    /// `pubsub` counts the subscribers of shared streams.
     pub fn new(limits: Limits, shutdown: Shutdown, pubsub: PubSub, sessions: SessionWatch) -> Self {
         Self {
             limits,
@@ -91,16 +90,6 @@ impl WebSockets {
             shutdown,
             sessions,
         }
-    }
-
-    /// The watched logins of open connections, for `/metrics`.
-    pub fn sessions(&self) -> &SessionWatch {
-        &self.sessions
-    }
-
-    /// The shared subscription streams, for `/health`.
-    pub fn shared_stats(&self) -> Value {
-        self.shared.stats()
     }
 
     /// Tungstenite refuses larger messages itself, before buffering them.
@@ -117,11 +106,6 @@ impl WebSockets {
             .max_write_buffer_size(1024 * 1024)
             .max_message_size(Some(max))
             .max_frame_size(Some(max))
-    }
-
-    /// Open WebSocket connections, for `/metrics`.
-    pub fn open_connections(&self) -> usize {
-        self.connections.total()
     }
 
     /// Upgrades `GET /graphql` to a GraphQL WebSocket for `client`; a
@@ -177,12 +161,9 @@ impl WebSockets {
     }
 }
 
-/// Tells open WebSockets that the server is stopping.
-///
-/// poem's graceful shutdown waits for HTTP requests, but an upgraded
-/// connection has left poem's hands: without this, sockets would just be cut
-/// when the process exits, and clients could not tell a restart from a
-/// network failure.
+/// Tells open WebSockets that the server is stopping: an upgraded
+/// connection has left poem's graceful shutdown, and a socket cut when the
+/// process exits looks like a network failure to its client.
 #[derive(Clone)]
 pub struct Shutdown(Arc<watch::Sender<bool>>);
 
@@ -318,9 +299,7 @@ const INTERNAL: Refusal = Refusal {
 struct Incoming {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
     payload: Option<Value>,
 }
 

@@ -64,7 +64,7 @@ fn report(schema: &Api, ws: &WebSockets, redis_ok: bool) -> serde_json::Value {
     serde_json::json!({
         "status": if redis_ok { "ok" } else { "unavailable" },
         "subscriptions": state.pubsub.subscribers(),
-        "sharedSubscriptions": ws.shared_stats(),
+        "sharedSubscriptions": ws.shared.stats(),
         "responseCache": state.responses.as_ref().map(|c| c.stats()),
         "documentCache": schema.guard().documents.stats(),
         "persistedQueries": state.persisted.stats(),
