@@ -56,7 +56,8 @@ const LISTED_STREAMS: usize = 10;
 pub struct SharedStreams(Arc<Registry>);
 
 struct Registry {
-    streams: Mutex<HashMap<Arc<Key>, Arc<Entry>>>,
+    /// By key: the operation's canonical print and its variables.
+    streams: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
     max_streams: usize,
     pubsub: PubSub,
     /// Subscriptions that could have been shared but ran unshared because
@@ -64,24 +65,9 @@ struct Registry {
     unshared_at_limit: AtomicU64,
 }
 
-/// What makes two requests the same stream.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Key {
-    document: Box<str>,
-    operation: Option<Box<str>>,
-    /// Canonical JSON: object keys sorted.
-    variables: Box<str>,
-}
-
-impl Key {
-    fn len(&self) -> usize {
-        self.document.len() + self.operation.as_ref().map_or(0, |o| o.len()) + self.variables.len()
-    }
-}
-
 /// One shared stream.
 struct Entry {
-    key: Arc<Key>,
+    key: Arc<str>,
     state: Mutex<EntryState>,
 }
 
@@ -141,7 +127,6 @@ impl SharedStreams {
             return Err(Box::new(request));
         }
         let (sender, receiver) = broadcast::channel(CAPACITY);
-        let key = Arc::new(key);
         let entry = Arc::new(Entry {
             key: key.clone(),
             state: Mutex::new(EntryState {
@@ -197,13 +182,7 @@ impl SharedStreams {
     /// Removes `entry` from the registry (if it is still there) and closes
     /// it to joiners.
     fn detach(&self, entry: &Arc<Entry>) {
-        let mut streams = self.0.streams.lock();
-        if streams
-            .get(&entry.key)
-            .is_some_and(|current| Arc::ptr_eq(current, entry))
-        {
-            streams.remove(&entry.key);
-        }
+        forget(&mut self.0.streams.lock(), entry);
         entry.state.lock().sender = None;
     }
 
@@ -265,17 +244,22 @@ impl Drop for Member {
             registry.pubsub.remove_shared(1);
         }
         if state.subscribers == 0 {
-            if streams
-                .get(&self.entry.key)
-                .is_some_and(|current| Arc::ptr_eq(current, &self.entry))
-            {
-                streams.remove(&self.entry.key);
-            }
+            forget(&mut streams, &self.entry);
             state.sender = None;
             if let Some(task) = state.task.take() {
                 task.abort();
             }
         }
+    }
+}
+
+/// Takes `entry` out of `streams` if it is still the one under its key.
+fn forget(streams: &mut HashMap<Arc<str>, Arc<Entry>>, entry: &Arc<Entry>) {
+    if streams
+        .get(&entry.key)
+        .is_some_and(|current| Arc::ptr_eq(current, entry))
+    {
+        streams.remove(&entry.key);
     }
 }
 
@@ -343,7 +327,7 @@ async fn run(
 }
 
 /// The key of `request` if it is to be shared.
-fn shareable_key(api: &Api, request: &Request) -> Option<Key> {
+fn shareable_key(api: &Api, request: &Request) -> Option<Arc<str>> {
     let checked = api.guard().check(request).ok()??;
     if checked.operation != OperationType::Subscription || !caller_independent(&checked.document) {
         return None;
@@ -351,22 +335,19 @@ fn shareable_key(api: &Api, request: &Request) -> Option<Key> {
     key(request, &checked.document)
 }
 
-/// The key of `request`: its operation's canonical print (see
-/// [`canonical`]: comments, whitespace and argument order do not make a
-/// new stream), the operation name and the variables; None when longer
-/// than [`MAX_KEY_BYTES`].
-fn key(request: &Request, document: &ExecutableDocument) -> Option<Key> {
+/// The key of `request`: its operation's canonical print (which names the
+/// operation) and its variables as JSON with sorted keys; None past
+/// [`MAX_KEY_BYTES`].
+fn key(request: &Request, document: &ExecutableDocument) -> Option<Arc<str>> {
     let name = request.operation_name.as_deref();
     let operation = &select_operation(document, name)?.1.node;
-    let printed = canonical::operation(document, operation, name, MAX_KEY_BYTES)?;
+    let mut key = canonical::operation(document, operation, name, MAX_KEY_BYTES)?;
     let mut variables = serde_json::to_value(&request.variables).ok()?;
     variables.sort_all_objects();
-    let key = Key {
-        document: printed.into(),
-        operation: name.map(Into::into),
-        variables: variables.to_string().into(),
-    };
-    (key.len() <= MAX_KEY_BYTES).then_some(key)
+    // A print escapes control characters, so the separator is its own.
+    key.push('\0');
+    key.push_str(&variables.to_string());
+    (key.len() <= MAX_KEY_BYTES).then(|| key.into())
 }
 
 /// Whether no field of `document` (any operation, any fragment, used or
@@ -438,7 +419,7 @@ mod tests {
         Request::new(query).variables(Variables::from_json(variables))
     }
 
-    fn key_of(request: &Request) -> Option<Key> {
+    fn key_of(request: &Request) -> Option<Arc<str>> {
         let document = async_graphql::parser::parse_query(&request.query).unwrap();
         key(request, &document)
     }
