@@ -154,7 +154,9 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = Vec::new();
     for (module, from_here) in &reached {
         if from_here.contains(module) && !out.iter().any(|cycle| cycle.contains(module)) {
-            let back = from_here.iter().filter(|other| reached[*other].contains(module));
+            let back = from_here
+                .iter()
+                .filter(|other| reached[*other].contains(module));
             out.push(back.map(|other| other.to_string()).collect());
         }
     }

@@ -1,29 +1,15 @@
-//! What a GraphQL document may ask for, checked before anything runs.
+//! What a GraphQL document may ask for, checked before anything runs
+//! (docs/security.md, "Documents are priced before they run").
 //!
 //! Depth alone does not bound a document's work: four nested lists of 100
-//! are 10^8 articles in 230 bytes, 500 aliases repeat one list 500 times,
-//! and a fragment spreading the next one twice, twenty times over, expands
-//! to a million fields in under a kilobyte. So every request passes
-//! [`Guard::check`] before validation and execution, in this order, each
-//! step bounding the cost of the next:
-//!
-//! 1. the text: bytes, then tokens (a lexer pass that stops at the limit),
-//!    before the parser allocates anything;
-//! 2. the syntax tree: operations, fragments, fragment spreads and aliases,
-//!    counted as written (not expanded);
-//! 3. the selected operation: its root fields and its **cost**, with every
-//!    fragment expanded. Cost is the number of objects the response can
-//!    hold (GitHub's node limit): an object field costs 1, a list field its
-//!    `pageSize`/`limit` argument (or its default), and both are multiplied
-//!    by the count of their parent. A fragment's cost is computed once and
-//!    multiplied, so a fragment bomb is priced in microseconds, not
-//!    expanded;
-//! 4. the variables: one the operation does not declare is refused, so
-//!    junk cannot ride along (or become part of a response-cache key).
-//!
-//! A rejected document never reaches async-graphql's validator (some of
-//! whose rules are quadratic in the number of fields), the executor, or
-//! Redis.
+//! are 10^8 articles in 230 bytes, and a fragment spreading the next one
+//! twice, twenty times over, expands to a million fields. So
+//! [`Guard::check`] bounds, each step the cost of the next: the text (bytes,
+//! then tokens and nesting in one lexer pass), the syntax tree as written
+//! (operations, fragments, spreads, aliases), then the selected operation's
+//! root fields and **cost**, with each fragment priced once however often
+//! it is spread. A refused document never reaches async-graphql's
+//! validator (some of whose rules are quadratic), the executor or Redis.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -81,8 +67,7 @@ impl Guard {
 
     /// Checks `request`; the parsed document comes back for execution
     /// (`None` when no operation can be selected: async-graphql reports
-    /// that itself). A document that does not parse is refused here with a
-    /// readable message and its position (see [`parse_error`]).
+    /// that itself).
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         let query = request.query.as_str();
         let limits = &self.limits;
@@ -114,8 +99,8 @@ impl Guard {
         }))
     }
 
-    /// Steps 2 to 4 of the module doc. `None` when the operation cannot be
-    /// selected (async-graphql reports that itself).
+    /// The syntax tree's counts, then the selected operation's variables,
+    /// root fields and cost; `None` when no operation can be selected.
     fn analyze(
         &self,
         document: &ExecutableDocument,
@@ -123,15 +108,10 @@ impl Guard {
         variables: &Variables,
     ) -> AppResult<Option<(OperationType, Option<Name>, u64)>> {
         let limits = &self.limits;
-        let (operations, fragments) =
-            (document.operations.iter().count(), document.fragments.len());
-        at_most(
-            "the document",
-            operations,
-            "operations",
-            limits.max_operations,
-        )?;
-        at_most("the document", fragments, "fragments", limits.max_fragments)?;
+        let document_has = |count, what, max| at_most("the document", count, what, max);
+        let operations = document.operations.iter().count();
+        document_has(operations, "operations", limits.max_operations)?;
+        document_has(document.fragments.len(), "fragments", limits.max_fragments)?;
         let mut counts = SyntaxCounts::default();
         for (_, op) in document.operations.iter() {
             counts.selection_set(&op.node.selection_set.node);
@@ -139,18 +119,8 @@ impl Guard {
         for fragment in document.fragments.values() {
             counts.selection_set(&fragment.node.selection_set.node);
         }
-        at_most(
-            "the document",
-            counts.aliases,
-            "aliases",
-            limits.max_aliases,
-        )?;
-        at_most(
-            "the document",
-            counts.spreads,
-            "fragment spreads",
-            limits.max_spreads,
-        )?;
+        document_has(counts.aliases, "aliases", limits.max_aliases)?;
+        document_has(counts.spreads, "fragment spreads", limits.max_spreads)?;
 
         let Some((name, operation)) = select_operation(document, operation_name) else {
             return Ok(None);
@@ -197,20 +167,15 @@ fn at_most(subject: &str, count: usize, what: &str, max: usize) -> AppResult<()>
     Ok(())
 }
 
-/// Deepest nesting of list and object values (arguments, variables and
-/// their defaults, directive arguments) and of list types. Real inputs
-/// nest two or three levels; the bound keeps every recursive walk over a
-/// value (parser, validator, coercion, drop) a few dozen frames deep.
+/// Deepest nesting of list and object values and of list types: real
+/// inputs nest two or three levels, and every walk over a value recurses.
 pub const MAX_VALUE_DEPTH: usize = 32;
 
-/// Deepest selection-set nesting the parser is given: its own limit. The
-/// validator's field-depth limit (see [`crate::graphql`]) then reports a
-/// too-deep query in terms of fields; this bound only keeps the parse
-/// itself (which recurses before the parser's check) from going deeper.
+/// Deepest selection-set nesting the parser is given: its own limit, which
+/// it checks only after recursing. The validator's depth limit then speaks
+/// in fields.
 pub const MAX_SELECTION_DEPTH: usize = 64;
 
-/// Refuses a text with too many tokens or too deep a nesting, from one
-/// lexer pass (see [`shape`]), before the parser allocates or recurses.
 fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
     let bounds = shape::Bounds {
         tokens: limits.max_tokens,
@@ -237,9 +202,8 @@ fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
     Ok(())
 }
 
-/// Refuses variables nested deeper than [`MAX_VALUE_DEPTH`]: they reach
-/// the same recursive walks as the document's own values. Iterative, so
-/// the check itself has no depth to fear.
+/// Refuses variables nested deeper than [`MAX_VALUE_DEPTH`], iteratively:
+/// they reach the same recursive walks as the document's own values.
 fn check_variable_depth(variables: &Variables) -> AppResult<()> {
     let mut pending: Vec<(&Value, usize)> = variables.values().map(|v| (v, 0)).collect();
     while let Some((value, depth)) = pending.pop() {
@@ -258,10 +222,9 @@ fn check_variable_depth(variables: &Variables) -> AppResult<()> {
     Ok(())
 }
 
-/// The parser's error as a client should read it. A syntax error's own
-/// message is pest's report, which quotes the document with an ASCII
-/// arrow (` --> 1:17 | … ^---`); only its last line, what was expected, is
-/// kept, and the position goes to `locations`.
+/// The parser's error as a client should read it: of pest's report, which
+/// quotes the document with an ASCII arrow, only the last line (what was
+/// expected) is kept, and the position goes to `locations`.
 fn parse_error(error: async_graphql::parser::Error) -> AppError {
     use async_graphql::parser::Error;
     let pos = error.positions().next();
