@@ -18,7 +18,7 @@ pub use body::BodyLimits;
 pub use health::Draining;
 
 use crate::client_addr::TrustedProxies;
-use crate::cors::Cors;
+use crate::cors::{self, Cors};
 use crate::error::AppError;
 use crate::graphiql;
 use crate::graphql::Api;
@@ -40,7 +40,7 @@ pub struct Served {
 
 /// The route tree of the API port, behind CORS and the access log.
 pub fn routes(served: Served) -> BoxEndpoint<'static> {
-    let requests = served.requests;
+    let (requests, cors) = (served.requests, Arc::new(served.cors));
     Route::new()
         .at("/", get(graphiql::page))
         .at("/assets/graphiql/:file", get(graphiql::asset))
@@ -60,7 +60,7 @@ pub fn routes(served: Served) -> BoxEndpoint<'static> {
         .data(served.api)
         .catch_error(async |_: NotFoundError| response::error_response(AppError::UnknownPath))
         .catch_error(async |_: MethodNotAllowedError| response::error_response(AppError::GetOnly))
-        .with(served.cors)
+        .around(move |endpoint, req| cors::cors(endpoint, req, cors.clone()))
         .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
         .boxed()
 }
