@@ -137,12 +137,9 @@ impl Admitted {
         self.checked.as_ref().map_or(0, |c| c.cost)
     }
 
-    fn kind(&self) -> Option<OperationType> {
-        self.checked.as_ref().map(|c| c.operation)
-    }
-
     fn is_query(&self) -> bool {
-        self.kind() == Some(OperationType::Query)
+        let query = |c: &Checked| c.operation == OperationType::Query;
+        self.checked.as_ref().is_some_and(query)
     }
 
     /// A query whose answer is the same for anyone who asks it (no
@@ -178,8 +175,10 @@ async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, Pipeline
         .check(&request)
         .map_err(|e| PipelineResponse::refused(None, e))?;
     let operation = checked.as_ref().map(|c| (c.operation, c.name.clone()));
-    let kind = checked.as_ref().map(|c| c.operation);
-    if queries_only && kind.is_some_and(|op| op != OperationType::Query) {
+    let not_a_query = checked
+        .as_ref()
+        .is_some_and(|c| c.operation != OperationType::Query);
+    if queries_only && not_a_query {
         return Err(PipelineResponse::refused(
             operation,
             AppError::MethodNotAllowed,
@@ -251,36 +250,31 @@ async fn execute(
     storing: Option<Storing>,
     permit: Permit,
 ) -> PipelineResponse {
-    let (kind, cost, anonymous) = (admitted.kind(), admitted.cost(), admitted.anonymous());
-    let Admitted {
-        request,
-        checked,
-        operation,
-        authorization,
-        client,
-        with_cost,
-    } = admitted;
+    let (cost, anonymous) = (admitted.cost(), admitted.anonymous());
+    // An anonymous query may read the replica; anything else, the primary.
+    let on_replica = admitted.authorization.is_none() && admitted.is_query();
+    let with_cost = admitted.with_cost && admitted.checked.is_some();
+    let (state, client) = (api.state(), admitted.client);
     let context = match storing {
-        Some(_) => RequestContext::recorded(api.state(), client),
+        Some(_) => RequestContext::recorded(state, client),
         None => {
-            let session = Session::from_authorization(authorization.as_deref());
-            RequestContext::new(api.state(), session, client)
+            let session = Session::from_authorization(admitted.authorization.as_deref());
+            RequestContext::new(state, session, client)
         }
     };
-    // An anonymous query may read the replica; anything else, the primary.
-    let context = if authorization.is_none() && kind == Some(OperationType::Query) {
+    let context = if on_replica {
         context.on_replica()
     } else {
         context
     };
-    let (request, recorded) = context.attach(request);
-    let mut response = api
-        .execute_checked(request, checked.map(|c| c.document))
-        .await;
+    let (request, recorded) = context.attach(admitted.request);
+    let document = admitted.checked.map(|c| c.document);
+    let mut response = api.execute_checked(request, document).await;
     let code = first_code(&response);
-    if with_cost && kind.is_some() {
+    if with_cost {
         report_cost(api, &mut response, cost);
     }
+    let operation = admitted.operation;
     if is_request_error(&response) {
         let outcome = ResponseContent::RequestError(response);
         return PipelineResponse {
@@ -296,11 +290,8 @@ async fn execute(
 
 /// Adds `extensions.cost`: the query's cost and the limit.
 fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
-    let report = serde_json::json!({
-        "requested": cost,
-        "limit": api.guard().limits.max_cost,
-    });
-    let report = async_graphql::Value::from_json(report).unwrap_or_default();
+    let limit = api.guard().limits.max_cost;
+    let report = async_graphql::value!({ "requested": cost, "limit": limit });
     response.extensions.insert("cost".to_owned(), report);
 }
 
