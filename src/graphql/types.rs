@@ -63,6 +63,21 @@ pub(super) fn connection_size(first: i32) -> Result<usize> {
 /// The largest `first` of a connection's page.
 pub const FEED_MAX: i32 = 100;
 
+/// A page of a ranked list, as the `articles` fields read it.
+pub(super) async fn ranked(
+    ctx: &Context<'_>,
+    list: ArticleList<'_>,
+    order: ArticleOrder,
+    page: i32,
+    page_size: i32,
+) -> Result<Vec<Article>> {
+    let page = PageRequest::parse(page, page_size)?;
+    let records = RequestContext::of(ctx)?
+        .ranked(list, order.into(), page)
+        .await?;
+    Ok(records.into_iter().map(Article).collect())
+}
+
 /// A page of a feed, as a Relay connection.
 pub(super) async fn feed(
     ctx: &Context<'_>,
@@ -306,11 +321,7 @@ impl Group {
         #[graphql(default = 1)] page: i32,
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
-        let page = PageRequest::parse(page, page_size)?;
-        let records = RequestContext::of(ctx)?
-            .ranked(ArticleList::Group(&self.group), order.into(), page)
-            .await?;
-        Ok(records.into_iter().map(Article).collect())
+        ranked(ctx, ArticleList::Group(&self.group), order, page, page_size).await
     }
 
     /// The group's articles as a feed to scroll: cursors hold positions
@@ -376,11 +387,7 @@ impl User {
         #[graphql(default = 1)] page: i32,
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
-        let page = PageRequest::parse(page, page_size)?;
-        let records = RequestContext::of(ctx)?
-            .ranked(ArticleList::User(&self.name), order.into(), page)
-            .await?;
-        Ok(records.into_iter().map(Article).collect())
+        ranked(ctx, ArticleList::User(&self.name), order, page, page_size).await
     }
 
     /// The user's articles as a feed to scroll (see `Query.feed`).
