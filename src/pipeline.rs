@@ -101,7 +101,7 @@ pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
     };
     // Past the cache, the request runs (or fills a template): it needs
     // room in the work budget, held until its body is written.
-    let permit = match api.budget().admit(admitted.cost()).await {
+    let permit = match api.budget.admit(admitted.cost()).await {
         Ok(permit) => permit,
         Err(e) => return PipelineResponse::refused(admitted.operation, e),
     };
@@ -165,13 +165,13 @@ async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, Pipeline
         queries_only,
         with_cost,
     } = request;
-    let persisted = &api.state().persisted;
+    let persisted = &api.state.persisted;
     let registration = persisted
         .resolve(&mut request)
         .await
         .map_err(|e| PipelineResponse::refused(None, e))?;
     let checked = api
-        .guard()
+        .guard
         .check(&request)
         .map_err(|e| PipelineResponse::refused(None, e))?;
     let operation = checked.as_ref().map(|c| (c.operation, c.name.clone()));
@@ -220,7 +220,7 @@ async fn look_up_cache(
     api: &Api,
     admitted: &Admitted,
 ) -> Result<Option<Storing>, PipelineResponse> {
-    let cache = api.state().responses.as_ref();
+    let cache = api.state.responses.as_ref();
     let Some(cache) = cache.filter(|_| admitted.anonymous()) else {
         return Ok(None);
     };
@@ -254,7 +254,7 @@ async fn execute(
     // An anonymous query may read the replica; anything else, the primary.
     let on_replica = admitted.authorization.is_none() && admitted.is_query();
     let with_cost = admitted.with_cost && admitted.checked.is_some();
-    let (state, client) = (api.state(), admitted.client);
+    let (state, client) = (&api.state, admitted.client);
     let context = match storing {
         Some(_) => RequestContext::recorded(state, client),
         None => {
@@ -290,7 +290,7 @@ async fn execute(
 
 /// Adds `extensions.cost`: the query's cost and the limit.
 fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
-    let limit = api.guard().limits.max_cost;
+    let limit = api.guard.limits.max_cost;
     let report = async_graphql::value!({ "requested": cost, "limit": limit });
     response.extensions.insert("cost".to_owned(), report);
 }
@@ -380,7 +380,7 @@ fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
 /// is, it failed, or Redis did (the whole run then reports that properly).
 async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> {
     let cache = api
-        .state()
+        .state
         .responses
         .as_ref()
         .filter(|_| admitted.logged_in_query())?;
@@ -388,7 +388,7 @@ async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> 
     let request = &admitted.request;
     let key = format!("\u{1}{}", cache_key(request));
     let session = Session::from_authorization(admitted.authorization.as_deref());
-    let store = &api.state().store;
+    let store = &api.state.store;
     let (cached, viewer) = futures_util::join!(
         template(api, cache, &key, admitted.client, request, document),
         session.user(store)
@@ -425,7 +425,7 @@ async fn template(
     let mut copy =
         async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
     copy.operation_name = request.operation_name.clone();
-    let (copy, recorded) = RequestContext::recorded(api.state(), client).attach(copy);
+    let (copy, recorded) = RequestContext::recorded(&api.state, client).attach(copy);
     let mut response = api.execute_checked(copy, Some(document)).await;
     let holes = recorded.holes()?;
     let cached = if holes.shows_caller() {

@@ -19,7 +19,7 @@ pub fn register(
     sockets: &WebSockets,
 ) {
     requests.register(metrics);
-    api.state().store.redis_metrics().register(metrics);
+    api.state.store.redis_metrics().register(metrics);
     let api = api.clone();
     let sockets = sockets.clone();
     let started = SystemTime::now();
@@ -33,7 +33,7 @@ pub fn register(
 }
 
 fn redis(r: &mut Readings<'_>, api: &Api) {
-    let state = api.state();
+    let state = &api.state;
     if state.replica.is_some() {
         let lag = &state.replica_lag;
         r.gauge(
@@ -88,7 +88,7 @@ fn redis(r: &mut Readings<'_>, api: &Api) {
 
 fn caches(r: &mut Readings<'_>, api: &Api) {
     let responses = api
-        .state()
+        .state
         .responses
         .as_ref()
         .map(|cache| cache.stats())
@@ -126,7 +126,7 @@ fn caches(r: &mut Readings<'_>, api: &Api) {
         "Cached responses dropped because a vote could change them.",
         responses.evicted_by_votes,
     );
-    let documents = api.guard().documents.stats();
+    let documents = api.guard.documents.stats();
     r.counters(
         "votegraph_document_cache_requests",
         "Lookups in the parsed-document cache, by result (hit, miss).",
@@ -164,7 +164,7 @@ fn live(r: &mut Readings<'_>, api: &Api, sockets: &WebSockets) {
         "WebSocket connections closed (4403) because their login ended: logOut, expiry or revocation.",
         sessions.ended_sockets(),
     );
-    let pubsub = &api.state().pubsub;
+    let pubsub = &api.state.pubsub;
     r.gauge(
         "votegraph_subscriptions",
         "Live GraphQL subscriptions in this process.",
@@ -199,7 +199,7 @@ fn live(r: &mut Readings<'_>, api: &Api, sockets: &WebSockets) {
 }
 
 fn budget(r: &mut Readings<'_>, api: &Api) {
-    let stats = api.budget().stats();
+    let stats = api.budget.stats();
     r.gauge(
         "votegraph_work_budget_units",
         "The work budget (--work-budget), in query-cost units.",

@@ -488,7 +488,7 @@ impl State {
             Some(_) => return Err(self.invalid("connection_init payload must be an object")),
         };
         let auth = from_payload.or_else(|| self.conn.header_auth.clone());
-        let session = match authenticate(&self.conn.schema.state().store, auth.as_deref()).await {
+        let session = match authenticate(&self.conn.schema.state.store, auth.as_deref()).await {
             Ok(session) => {
                 self.login = session
                     .token()
@@ -503,7 +503,7 @@ impl State {
             }
         };
         self.data = Some(Arc::new(
-            RequestContext::new(self.conn.schema.state(), session, self.conn.client)
+            RequestContext::new(&self.conn.schema.state, session, self.conn.client)
                 .into_connection_data(),
         ));
         self.send("connection_ack", None, None::<()>).await
@@ -577,7 +577,7 @@ impl State {
     /// is not one: its refusal comes from the pipeline).
     fn is_subscription(&self, request: &async_graphql::Request) -> bool {
         matches!(
-            self.conn.schema.guard().check(request),
+            self.conn.schema.guard.check(request),
             Ok(Some(checked)) if checked.operation == OperationType::Subscription
         )
     }

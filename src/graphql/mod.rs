@@ -82,35 +82,21 @@ pub fn sdl() -> String {
 #[derive(Clone)]
 pub struct Api {
     schema: AppSchema,
-    state: Arc<AppState>,
-    guard: Arc<limits::Guard>,
+    /// What every request shares (store, caches, event hub, limits).
+    pub(crate) state: Arc<AppState>,
+    pub(crate) guard: Arc<limits::Guard>,
     deadline: Duration,
-    budget: WorkBudget,
+    /// Every query and mutation is admitted against it (see
+    /// [`crate::budget`]): over HTTP by the pipeline once it knows it must
+    /// run, holding the permit until the body is written; over a WebSocket
+    /// by the executor.
+    pub(crate) budget: WorkBudget,
 }
 
 impl Api {
-    /// What every request shares (store, caches, event hub, limits).
-    pub fn state(&self) -> &Arc<AppState> {
-        &self.state
-    }
-
-    /// The document limits, for transports that check a request before
-    /// deciding how to serve it (the HTTP path's response cache).
-    pub fn guard(&self) -> &limits::Guard {
-        &self.guard
-    }
-
     /// How long one query or mutation may run.
     pub fn deadline(&self) -> Duration {
         self.deadline
-    }
-
-    /// The budget every query and mutation is admitted against (see
-    /// [`crate::budget`]). Over HTTP the pipeline admits a request once it
-    /// knows it must run (not for a cached answer) and holds the permit
-    /// until the body is written; over a WebSocket the executor does.
-    pub fn budget(&self) -> &WorkBudget {
-        &self.budget
     }
 
     /// Runs a request that already passed [`limits::Guard::check`], with

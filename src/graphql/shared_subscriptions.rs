@@ -140,7 +140,7 @@ impl SharedStreams {
         // Nobody in particular: no session, and an address no client has.
         let anonymous = ClientAddr::from(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let mut data =
-            RequestContext::new(api.state(), Session::from_authorization(None), anonymous)
+            RequestContext::new(&api.state, Session::from_authorization(None), anonymous)
                 .into_connection_data();
         data.insert(SharedExecution {
             entry: entry.clone(),
@@ -328,7 +328,7 @@ async fn run(
 
 /// The key of `request` if it is to be shared.
 fn shareable_key(api: &Api, request: &Request) -> Option<Arc<str>> {
-    let checked = api.guard().check(request).ok()??;
+    let checked = api.guard.check(request).ok()??;
     if checked.operation != OperationType::Subscription || !caller_independent(&checked.document) {
         return None;
     }
