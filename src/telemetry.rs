@@ -19,7 +19,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::error::ErrorCode;
 use crate::metrics::{buckets, MetricsBuilder};
 
 /// The request id header, read from requests and set on every response.
@@ -290,8 +289,7 @@ pub fn note_operation(operation: Operation) {
 
 /// Records the current request's outcome code, the `extensions.code` of
 /// its first error (no-op outside a request).
-pub fn note_code(code: &str) {
-    let code = ErrorCode::parse(code).map_or(OTHER_CODE, ErrorCode::as_str);
+pub fn note_code(code: &'static str) {
     let _ = OUTCOME.try_with(|o| o.borrow_mut().code = Some(code));
 }
 
