@@ -122,14 +122,11 @@ pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
 
 /// A request that passed every check before anything runs.
 struct Admitted {
-    request: async_graphql::Request,
+    ask: PipelineRequest,
     /// The parsed document, its operation and its cost; None when it did
     /// not parse or validate (execution then reports why).
     checked: Option<Checked>,
     operation: Option<(OperationType, Option<Name>)>,
-    authorization: Option<String>,
-    client: ClientAddr,
-    with_cost: bool,
 }
 
 impl Admitted {
@@ -145,40 +142,33 @@ impl Admitted {
     /// A query whose answer is the same for anyone who asks it (no
     /// caller, no cost report): the response cache may hold it.
     fn anonymous(&self) -> bool {
-        self.authorization.is_none() && self.is_query() && !self.with_cost
+        self.ask.authorization.is_none() && self.is_query() && !self.ask.with_cost
     }
 
     /// A logged-in query that may be filled from its shared template.
     fn logged_in_query(&self) -> bool {
-        self.authorization.is_some() && self.is_query() && !self.with_cost
+        self.ask.authorization.is_some() && self.is_query() && !self.ask.with_cost
     }
 }
 
 /// Persisted queries, the document limits, the transport's rule and the
 /// registration of a new persisted document: everything that may refuse
 /// a request before it touches the cache.
-async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, PipelineResponse> {
-    let PipelineRequest {
-        mut request,
-        authorization,
-        client,
-        queries_only,
-        with_cost,
-    } = request;
+async fn admit(api: &Api, mut ask: PipelineRequest) -> Result<Admitted, PipelineResponse> {
     let persisted = &api.state.persisted;
     let registration = persisted
-        .resolve(&mut request)
+        .resolve(&mut ask.request)
         .await
         .map_err(|e| PipelineResponse::refused(None, e))?;
     let checked = api
         .guard
-        .check(&request)
+        .check(&ask.request)
         .map_err(|e| PipelineResponse::refused(None, e))?;
     let operation = checked.as_ref().map(|c| (c.operation, c.name.clone()));
     let not_a_query = checked
         .as_ref()
         .is_some_and(|c| c.operation != OperationType::Query);
-    if queries_only && not_a_query {
+    if ask.queries_only && not_a_query {
         return Err(PipelineResponse::refused(
             operation,
             AppError::MethodNotAllowed,
@@ -187,19 +177,16 @@ async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, Pipeline
     if let Some(registration) = registration {
         // Only a document that passed every limit is kept.
         let registered = persisted
-            .register(registration, &request.query, client)
+            .register(registration, &ask.request.query, ask.client)
             .await;
         if let Err(e) = registered {
             return Err(PipelineResponse::refused(operation, e));
         }
     }
     Ok(Admitted {
-        request,
+        ask,
         checked,
         operation,
-        authorization,
-        client,
-        with_cost,
     })
 }
 
@@ -224,7 +211,7 @@ async fn look_up_cache(
     let Some(cache) = cache.filter(|_| admitted.anonymous()) else {
         return Ok(None);
     };
-    let key = cache_key(&admitted.request);
+    let key = cache_key(&admitted.ask.request);
     match cache.lookup(&key, api.deadline()).await {
         Ok(body) => {
             let cached = Some((cache.clone(), key));
@@ -252,13 +239,13 @@ async fn execute(
 ) -> PipelineResponse {
     let (cost, anonymous) = (admitted.cost(), admitted.anonymous());
     // An anonymous query may read the replica; anything else, the primary.
-    let on_replica = admitted.authorization.is_none() && admitted.is_query();
-    let with_cost = admitted.with_cost && admitted.checked.is_some();
-    let (state, client) = (&api.state, admitted.client);
+    let on_replica = admitted.ask.authorization.is_none() && admitted.is_query();
+    let with_cost = admitted.ask.with_cost && admitted.checked.is_some();
+    let (state, client) = (&api.state, admitted.ask.client);
     let context = match storing {
         Some(_) => RequestContext::recorded(state, client),
         None => {
-            let session = Session::from_authorization(admitted.authorization.as_deref());
+            let session = Session::from_authorization(admitted.ask.authorization.as_deref());
             RequestContext::new(state, session, client)
         }
     };
@@ -267,7 +254,7 @@ async fn execute(
     } else {
         context
     };
-    let (request, recorded) = context.attach(admitted.request);
+    let (request, recorded) = context.attach(admitted.ask.request);
     let document = admitted.checked.map(|c| c.document);
     let mut response = api.execute_checked(request, document).await;
     let code = first_code(&response);
@@ -385,12 +372,12 @@ async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> 
         .as_ref()
         .filter(|_| admitted.logged_in_query())?;
     let document = admitted.checked.as_ref()?.document.clone();
-    let request = &admitted.request;
+    let request = &admitted.ask.request;
     let key = format!("\u{1}{}", cache_key(request));
-    let session = Session::from_authorization(admitted.authorization.as_deref());
+    let session = Session::from_authorization(admitted.ask.authorization.as_deref());
     let store = &api.state.store;
     let (cached, viewer) = futures_util::join!(
-        template(api, cache, &key, admitted.client, request, document),
+        template(api, cache, &key, admitted.ask.client, request, document),
         session.user(store)
     );
     let cached = cached?;
