@@ -17,7 +17,6 @@ pub struct LocalRedis {
     _lock: std::fs::File,
 }
 
-/// The lock file in the data directory.
 const LOCK_FILE: &str = "votegraph.lock";
 
 /// Unix socket paths are limited to about 108 bytes by the kernel.

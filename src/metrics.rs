@@ -24,7 +24,6 @@ use prometheus_client::registry::Registry;
 
 use crate::error::AppError;
 
-/// The OpenMetrics text format's media type.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The metrics being put together at startup.

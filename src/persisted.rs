@@ -54,7 +54,6 @@ pub struct Registration {
     hash: String,
 }
 
-/// The lower-case hex SHA-256 of `text`.
 pub fn sha256_hex(text: &str) -> String {
     hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }

@@ -31,7 +31,6 @@ pub struct PipelineRequest {
     pub with_cost: bool,
 }
 
-/// What the pipeline answers.
 pub struct PipelineResponse {
     /// The operation that ran or was chosen, for logs and metrics.
     pub operation: Option<(OperationType, Option<Name>)>,
@@ -89,7 +88,6 @@ impl PipelineResponse {
     }
 }
 
-/// Runs `request` through the pipeline's stages, in order.
 pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
     let admitted = match admit(api, request).await {
         Ok(admitted) => admitted,

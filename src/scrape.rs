@@ -11,7 +11,6 @@ use crate::metrics::{resident_bytes, MetricsBuilder, Readings};
 use crate::telemetry::RequestMetrics;
 use crate::ws::WebSockets;
 
-/// Registers every metric of the server.
 pub fn register(
     metrics: &mut MetricsBuilder,
     requests: &RequestMetrics,

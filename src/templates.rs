@@ -185,7 +185,6 @@ impl Template {
     }
 }
 
-/// The value at `path` in `data`.
 fn slot<'a>(data: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
     path.iter()
         .try_fold(data, |value, step| match (value, step) {

@@ -229,7 +229,6 @@ impl Connection {
     }
 }
 
-/// Why a connection ends.
 enum End {
     /// The client went away or cannot be written to: nothing more to send.
     Gone,
@@ -323,7 +322,6 @@ enum Payload {
 
 type Item = (Arc<str>, Option<Payload>);
 
-/// What woke the connection's loop.
 enum Event {
     Shutdown,
     InitTimeout,

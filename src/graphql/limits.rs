@@ -38,7 +38,6 @@ pub struct DocumentLimits {
     pub max_operations: usize,
 }
 
-/// A request that passed every limit.
 pub struct Checked {
     pub document: Arc<ExecutableDocument>,
     pub operation: OperationType,
@@ -421,7 +420,6 @@ impl CostModel {
     }
 }
 
-/// The cost of `field` of the type `owner`.
 fn field_cost(owner: &str, field: &FieldDefinition) -> FieldCost {
     let (type_name, is_list) = unwrap_type(&field.ty.node);
     // A Relay connection (`feed(first:)`) is sized by its `first`, and its
@@ -559,7 +557,6 @@ struct Tally {
     fields: usize,
 }
 
-/// One cost computation over one operation.
 struct Walk<'a> {
     model: &'a CostModel,
     document: &'a ExecutableDocument,

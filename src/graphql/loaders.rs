@@ -49,7 +49,6 @@ impl Loader<ArticleId> for ArticleLoader {
     }
 }
 
-/// Loads users' karma and rank by name.
 pub struct StandingLoader {
     store: Store,
 }

@@ -16,7 +16,6 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Positioned, Value, Variables};
 use async_graphql_value::Value as DocValue;
 
-/// Reorders `data`, the result of `operation` in `document`.
 pub fn in_document_order(
     data: &mut Value,
     document: &ExecutableDocument,

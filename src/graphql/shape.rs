@@ -37,7 +37,6 @@ impl Shape {
     }
 }
 
-/// Scans `text` until its end or until a count passes `bounds`.
 pub fn scan(text: &str, bounds: &Bounds) -> Shape {
     let b = text.as_bytes();
     let mut shape = Shape::default();

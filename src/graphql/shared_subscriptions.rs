@@ -65,7 +65,6 @@ struct Registry {
     unshared_at_limit: AtomicU64,
 }
 
-/// One shared stream.
 struct Entry {
     key: Arc<str>,
     state: Mutex<EntryState>,

@@ -60,7 +60,6 @@ pub(super) fn connection_size(first: i32) -> Result<usize> {
     Ok(first as usize)
 }
 
-/// The largest `first` of a connection's page.
 pub const FEED_MAX: i32 = 100;
 
 /// A page of a ranked list, as the `articles` fields read it.

@@ -23,7 +23,6 @@ pub struct BodyLimits {
 /// ones are cut at once.
 const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The GraphQL request a POST body holds.
 pub async fn request_from_body(
     headers: &HeaderMap,
     body: Body,

@@ -132,7 +132,6 @@ async fn execute(
     }
 }
 
-/// A GraphQL request from a GET URL's query string.
 fn request_from_url(query: &str) -> Result<async_graphql::Request, AppError> {
     let mut request = async_graphql::Request::new(String::new());
     let mut has_query = false;

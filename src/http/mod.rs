@@ -26,7 +26,6 @@ use crate::metrics;
 use crate::telemetry::{self, RequestMetrics};
 use crate::ws::WebSockets;
 
-/// What the endpoints serve from.
 pub struct Served {
     pub api: Api,
     pub sockets: WebSockets,
