@@ -164,14 +164,7 @@ pub fn serves(peer: Option<IpAddr>, headers: &poem::http::HeaderMap) -> bool {
     let direct = !["x-forwarded-for", "forwarded", "x-real-ip"]
         .iter()
         .any(|h| headers.contains_key(*h));
-    direct && peer.is_some_and(|ip| ip.is_loopback() || is_mapped_loopback(ip))
-}
-
-fn is_mapped_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
-        IpAddr::V4(_) => false,
-    }
+    direct && peer.is_some_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// What `GET /metrics` serves, and to whom.
