@@ -575,17 +575,13 @@ mod tests {
     #[test]
     fn a_flood_of_distinct_queries_evicts_the_least_used_not_the_hot_page() {
         let cache = ResponseCache::new(1024 * 1024);
-        let put = |key: &str, body: Vec<u8>| {
-            cache.put(
-                key.to_owned(),
-                cache.position(),
-                Deps::default(),
-                Arc::new(Cached::new(bytes::Bytes::from(body))),
-            )
-        };
-        put("front page", vec![b'f'; 20_000]);
+        put(&cache, "front page", cached(vec![b'f'; 20_000]));
         for i in 0..(2 * MAX_ENTRIES) {
-            put(&format!("one-off {i}"), vec![b'x'; 1_000 + i % 7]);
+            put(
+                &cache,
+                &format!("one-off {i}"),
+                cached(vec![b'x'; 1_000 + i % 7]),
+            );
             if i % 100 == 0 {
                 assert!(cache.get("front page").is_some(), "evicted after {i}");
             }
@@ -611,13 +607,8 @@ mod tests {
             let key = format!("k{i}");
             let mut body = noise.clone();
             body[0] = i as u8;
-            let cached = Arc::new(Cached::new(bytes::Bytes::from(body)));
-            cache.put(
-                key.clone(),
-                cache.position(),
-                Deps::default(),
-                cached.clone(),
-            );
+            let cached = cached(body);
+            put(&cache, &key, cached.clone());
             for encoding in Encoding::ALL {
                 cache.encoded(&key, &cached, encoding);
             }
@@ -625,13 +616,7 @@ mod tests {
         }
         assert!(cache.get("k199").is_some(), "recent entries are kept");
         // An entry larger than a sixteenth of the budget is not kept at all.
-        let huge = bytes::Bytes::from(vec![b'x'; 100_000]);
-        cache.put(
-            "huge".into(),
-            cache.position(),
-            Deps::default(),
-            cached(huge),
-        );
+        put(&cache, "huge", cached(vec![b'x'; 100_000]));
         assert!(cache.get("huge").is_none());
     }
 
@@ -639,8 +624,8 @@ mod tests {
     fn compressed_forms_are_made_once_and_kept_with_the_entry() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let text = br#"{"data":{"articles":[{"id":"1"}]}}"#.repeat(100);
-        let kept = cached(bytes::Bytes::from(text));
-        cache.put("k".into(), cache.position(), Deps::default(), kept.clone());
+        let kept = cached(text);
+        put(&cache, "k", kept.clone());
         let before = cache.entries.lock().bytes;
         let first = cache.encoded("k", &kept, Encoding::Br).unwrap();
         assert!(first.len() < kept.body().len() / 10);
@@ -652,18 +637,23 @@ mod tests {
             .unwrap();
         assert_eq!(first.as_ptr(), second.as_ptr());
         // A body that is no longer the entry's is compressed but not kept.
-        let stray = cached(bytes::Bytes::from(vec![b'y'; 5_000]));
+        let stray = cached(vec![b'y'; 5_000]);
         cache.encoded("k", &stray, Encoding::Gzip);
         assert!(stray.encoded(Encoding::Gzip).is_none());
         assert_eq!(cache.entries.lock().bytes, after);
     }
 
-    fn cached(body: bytes::Bytes) -> Arc<Cached> {
-        Arc::new(Cached::new(body))
+    fn cached(body: impl Into<bytes::Bytes>) -> Arc<Cached> {
+        Arc::new(Cached::new(body.into()))
     }
 
     fn body(text: &'static str) -> Arc<Cached> {
-        cached(bytes::Bytes::from_static(text.as_bytes()))
+        cached(text)
+    }
+
+    /// Stores `cached` under `key`, computed from now on.
+    fn put(cache: &ResponseCache, key: &str, cached: Arc<Cached>) {
+        cache.put(key.to_owned(), cache.position(), Deps::default(), cached);
     }
 
     fn vote(id: &str, score: f64, groups: &[&str]) -> Arc<ScoreEvent> {
@@ -715,7 +705,7 @@ mod tests {
     #[tokio::test]
     async fn an_ageing_entry_is_computed_again_by_one_reader_while_the_others_are_served() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
-        cache.put("k".into(), cache.position(), Deps::default(), body("old"));
+        put(&cache, "k", body("old"));
         let patience = Duration::from_millis(10);
         assert!(cache.lookup("k", patience).await.is_ok());
         std::thread::sleep(REFRESH_AFTER);
@@ -731,7 +721,7 @@ mod tests {
                 .expect("served meanwhile");
             assert_eq!(served.body().as_ref(), b"old");
         }
-        cache.put("k".into(), cache.position(), Deps::default(), body("new"));
+        put(&cache, "k", body("new"));
         computation.publish(body("new"));
         let served = cache.lookup("k", patience).await.ok().unwrap();
         assert_eq!(served.body().as_ref(), b"new");
