@@ -10,10 +10,10 @@ use async_graphql::{Context, Result};
 
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::domain::{GroupName, UserName, VoteDirection};
+use crate::domain::{UserName, VoteDirection};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::store::{ArticleRecord, List};
+use crate::store::ArticleRecord;
 
 mod accounts;
 mod reads;
@@ -21,18 +21,11 @@ mod recording;
 mod routing;
 mod writes;
 
+pub use crate::store::List as ArticleList;
 pub use accounts::{invalid_credentials, Accounts};
 pub use recording::Recorded;
 use recording::Recording;
 use routing::Routing;
-
-/// Which ranked list of articles a page comes from.
-#[derive(Clone, Copy, Debug)]
-pub enum ArticleList<'a> {
-    Site,
-    Group(&'a GroupName),
-    User(&'a str),
-}
 
 /// One request's view of the application: its caller, its own loaders (so
 /// batching never mixes requests and nothing is cached between them), and,
@@ -147,14 +140,4 @@ pub struct Feed {
     pub edges: Vec<(String, ArticleRecord)>,
     pub has_next: bool,
     pub total: u64,
-}
-
-impl<'a> From<ArticleList<'a>> for List<'a> {
-    fn from(list: ArticleList<'a>) -> Self {
-        match list {
-            ArticleList::Site => List::Site,
-            ArticleList::Group(g) => List::Group(g),
-            ArticleList::User(u) => List::User(u),
-        }
-    }
 }

@@ -39,7 +39,7 @@ impl RequestContext {
                     return self
                         .routing
                         .store_for(list)
-                        .ranked_page(list.into(), order, start as usize, size)
+                        .ranked_page(list, order, start as usize, size)
                         .await;
                 }
                 (Order::Score, _) => Ranking::Score,
@@ -110,15 +110,14 @@ impl RequestContext {
         after: Option<&str>,
     ) -> Result<Feed> {
         let position = after
-            .map(|cursor| Cursor::decode(cursor, order, &list.into()))
+            .map(|cursor| Cursor::decode(cursor, order, &list))
             .transpose()?;
         let page = self
-            .with_session(self.routing.store_for(list).feed(
-                list.into(),
-                order,
-                position.as_ref(),
-                first,
-            ))
+            .with_session(
+                self.routing
+                    .store_for(list)
+                    .feed(list, order, position.as_ref(), first),
+            )
             .await?;
         let ids: Vec<Ranked> = page.entries.iter().map(|(ranked, _)| *ranked).collect();
         let full = page.has_next || ids.len() == first;
@@ -126,7 +125,7 @@ impl RequestContext {
         let mut cursors: std::collections::HashMap<_, _> = page
             .entries
             .iter()
-            .map(|((id, _), position)| (*id, Cursor::encode(order, &list.into(), position)))
+            .map(|((id, _), position)| (*id, Cursor::encode(order, &list, position)))
             .collect();
         let edges = records
             .into_iter()
