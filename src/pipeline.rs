@@ -16,7 +16,7 @@ use crate::cache::{Cached, Computation, Position, ResponseCache};
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, ErrorCode};
 use crate::graphql::limits::Checked;
-use crate::graphql::{Api, Recorded, RequestContext};
+use crate::graphql::{Api, Recording, RequestContext};
 
 /// One request, as a transport read it.
 pub struct PipelineRequest {
@@ -286,7 +286,7 @@ fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
 fn response_body(
     response: &mut async_graphql::Response,
     to_cache: bool,
-    recorded: &Recorded,
+    recorded: &Recording,
     cost: u64,
 ) -> Arc<Cached> {
     let ok = response.is_ok();
@@ -306,7 +306,7 @@ fn response_body(
 fn store(
     storing: Storing,
     ok: bool,
-    recorded: &Recorded,
+    recorded: &Recording,
     body: &Arc<Cached>,
 ) -> (Arc<ResponseCache>, String) {
     let Storing {

@@ -28,7 +28,7 @@ use futures_util::StreamExt;
 use limits::Checked;
 
 pub use crate::state::AppState;
-pub use context::{ArticleList, Recorded, RequestContext};
+pub use context::{ArticleList, Recording, RequestContext};
 use mutation::MutationRoot;
 use query::QueryRoot;
 use subscription::SubscriptionRoot;

@@ -23,8 +23,7 @@ mod writes;
 
 pub use crate::store::List as ArticleList;
 pub use accounts::{invalid_credentials, Accounts};
-pub use recording::Recorded;
-use recording::Recording;
+pub use recording::Recording;
 use routing::Routing;
 
 /// One request's view of the application: its caller, its own loaders (so
@@ -92,8 +91,8 @@ impl RequestContext {
     /// Attaches the context to a GraphQL request; the handle it returns
     /// gives what the response showed, once it ran (None when not
     /// recorded).
-    pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recorded) {
-        let recorded = self.recording.handle();
+    pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recording) {
+        let recorded = self.recording.clone();
         (request.data(self), recorded)
     }
 
