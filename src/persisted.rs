@@ -147,7 +147,7 @@ impl PersistedQueries {
         match stored {
             Ok(()) => {
                 self.registrations.fetch_add(1, Ordering::Relaxed);
-                self.keep(hash, Arc::from(text));
+                self.local.insert(hash, Arc::from(text));
                 Ok(())
             }
             Err(e @ (AppError::RateLimited { .. } | AppError::RegistrationsPaused { .. })) => {
@@ -179,12 +179,8 @@ impl PersistedQueries {
         }
         self.redis_hits.fetch_add(1, Ordering::Relaxed);
         let text: Arc<str> = Arc::from(text);
-        self.keep(hash.to_owned(), text.clone());
+        self.local.insert(hash.to_owned(), text.clone());
         Ok(Some(text))
-    }
-
-    fn keep(&self, hash: String, text: Arc<str>) {
-        self.local.insert(hash, text);
     }
 
     /// Counters and sizes, for `/health`.

@@ -22,9 +22,7 @@ impl ArticleLoader {
     pub fn new(store: Store, session: Arc<Session>) -> Self {
         Self { store, session }
     }
-}
 
-impl ArticleLoader {
     /// Loads the articles of a ranking page, with the scores its read
     /// already gave (see [`Ranked`]).
     pub async fn load_ranked(
