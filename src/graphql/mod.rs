@@ -5,7 +5,6 @@
 //! directly) and wrap the records in output types.
 
 mod canonical;
-pub mod connection;
 mod context;
 pub mod documents;
 pub mod limits;

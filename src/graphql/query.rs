@@ -2,10 +2,9 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::connection::PageInfo;
 use super::types::{
-    self, Article, ArticleConnection, ArticleOrder, Group, GroupConnection, GroupEdge, RankedUser,
-    User,
+    self, Article, ArticleConnection, ArticleOrder, Group, GroupConnection, GroupEdge, PageInfo,
+    RankedUser, User,
 };
 use super::{ArticleList, RequestContext};
 use crate::domain::{parse_limit, ArticleId, GroupName};

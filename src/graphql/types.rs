@@ -6,7 +6,6 @@ use async_graphql::{
 };
 use chrono::{SecondsFormat, TimeZone, Utc};
 
-use super::connection::PageInfo;
 use super::{ArticleList, RequestContext};
 use crate::domain::Period;
 use crate::domain::{GroupName, PageRequest, UserName};
@@ -105,6 +104,18 @@ pub(super) async fn feed(
         },
         total_count: page.total as i64,
     })
+}
+
+// Shared by every connection: Relay and Apollo's `relayStylePagination`
+// recognise this exact shape.
+/// Where a page of a connection ends and whether there is more after it
+/// (Relay's `PageInfo`, forward pagination only).
+#[derive(SimpleObject, Debug, Clone, PartialEq, Eq)]
+pub struct PageInfo {
+    /// True when a page requested with `after: endCursor` would not be empty.
+    pub has_next_page: bool,
+    /// The cursor of the last edge of this page; null when the page is empty.
+    pub end_cursor: Option<String>,
 }
 
 /// A page of articles in a feed (Relay's connection).
