@@ -4,7 +4,6 @@
 //! (`quick_cache`), so a flood of distinct documents costs re-parsing,
 //! never memory, and never the hot ones.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_graphql::parser::types::ExecutableDocument;
@@ -29,35 +28,23 @@ impl Weighter<Arc<str>, Arc<ExecutableDocument>> for TextBytes {
 
 pub struct DocumentCache {
     documents: Cache<Arc<str>, Arc<ExecutableDocument>, TextBytes>,
-    hits: AtomicU64,
-    misses: AtomicU64,
 }
 
 impl Default for DocumentCache {
     fn default() -> Self {
-        Self {
-            documents: Cache::with_weighter(
-                EXPECTED_DOCUMENTS,
-                MAX_DOCUMENT_TEXT_BYTES as u64,
-                TextBytes,
-            ),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-        }
+        let documents = Cache::with_weighter(
+            EXPECTED_DOCUMENTS,
+            MAX_DOCUMENT_TEXT_BYTES as u64,
+            TextBytes,
+        );
+        Self { documents }
     }
 }
 
 impl DocumentCache {
     /// The cached parse of `query`, if any.
     pub fn get(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
-        let found = self.documents.get(query);
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        self.documents.get(query)
     }
 
     /// Parses `query` and keeps it; the parser's error when it does not
@@ -79,8 +66,8 @@ impl DocumentCache {
         DocumentStats {
             entries: self.documents.len() as u64,
             text_bytes: self.documents.weight(),
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: self.documents.hits(),
+            misses: self.documents.misses(),
         }
     }
 }
