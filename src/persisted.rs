@@ -41,7 +41,6 @@ pub struct PersistedQueries {
     store: Store,
     limits: PersistedLimits,
     local: quick_cache::sync::Cache<String, Arc<str>, TextBytes>,
-    local_hits: AtomicU64,
     redis_hits: AtomicU64,
     misses: AtomicU64,
     registrations: AtomicU64,
@@ -94,7 +93,6 @@ impl PersistedQueries {
                 LOCAL_MAX_TEXT_BYTES,
                 TextBytes,
             ),
-            local_hits: AtomicU64::new(0),
             redis_hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             registrations: AtomicU64::new(0),
@@ -164,7 +162,6 @@ impl PersistedQueries {
     /// The text under `hash`: from this process' map, else from Redis.
     async fn lookup(&self, hash: &str) -> AppResult<Option<Arc<str>>> {
         if let Some(text) = self.local.get(hash) {
-            self.local_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(text));
         }
         let Some(text) = self.store.persisted_document(hash).await? else {
@@ -189,7 +186,7 @@ impl PersistedQueries {
         serde_json::json!({
             "entries": entries,
             "textBytes": text_bytes,
-            "localHits": self.local_hits.load(Ordering::Relaxed),
+            "localHits": self.local.hits(),
             "redisHits": self.redis_hits.load(Ordering::Relaxed),
             "misses": self.misses.load(Ordering::Relaxed),
             "registrations": self.registrations.load(Ordering::Relaxed),
