@@ -11,7 +11,8 @@ use poem::http::{header, HeaderMap};
 /// saved cost more in CPU and headers than they win on the wire.
 pub const MIN_BYTES: usize = 1024;
 
-/// A content coding votegraph can send.
+/// A content coding votegraph can send; `as usize` indexes arrays holding
+/// one form per coding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
     Zstd,
@@ -40,15 +41,6 @@ impl Encoding {
             Encoding::Zstd => "zstd",
             Encoding::Br => "br",
             Encoding::Gzip => "gzip",
-        }
-    }
-
-    /// A dense index, for arrays holding one form per coding.
-    pub fn index(self) -> usize {
-        match self {
-            Encoding::Zstd => 0,
-            Encoding::Br => 1,
-            Encoding::Gzip => 2,
         }
     }
 

@@ -225,7 +225,7 @@ impl Cached {
     }
 
     fn encoded(&self, encoding: Encoding) -> Option<bytes::Bytes> {
-        self.encoded.lock()[encoding.index()].clone()
+        self.encoded.lock()[encoding as usize].clone()
     }
 
     /// Bytes held by the compressed forms.
@@ -501,8 +501,8 @@ impl ResponseCache {
             .is_some_and(|e| Arc::ptr_eq(&e.cached, cached));
         if current && entries.bytes + form.len() <= self.max_bytes {
             let mut forms = cached.encoded.lock();
-            if forms[encoding.index()].is_none() {
-                forms[encoding.index()] = Some(form.clone());
+            if forms[encoding as usize].is_none() {
+                forms[encoding as usize] = Some(form.clone());
                 entries.bytes += form.len();
             }
         }
