@@ -11,6 +11,7 @@
 //! it is spread. A refused document never reaches async-graphql's
 //! validator (some of whose rules are quadratic), the executor or Redis.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -539,6 +540,26 @@ fn add_introspection(
     );
 }
 
+/// An argument's value as the operation runs it: a literal, or a
+/// variable's value (or its default), borrowed where it can be.
+pub(crate) fn argument<'a>(
+    arguments: &'a [(Positioned<Name>, Positioned<DocValue>)],
+    name: &str,
+    operation: &'a OperationDefinition,
+    variables: &'a Variables,
+) -> Option<Cow<'a, Value>> {
+    let (_, value) = arguments.iter().find(|(n, _)| n.node == name)?;
+    let DocValue::Variable(variable) = &value.node else {
+        return value.node.clone().into_const().map(Cow::Owned);
+    };
+    if let Some(value) = variables.get(variable) {
+        return Some(Cow::Borrowed(value));
+    }
+    let definitions = &operation.variable_definitions;
+    let definition = definitions.iter().find(|d| d.node.name.node == *variable)?;
+    Some(Cow::Borrowed(&definition.node.default_value.as_ref()?.node))
+}
+
 fn as_count(value: &Value) -> Option<u64> {
     match value {
         Value::Number(n) => n
@@ -613,7 +634,9 @@ impl Walk<'_> {
             None => 1,
             Some(ListSize::Fixed(n)) => *n,
             Some(ListSize::Argument { name, default }) => {
-                self.argument_count(field, name).unwrap_or(*default)
+                argument(&field.arguments, name, self.operation, self.variables)
+                    .and_then(|value| as_count(&value))
+                    .unwrap_or(*default)
             }
         };
         let inner = self.tally(&field.selection_set.node, &info.type_name)?;
@@ -640,26 +663,6 @@ impl Walk<'_> {
         let tally = tally?;
         self.fragments.insert(name.clone(), tally);
         Ok(tally)
-    }
-
-    /// The value of a size argument: a literal, or a variable's value (or
-    /// the variable's default).
-    fn argument_count(&self, field: &Field, name: &str) -> Option<u64> {
-        let (_, value) = field.arguments.iter().find(|(n, _)| n.node == name)?;
-        match &value.node {
-            DocValue::Variable(var) => match self.variables.get(var) {
-                Some(v) => as_count(v),
-                None => self
-                    .operation
-                    .variable_definitions
-                    .iter()
-                    .find(|d| d.node.name.node == *var)
-                    .and_then(|d| d.node.default_value.as_ref())
-                    .and_then(|v| as_count(&v.node)),
-            },
-            DocValue::Number(n) => as_count(&Value::Number(n.clone())),
-            _ => None,
-        }
     }
 }
 

@@ -14,7 +14,8 @@ use async_graphql::parser::types::{
     Directive, ExecutableDocument, OperationDefinition, Selection, SelectionSet,
 };
 use async_graphql::{Name, Positioned, Value, Variables};
-use async_graphql_value::Value as DocValue;
+
+use super::limits::argument;
 
 pub fn in_document_order(
     data: &mut Value,
@@ -148,38 +149,14 @@ impl<'a> Walk<'a> {
     fn skipped(&self, directives: &[Positioned<Directive>]) -> bool {
         directives.iter().any(|d| {
             let d = &d.node;
-            let condition = d
-                .arguments
-                .iter()
-                .find(|(name, _)| name.node == "if")
-                .and_then(|(_, v)| self.boolean(&v.node));
+            let condition = argument(&d.arguments, "if", self.operation, self.variables);
+            let condition = condition.as_deref();
             match d.name.node.as_str() {
-                "skip" => condition == Some(true),
-                "include" => condition == Some(false),
+                "skip" => condition == Some(&Value::Boolean(true)),
+                "include" => condition == Some(&Value::Boolean(false)),
                 _ => false,
             }
         })
-    }
-
-    fn boolean(&self, value: &DocValue) -> Option<bool> {
-        match value {
-            DocValue::Boolean(b) => Some(*b),
-            DocValue::Variable(name) => match self.variables.get(name) {
-                Some(Value::Boolean(b)) => Some(*b),
-                Some(_) => None,
-                None => self
-                    .operation
-                    .variable_definitions
-                    .iter()
-                    .find(|d| d.node.name.node == *name)
-                    .and_then(|d| d.node.default_value.as_ref())
-                    .and_then(|v| match &v.node {
-                        Value::Boolean(b) => Some(*b),
-                        _ => None,
-                    }),
-            },
-            _ => None,
-        }
     }
 }
 
