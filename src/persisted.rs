@@ -15,22 +15,13 @@ use sha2::Digest;
 
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
+use crate::graphql::documents::TextBytes;
 use crate::store::{RegisterLimits, Store};
 
 /// Texts kept in-process: an app's few distinct queries, and at most this
 /// many bytes of them (the least used go first).
 const LOCAL_EXPECTED_DOCUMENTS: usize = 1024;
 const LOCAL_MAX_TEXT_BYTES: u64 = 2 * 1024 * 1024;
-
-/// A text weighs its bytes.
-#[derive(Clone)]
-struct TextBytes;
-
-impl quick_cache::Weighter<String, Arc<str>> for TextBytes {
-    fn weight(&self, _: &String, text: &Arc<str>) -> u64 {
-        text.len() as u64
-    }
-}
 
 /// How long and how many documents Redis keeps, and how fast and while
 /// how much memory they may be registered.

@@ -16,12 +16,19 @@ const MAX_CACHED_DOCUMENT: usize = 16 * 1024;
 const EXPECTED_DOCUMENTS: usize = 1024;
 pub const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
 
-/// A document weighs its text's bytes.
+/// A parsed document, or a persisted query's text by its hash, weighs its
+/// text's bytes.
 #[derive(Clone)]
-struct TextBytes;
+pub struct TextBytes;
 
 impl Weighter<Arc<str>, Arc<ExecutableDocument>> for TextBytes {
     fn weight(&self, text: &Arc<str>, _: &Arc<ExecutableDocument>) -> u64 {
+        text.len() as u64
+    }
+}
+
+impl Weighter<String, Arc<str>> for TextBytes {
+    fn weight(&self, _: &String, text: &Arc<str>) -> u64 {
         text.len() as u64
     }
 }
