@@ -101,16 +101,10 @@ impl RedisServer {
             let _ = child.wait();
         }
     }
+}
 
-    fn stop_within(&self) -> Duration {
-        if self.persistent {
-            SAVE_WITHIN
-        } else {
-            STOP_WITHIN
-        }
-    }
-
-    fn stop_blocking(&mut self) {
+impl Drop for RedisServer {
+    fn drop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -119,9 +113,15 @@ impl RedisServer {
         if let Ok(mut conn) = conn {
             // A paused or busy server must not hold its owner's drop.
             let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
-            let _: redis::RedisResult<()> = shutdown_command(self.persistent).query(&mut conn);
+            let save = if self.persistent { "SAVE" } else { "NOSAVE" };
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg(save).query(&mut conn);
         }
-        let deadline = Instant::now() + self.stop_within();
+        let stop_within = if self.persistent {
+            SAVE_WITHIN
+        } else {
+            STOP_WITHIN
+        };
+        let deadline = Instant::now() + stop_within;
         while Instant::now() < deadline {
             if !matches!(child.try_wait(), Ok(None)) {
                 return;
@@ -132,18 +132,6 @@ impl RedisServer {
         let _ = child.kill();
         let _ = child.wait();
     }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop_blocking();
-    }
-}
-
-fn shutdown_command(persistent: bool) -> redis::Cmd {
-    let mut cmd = redis::cmd("SHUTDOWN");
-    cmd.arg(if persistent { "SAVE" } else { "NOSAVE" });
-    cmd
 }
 
 impl RedisServerBuilder {
