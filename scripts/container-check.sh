@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Builds the Dockerfile's runtime stage with podman and runs it against a
+# Redis container, side by side as docker-compose.yml runs them: the image's
+# health check passes, the server runs as its own user, /health answers
+# from the host through the published port, a sign-up, a post and a query
+# go through to Redis, and SIGTERM drains and stops it with status 0.
+# Every container, pod and image it made is removed on every path. It skips,
+# saying why, only where containers cannot run at all.
+#
+# Nothing is pulled from an image registry: the base is Debian bookworm
+# made here with mmdebstrap (what debian:bookworm-slim holds, less
+# trimmed), Redis is Debian's redis-server on that base, and the binary is
+# the one built on this machine, handed to the Dockerfile as BINARY_FROM in
+# place of its `build` stage (which needs the Rust image). The binary must
+# suit bookworm's glibc: build it on bookworm or older.
+#
+#   VOTEGRAPH_BINARY  the binary to put in the image (default: a release
+#                     build, made if missing)
+#   CHECK_BASE_IMAGE  an existing base image to use instead of making one
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+skip() {
+  echo "container-check: SKIPPED, this machine cannot run containers: $*" >&2
+  exit 0
+}
+fail() {
+  echo "container-check: FAILED: $*" >&2
+  exit 1
+}
+
+[ "$(uname -s)" = Linux ] || skip "podman runs them on Linux only"
+for tool in podman runc mmdebstrap; do
+  scripts/ensure-package.sh "$tool" "$tool" >/dev/null || skip "$tool cannot be installed"
+done
+
+started=$SECONDS
+run_id=votegraph-check-$$
+work=$(mktemp -d)
+images=()
+cleanup() {
+  podman pod rm --force --ignore "$run_id" >/dev/null 2>&1 || true
+  if [ ${#images[@]} -gt 0 ]; then
+    podman rmi --force "${images[@]}" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# Runs a command, showing what it said only when it fails.
+quietly() {
+  "$@" >"$work/said" 2>&1 || {
+    cat "$work/said" >&2
+    return 1
+  }
+}
+
+# runc, and rlimits no higher than this machine grants: crun and podman's
+# default rlimits fail where the process may not raise its own.
+nofile=$(ulimit -Hn)
+if [ "$nofile" = unlimited ] || [ "$nofile" -gt 65536 ]; then nofile=65536; fi
+cat >"$work/containers.conf" <<EOF
+[containers]
+default_ulimits = ["nofile=$nofile:$nofile", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+EOF
+export CONTAINERS_CONF=$work/containers.conf
+
+binary=${VOTEGRAPH_BINARY:-}
+if [ -z "$binary" ]; then
+  cargo build --release --bin votegraph
+  binary=target/release/votegraph
+fi
+[ -x "$binary" ] || fail "no binary at $binary"
+
+base=${CHECK_BASE_IMAGE:-}
+if [ -z "$base" ]; then
+  base=localhost/$run_id-base
+  echo "container-check: making a Debian bookworm base image with mmdebstrap" >&2
+  quietly mmdebstrap --variant=minbase bookworm "$work/base.tar"
+  quietly podman import "$work/base.tar" "$base"
+  rm "$work/base.tar"
+  images+=("$base")
+fi
+
+# The probe: a container that runs `true`, or the reason none can run here.
+if ! probe=$(podman run --rm --network none "$base" true 2>&1); then
+  skip "$probe"
+fi
+
+# The binary as an image of its own, at the path the build stage leaves it.
+mkdir "$work/binary"
+cp "$binary" "$work/binary/votegraph"
+tar -C "$work/binary" -cf "$work/binary.tar" votegraph
+quietly podman import "$work/binary.tar" "localhost/$run_id-binary"
+images+=("localhost/$run_id-binary")
+
+echo "container-check: building the runtime stage" >&2
+quietly podman build --isolation chroot --format docker --target runtime \
+  --build-arg RUNTIME_BASE="$base" --build-arg BINARY_FROM="localhost/$run_id-binary" \
+  --tag "localhost/$run_id-votegraph" .
+images+=("localhost/$run_id-votegraph")
+
+cat >"$work/Containerfile.redis" <<EOF
+FROM $base
+RUN apt-get update \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server \\
+    && apt-get clean && rm -rf /var/lib/apt/lists/*
+USER redis
+EOF
+echo "container-check: building a Redis image from Debian's redis-server" >&2
+quietly podman build --isolation chroot --file "$work/Containerfile.redis" \
+  --tag "localhost/$run_id-redis" "$work"
+images+=("localhost/$run_id-redis")
+built=$SECONDS
+
+# One pod: the containers share its network, as compose's share theirs;
+# Redis listens in the pod only, votegraph is published on loopback.
+quietly podman pod create --name "$run_id" --publish 127.0.0.1::8000
+quietly podman run --detach --pod "$run_id" --name "$run_id-redis" "localhost/$run_id-redis" \
+  redis-server --bind 127.0.0.1 --port 6379 --dir /var/lib/redis --appendonly yes
+# The compose file's Redis health check, waited for as its votegraph does.
+for _ in $(seq 50); do
+  if podman exec "$run_id-redis" redis-cli ping 2>/dev/null | grep -q PONG; then break; fi
+  sleep 0.2
+done
+podman exec "$run_id-redis" redis-cli ping | grep -q PONG || fail "Redis did not start"
+
+quietly podman run --detach --pod "$run_id" --name "$run_id-votegraph" \
+  --env REDIS_URL=redis://127.0.0.1:6379/0 --env VOTEGRAPH_SHUTDOWN_GRACE_MS=500 \
+  "localhost/$run_id-votegraph"
+votegraph_log() { podman logs "$run_id-votegraph" 2>&1 | tail -20 >&2; }
+
+healthy=no
+for _ in $(seq 60); do
+  if podman healthcheck run "$run_id-votegraph" >/dev/null 2>&1; then
+    healthy=yes
+    break
+  fi
+  sleep 0.5
+done
+[ $healthy = yes ] || { votegraph_log; fail "the image's HEALTHCHECK never passed"; }
+echo "container-check: the image's health check passes" >&2
+
+uid=$(podman exec "$run_id-votegraph" id -u)
+[ "$uid" = 10001 ] || fail "votegraph runs as uid $uid, not its own user"
+
+address=$(podman port "$run_id-votegraph" 8000/tcp)
+health=$(curl -fsS "http://$address/health") || fail "/health on $address failed"
+case $health in
+*'"status":"ok"'*) ;;
+*) fail "/health says $health" ;;
+esac
+echo "container-check: /health from the host: ok" >&2
+
+gql() {
+  curl -fsS "http://$address/graphql" -H 'content-type: application/json' \
+    ${token:+-H "authorization: Bearer $token"} -d "$1"
+}
+token=
+answer=$(gql '{"query":"mutation { signUp(name: \"container-check\", password: \"correct horse battery\") { token } }"}')
+token=$(printf '%s' "$answer" | sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+[ -n "$token" ] || fail "signUp answered $answer"
+answer=$(gql '{"query":"mutation { post(title: \"Shipped in a container\", link: \"https://example.com/\") { id } }"}')
+case $answer in
+*'"post":{"id":'*) ;;
+*) fail "post answered $answer" ;;
+esac
+token=
+answer=$(gql '{"query":"{ articles(order: NEWEST) { title poster { name } } articleCount }"}')
+expected='{"data":{"articles":[{"title":"Shipped in a container","poster":{"name":"container-check"}}],"articleCount":1}}'
+[ "$answer" = "$expected" ] || fail "the query answered $answer"
+echo "container-check: a sign-up, a post and a query went through to Redis" >&2
+
+quietly podman stop --time 30 "$run_id-votegraph"
+status=$(podman inspect --format '{{.State.ExitCode}}' "$run_id-votegraph")
+[ "$status" = 0 ] || { votegraph_log; fail "votegraph exited with $status on podman stop"; }
+podman logs "$run_id-votegraph" 2>&1 | grep -q "draining before stopping" \
+  || { votegraph_log; fail "votegraph did not drain on SIGTERM"; }
+echo "container-check: SIGTERM drained and stopped it (status 0)" >&2
+
+echo "container-check: passed (images built in $((built - started)) s, all in $((SECONDS - started)) s)"
