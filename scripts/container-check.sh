@@ -3,7 +3,10 @@
 # Redis container, side by side as docker-compose.yml runs them: the image's
 # health check passes, the server runs as its own user, /health answers
 # from the host through the published port, a sign-up, a post and a query
-# go through to Redis, and SIGTERM drains and stops it with status 0.
+# go through to Redis, and SIGTERM drains and stops it with status 0. Then
+# deploy/systemd/votegraph.service runs under a real systemd in a container:
+# its hardening is in force, it serves with the settings of its environment
+# file, restarts after a crash, and drains and stops cleanly.
 # Every container, pod and image it made is removed on every path. It skips,
 # saying why, only where containers cannot run at all.
 #
@@ -40,6 +43,7 @@ work=$(mktemp -d)
 images=()
 cleanup() {
   podman pod rm --force --ignore "$run_id" >/dev/null 2>&1 || true
+  podman rm --force --ignore "$run_id-systemd" >/dev/null 2>&1 || true
   if [ ${#images[@]} -gt 0 ]; then
     podman rmi --force "${images[@]}" >/dev/null 2>&1 || true
   fi
@@ -113,6 +117,26 @@ echo "container-check: building a Redis image from Debian's redis-server" >&2
 quietly podman build --isolation chroot --file "$work/Containerfile.redis" \
   --tag "localhost/$run_id-redis" "$work"
 images+=("localhost/$run_id-redis")
+
+# The unit installed as docs/operations.md says, on Debian with systemd and
+# the Redis its environment file's REDIS_URL names.
+cp deploy/systemd/votegraph.service deploy/systemd/votegraph.env "$work/binary/"
+cat >"$work/binary/Containerfile" <<EOF
+FROM localhost/$run_id-redis
+USER root
+RUN apt-get update \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd systemd-sysv curl \\
+    && apt-get clean && rm -rf /var/lib/apt/lists/* \\
+    && useradd --system --no-create-home --shell /usr/sbin/nologin votegraph
+COPY votegraph /usr/local/bin/votegraph
+COPY votegraph.service /etc/systemd/system/votegraph.service
+COPY votegraph.env /etc/votegraph/votegraph.env
+RUN chmod 600 /etc/votegraph/votegraph.env && systemctl enable redis-server votegraph
+CMD ["/sbin/init"]
+EOF
+echo "container-check: building a Debian image with systemd and the unit" >&2
+quietly podman build --isolation chroot --tag "localhost/$run_id-systemd" "$work/binary"
+images+=("localhost/$run_id-systemd")
 built=$SECONDS
 
 # One pod: the containers share its network, as compose's share theirs;
@@ -179,5 +203,52 @@ status=$(podman inspect --format '{{.State.ExitCode}}' "$run_id-votegraph")
 podman logs "$run_id-votegraph" 2>&1 | grep -q "draining before stopping" \
   || { votegraph_log; fail "votegraph did not drain on SIGTERM"; }
 echo "container-check: SIGTERM drained and stopped it (status 0)" >&2
+
+# systemd in a container: privileged, for the namespaces and mounts of the
+# unit's sandbox.
+quietly podman run --detach --systemd=always --privileged --name "$run_id-systemd" \
+  "localhost/$run_id-systemd"
+in_systemd() { podman exec "$run_id-systemd" "$@"; }
+unit_log() { in_systemd journalctl --unit votegraph --no-pager 2>&1 | tail -20 >&2; }
+wait_serving() {
+  for _ in $(seq 60); do
+    if in_systemd curl -fsS http://127.0.0.1:8000/health 2>/dev/null | grep -q '"status":"ok"'; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  unit_log
+  fail "$1"
+}
+wait_serving "the unit never served /health"
+pid=$(in_systemd systemctl show --property MainPID --value votegraph)
+status=$(in_systemd cat "/proc/$pid/status")
+uid=$(in_systemd id -u votegraph)
+t=$'\t'
+for field in "Uid:$t$uid$t" "NoNewPrivs:${t}1" "Seccomp:${t}2" \
+  "CapEff:${t}0000000000000000" "CapBnd:${t}0000000000000000"; do
+  printf '%s\n' "$status" | grep -q "^$field" || fail "the unit's process lacks $field"
+done
+in_systemd journalctl --unit votegraph --no-pager | grep -q 'redis answers redis=127.0.0.1:6379' \
+  || { unit_log; fail "the unit did not take REDIS_URL from its environment file"; }
+answer=$(in_systemd curl -fsS http://127.0.0.1:8000/graphql -H 'content-type: application/json' \
+  -d '{"query":"mutation { signUp(name: \"systemd-check\", password: \"correct horse battery\") { user { name } } }"}')
+[ "$answer" = '{"data":{"signUp":{"user":{"name":"systemd-check"}}}}' ] \
+  || fail "signUp under systemd answered $answer"
+echo "container-check: the unit serves as its user, hardened, with its environment file" >&2
+
+in_systemd sh -c "kill -KILL $pid"
+wait_serving "the unit did not restart after a crash"
+[ "$(in_systemd systemctl show --property MainPID --value votegraph)" != "$pid" ] \
+  || fail "the unit's process was not replaced after a crash"
+echo "container-check: the unit restarts after a crash" >&2
+
+in_systemd systemctl stop votegraph
+result=$(in_systemd systemctl show --property Result --property ExecMainStatus votegraph)
+[ "$result" = $'Result=success\nExecMainStatus=0' ] \
+  || { unit_log; fail "systemctl stop ended with $result"; }
+in_systemd journalctl --unit votegraph --no-pager | grep -q 'draining before stopping' \
+  || { unit_log; fail "the unit did not drain on stop"; }
+echo "container-check: systemctl stop drained and stopped it (status 0)" >&2
 
 echo "container-check: passed (images built in $((built - started)) s, all in $((SECONDS - started)) s)"
