@@ -13,9 +13,10 @@
 # Nothing is pulled from an image registry: the base is Debian bookworm
 # made here with mmdebstrap (what debian:bookworm-slim holds, less
 # trimmed), Redis is Debian's redis-server on that base, and the binary is
-# the one built on this machine, handed to the Dockerfile as BINARY_FROM in
-# place of its `build` stage (which needs the Rust image). The binary must
-# suit bookworm's glibc: build it on bookworm or older.
+# the one built on this machine, stripped as the `build` stage strips it
+# (which needs the Rust image), and added by the `prebuilt` stage in place
+# of `runtime`. The binary must suit bookworm's glibc: build it on bookworm
+# or older.
 #
 #   VOTEGRAPH_BINARY  the binary to put in the image (default: a release
 #                     build, made if missing)
@@ -33,9 +34,11 @@ fail() {
 }
 
 [ "$(uname -s)" = Linux ] || skip "podman runs them on Linux only"
+[ "$(id -u)" -eq 0 ] || fail "run it as root (sudo): it uses podman's rootful mode and mmdebstrap's"
 for tool in podman runc mmdebstrap; do
   scripts/ensure-package.sh "$tool" "$tool" >/dev/null || skip "$tool cannot be installed"
 done
+scripts/ensure-package.sh strip binutils
 
 started=$SECONDS
 run_id=votegraph-check-$$
@@ -93,17 +96,14 @@ if ! probe=$(podman run --rm --network none "$base" true 2>&1); then
   skip "$probe"
 fi
 
-# The binary as an image of its own, at the path the build stage leaves it.
+# The binary as the build stage leaves it, alone in the build context.
 mkdir "$work/binary"
-cp "$binary" "$work/binary/votegraph"
-tar -C "$work/binary" -cf "$work/binary.tar" votegraph
-quietly podman import "$work/binary.tar" "localhost/$run_id-binary"
-images+=("localhost/$run_id-binary")
+strip --strip-debug -o "$work/binary/votegraph" "$binary"
 
-echo "container-check: building the runtime stage" >&2
-quietly podman build --isolation chroot --format docker --target runtime \
-  --build-arg RUNTIME_BASE="$base" --build-arg BINARY_FROM="localhost/$run_id-binary" \
-  --tag "localhost/$run_id-votegraph" .
+echo "container-check: building the Dockerfile's prebuilt stage" >&2
+quietly podman build --isolation chroot --format docker --target prebuilt \
+  --build-arg RUNTIME_BASE="$base" --file "$PWD/Dockerfile" \
+  --tag "localhost/$run_id-votegraph" "$work/binary"
 images+=("localhost/$run_id-votegraph")
 
 cat >"$work/Containerfile.redis" <<EOF
