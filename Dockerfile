@@ -28,8 +28,9 @@ RUN apt-get update \
         --no-create-home --shell /usr/sbin/nologin votegraph
 USER 10001:10001
 # Reachable from outside the container; the health check reaches this port
-# on loopback.
-ENV VOTEGRAPH_BIND=0.0.0.0:8000
+# on loopback. Redis is the container named `redis`, as in the compose file.
+ENV VOTEGRAPH_BIND=0.0.0.0:8000 \
+    REDIS_URL=redis://redis:6379/0
 EXPOSE 8000
 # SIGTERM starts the drain (VOTEGRAPH_SHUTDOWN_GRACE_MS), then in-flight
 # requests finish: give `docker stop` a timeout above both (compose:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the Dockerfile's runtime stage with podman and runs it against a
-# Redis container, side by side as docker-compose.yml runs them: the image's
+# Builds the image with podman (the Dockerfile's `prebuilt` stage: the
+# `runtime` image with a binary built here) and runs it against a Redis
+# container, side by side as docker-compose.yml runs them: the image's
 # health check passes, the server runs as its own user, /health answers
 # from the host through the published port, a sign-up, a post and a query
 # go through to Redis, and SIGTERM drains and stops it with status 0. Then
