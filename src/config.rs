@@ -422,12 +422,14 @@ impl Settings {
             sign_up: self.rate_sign_up,
             log_in: self.rate_log_in,
             view: self.rate_view,
-            post: self.rate_post,
+            post: crate::rate::PostLimits {
+                rate: self.rate_post,
+                dedupe_secs: self.post_dedupe_secs,
+            },
             vote: self.rate_vote,
             set_groups: self.rate_set_groups,
             rename_slug: self.rate_rename_slug,
             view_window_secs: self.view_window_secs.max(1),
-            post_dedupe_secs: self.post_dedupe_secs,
         }
     }
 

@@ -133,14 +133,12 @@ pub struct RateLimits {
     /// Per user, or per client address when anonymous.
     pub view: RateLimit,
     /// Per user.
-    pub post: RateLimit,
+    pub post: PostLimits,
     pub vote: RateLimit,
     pub set_groups: RateLimit,
     pub rename_slug: RateLimit,
     /// How long a viewer's repeated views of one article are not counted.
     pub view_window_secs: u64,
-    /// How long a poster's repost of a link answers the first article.
-    pub post_dedupe_secs: u64,
 }
 
 /// What a poster may post: `rate` posts per window; a repost of one link
@@ -149,13 +147,4 @@ pub struct RateLimits {
 pub struct PostLimits {
     pub rate: RateLimit,
     pub dedupe_secs: u64,
-}
-
-impl RateLimits {
-    pub fn post_limits(&self) -> PostLimits {
-        PostLimits {
-            rate: self.post,
-            dedupe_secs: self.post_dedupe_secs,
-        }
-    }
 }

@@ -122,17 +122,12 @@ impl Api {
         mut request: async_graphql::Request,
         checked: Option<Checked>,
     ) -> Response {
-        let Some(Checked {
-            document,
-            operation,
-            ..
-        }) = checked
-        else {
+        let Some(checked) = checked else {
             return self.run(request, None).await;
         };
-        request.set_parsed_query(document.as_ref().clone());
-        let ordering = Ordering::of(&request, document);
-        let mut response = self.run(request, Some(operation)).await;
+        request.set_parsed_query(checked.document.as_ref().clone());
+        let ordering = Ordering::of(&request, checked.document);
+        let mut response = self.run(request, Some(checked.operation)).await;
         ordering.apply(&mut response);
         response
     }

@@ -22,7 +22,7 @@ impl RequestContext {
         let id = self
             .routing
             .primary_store()
-            .post_article(&user, title, link, groups, self.app.rates.post_limits())
+            .post_article(&user, title, link, groups, self.app.rates.post)
             .await?;
         self.invalidate_all();
         self.reload(id).await
