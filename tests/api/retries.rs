@@ -415,6 +415,30 @@ async fn a_write_over_a_websocket_whose_answer_is_lost_says_so() {
 }
 
 #[tokio::test]
+async fn a_log_out_whose_answer_is_lost_says_so() {
+    let app = spawn_app_with(|s| s.redis_timeout_ms = 150).await;
+    let alice = app.sign_up("alice").await;
+    let mut admin = app.redis.conn().await;
+    pause(&mut admin, 1_000, "WRITE").await;
+    let log_out = "mutation { logOut }";
+    let body = app.gql(log_out, json!({}), Some(&alice)).await;
+    assert_eq!(error_code(&body), "OUTCOME_UNKNOWN", "{body}");
+
+    // Sent again until answered: the session is gone either way.
+    eventually(
+        "logOut to be answered",
+        Duration::from_secs(5),
+        async || {
+            let body = app.gql(log_out, json!({}), Some(&alice)).await;
+            done_if(body["errors"].is_null(), body)
+        },
+    )
+    .await;
+    let me = app.gql_ok("{ me { name } }", json!({}), Some(&alice)).await;
+    assert_eq!(me["me"], Value::Null);
+}
+
+#[tokio::test]
 async fn a_mutation_past_the_deadline_may_have_been_applied() {
     let app = spawn_app_with(|s| {
         s.redis_timeout_ms = 5_000;
