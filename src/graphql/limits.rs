@@ -39,6 +39,7 @@ pub struct DocumentLimits {
     pub max_operations: usize,
 }
 
+#[derive(Clone)]
 pub struct Checked {
     pub document: Arc<ExecutableDocument>,
     pub operation: OperationType,
