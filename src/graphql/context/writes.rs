@@ -21,7 +21,7 @@ impl RequestContext {
         let user = self.viewer_required().await?;
         let id = self
             .routing
-            .primary_store()
+            .primary
             .post_article(&user, title, link, groups, self.app.rates.post)
             .await?;
         self.invalidate_all();
@@ -34,7 +34,7 @@ impl RequestContext {
         let user = self.viewer_required().await?;
         let changed = self
             .routing
-            .primary_store()
+            .primary
             .vote(id, &user, direction, self.app.rates.vote)
             .await?;
         let article = self.reload(id).await?;
@@ -54,7 +54,7 @@ impl RequestContext {
     pub async fn rename_slug(&self, id: ArticleId, slug: &Slug) -> Result<ArticleRecord> {
         let user = self.viewer_required().await?;
         self.routing
-            .primary_store()
+            .primary
             .rename_slug(id, &user, slug, self.app.rates.rename_slug)
             .await?;
         self.invalidate_all();
@@ -69,7 +69,7 @@ impl RequestContext {
     ) -> Result<ArticleRecord> {
         let user = self.viewer_required().await?;
         self.routing
-            .primary_store()
+            .primary
             .set_groups(id, &user, add, remove, self.app.rates.set_groups)
             .await?;
         self.invalidate_all();
@@ -86,7 +86,7 @@ impl RequestContext {
         };
         let limits = &self.app.rates;
         self.routing
-            .primary_store()
+            .primary
             .view_article(id, &viewer, limits.view, limits.view_window_secs)
             .await?;
         self.reload(id).await
