@@ -43,7 +43,7 @@
 //!   down); a change no notification names (an article's key restored
 //!   alone) waits for the next full pass.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -427,17 +427,23 @@ impl Store {
         &self,
         conn: &mut Conn,
         ids: &[ArticleId],
-        mut relist: usize,
+        relist: usize,
     ) -> AppResult<Named> {
         let mut named = Named::default();
-        let mut at = 0;
-        while at < ids.len() {
-            let chunk = &ids[at..ids.len().min(at + ARTICLES_PER_CALL)];
-            let first = relist.min(chunk.len());
-            let mut derived = scripts::derive_articles(conn, chunk, first).await?;
-            let done = chunk.len() - derived.rest.len();
-            at += done;
-            relist = relist.saturating_sub(done);
+        let mut to_relist: VecDeque<ArticleId> = ids[..relist].iter().copied().collect();
+        let mut plain: VecDeque<ArticleId> = ids[relist..].iter().copied().collect();
+        while !to_relist.is_empty() || !plain.is_empty() {
+            let first = to_relist.len().min(ARTICLES_PER_CALL);
+            let mut chunk: Vec<ArticleId> = to_relist.drain(..first).collect();
+            let more = plain.len().min(ARTICLES_PER_CALL - first);
+            chunk.extend(plain.drain(..more));
+            let mut derived = scripts::derive_articles(conn, &chunk, first).await?;
+            for id in derived.rest_to_relist.drain(..).rev() {
+                to_relist.push_front(id);
+            }
+            for id in derived.rest.drain(..).rev() {
+                plain.push_front(id);
+            }
             named.absent.append(&mut derived.absent);
             named.recounted.append(&mut derived.recounted);
             self.finish_derived(conn, derived).await?;

@@ -25,11 +25,13 @@
 --   round: [32] the batch size, from where KEYS[9] says (fields from and
 --          skip), which is moved on (back to the start after the newest).
 -- Lists of ids are answered as a count, then the ids. Answers
--- {'derived', changed, voters-left ids, absent ids, recounted ids, ids not
--- reached} for ids (absent: not in time: and score:, e.g. named by the
--- first of the book's several writes of a post; recounted: counts
--- rewritten to the voted sets' sizes), and {'swept', seen, changed, next
--- from ('' at the end), next skip, voters-left ids} for a sweep.
+-- {'derived', changed, voters-left ids, absent ids, recounted ids, ids left
+-- to relist, ids left} for ids (absent: not in time: and score:, e.g.
+-- named by the first of the book's several writes of a post; recounted:
+-- counts rewritten to the voted sets' sizes; left: not reached, or
+-- relisted only, once the members were spent), and {'swept', seen,
+-- changed, next from ('' at the end), next skip, voters-left ids} for a
+-- sweep.
 local t = redis.call('TIME')
 local c = {
   by_time = KEYS[1], by_score = KEYS[2], karma = KEYS[3],
@@ -48,13 +50,14 @@ local c = {
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000,
 }
 local mode = ARGV[31]
-local changed, left, absent, recounted = 0, {}, {}, {}
+local changed, left, absent, recounted, rest = 0, {}, {}, {}, {}
 local function derive(id)
   local status, rewritten = derive_article(c, id)
   c.spent = c.spent + 1
   if status == 'changed' then changed = changed + 1 end
   if status == 'voters' then left[#left + 1] = id end
   if status == 'absent' then absent[#absent + 1] = id end
+  if status == 'relisted' then rest[#rest + 1] = id end
   if rewritten then recounted[#recounted + 1] = id end
 end
 local function add_list(reply, ids)
@@ -64,12 +67,15 @@ end
 if mode == 'ids' then
   c.notified = true
   for i = 33, 32 + tonumber(ARGV[32]) do c.relist[ARGV[i]] = true end
-  local rest = {}
+  local to_relist = {}
   for i = 33, #ARGV do
-    if c.spent < c.budget then derive(ARGV[i]) else rest[#rest + 1] = ARGV[i] end
+    local id = ARGV[i]
+    if c.spent < c.budget then derive(id)
+    elseif c.relist[id] then to_relist[#to_relist + 1] = id
+    else rest[#rest + 1] = id end
   end
   local reply = {'derived', changed}
-  for _, ids in ipairs({left, absent, recounted, rest}) do add_list(reply, ids) end
+  for _, ids in ipairs({left, absent, recounted, to_relist, rest}) do add_list(reply, ids) end
   return reply
 end
 local from, skip, batch

@@ -43,7 +43,9 @@ pub struct Derived {
     /// Articles whose hash counts were rewritten to their voted sets'
     /// sizes: another writer's count may still land after its set write.
     pub recounted: Vec<ArticleId>,
-    /// The named articles the script left, its members spent.
+    /// Named articles left to relist, the script's members spent.
+    pub rest_to_relist: Vec<ArticleId>,
+    /// Named articles left to derive (some relisted already).
     pub rest: Vec<ArticleId>,
 }
 
@@ -84,12 +86,13 @@ impl ScriptReply for Derived {
         let ("derived", [changed, lists @ ..]) = status(reply)? else {
             return None;
         };
-        let [voters_left, absent, recounted, rest] = id_lists(lists)?;
+        let [voters_left, absent, recounted, rest_to_relist, rest] = id_lists(lists)?;
         Some(Self {
             changed: count(changed)?,
             voters_left,
             absent,
             recounted,
+            rest_to_relist,
             rest,
         })
     }
@@ -182,7 +185,7 @@ fn derive_invocation(invocation: &mut ScriptInvocation<'_>) {
 
 /// Re-derives the articles named (see `lib/derive.lua`), the first
 /// `relist` of them with their group lists rebuilt, until the script's
-/// members are spent ([`Derived::rest`]).
+/// members are spent ([`Derived::rest`], [`Derived::rest_to_relist`]).
 pub async fn derive_articles(
     conn: &mut Conn,
     ids: &[ArticleId],

@@ -108,9 +108,10 @@ local function file_article(c, article, a, article_groups)
 end
 
 -- Derives article `id`; c.relist[id] rebuilds its group list (its group
--- set changed). Answers 'absent' (not in the time and score rankings),
--- 'same', 'changed' or 'voters' (changed or not, voters left to index),
--- and whether the hash's counts were rewritten to the sets' sizes.
+-- set changed). Answers 'relisted' (only that: the members are spent),
+-- 'absent' (not in the time and score rankings), 'same', 'changed' or
+-- 'voters' (changed or not, voters left to index), and whether the hash's
+-- counts were rewritten to the sets' sizes.
 local function derive_article(c, id)
   local article = c.article_prefix .. id
   -- Articles the deriver names (c.notified) were named by a write to their
@@ -121,6 +122,7 @@ local function derive_article(c, id)
   -- notification names (score: or time: edited by hand).
   if c.relist[id] and redis.call('EXISTS', article) == 1 then
     c.spent = c.spent + list_groups(article, article .. c.groups_suffix)
+    if c.spent >= c.budget then return 'relisted', false end
   end
   if c.notified then
     local h = redis.call('HMGET', article, 'indexed', 'votes', 'downvotes')
