@@ -86,7 +86,7 @@ LEGACY_WS = "graphql-ws"
 
 SIGN_UP = 'mutation($n: String!) { signUp(name: $n, password: "password-1") { token } }'
 LOG_IN = 'mutation($n: String!, $p: String!) { logIn(name: $n, password: $p) { token } }'
-POST = 'mutation($t: String!) { post(title: $t, link: "https://example.com/a", groups: ["g"]) { id } }'
+POST = 'mutation($t: String!, $l: String!) { post(title: $t, link: $l, groups: ["g"]) { id } }'
 VOTE = "mutation($id: ID!) { vote(articleId: $id) { votes } }"
 
 rows = []  # (attack, answer, code, detail)
@@ -166,8 +166,13 @@ def sign_up(srv, name):
         raise RuntimeError(f"signUp {name}: {status} {code_of(body)} {message_of(body)}")
 
 
+def link_of(title):
+    """A link per title: a repost of one link would answer the first article."""
+    return "https://example.com/" + urllib.parse.quote(title)
+
+
 def post_article(srv, token, title):
-    status, body = gql(srv, POST, {"t": title}, token)
+    status, body = gql(srv, POST, {"t": title, "l": link_of(title)}, token)
     try:
         return parse(body)["data"]["post"]["id"]
     except (KeyError, TypeError):
@@ -951,7 +956,8 @@ def persisted_queries(label, env, count, stop_after=None):
                      f"{elapsed:.1f} s{stopped}"))
         status, body = gql(srv, VOTE, {"id": article}, voter)
         rows.append((f"APQ ({label}): a vote afterwards", status, code_of(body), short(message_of(body), 60)))
-        status, body = gql(srv, POST, {"t": "after the registrations"}, poster)
+        title = "after the registrations"
+        status, body = gql(srv, POST, {"t": title, "l": link_of(title)}, poster)
         rows.append((f"APQ ({label}): a post afterwards", status, code_of(body), short(message_of(body), 60)))
     finally:
         stop(srv)

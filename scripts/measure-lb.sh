@@ -18,7 +18,7 @@ for i in 1 2; do
 done
 sleep 1
 tok=$(curl -s -X POST -H 'content-type: application/json' -d '{"query":"mutation { signUp(name: \"alice\", password: \"a long password\") { token } }"}' http://127.0.0.1:8011/graphql | sed 's/.*"token":"\([^"]*\)".*/\1/')
-for i in $(seq 1 100); do curl -s -o /dev/null -X POST -H 'content-type: application/json' -H "authorization: Bearer $tok" -d "{\"query\":\"mutation { post(title: \\\"article $i\\\", link: \\\"https://example.com\\\") { id } }\"}" http://127.0.0.1:8011/graphql; done
+for i in $(seq 1 100); do curl -s -o /dev/null -X POST -H 'content-type: application/json' -H "authorization: Bearer $tok" -d "{\"query\":\"mutation { post(title: \\\"article $i\\\", link: \\\"https://example.com/$i\\\") { id } }\"}" http://127.0.0.1:8011/graphql; done
 q='/graphql?query=%7Barticles(pageSize%3A25)%7Bid%20title%20link%20votes%20score%20postedAt%20poster%7Bname%7D%7D%7D'
 run() { # $1 label, $2 backend2
   LB_BIND=127.0.0.1:8090 VOTEGRAPH_1=127.0.0.1:8011 VOTEGRAPH_2=$2 haproxy -f deploy/haproxy/votegraph.cfg -db >/dev/null 2>&1 &

@@ -94,8 +94,9 @@ before = used_memory()
 redis("CONFIG", "RESETSTAT")
 for i in range(ARTICLES):
     gql(
-        "mutation($t: String!) { post(title: $t, link: \"https://example.com/a\", groups: [\"news\"]) { id } }",
-        {"t": f"Measured article {i}: notes on ranking things with sorted sets"},
+        "mutation($t: String!, $l: String!) { post(title: $t, link: $l, groups: [\"news\"]) { id } }",
+        {"t": f"Measured article {i}: notes on ranking things with sorted sets",
+         "l": f"https://example.com/{i}"},
         posters[i % USERS],
     )
 settle()

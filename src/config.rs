@@ -240,6 +240,13 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_RATE_RENAME_SLUG", default_value = "10/3600")]
     pub rate_rename_slug: RateLimit,
 
+    /// Seconds during which a user posting a link they already posted gets
+    /// their first article back (no second article, no second upvote), as
+    /// Hacker News does for reposts; so a retried post never doubles. 0
+    /// turns it off.
+    #[arg(long, env = "VOTEGRAPH_POST_DEDUPE_SECS", default_value_t = 86_400)]
+    pub post_dedupe_secs: u64,
+
     /// Seconds during which further views of an article by the same viewer
     /// (user, or client address when anonymous) are not counted. The window
     /// starts at the article's first view after the previous window ended.
@@ -344,7 +351,8 @@ pub struct Settings {
 
     // --- Redis faults ---
     /// How long one Redis command may wait for its reply, in milliseconds;
-    /// past it the request fails with INTERNAL "storage unavailable".
+    /// past it the request fails with INTERNAL "storage unavailable", or
+    /// OUTCOME_UNKNOWN for a write that was sent.
     #[arg(long, env = "VOTEGRAPH_REDIS_TIMEOUT_MS", default_value_t = 1_000)]
     pub redis_timeout_ms: u64,
 
@@ -414,7 +422,10 @@ impl Settings {
             sign_up: self.rate_sign_up,
             log_in: self.rate_log_in,
             view: self.rate_view,
-            post: self.rate_post,
+            post: crate::rate::PostLimits {
+                rate: self.rate_post,
+                dedupe_secs: self.post_dedupe_secs,
+            },
             vote: self.rate_vote,
             set_groups: self.rate_set_groups,
             rename_slug: self.rate_rename_slug,

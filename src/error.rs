@@ -62,6 +62,11 @@ pub enum AppError {
     /// the last dial to `address` failed, for the log.
     #[error("storage unavailable")]
     StorageTimeout { address: String, cause: String },
+    /// A write was sent and no answer came (timeout, dropped connection,
+    /// the execution deadline): it may have been applied. `cause` is for
+    /// the log.
+    #[error("storage did not answer: the write may have been applied; retrying the same mutation is safe")]
+    OutcomeUnknown { cause: String },
     /// `--wait-replicas`: the write is on the primary, but fewer replicas
     /// than asked confirmed it in time, so a failover now could lose it.
     #[error(
@@ -159,6 +164,17 @@ impl AppError {
         }
     }
 
+    /// A failed write: one Redis answered with an error did not run, one
+    /// that got no answer may have.
+    pub fn of_write(err: redis::RedisError) -> Self {
+        match err.code() {
+            Some(_) => AppError::Storage(err),
+            None => AppError::OutcomeUnknown {
+                cause: err.to_string(),
+            },
+        }
+    }
+
     /// The machine-readable code clients switch on.
     pub fn code(&self) -> ErrorCode {
         match self {
@@ -195,6 +211,7 @@ impl AppError {
             AppError::VariableCoercion { .. } => ErrorCode::BadUserInput,
             AppError::PersistedQueryNotFound => ErrorCode::PersistedQueryNotFound,
             AppError::NotReplicated { .. } => ErrorCode::NotReplicated,
+            AppError::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
         }
     }
 
@@ -231,9 +248,9 @@ impl AppError {
     pub fn graphql_response_status(&self) -> StatusCode {
         match self {
             AppError::PersistedQueryNotFound => StatusCode::NOT_FOUND,
-            AppError::Storage(_) | AppError::StorageTimeout { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AppError::Storage(_)
+            | AppError::StorageTimeout { .. }
+            | AppError::OutcomeUnknown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AppError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             _ => match self.http_status() {
@@ -331,6 +348,7 @@ error_codes! {
     GraphqlValidationFailed => "GRAPHQL_VALIDATION_FAILED",
     PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
     NotReplicated => "NOT_REPLICATED",
+    OutcomeUnknown => "OUTCOME_UNKNOWN",
     PayloadTooLarge => "PAYLOAD_TOO_LARGE",
     HeadersTooLarge => "HEADERS_TOO_LARGE",
     UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
@@ -381,6 +399,9 @@ pub fn assign_code(error: &mut ServerError) {
                 tracing::error!(redis = %address, error = %cause, "no redis connection")
             }
             AppError::Internal(cause) => tracing::error!(error = %cause, "internal error"),
+            AppError::OutcomeUnknown { cause } => {
+                tracing::error!(error = %cause, "a write got no answer")
+            }
             _ => {}
         }
         ext.set("code", app.code().as_str());

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use async_graphql::parser::types::{ExecutableDocument, OperationType};
+use async_graphql::parser::types::OperationType;
 use async_graphql::Name;
 
 use crate::auth::Session;
@@ -280,9 +280,7 @@ async fn execute(
         context
     };
     let (request, recorded) = context.attach(request);
-    let mut response = api
-        .execute_checked(request, checked.map(|c| c.document))
-        .await;
+    let mut response = api.execute_checked(request, checked).await;
     let code = first_code(&response);
     if with_cost && kind.is_some() {
         report_cost(api, &mut response, cost);
@@ -398,13 +396,13 @@ async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> 
         .state()
         .responses()
         .filter(|_| admitted.logged_in_query())?;
-    let document = admitted.checked.as_ref()?.document.clone();
+    let checked = admitted.checked.clone()?;
     let request = &admitted.request;
     let key = format!("\u{1}{}", cache_key(request));
     let session = Session::from_authorization(admitted.authorization.as_deref());
     let store = api.state().store();
     let (cached, viewer) = futures_util::join!(
-        template(api, cache, &key, admitted.client, request, document),
+        template(api, cache, &key, admitted.client, request, checked),
         session.user(store)
     );
     let cached = cached?;
@@ -427,7 +425,7 @@ async fn template(
     key: &str,
     client: ClientAddr,
     request: &async_graphql::Request,
-    document: Arc<ExecutableDocument>,
+    checked: Checked,
 ) -> Option<Arc<Cached>> {
     let computation = match cache.lookup(key, api.deadline()).await {
         Ok(cached) => return Some(cached),
@@ -440,7 +438,7 @@ async fn template(
         async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
     copy.operation_name = request.operation_name.clone();
     let (copy, recorded) = RequestContext::recorded(api.state(), client).attach(copy);
-    let mut response = api.execute_checked(copy, Some(document)).await;
+    let mut response = api.execute_checked(copy, Some(checked)).await;
     let holes = recorded.holes()?;
     let cached = if holes.shows_caller() {
         Cached::not_templatable()

@@ -133,10 +133,18 @@ pub struct RateLimits {
     /// Per user, or per client address when anonymous.
     pub view: RateLimit,
     /// Per user.
-    pub post: RateLimit,
+    pub post: PostLimits,
     pub vote: RateLimit,
     pub set_groups: RateLimit,
     pub rename_slug: RateLimit,
     /// How long a viewer's repeated views of one article are not counted.
     pub view_window_secs: u64,
+}
+
+/// What a poster may post: `rate` posts per window; a repost of one link
+/// within `dedupe_secs` (0: never) answers the first article, uncounted.
+#[derive(Debug, Clone, Copy)]
+pub struct PostLimits {
+    pub rate: RateLimit,
+    pub dedupe_secs: u64,
 }

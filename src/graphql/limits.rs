@@ -68,6 +68,7 @@ impl Default for DocumentLimits {
 }
 
 /// A request that passed every limit.
+#[derive(Clone)]
 pub struct Checked {
     pub document: Arc<ExecutableDocument>,
     pub operation: OperationType,

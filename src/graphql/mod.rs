@@ -114,28 +114,32 @@ impl Api {
     }
 
     /// Runs a request that already passed [`limits::Guard::check`], with
-    /// its parsed document (None when it has no selectable operation:
+    /// what the check found (None when it has no selectable operation:
     /// async-graphql reports that), under the deadline. The parsed document
     /// is cloned only here, on the way to execution.
     pub async fn execute_checked(
         &self,
         mut request: async_graphql::Request,
-        document: Option<Arc<ExecutableDocument>>,
+        checked: Option<Checked>,
     ) -> Response {
-        let Some(document) = document else {
-            return self.run(request).await;
+        let Some(checked) = checked else {
+            return self.run(request, None).await;
         };
-        request.set_parsed_query(document.as_ref().clone());
-        let ordering = Ordering::of(&request, document);
-        let mut response = self.run(request).await;
+        request.set_parsed_query(checked.document.as_ref().clone());
+        let ordering = Ordering::of(&request, checked.document);
+        let mut response = self.run(request, Some(checked.operation)).await;
         ordering.apply(&mut response);
         response
     }
 
-    async fn run(&self, request: async_graphql::Request) -> Response {
+    async fn run(
+        &self,
+        request: async_graphql::Request,
+        operation: Option<OperationType>,
+    ) -> Response {
         match tokio::time::timeout(self.deadline, self.schema.execute(request)).await {
             Ok(response) => with_codes(response),
-            Err(_) => timed_out(self.deadline),
+            Err(_) => timed_out(self.deadline, operation),
         }
     }
 
@@ -185,10 +189,15 @@ pub fn rejection(error: AppError) -> Response {
     Response::from_errors(vec![error.into_server_error()])
 }
 
-/// The response of a request stopped at its execution deadline.
-fn timed_out(deadline: Duration) -> Response {
-    rejection(AppError::Timeout {
-        ms: deadline.as_millis() as u64,
+/// The response of a request stopped at its execution deadline: a
+/// mutation may have written by then.
+fn timed_out(deadline: Duration, operation: Option<OperationType>) -> Response {
+    let ms = deadline.as_millis() as u64;
+    rejection(match operation {
+        Some(OperationType::Mutation) => AppError::OutcomeUnknown {
+            cause: format!("a mutation ran past the {ms} ms deadline"),
+        },
+        _ => AppError::Timeout { ms },
     })
 }
 
@@ -206,8 +215,7 @@ impl Executor for Api {
             Ok(permit) => permit,
             Err(e) => return rejection(e),
         };
-        self.execute_checked(request, checked.map(|c| c.document))
-            .await
+        self.execute_checked(request, checked).await
     }
 
     /// Subscriptions are long-lived, so the deadline does not apply to
@@ -256,7 +264,7 @@ impl Executor for Api {
                 Ok(None) => rejection(AppError::Internal(
                     "an operation ended without a response".to_owned(),
                 )),
-                Err(_) => timed_out(deadline),
+                Err(_) => timed_out(deadline, operation),
             }
         })
         .boxed()

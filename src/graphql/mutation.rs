@@ -18,7 +18,12 @@ use crate::error::AppError;
 pub struct MutationRoot;
 
 /// Writes: accounts, posts, votes, groups, slugs and views. A mutation that
-/// fails writes nothing.
+/// fails writes nothing, except with `OUTCOME_UNKNOWN` (storage did not
+/// answer: it may have been applied) or `NOT_REPLICATED` (it was applied).
+/// Retrying any mutation after `OUTCOME_UNKNOWN` is safe: a repeated vote,
+/// group change, rename, view or logOut changes nothing more, a repeated
+/// post returns the first article, and a repeated signUp finds the name
+/// taken (logIn with the same password tells whether it was applied).
 #[Object(name = "Mutation")]
 impl MutationRoot {
     /// Creates an account and logs it in. Limited per client address.
@@ -69,7 +74,9 @@ impl MutationRoot {
         RequestContext::of(ctx)?.accounts().log_out().await
     }
 
-    /// Posts a link; the poster's own upvote is counted at once.
+    /// Posts a link; the poster's own upvote is counted at once. Posting a
+    /// link one already posted within `--post-dedupe-secs` (a day) returns
+    /// that article unchanged.
     async fn post(
         &self,
         ctx: &Context<'_>,

@@ -15,8 +15,8 @@ use crate::domain::{
 };
 use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;
-use crate::rate::RateLimit;
 use crate::rate::RateScope;
+use crate::rate::{PostLimits, RateLimit};
 
 /// An article as stored, with what a page needs to show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -327,15 +327,15 @@ impl Store {
             .await
     }
 
-    /// Posts an article atomically and returns its id; the poster may post
-    /// `limit` times per window.
+    /// Posts an article atomically and returns its id (that of the first
+    /// article when the poster reposts a link, see [`PostLimits`]).
     pub async fn post_article(
         &self,
         poster: &UserName,
         title: &ArticleTitle,
         link: &Link,
         groups: &[GroupName],
-        limit: RateLimit,
+        limits: PostLimits,
     ) -> AppResult<ArticleId> {
         let mut conn = self.conn().await?;
         let reply = scripts::post(
@@ -345,7 +345,7 @@ impl Store {
             link.as_str(),
             &Slug::from_title(title),
             groups,
-            limit,
+            limits,
         )
         .await?;
         match reply {

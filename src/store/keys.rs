@@ -18,6 +18,8 @@
 //! `type:id:attr` convention. The keyspace table of docs/keyspace.md mirrors
 //! this file.
 
+use sha2::Digest;
+
 use crate::client_addr::ClientAddr;
 use crate::domain::{ArticleId, GroupName, Period, Ranking, UserName};
 use crate::rate::RateAction;
@@ -272,6 +274,14 @@ pub const USERS_BY_FOLDED_NAME: &str = "users:by-folded-name";
 /// wait for it, so no case twin slips in while it is built.
 pub const NAMES_INDEX_BUILT: &str = "index:user-names:built";
 
+/// `user:<name>:posted:<sha256 hex of the link>`: the id of the article
+/// the user posted with that (normalised) link, expiring after
+/// `--post-dedupe-secs`; a repost of the link meanwhile answers it.
+pub fn user_posted(name: &str, link: &str) -> String {
+    let digest = hex::encode(sha2::Sha256::digest(link.as_bytes()));
+    format!("{USER_PREFIX}{name}:posted:{digest}")
+}
+
 /// `user:<name>:login-attempts`: logIn attempts counted since the first one
 /// of the current window, expiring with the window; deleted on success.
 pub fn login_attempts(name: &str) -> String {
@@ -495,6 +505,10 @@ mod tests {
             "user:alice:articles:time"
         );
         assert_eq!(login_attempts("alice"), "user:alice:login-attempts");
+        assert_eq!(
+            user_posted("alice", "https://example.com/"),
+            "user:alice:posted:0f115db062b7c0dd030b16878c99dea5c354b49dc37b38eb8846179c7783e9d7"
+        );
         assert_eq!(user_votes("alice"), "user:alice:votes");
         assert_eq!(user_rate("alice", RateAction::Vote), "user:alice:rate:vote");
         let addr = ClientAddr::from("10.0.0.1".parse::<std::net::IpAddr>().unwrap());

@@ -219,7 +219,8 @@ impl Store {
             .arg(keys::login_attempts(name.folded().as_str()))
             .ignore()
             .query_async(&mut conn)
-            .await?;
+            .await
+            .map_err(AppError::of_write)?;
         Ok(())
     }
 
@@ -247,7 +248,8 @@ impl Store {
             .arg(token_hash)
             .ignore()
             .query_async(&mut conn)
-            .await?;
+            .await
+            .map_err(AppError::of_write)?;
         Ok(deleted == 1)
     }
 

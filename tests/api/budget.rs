@@ -184,8 +184,11 @@ async fn forty_concurrent_maximum_cost_queries_keep_memory_bounded() {
                 .post(&url)
                 .bearer_auth(&token)
                 .json(&json!({
-                    "query": "mutation($t: String!) { post(title: $t, link: \"https://example.com/\", groups: [\"g\"]) { id } }",
-                    "variables": { "t": format!("article {u}-{a} {}", "x".repeat(100)) }
+                    "query": "mutation($t: String!, $l: String!) { post(title: $t, link: $l, groups: [\"g\"]) { id } }",
+                    "variables": {
+                        "t": format!("article {u}-{a} {}", "x".repeat(100)),
+                        "l": format!("https://example.com/{u}/{a}"),
+                    }
                 }))
                 .send()
                 .await

@@ -30,6 +30,7 @@ mod proxy;
 mod rate_limits;
 mod replicas;
 mod resilience;
+mod retries;
 mod round_trips;
 mod schema;
 mod server;

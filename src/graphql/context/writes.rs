@@ -7,6 +7,7 @@ use async_graphql::Result;
 
 use super::RequestContext;
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Slug, VoteDirection};
+use crate::error::AppError;
 use crate::pubsub::ScoreEvent;
 use crate::store::{ArticleRecord, Viewer};
 
@@ -98,10 +99,15 @@ impl RequestContext {
     }
 
     /// Reads an article after a write; it can only be gone if it was
-    /// deleted behind votegraph's back in between.
+    /// deleted behind votegraph's back in between. The write ran, so a
+    /// failed read cannot answer that nothing was written.
     async fn reload(&self, id: ArticleId) -> Result<ArticleRecord> {
-        self.article(id)
-            .await?
-            .ok_or_else(|| crate::store::not_found(id).into())
+        let read = self
+            .article(id)
+            .await
+            .map_err(|e| AppError::OutcomeUnknown {
+                cause: format!("reading article {id} back after a write: {}", e.message),
+            })?;
+        read.ok_or_else(|| crate::store::not_found(id).into())
     }
 }

@@ -7,21 +7,31 @@
 -- rankings, [10] the poster's vote index, [11..15] the net-vote rankings of
 -- the site, one per period, [16..20] those of the poster (like [9], a
 -- cache: written only when it exists), [21] the group
--- directory, then ARGV[14] keys per group named.
+-- directory, [22] the poster's article of this link, then ARGV[14] keys per
+-- group named.
 -- ARGV: [1] the poster's member, [2] title, [3] link, [4] slug stem,
 -- [5] [6] the rate limit and its window, [7] the article prefix, [8] the
 -- upvoters' prefix, [9] the article groups' suffix, [10] the channel of new
 -- posts, [11] the voting window in seconds, [12] a vote's score, [13] the
--- net-vote step, [14] keys per group, [15..] the groups.
+-- net-vote step, [14] keys per group, [15] how long a repost of the link
+-- answers the first article (0: never), [16..] the groups.
 local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local directory = KEYS[21]
-local first_group_key = 22
+local directory, posted_link = KEYS[21], KEYS[22]
+local first_group_key = 23
 local poster, stem = ARGV[1], ARGV[4]
 local article_prefix, voted_prefix, groups_suffix, channel = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local week, vote_score, top_step, per_group =
   tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local first_group = 15
+local repost_window = tonumber(ARGV[15])
+local first_group = 16
+-- A repost (or a retried post) of the link answers the first article and
+-- is not counted.
+if repost_window > 0 then
+  local first = redis.call('GET', posted_link)
+  local first_slug = first and redis.call('HGET', article_prefix .. first, 'slug')
+  if first_slug then return {'posted', first, first_slug} end
+end
 local wait = rate_limit(rate, ARGV[5], ARGV[6])
 if wait > 0 then return {'limited', wait} end
 local t = redis.call('TIME')
@@ -69,6 +79,7 @@ for i = first_group, #ARGV do
   end
 end
 list_groups(article, groups_key)
+if repost_window > 0 then redis.call('SET', posted_link, id, 'EX', repost_window) end
 local groups = {}
 for i = first_group, #ARGV do groups[#groups + 1] = ARGV[i] end
 redis.call('PUBLISH', channel, cjson.encode({ id = tostring(id), groups = groups, at = ts }))

@@ -6,13 +6,14 @@
 -- [4] [5] the rate limit and its window, [6] the user prefix.
 local rate, article, slugs = KEYS[1], KEYS[2], KEYS[3]
 local id, caller, new, user_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[6]
+local poster, old = unpack(redis.call('HMGET', article, 'poster', 'slug'))
+local own = poster == caller or (user_prefix .. tostring(poster)) == caller
+-- The poster asking for the slug the article has (a retry) is not counted.
+if own and old == new then return {'ok'} end
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
 if redis.call('EXISTS', article) == 0 then return {'missing'} end
-local poster = redis.call('HGET', article, 'poster')
-if poster ~= caller and (user_prefix .. tostring(poster)) ~= caller then return {'forbidden'} end
-local old = redis.call('HGET', article, 'slug')
-if old == new then return {'ok'} end
+if not own then return {'forbidden'} end
 local owner = redis.call('HGET', slugs, new)
 if owner and owner ~= id then return {'taken'} end
 redis.call('HSET', slugs, new, id)

@@ -126,13 +126,18 @@ impl<R: ScriptReply> Lua<R> {
     /// timeout`: no extra round trip when the replicas keep up, and the
     /// answer comes only once they have it, or is `NOT_REPLICATED`. A
     /// pipelined script is not loaded again by redis-rs after `NOSCRIPT`
-    /// (a restarted or new primary), so that is done here.
+    /// (a restarted or new primary), so that is done here. A write that
+    /// got no answer is `OUTCOME_UNKNOWN` (see [`AppError::of_write`]).
     async fn call(&self, invocation: &ScriptInvocation<'_>, conn: &mut Conn) -> AppResult<R> {
         let reply: Value = match (self.write, conn.wait()) {
             (true, Some((replicas, timeout))) => {
                 waiting(invocation, conn, replicas, timeout).await?
             }
-            _ => invocation.invoke_async(conn).await?,
+            (true, None) => invocation
+                .invoke_async(conn)
+                .await
+                .map_err(AppError::of_write)?,
+            (false, _) => invocation.invoke_async(conn).await?,
         };
         R::read(&reply).ok_or_else(|| {
             AppError::Internal(format!("the {} script answered {reply:?}", self.name))
@@ -169,7 +174,7 @@ async fn waiting(
                 invocation.load_async(conn).await?;
                 loaded = true;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(AppError::of_write(e)),
         }
     }
 }

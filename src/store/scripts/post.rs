@@ -10,8 +10,8 @@ use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS}
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
+use crate::rate::PostLimits;
 use crate::rate::RateAction;
-use crate::rate::RateLimit;
 use crate::store::keys;
 use crate::store::{value_f64, value_str, Conn};
 
@@ -62,7 +62,7 @@ static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
     )
 });
 
-/// Runs the post script; the poster may post `limit` times per window.
+/// Runs the post script.
 pub async fn post(
     conn: &mut Conn,
     poster: &UserName,
@@ -70,7 +70,7 @@ pub async fn post(
     link: &str,
     stem: &Slug,
     groups: &[GroupName],
-    limit: RateLimit,
+    limits: PostLimits,
 ) -> AppResult<PostReply> {
     let mut invocation = POST.invocation();
     invocation
@@ -90,12 +90,13 @@ pub async fn post(
     }
     invocation
         .key(keys::GROUPS_BY_SIZE)
+        .key(keys::user_posted(poster.as_str(), link))
         .arg(keys::member(poster))
         .arg(title)
         .arg(link)
         .arg(stem.as_str())
-        .arg(limit.count())
-        .arg(limit.window_secs())
+        .arg(limits.rate.count())
+        .arg(limits.rate.window_secs())
         .arg(keys::ARTICLE_PREFIX)
         .arg(keys::VOTED_PREFIX)
         .arg(keys::ARTICLE_GROUPS_SUFFIX)
@@ -103,7 +104,8 @@ pub async fn post(
         .arg(keys::VOTING_WINDOW_SECS)
         .arg(keys::VOTE_SCORE)
         .arg(keys::TOP_STEP)
-        .arg(GROUP_KEYS);
+        .arg(GROUP_KEYS)
+        .arg(limits.dedupe_secs);
     for g in groups {
         group_keys(&mut invocation, g);
         invocation.arg(g.as_str());

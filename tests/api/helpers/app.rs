@@ -155,6 +155,8 @@ pub fn test_settings_for(redis_url: &str) -> Settings {
     settings.rate_rename_slug = generous;
     settings.rate_persisted_query = generous;
     settings.rate_persisted_query_site = generous;
+    // Many tests post one link again and again; `retries.rs` tests reposts.
+    settings.post_dedupe_secs = 0;
     // The TOP_* upkeep runs once at startup and then stays out of the way
     // of tests that count Redis commands; `feed.rs` sets its own pace.
     settings.top_upkeep_ms = 60_000;

@@ -25,7 +25,7 @@ use redis::{FromRedisValue, Value};
 
 use super::*;
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
-use crate::rate::RateLimit;
+use crate::rate::{PostLimits, RateLimit};
 use crate::redis_server::RedisServer;
 use crate::store::{Conn, Locator, Store};
 
@@ -109,6 +109,14 @@ pub(super) fn unlimited() -> RateLimit {
     limit(1_000_000, 60)
 }
 
+/// Posts within no limit, reposts included.
+pub(super) fn unlimited_posts() -> PostLimits {
+    PostLimits {
+        rate: unlimited(),
+        dedupe_secs: 0,
+    }
+}
+
 /// `voter`'s vote on article `id`, within no limit.
 pub(super) async fn vote_as(
     conn: &mut Conn,
@@ -142,7 +150,7 @@ pub(super) async fn posted(
         "https://example.com/",
         &slug(stem),
         &groups(in_groups),
-        unlimited(),
+        unlimited_posts(),
     )
     .await
     .expect("the post script runs");
@@ -236,7 +244,7 @@ async fn writes_wait_for_replicas_and_load_a_flushed_script_again() {
         "https://example.com/",
         &slug("x"),
         &[],
-        unlimited(),
+        unlimited_posts(),
     )
     .await;
     assert!(

@@ -163,7 +163,11 @@ async fn taken_slugs_get_the_next_free_suffix() {
 async fn posts_past_the_limit_write_nothing() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
-    let (alice, stem, once) = (user("alice"), slug("hello"), limit(1, 60));
+    let (alice, stem) = (user("alice"), slug("hello"));
+    let once = PostLimits {
+        rate: limit(1, 60),
+        dedupe_secs: 0,
+    };
     let link = "https://example.com/";
     let first = post(c, &alice, "t", link, &stem, &[], once).await.unwrap();
     assert!(matches!(first, PostReply::Posted { .. }), "{first:?}");
