@@ -48,6 +48,15 @@ What votegraph does with each attack:
   in a post are merged; behind trusted proxies the API port does not serve
   /metrics (404).
 
+- Slow readers and other writers: 16 WebSockets of 20 subscriptions that
+  never read are dropped at the send timeout while a reading subscriber
+  keeps its latency; a burst of 120,000 book-style posts (redis-cli
+  --pipe) is derived whole with the deriver's queue bounded and other
+  clients answered; 100 articles in 3,000 groups each, written directly,
+  are read at once (80 reads a second) while derived in short scripts
+  (slowlog over 2 ms); 200,000 voters added by the book to one article
+  cost the vote indexes what docs/keyspace.md states.
+
 Everything the script starts is stopped on every path. Loopback only; every
 loop is bounded and every socket and HTTP call has a timeout.
 """

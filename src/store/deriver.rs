@@ -339,6 +339,25 @@ impl DeriveQueue {
     }
 }
 
+/// Articles whose group sets changed, gathered across groups so each group
+/// list is rebuilt once; at most [`MAX_RELIST`].
+#[derive(Default)]
+pub(super) struct Relist(HashSet<ArticleId>);
+
+impl Relist {
+    /// Adds `changed`; once the bound is reached, answers every article
+    /// gathered (to rebuild now), leaving none.
+    fn add(&mut self, changed: Vec<ArticleId>) -> Option<Vec<ArticleId>> {
+        self.0.extend(changed);
+        (self.0.len() >= MAX_RELIST).then(|| self.0.drain().collect())
+    }
+
+    /// Every article gathered; they stay in the set, to be told apart.
+    fn take(&mut self) -> Vec<ArticleId> {
+        self.0.iter().copied().collect()
+    }
+}
+
 /// What deriving named articles leaves to try again.
 #[derive(Default)]
 struct Named {
@@ -400,18 +419,14 @@ impl Store {
         let mut conn = self.conn().await?;
         let articles: Vec<ArticleId> = batch.articles.iter().copied().collect();
         let candidates = &articles[..articles.len().min(MAX_CANDIDATES)];
-        let mut relist = HashSet::new();
+        let mut relist = Relist::default();
         for name in &batch.groups {
-            let changed = self
-                .follow_group(&mut conn, name, GroupMode::Check, candidates)
-                .await?;
-            self.relist(&mut conn, &mut relist, changed, MAX_RELIST)
+            self.follow_group(&mut conn, name, GroupMode::Check, candidates, &mut relist)
                 .await?;
         }
-        let named = articles.into_iter().filter(|id| !relist.contains(id));
-        let mut ordered: Vec<ArticleId> = relist.iter().copied().collect();
+        let mut ordered = relist.take();
         let relisted = ordered.len();
-        ordered.extend(named);
+        ordered.extend(articles.iter().filter(|id| !relist.0.contains(id)));
         let named = self.derive_named(&mut conn, &ordered, relisted).await?;
         if batch.everything {
             self.derive_everything(&mut conn).await?;
@@ -451,18 +466,16 @@ impl Store {
         Ok(named)
     }
 
-    /// Gathers `changed` into `relist`, and rebuilds the group lists
-    /// gathered once they reach `most`.
+    /// Gathers the articles whose group sets changed into `relist`, and
+    /// rebuilds their group lists at once when it is full.
     async fn relist(
         &self,
         conn: &mut Conn,
-        relist: &mut HashSet<ArticleId>,
+        relist: &mut Relist,
         changed: Vec<ArticleId>,
-        most: usize,
     ) -> AppResult<()> {
-        relist.extend(changed);
-        if relist.len() >= most {
-            let ids: Vec<ArticleId> = relist.drain().collect();
+        self.count_derived(changed.len() as u64);
+        if let Some(ids) = relist.add(changed) {
             self.derive_named(conn, &ids, ids.len()).await?;
         }
         Ok(())
@@ -499,45 +512,37 @@ impl Store {
     }
 
     /// Follows one group until its mirror matches it, scanning large ones
-    /// in batches; answers the articles whose group sets changed.
+    /// in batches; the articles whose group sets changed go to `relist`.
     pub(super) async fn follow_group(
         &self,
         conn: &mut Conn,
         name: &GroupName,
         mode: GroupMode,
         candidates: &[ArticleId],
-    ) -> AppResult<Vec<ArticleId>> {
-        let mut changed = match scripts::derive_group(conn, name, mode, "0", candidates).await? {
-            GroupDerived::Synced { changed } => {
-                self.count_derived(changed.len() as u64);
-                return Ok(changed);
-            }
-            GroupDerived::Scan { changed } | GroupDerived::Cursor { changed, .. } => changed,
-        };
+        relist: &mut Relist,
+    ) -> AppResult<()> {
+        let first = scripts::derive_group(conn, name, mode, "0", candidates).await?;
+        let synced = matches!(first, GroupDerived::Synced { .. });
+        self.relist(conn, relist, first.into_changed()).await?;
+        if synced {
+            return Ok(());
+        }
         for mode in [GroupMode::Add, GroupMode::Remove] {
             let mut cursor = "0".to_owned();
             loop {
-                match scripts::derive_group(conn, name, mode, &cursor, &[]).await? {
-                    GroupDerived::Cursor {
-                        next,
-                        changed: mut c,
-                    } => {
-                        changed.append(&mut c);
-                        if next == "0" {
-                            break;
-                        }
-                        cursor = next;
-                    }
-                    GroupDerived::Synced { changed: mut c }
-                    | GroupDerived::Scan { changed: mut c } => {
-                        changed.append(&mut c);
-                        break;
-                    }
+                let step = scripts::derive_group(conn, name, mode, &cursor, &[]).await?;
+                let next = match &step {
+                    GroupDerived::Cursor { next, .. } => next.clone(),
+                    _ => "0".to_owned(),
+                };
+                self.relist(conn, relist, step.into_changed()).await?;
+                if next == "0" {
+                    break;
                 }
+                cursor = next;
             }
         }
-        self.count_derived(changed.len() as u64);
-        Ok(changed)
+        Ok(())
     }
 
     /// Every group set compared whole with its mirror, one `SCAN` step at
@@ -590,14 +595,15 @@ impl Store {
             .arg("set")
             .query_async(&mut *conn)
             .await?;
-        let mut relist = HashSet::new();
+        let mut relist = Relist::default();
         for key in found {
             if let Some(Touched::Group(name)) = keys::touched(&key) {
-                let changed = self.follow_group(conn, &name, GroupMode::Full, &[]).await?;
-                self.relist(conn, &mut relist, changed, MAX_RELIST).await?;
+                self.follow_group(conn, &name, GroupMode::Full, &[], &mut relist)
+                    .await?;
             }
         }
-        self.relist(conn, &mut relist, Vec::new(), 0).await?;
+        let ids = relist.take();
+        self.derive_named(conn, &ids, ids.len()).await?;
         Ok(next)
     }
 
@@ -770,6 +776,17 @@ mod tests {
         assert_eq!(with_flags("Ex"), "ExKgs");
         assert_eq!(with_flags("KA"), "KA");
         assert_eq!(with_flags("Egsh"), "EgshK");
+    }
+
+    #[test]
+    fn articles_to_relist_are_rebuilt_at_the_bound() {
+        let mut relist = Relist::default();
+        let ids = |from: u64, n: u64| (from..from + n).map(ArticleId).collect::<Vec<_>>();
+        assert_eq!(relist.add(ids(1, MAX_RELIST as u64 - 1)), None);
+        assert_eq!(relist.add(ids(1, 10)), None, "each article once");
+        let rebuilt = relist.add(ids(MAX_RELIST as u64, 1)).expect("at the bound");
+        assert_eq!(rebuilt.len(), MAX_RELIST);
+        assert!(relist.take().is_empty());
     }
 
     #[test]

@@ -343,6 +343,16 @@ impl ScriptReply for GroupDerived {
     }
 }
 
+impl GroupDerived {
+    pub fn into_changed(self) -> Vec<ArticleId> {
+        match self {
+            Self::Synced { changed } | Self::Scan { changed } | Self::Cursor { changed, .. } => {
+                changed
+            }
+        }
+    }
+}
+
 static DERIVE_GROUP: LazyLock<Lua<GroupDerived>> =
     LazyLock::new(|| Lua::new("derive-group", &[include_str!("../lua/derive_group.lua")]));
 
