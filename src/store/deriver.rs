@@ -32,9 +32,10 @@
 //! - **A full pass when something may have been missed.** Pub/sub loses
 //!   nothing while its connection lives, so the pass over every article and
 //!   group set runs when the listener connects (at startup and after every
-//!   reconnect), and when `time:` or `score:` is replaced as a whole
-//!   (deleted, restored, renamed; articles gone from `time:` then leave the
-//!   net-vote rankings). Each step is one short script; other clients run
+//!   reconnect), when a touch finds the queue full (a bulk import), and
+//!   when `time:` or `score:` is replaced as a whole (deleted, restored,
+//!   renamed; articles gone from `time:` then leave the net-vote
+//!   rankings). Each step is one short script; other clients run
 //!   between them.
 //! - **The sweep** (run by the upkeep, see `feeds.rs`) re-derives a batch
 //!   of articles and group sets per round, in turn, only while the
@@ -42,7 +43,7 @@
 //!   down); a change no notification names (an article's key restored
 //!   alone) waits for the next full pass.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +63,8 @@ use tokio_util::task::AbortOnDropHandle;
 /// How long touched keys wait to be derived together.
 pub const COALESCE: Duration = Duration::from_millis(20);
 
-/// Articles waiting at most; more are left to the sweep (and counted).
+/// Articles waiting at most; a touch past it is dropped (and counted) for
+/// a full pass, which derives every article and group set.
 pub const MAX_PENDING_ARTICLES: usize = 100_000;
 
 /// Groups waiting at most; likewise.
@@ -74,8 +76,9 @@ pub const MAX_PENDING_GROUPS: usize = 10_000;
 pub const SWEEP_BATCH: u64 = 2000;
 
 /// Articles per pass or sweep script: Redis runs nothing else while a
-/// script runs, so each is kept short.
-pub const SWEEP_CALL: u64 = 100;
+/// script runs, so each is kept short (and stops early once it went
+/// through [`scripts::SCRIPT_MEMBERS`] groups and voters).
+pub const SWEEP_CALL: u64 = 25;
 
 /// Keys one `SCAN` step of the group sets visits (a command Redis runs
 /// alone, like a script).
@@ -93,8 +96,17 @@ pub const ABSENT_RETRY: Duration = Duration::from_millis(50);
 /// post follows, written by hand, is not tried forever).
 pub const ABSENT_TRIES: u8 = 20;
 
-/// Articles per derivation script.
-const ARTICLES_PER_CALL: usize = 100;
+/// Articles per derivation script; likewise.
+const ARTICLES_PER_CALL: usize = 25;
+
+/// How long an article whose counts a derivation rewrote waits before it
+/// is derived again: another writer's count (the book's `HINCRBY`) may
+/// land after the set write that named the article.
+pub const RECOUNT_RETRY: Duration = Duration::from_millis(250);
+
+/// Articles whose group sets changed, gathered across groups so each
+/// group list is rebuilt once; past this many they are rebuilt at once.
+const MAX_RELIST: usize = 10_000;
 
 /// Articles of a batch tried as members of each touched group.
 const MAX_CANDIDATES: usize = 256;
@@ -161,7 +173,7 @@ pub struct DeriveQueue {
     notifications: AtomicU8,
     /// Notifications received.
     received: AtomicU64,
-    /// Touches dropped because the queue was full (the sweep catches them).
+    /// Touches dropped because the queue was full (a full pass follows).
     dropped: AtomicU64,
     /// Articles and groups whose derived data had to change.
     derived: AtomicU64,
@@ -212,8 +224,10 @@ impl DeriveQueue {
             Touched::Everything => true,
         };
         if !room {
+            pending.everything = true;
             drop(pending);
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.wake.notify_one();
             return false;
         }
         let anew = match touched {
@@ -292,17 +306,23 @@ impl DeriveQueue {
                 }
             }
         }
-        if again.is_empty() {
+        self.retry_later(again, ABSENT_RETRY);
+    }
+
+    /// Touches `ids` again `after` from now, counting them as pending
+    /// meanwhile.
+    fn retry_later(self: &Arc<Self>, ids: Vec<ArticleId>, after: Duration) {
+        if ids.is_empty() {
             return;
         }
-        self.retrying.fetch_add(again.len(), Ordering::Relaxed);
+        self.retrying.fetch_add(ids.len(), Ordering::Relaxed);
         let queue = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(ABSENT_RETRY).await;
-            for id in &again {
+            tokio::time::sleep(after).await;
+            for id in &ids {
                 let _ = queue.touch(Touched::Article(*id));
             }
-            queue.retrying.fetch_sub(again.len(), Ordering::Relaxed);
+            queue.retrying.fetch_sub(ids.len(), Ordering::Relaxed);
         });
     }
 
@@ -317,6 +337,34 @@ impl DeriveQueue {
             let _ = self.touch(Touched::Everything);
         }
     }
+}
+
+/// Articles whose group sets changed, gathered across groups so each group
+/// list is rebuilt once; at most [`MAX_RELIST`].
+#[derive(Default)]
+pub(super) struct Relist(HashSet<ArticleId>);
+
+impl Relist {
+    /// Adds `changed`; once the bound is reached, answers every article
+    /// gathered (to rebuild now), leaving none.
+    fn add(&mut self, changed: Vec<ArticleId>) -> Option<Vec<ArticleId>> {
+        self.0.extend(changed);
+        (self.0.len() >= MAX_RELIST).then(|| self.0.drain().collect())
+    }
+
+    /// Every article gathered; they stay in the set, to be told apart.
+    fn take(&mut self) -> Vec<ArticleId> {
+        self.0.iter().copied().collect()
+    }
+}
+
+/// What deriving named articles leaves to try again.
+#[derive(Default)]
+struct Named {
+    /// Missing from `time:` (see [`ABSENT_RETRY`]).
+    absent: Vec<ArticleId>,
+    /// Counts rewritten (see [`RECOUNT_RETRY`]).
+    recounted: Vec<ArticleId>,
 }
 
 /// The deriver's tasks; dropping it stops them.
@@ -343,16 +391,17 @@ impl Store {
                     continue;
                 }
                 match store.derive_batch(&batch).await {
-                    Ok(absent) => {
-                        queue.retry_absent(&batch, absent);
+                    Ok(named) => {
+                        queue.retry_absent(&batch, named.absent);
+                        queue.retry_later(named.recounted, RECOUNT_RETRY);
                         queue.done();
                     }
                     Err(e) => {
+                        queue.put_back(batch);
                         queue.done();
                         queue.failures.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(error = %e, "deriving other clients' writes failed; retrying");
                         tokio::time::sleep(Duration::from_millis(500)).await;
-                        queue.put_back(batch);
                     }
                 }
             }
@@ -364,28 +413,72 @@ impl Store {
     }
 
     /// Derives one batch: groups first (with the batch's articles as
-    /// candidates), then articles. Answers the articles found missing from
-    /// `time:`.
-    async fn derive_batch(&self, batch: &Pending) -> AppResult<Vec<ArticleId>> {
+    /// candidates), then articles, those whose group sets changed with
+    /// their group lists rebuilt.
+    async fn derive_batch(&self, batch: &Pending) -> AppResult<Named> {
         let mut conn = self.conn().await?;
         let articles: Vec<ArticleId> = batch.articles.iter().copied().collect();
         let candidates = &articles[..articles.len().min(MAX_CANDIDATES)];
+        let mut relist = Relist::default();
         for name in &batch.groups {
-            self.follow_group(&mut conn, name, GroupMode::Check, candidates)
+            self.follow_group(&mut conn, name, GroupMode::Check, candidates, &mut relist)
                 .await?;
         }
-        let mut absent = Vec::new();
-        for chunk in articles.chunks(ARTICLES_PER_CALL) {
-            let mut derived = scripts::derive_articles(&mut conn, chunk).await?;
-            absent.append(&mut derived.absent);
-            self.finish_derived(&mut conn, derived).await?;
-        }
+        let mut ordered = relist.take();
+        let relisted = ordered.len();
+        ordered.extend(articles.iter().filter(|id| !relist.0.contains(id)));
+        let named = self.derive_named(&mut conn, &ordered, relisted).await?;
         if batch.everything {
             self.derive_everything(&mut conn).await?;
             self.derive_all_groups(&mut conn).await?;
             self.derive_queue().passes.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(absent)
+        Ok(named)
+    }
+
+    /// Derives the articles `ids`, the first `relist` of them with their
+    /// group lists rebuilt, in short scripts.
+    async fn derive_named(
+        &self,
+        conn: &mut Conn,
+        ids: &[ArticleId],
+        relist: usize,
+    ) -> AppResult<Named> {
+        let mut named = Named::default();
+        let mut to_relist: VecDeque<ArticleId> = ids[..relist].iter().copied().collect();
+        let mut plain: VecDeque<ArticleId> = ids[relist..].iter().copied().collect();
+        while !to_relist.is_empty() || !plain.is_empty() {
+            let first = to_relist.len().min(ARTICLES_PER_CALL);
+            let mut chunk: Vec<ArticleId> = to_relist.drain(..first).collect();
+            let more = plain.len().min(ARTICLES_PER_CALL - first);
+            chunk.extend(plain.drain(..more));
+            let mut derived = scripts::derive_articles(conn, &chunk, first).await?;
+            for id in derived.rest_to_relist.drain(..).rev() {
+                to_relist.push_front(id);
+            }
+            for id in derived.rest.drain(..).rev() {
+                plain.push_front(id);
+            }
+            named.absent.append(&mut derived.absent);
+            named.recounted.append(&mut derived.recounted);
+            self.finish_derived(conn, derived).await?;
+        }
+        Ok(named)
+    }
+
+    /// Gathers the articles whose group sets changed into `relist`, and
+    /// rebuilds their group lists at once when it is full.
+    async fn relist(
+        &self,
+        conn: &mut Conn,
+        relist: &mut Relist,
+        changed: Vec<ArticleId>,
+    ) -> AppResult<()> {
+        self.count_derived(changed.len() as u64);
+        if let Some(ids) = relist.add(changed) {
+            self.derive_named(conn, &ids, ids.len()).await?;
+        }
+        Ok(())
     }
 
     /// Every article of `time:`, batch after batch, then the articles gone
@@ -419,41 +512,37 @@ impl Store {
     }
 
     /// Follows one group until its mirror matches it, scanning large ones
-    /// in batches; answers how many articles changed.
+    /// in batches; the articles whose group sets changed go to `relist`.
     pub(super) async fn follow_group(
         &self,
         conn: &mut Conn,
         name: &GroupName,
         mode: GroupMode,
         candidates: &[ArticleId],
-    ) -> AppResult<u64> {
-        let mut changed = match scripts::derive_group(conn, name, mode, "0", candidates).await? {
-            GroupDerived::Synced { changed } => {
-                self.count_derived(changed);
-                return Ok(changed);
-            }
-            GroupDerived::Scan { changed } | GroupDerived::Cursor { changed, .. } => changed,
-        };
+        relist: &mut Relist,
+    ) -> AppResult<()> {
+        let first = scripts::derive_group(conn, name, mode, "0", candidates).await?;
+        let synced = matches!(first, GroupDerived::Synced { .. });
+        self.relist(conn, relist, first.into_changed()).await?;
+        if synced {
+            return Ok(());
+        }
         for mode in [GroupMode::Add, GroupMode::Remove] {
             let mut cursor = "0".to_owned();
             loop {
-                match scripts::derive_group(conn, name, mode, &cursor, &[]).await? {
-                    GroupDerived::Cursor { next, changed: c } => {
-                        changed += c;
-                        if next == "0" {
-                            break;
-                        }
-                        cursor = next;
-                    }
-                    GroupDerived::Synced { changed: c } | GroupDerived::Scan { changed: c } => {
-                        changed += c;
-                        break;
-                    }
+                let step = scripts::derive_group(conn, name, mode, &cursor, &[]).await?;
+                let next = match &step {
+                    GroupDerived::Cursor { next, .. } => next.clone(),
+                    _ => "0".to_owned(),
+                };
+                self.relist(conn, relist, step.into_changed()).await?;
+                if next == "0" {
+                    break;
                 }
+                cursor = next;
             }
         }
-        self.count_derived(changed);
-        Ok(changed)
+        Ok(())
     }
 
     /// Every group set compared whole with its mirror, one `SCAN` step at
@@ -506,11 +595,15 @@ impl Store {
             .arg("set")
             .query_async(&mut *conn)
             .await?;
+        let mut relist = Relist::default();
         for key in found {
             if let Some(Touched::Group(name)) = keys::touched(&key) {
-                self.follow_group(conn, &name, GroupMode::Full, &[]).await?;
+                self.follow_group(conn, &name, GroupMode::Full, &[], &mut relist)
+                    .await?;
             }
         }
+        let ids = relist.take();
+        self.derive_named(conn, &ids, ids.len()).await?;
         Ok(next)
     }
 
@@ -686,7 +779,18 @@ mod tests {
     }
 
     #[test]
-    fn touches_beyond_the_bound_are_dropped_and_counted() {
+    fn articles_to_relist_are_rebuilt_at_the_bound() {
+        let mut relist = Relist::default();
+        let ids = |from: u64, n: u64| (from..from + n).map(ArticleId).collect::<Vec<_>>();
+        assert_eq!(relist.add(ids(1, MAX_RELIST as u64 - 1)), None);
+        assert_eq!(relist.add(ids(1, 10)), None, "each article once");
+        let rebuilt = relist.add(ids(MAX_RELIST as u64, 1)).expect("at the bound");
+        assert_eq!(rebuilt.len(), MAX_RELIST);
+        assert!(relist.take().is_empty());
+    }
+
+    #[test]
+    fn touches_beyond_the_bound_are_dropped_for_a_full_pass() {
         let queue = DeriveQueue::default();
         for n in 0..MAX_PENDING_ARTICLES as u64 + 10 {
             let queued = queue.touch(Touched::Article(ArticleId(n + 1)));
@@ -696,6 +800,7 @@ mod tests {
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 10);
         let batch = queue.take();
         assert_eq!(batch.articles.len(), MAX_PENDING_ARTICLES);
+        assert!(batch.everything, "what was dropped waits for a full pass");
         assert!(queue.pending.lock().articles.is_empty());
     }
 }

@@ -39,5 +39,6 @@ mod shared_subscriptions;
 mod slugs;
 mod subscriptions;
 mod validation;
+mod vote_counts;
 mod voting;
 mod ws_protocol;

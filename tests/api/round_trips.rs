@@ -384,9 +384,12 @@ async fn a_shared_subscription_reads_the_article_once_per_event() {
         voters.push(app.sign_up(&format!("voter{i}")).await);
     }
     let mut redis = app.redis.conn().await;
-    // What a vote itself costs in HMGETs, with nobody listening.
+    // What a vote itself costs in HMGETs (its derivation's included), with
+    // nobody listening.
+    app.wait_for_derivations().await;
     let before = command_calls(&mut redis, "hmget").await;
     app.vote_as(&voters[0], "1", "UP").await;
+    app.wait_for_derivations().await;
     let per_vote = command_calls(&mut redis, "hmget").await - before;
 
     let query = "subscription { scoreChanged { votes article { title } } }";
@@ -412,6 +415,7 @@ async fn a_shared_subscription_reads_the_article_once_per_event() {
             let event = client.next_event().await["scoreChanged"].clone();
             assert_eq!(event["article"]["title"], "shared title", "{event}");
         }
+        app.wait_for_derivations().await;
     }
     assert_eq!(
         command_calls(&mut redis, "hmget").await - before,

@@ -5,6 +5,7 @@
 use super::*;
 use crate::domain::VoteDirection;
 use crate::store::keys;
+use crate::store::scripts::derive::SCRIPT_MEMBERS;
 
 /// The book's `article_vote`, command for command.
 async fn book_vote(c: &mut Conn, voter: &str, id: u64) {
@@ -55,13 +56,13 @@ async fn votegraphs_own_writes_leave_nothing_to_derive() {
     posted(c, "alice", "one", &["rust"]).await;
     vote_as(c, ArticleId(1), "bob", VoteDirection::Down).await;
     let before = dirty(c).await;
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(derived.changed, 0);
     assert!(derived.voters_left.is_empty());
     let reply = derive_group(c, &group("rust"), GroupMode::Check, "0", &[ArticleId(1)])
         .await
         .unwrap();
-    assert_eq!(reply, GroupDerived::Synced { changed: 0 });
+    assert_eq!(reply, GroupDerived::Synced { changed: vec![] });
     assert_eq!(dirty(c).await, before, "nothing written");
 }
 
@@ -71,9 +72,9 @@ async fn a_book_vote_is_derived_once() {
     let c = &mut redis.conn().await;
     posted(c, "alice", "one", &[]).await;
     book_vote(c, "user:bob", 1).await;
-    let first = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let first = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(first.changed, 1);
-    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(again.changed, 0, "a second instance finds nothing to do");
     let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
     assert!(index.unwrap() > 0.0, "bob's upvote indexed");
@@ -112,11 +113,11 @@ async fn a_large_voter_set_is_indexed_in_batches() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     posted(c, "alice", "big", &[]).await;
-    let voters = super::super::derive::INLINE_VOTERS + 500;
+    let voters = SCRIPT_MEMBERS + 500;
     for n in 0..voters {
         book_vote(c, &format!("user:v{n}"), 1).await;
     }
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(
         derived.voters_left,
         [ArticleId(1)],
@@ -126,7 +127,8 @@ async fn a_large_voter_set_is_indexed_in_batches() {
     let mut calls = 0;
     for down in [true, false] {
         loop {
-            let last = (!down).then_some("1501,0");
+            let snapshot = format!("{},0", voters + 1);
+            let last = (!down).then_some(snapshot.as_str());
             let batch = index_voters(c, ArticleId(1), down, &cursor, last)
                 .await
                 .unwrap();
@@ -149,7 +151,7 @@ async fn a_large_voter_set_is_indexed_in_batches() {
         .await;
         assert!(index.is_some(), "v{n}");
     }
-    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert!(again.voters_left.is_empty(), "the sizes were recorded");
 }
 
@@ -157,7 +159,7 @@ async fn a_large_voter_set_is_indexed_in_batches() {
 async fn a_large_group_is_followed_in_scan_batches() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
-    let members = super::super::derive::GROUP_WHOLE + 10;
+    let members = SCRIPT_MEMBERS + 10;
     let mut pipe = redis::pipe();
     for n in 1..=members {
         pipe.cmd("SADD")
@@ -171,7 +173,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
         .unwrap();
     assert_eq!(
         reply,
-        GroupDerived::Scan { changed: 0 },
+        GroupDerived::Scan { changed: vec![] },
         "too large to compare whole"
     );
     let mut cursor = "0".to_owned();
@@ -182,7 +184,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
             .unwrap()
         {
             GroupDerived::Cursor { next, changed } => {
-                added += changed;
+                added += changed.len() as u64;
                 if next == "0" {
                     break;
                 }
@@ -199,7 +201,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
     let reply = derive_group(c, &group("big"), GroupMode::Check, "0", &[])
         .await
         .unwrap();
-    assert_eq!(reply, GroupDerived::Synced { changed: 0 });
+    assert_eq!(reply, GroupDerived::Synced { changed: vec![] });
 }
 
 #[tokio::test]
@@ -213,7 +215,7 @@ async fn a_vote_on_an_article_not_derived_yet_is_counted_once() {
     book_post_rest(c, 1, "t", "user:alice", now).await;
     // votegraph's vote lands before the deriver runs.
     vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(derived.changed, 1);
     let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
     assert_eq!(karma.floor(), 2.0, "the post's upvote and bob's, once each");
@@ -231,13 +233,13 @@ async fn a_book_vote_followed_by_a_votegraph_vote_is_still_derived() {
     vote_as(c, ArticleId(1), "carol", VoteDirection::Up).await;
     let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
     assert_eq!(indexed, "2,0", "alice's and carol's votes, not bob's");
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(derived.changed, 1, "bob's vote reaches the rankings");
     let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
     assert!(index.is_some(), "and bob's myVote");
     let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
     assert_eq!(indexed, "3,0");
-    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(again.changed, 0);
 }
 
@@ -251,7 +253,7 @@ async fn an_article_named_before_its_post_is_written_is_answered_absent() {
     posted(c, "alice", "one", &[]).await;
     // The book's post_article, stopped after its first command.
     let () = q(c, cmd("SADD").arg("voted:2").arg("user:bob")).await;
-    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)])
+    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 0)
         .await
         .unwrap();
     assert_eq!(derived.absent, [ArticleId(2)]);
@@ -260,7 +262,96 @@ async fn an_article_named_before_its_post_is_written_is_answered_absent() {
     // The rest of it.
     let now = redis_now(c).await;
     book_post_rest(c, 2, "two", "user:bob", now).await;
-    let derived = derive_articles(c, &[ArticleId(2)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(2)], 0).await.unwrap();
     assert!(derived.absent.is_empty());
     assert_eq!(derived.changed, 1);
+}
+
+/// Another writer's `SMOVE` that leaves the hash's counts behind: the
+/// derivation sets them to the sets' sizes while the sets exist; without
+/// sets (voting closed), the counts stand.
+#[tokio::test]
+async fn counts_follow_the_voted_sets_while_they_exist() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &[]).await;
+    vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
+    vote_as(c, ArticleId(1), "carol", VoteDirection::Up).await;
+    for voter in ["user:bob", "user:carol"] {
+        let () = q(c, cmd("SMOVE").arg("voted:1").arg("downvoted:1").arg(voter)).await;
+    }
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    assert_eq!(derived.recounted, [ArticleId(1)]);
+    let counts: (u64, u64) = q(
+        c,
+        cmd("HMGET").arg("article:1").arg("votes").arg("downvotes"),
+    )
+    .await;
+    assert_eq!(counts, (1, 2));
+    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    assert!(again.recounted.is_empty(), "nothing left to rewrite");
+
+    let () = q(c, cmd("DEL").arg("voted:1").arg("downvoted:1")).await;
+    let () = q(c, cmd("HSET").arg("article:1").arg("votes").arg(7)).await;
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    assert!(derived.recounted.is_empty());
+    let votes: u64 = q(c, cmd("HGET").arg("article:1").arg("votes")).await;
+    assert_eq!(votes, 7, "without sets the hash's counts stand");
+}
+
+/// A group derivation writes the article's group set only; the group list
+/// in the hash is rebuilt by the article's derivation, once for every
+/// group that named it, and a script stops once it went through its
+/// members, leaving the rest to the next.
+#[tokio::test]
+async fn group_lists_are_rebuilt_once_within_a_script_budget() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &["rust"]).await;
+    posted(c, "alice", "two", &[]).await;
+    let groups = SCRIPT_MEMBERS;
+    let mut pipe = redis::pipe();
+    for g in 0..groups {
+        pipe.cmd("SADD")
+            .arg(format!("group:g{g}"))
+            .arg("article:1")
+            .ignore();
+    }
+    let () = pipe.query_async(c).await.unwrap();
+    for g in 0..groups {
+        let reply = derive_group(
+            c,
+            &group(&format!("g{g}")),
+            GroupMode::Check,
+            "0",
+            &[ArticleId(1)],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            reply,
+            GroupDerived::Synced {
+                changed: vec![ArticleId(1)]
+            }
+        );
+    }
+    let listed: String = q(c, cmd("HGET").arg("article:1").arg("groups")).await;
+    assert_eq!(listed, "rust", "not rebuilt by the group derivations");
+
+    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        derived.rest,
+        [ArticleId(1), ArticleId(2)],
+        "relisting the first spent the script"
+    );
+    assert!(derived.rest_to_relist.is_empty());
+    let listed: String = q(c, cmd("HGET").arg("article:1").arg("groups")).await;
+    assert_eq!(listed.split(',').count() as u64, groups + 1);
+    assert!(listed.starts_with("g0,g1,g10,"), "{listed}");
+    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 0)
+        .await
+        .unwrap();
+    assert!(derived.rest.is_empty(), "both derived");
 }
