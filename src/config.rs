@@ -22,40 +22,30 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_BIND", default_value = "127.0.0.1:8000")]
     pub bind: String,
 
-    /// Log lines as `text` (for people) or `json` (one object per line,
-    /// for log shippers).
+    /// Log lines as `text`, or `json` (one object per line) for log shippers.
     #[arg(long, env = "VOTEGRAPH_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: crate::telemetry::LogFormat,
 
-    /// A second listener that serves only `GET /metrics`, to anyone who can
-    /// reach it (e.g. `10.0.0.5:9464` on a private network). Without it,
-    /// `/metrics` on `--bind` answers only clients on this machine that
-    /// did not come through a proxy.
+    /// A second listener serving only `GET /metrics`, to anyone who reaches it.
     #[arg(long, env = "VOTEGRAPH_METRICS_BIND")]
     pub metrics_bind: Option<String>,
 
-    /// Serve `/metrics` on `--bind` to clients on this machine even with
-    /// `--trusted-proxies` set. Without this, behind trusted proxies the
-    /// API port answers `/metrics` with 404: a local proxy that forwards
-    /// without a forwarding header would expose it. Use `--metrics-bind`.
+    /// With `--trusted-proxies`, still serve `/metrics` on `--bind` to direct
+    /// loopback clients (a local proxy could forward without saying so).
     #[arg(long, env = "VOTEGRAPH_METRICS_ON_API_PORT")]
     pub metrics_on_api_port: bool,
 
-    /// Redis to use, e.g. `redis://127.0.0.1:6379/0` or `redis+unix:///run/redis.sock`.
-    /// When unset, votegraph runs its own `redis-server` in `--data-dir`.
+    /// Redis to use, e.g. `redis://127.0.0.1:6379/0`; unset: a local
+    /// `redis-server` in `--data-dir`.
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
 
-    /// Redis Sentinel: the sentinels' `host:port`, comma-separated. With
-    /// `--redis-master-name`, used instead of REDIS_URL: the primary is
-    /// asked of them for every new connection, so votegraph follows a
-    /// failover by itself.
+    /// Redis Sentinel: the sentinels' `host:port`, comma-separated; with
+    /// `--redis-master-name`, used instead of REDIS_URL.
     #[arg(long, env = "REDIS_SENTINELS")]
     pub redis_sentinels: Option<String>,
 
-    /// A read replica, e.g. `redis://10.0.0.12:6379`: anonymous queries
-    /// read the site's rankings and articles from it; logged-in readers,
-    /// writes, group and user pages and subscriptions use the primary.
+    /// A read replica for anonymous queries' rankings and articles.
     #[arg(long, env = "REDIS_REPLICA_URL")]
     pub redis_replica_url: Option<String>,
 
@@ -63,15 +53,12 @@ pub struct Settings {
     #[arg(long, env = "REDIS_MASTER_NAME")]
     pub redis_master_name: Option<String>,
 
-    /// Writes (post, vote, set groups, rename slug, view, sign up) answer
-    /// only once this many replicas have them: `WAIT` in the write's own
-    /// pipeline. 0 answers once the primary has them.
+    /// Writes answer once this many replicas have them (`WAIT`).
     #[arg(long, env = "VOTEGRAPH_WAIT_REPLICAS", default_value_t = 0,
           value_parser = clap::value_parser!(u32).range(0..=16))]
     pub wait_replicas: u32,
 
-    /// How long (milliseconds) a write waits for `--wait-replicas` before
-    /// it answers `NOT_REPLICATED`.
+    /// How long (ms) a write waits for `--wait-replicas` before `NOT_REPLICATED`.
     #[arg(long, env = "VOTEGRAPH_WAIT_TIMEOUT_MS", default_value_t = 1_000,
           value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub wait_timeout_ms: u64,
@@ -88,13 +75,11 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_POOL_SIZE", default_value_t = 8)]
     pub pool_size: u32,
 
-    /// How long a request waits for a pooled connection before failing with
-    /// "storage unavailable", in milliseconds.
+    /// How long (ms) a request waits for a pooled connection.
     #[arg(long, env = "VOTEGRAPH_POOL_TIMEOUT_MS", default_value_t = 1000)]
     pub pool_timeout_ms: u64,
 
-    /// Origins allowed to call the API from a browser, comma-separated; `*`
-    /// allows any origin. Empty: no cross-origin access.
+    /// Browser origins allowed to call the API, comma-separated (`*`: any).
     #[arg(
         long,
         env = "VOTEGRAPH_CORS_ORIGINS",
@@ -107,26 +92,19 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_WS_KEEPALIVE_SECS", default_value_t = 15)]
     pub ws_keepalive_secs: u64,
 
-    /// Seconds a new WebSocket has to send `connection_init` before it is
-    /// closed with 4408, so idle unauthenticated sockets cannot pile up.
+    /// Seconds a new WebSocket has to send `connection_init` (else 4408).
     #[arg(long, env = "VOTEGRAPH_WS_INIT_TIMEOUT_SECS", default_value_t = 10)]
     pub ws_init_timeout_secs: u64,
 
-    /// Largest WebSocket message (and frame) accepted from a client, in
-    /// bytes; larger ones close the connection with 1009 before they are
-    /// buffered. Subscription documents are small; this bounds the memory
-    /// one client can make the server hold.
+    /// Largest incoming WebSocket message or frame, in bytes (else 1009).
     #[arg(long, env = "VOTEGRAPH_WS_MAX_MESSAGE_BYTES", default_value_t = 65_536)]
     pub ws_max_message_bytes: usize,
 
-    /// Operations (usually subscriptions) one WebSocket may run at once;
-    /// each costs a broadcast receiver and per-event work, so one client
-    /// cannot multiply the server's fan-out at will.
+    /// Operations one WebSocket may run at once.
     #[arg(long, env = "VOTEGRAPH_WS_MAX_SUBSCRIPTIONS", default_value_t = 20)]
     pub ws_max_subscriptions: usize,
 
-    /// Concurrent WebSockets one client address may hold; further upgrades
-    /// get HTTP 429, so one client cannot exhaust the server's sockets.
+    /// WebSockets one client address may hold (else HTTP 429).
     #[arg(
         long,
         env = "VOTEGRAPH_WS_MAX_CONNECTIONS_PER_CLIENT",
@@ -134,57 +112,40 @@ pub struct Settings {
     )]
     pub ws_max_connections_per_client: usize,
 
-    /// Seconds a write to a WebSocket may take; a client that stops reading
-    /// fills the buffers and is then dropped with its subscriptions, instead
-    /// of holding them (and their buffers) forever.
+    /// Seconds a WebSocket write may take before the client is dropped.
     #[arg(long, env = "VOTEGRAPH_WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
     pub ws_send_timeout_secs: u64,
 
-    /// Distinct subscription streams run once and shared by all their
-    /// subscribers (a subscription that cannot depend on its caller, keyed
-    /// by document, operation name and variables). Past it a new one runs
-    /// unshared, as every subscription once did; 0 shares none.
+    /// Distinct subscription streams run once and shared (0: none shared).
     #[arg(long, env = "VOTEGRAPH_WS_MAX_SHARED_STREAMS", default_value_t = 1_000)]
     pub ws_max_shared_streams: usize,
 
-    /// Membership checks a group page may spend walking the global ranking
-    /// when the group's own ranking is not cached; beyond it the ranking is
-    /// built with ZINTERSTORE (0: always build it, as the book does).
+    /// Membership checks a cold group page may spend before the group's
+    /// ranking is built with ZINTERSTORE (0: always build it).
     #[arg(long, env = "VOTEGRAPH_GROUP_SCAN_BUDGET", default_value_t = 5_000)]
     pub group_scan_budget: u32,
 
-    /// Copy every vote of the open voting window from the voted sets into
-    /// the per-user vote indexes at startup, even when that was done
-    /// before (in the background; the server serves meanwhile). Votes
-    /// written by the book's code after the first pass show as NONE in
-    /// `myVote` until this runs (see docs/api.md, Voting).
+    /// At startup, copy the open window's votes into the `myVote` indexes again
+    /// and rebuild the `TOP_*` rankings, in the background.
     #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES")]
     pub reconcile_votes: bool,
 
-    /// On SIGTERM or Ctrl-C, how long (milliseconds, 0–60000) to keep
-    /// serving while `/health` answers 503 `draining`, before the listener
-    /// closes: a load balancer's health check takes the instance out
-    /// first, so stopping it costs no request. Set it above the balancer's
-    /// check interval × its fall count.
+    /// On SIGTERM or Ctrl-C, serve this long (ms) while `/health` says
+    /// `draining`, so a load balancer takes the instance out first.
     #[arg(long, env = "VOTEGRAPH_SHUTDOWN_GRACE_MS", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub shutdown_grace_ms: u64,
 
-    /// How often (milliseconds, 100–60000) each instance tends the
-    /// `TOP_*` rankings: prunes articles too old for a period and
-    /// re-derives 1,000 open articles' net votes from `score:` and `time:`
-    /// (how votes written by the book's code reach the `TOP_*` orders).
+    /// How often (ms) the `TOP_*` rankings are pruned and re-derived.
     #[arg(long, env = "VOTEGRAPH_TOP_UPKEEP_MS", default_value_t = 1_000,
           value_parser = clap::value_parser!(u64).range(100..=60_000))]
     pub top_upkeep_ms: u64,
 
-    /// Do not cache anonymous query responses (see `cache/`); for
-    /// measurements.
+    /// Do not cache anonymous query responses (for measurements).
     #[arg(long, env = "VOTEGRAPH_NO_RESPONSE_CACHE")]
     pub no_response_cache: bool,
 
-    /// logIn attempts one user name gets per window (successful ones reset
-    /// the count); further attempts fail with RATE_LIMITED.
+    /// logIn attempts one user name gets per window.
     #[arg(long, env = "VOTEGRAPH_LOGIN_ATTEMPTS", default_value_t = 10)]
     pub login_attempts: u32,
 
@@ -192,51 +153,36 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_LOGIN_WINDOW_SECS", default_value_t = 900)]
     pub login_window_secs: u64,
 
-    /// Proxies whose `X-Forwarded-For` / `Forwarded` headers name the client
-    /// (comma-separated IPs or CIDR networks, e.g. `10.0.0.0/8,::1`). Empty:
-    /// the socket's peer is the client and those headers are ignored.
+    /// Proxies (IPs or CIDR networks) whose `X-Forwarded-For` / `Forwarded`
+    /// name the client.
     #[arg(long, env = "VOTEGRAPH_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
 
-    /// signUps per client address (COUNT/SECONDS). A household or office
-    /// behind one address rarely opens more than a few accounts an hour,
-    /// while a script that could mint accounts freely would multiply every
-    /// per-user limit below.
+    /// signUps per client address (COUNT/SECONDS).
     #[arg(long, env = "VOTEGRAPH_RATE_SIGN_UP", default_value = "5/3600")]
     pub rate_sign_up: RateLimit,
 
-    /// logIn attempts per client address, on top of `--login-attempts` per
-    /// name. Three names' worth of attempts per window, so a few people
-    /// behind one NAT mistyping passwords get through, while one address
-    /// guessing across many names is held to 120 attempts an hour.
+    /// logIn attempts per client address, on top of `--login-attempts`.
     #[arg(long, env = "VOTEGRAPH_RATE_LOG_IN", default_value = "30/900")]
     pub rate_log_in: RateLimit,
 
-    /// Counted `viewArticle`s per user, or per client address when not
-    /// logged in. Two new articles a second is more than anyone reads; the
-    /// limit keeps a script from inflating view counts. Repeated views of
-    /// one article within `--view-window-secs` are not counted, so they do
-    /// not use this budget either.
+    /// Counted `viewArticle`s per user, or per client address when anonymous.
     #[arg(long, env = "VOTEGRAPH_RATE_VIEW", default_value = "120/60")]
     pub rate_view: RateLimit,
 
-    /// Posts per user. More than ten links an hour is a spammer's pace, not a
-    /// reader sharing finds.
+    /// Posts per user.
     #[arg(long, env = "VOTEGRAPH_RATE_POST", default_value = "10/3600")]
     pub rate_post: RateLimit,
 
-    /// Votes per user (every direction, no-ops included). Two a second
-    /// lets someone vote down a front page as fast as they can click.
+    /// Votes per user.
     #[arg(long, env = "VOTEGRAPH_RATE_VOTE", default_value = "120/60")]
     pub rate_vote: RateLimit,
 
-    /// setGroups calls per user: room for tidying one's articles in a
-    /// burst, not for churning group rankings in a loop.
+    /// setGroups calls per user.
     #[arg(long, env = "VOTEGRAPH_RATE_SET_GROUPS", default_value = "30/60")]
     pub rate_set_groups: RateLimit,
 
-    /// renameSlug calls per user. A slug is a URL people link to, so renaming
-    /// is rare; each rename also frees and takes entries in `slug.to.id`.
+    /// renameSlug calls per user.
     #[arg(long, env = "VOTEGRAPH_RATE_RENAME_SLUG", default_value = "10/3600")]
     pub rate_rename_slug: RateLimit,
 
@@ -247,9 +193,7 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_POST_DEDUPE_SECS", default_value_t = 86_400)]
     pub post_dedupe_secs: u64,
 
-    /// Seconds during which further views of an article by the same viewer
-    /// (user, or client address when anonymous) are not counted. The window
-    /// starts at the article's first view after the previous window ended.
+    /// Seconds during which a viewer's further views of an article are not counted.
     #[arg(long, env = "VOTEGRAPH_VIEW_WINDOW_SECS", default_value_t = 3600)]
     pub view_window_secs: u64,
 
@@ -261,11 +205,7 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_ARGON2_ITERATIONS", default_value_t = 2)]
     pub argon2_iterations: u32,
 
-    // --- Document limits (see `graphql/limits.rs`) ---
-    /// Most objects a query may return: each object counts 1, each list its
-    /// pageSize or limit, times its parent's count. A page of 100 articles
-    /// with every field costs 200, topPosters(limit:100) with each user's
-    /// first page 5,200; GraphiQL's introspection query stays well below.
+    /// Most objects a query may return (each list counts its pageSize or limit).
     #[arg(long, env = "VOTEGRAPH_MAX_QUERY_COST", default_value_t = 10_000)]
     pub max_query_cost: u64,
 
@@ -297,47 +237,38 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_MAX_OPERATIONS", default_value_t = 10)]
     pub max_operations: usize,
 
-    /// Work all queries and mutations in flight may hold together, in
-    /// query-cost units (objects their responses can hold); see
-    /// docs/security.md, "Work in flight has one budget". The default runs two queries of the maximum cost at once
-    /// (~20 MB each while built), one per core of a small machine, and
-    /// keeps a tenth of the budget for small requests.
+    /// Query-cost units all queries and mutations in flight may hold together.
     #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub work_budget: u64,
 
-    /// How long (milliseconds) a request waits for room in the work budget
-    /// before it is refused with SERVICE_UNAVAILABLE (503, Retry-After).
+    /// How long (ms) a request waits for room in the work budget.
     #[arg(long, env = "VOTEGRAPH_WORK_WAIT_MS", default_value_t = 1_000,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub work_wait_ms: u64,
 
-    /// Execution deadline of one query or mutation, in milliseconds; past it
-    /// the request answers TIMEOUT and its work is dropped.
+    /// Execution deadline of one query or mutation, in milliseconds.
     #[arg(long, env = "VOTEGRAPH_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
     pub request_timeout_ms: u64,
 
-    // --- HTTP limits (see `server.rs` and `http/body.rs`) ---
     /// Largest request body, in bytes.
     #[arg(long, env = "VOTEGRAPH_MAX_BODY_BYTES", default_value_t = 128 * 1024)]
     pub max_body_bytes: usize,
 
-    /// Time a client has to send a request body, in milliseconds.
+    /// Time (ms) a client has to send a request body.
     #[arg(long, env = "VOTEGRAPH_BODY_TIMEOUT_MS", default_value_t = 10_000)]
     pub body_timeout_ms: u64,
 
-    /// Time a client has to send a request's headers, in milliseconds; an
-    /// idle keep-alive connection is closed after the same time.
+    /// Time (ms) a client has to send a request's headers; idle keep-alive
+    /// connections close after it too.
     #[arg(long, env = "VOTEGRAPH_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
     pub header_timeout_ms: u64,
 
-    /// Most open connections (WebSockets included); past it new connections
-    /// get a 503 and are closed.
+    /// Most open connections, WebSockets included (503 past it).
     #[arg(long, env = "VOTEGRAPH_MAX_CONNECTIONS", default_value_t = 2_048)]
     pub max_connections: usize,
 
-    /// Most open connections from one client address (trusted proxies are
-    /// not counted); past it new connections get a 429 and are closed.
+    /// Most open connections from one client address (429 past it).
     #[arg(
         long,
         env = "VOTEGRAPH_MAX_CONNECTIONS_PER_CLIENT",
@@ -349,24 +280,15 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_RESPONSE_CACHE_BYTES", default_value_t = crate::cache::DEFAULT_MAX_BYTES)]
     pub response_cache_bytes: usize,
 
-    // --- Redis faults ---
-    /// How long one Redis command may wait for its reply, in milliseconds;
-    /// past it the request fails with INTERNAL "storage unavailable", or
-    /// OUTCOME_UNKNOWN for a write that was sent.
+    /// Longest wait (ms) for one Redis reply.
     #[arg(long, env = "VOTEGRAPH_REDIS_TIMEOUT_MS", default_value_t = 1_000)]
     pub redis_timeout_ms: u64,
 
-    // --- Automatic persisted queries (see `persisted.rs`) ---
-    /// Most persisted documents kept in Redis; registering one more drops
-    /// the oldest. With `--max-query-bytes` this bounds their memory
-    /// (5,000 × 32 KiB at worst; real documents are a few hundred bytes).
+    /// Most persisted documents kept in Redis (the oldest are dropped).
     #[arg(long, env = "VOTEGRAPH_PERSISTED_QUERIES_MAX", default_value_t = 5_000)]
     pub persisted_queries_max: u64,
 
-    /// New persisted documents one client address may register
-    /// (COUNT/SECONDS). An app has a few dozen distinct operations and each
-    /// is registered once per server, by the first client that sends it;
-    /// re-registering a known document is not counted.
+    /// New persisted documents per client address (COUNT/SECONDS).
     #[arg(
         long,
         env = "VOTEGRAPH_RATE_PERSISTED_QUERY",
@@ -374,8 +296,7 @@ pub struct Settings {
     )]
     pub rate_persisted_query: RateLimit,
 
-    /// New persisted documents all clients together may register
-    /// (COUNT/SECONDS): many addresses cannot churn the store either.
+    /// New persisted documents from all clients together (COUNT/SECONDS).
     #[arg(
         long,
         env = "VOTEGRAPH_RATE_PERSISTED_QUERY_SITE",
@@ -384,9 +305,7 @@ pub struct Settings {
     pub rate_persisted_query_site: RateLimit,
 
     /// Share of Redis' `maxmemory` (percent) past which new persisted
-    /// documents are refused (SERVICE_UNAVAILABLE), so they never take the
-    /// room users' writes need. Without a `maxmemory`, only the count cap
-    /// applies.
+    /// documents are refused.
     #[arg(long, env = "VOTEGRAPH_PERSISTED_QUERY_MAX_MEMORY_PERCENT", default_value_t = 80,
           value_parser = clap::value_parser!(u8).range(1..=100))]
     pub persisted_query_max_memory_percent: u8,
