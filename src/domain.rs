@@ -25,9 +25,10 @@ impl ArticleTitle {
 
     pub fn parse(raw: &str) -> AppResult<Self> {
         let bad = |message: &str| Err(AppError::bad_input("title", message));
+        let too_long = "title must be at most 300 characters";
         // Cheap bound before normalising: NFC never shrinks below a quarter.
         if raw.len() > Self::MAX_CHARS * 4 * 4 {
-            return bad("title must be at most 300 characters");
+            return bad(too_long);
         }
         let normalized: String = raw.nfc().collect();
         let trimmed = normalized.trim();
@@ -35,10 +36,7 @@ impl ArticleTitle {
             return bad("title must not be empty");
         }
         if trimmed.chars().count() > Self::MAX_CHARS {
-            return Err(AppError::bad_input(
-                "title",
-                format!("title must be at most {} characters", Self::MAX_CHARS),
-            ));
+            return bad(too_long);
         }
         if trimmed.chars().any(char::is_control) {
             return bad("title must not contain control characters");
@@ -100,36 +98,29 @@ impl Link {
     pub fn parse(raw: &str) -> AppResult<Self> {
         let raw = raw.trim();
         let bad = |message: &str| Err(AppError::bad_input("link", message));
+        let too_long = "link must be at most 2048 bytes";
         if raw.len() > Self::MAX_BYTES {
-            return Err(AppError::bad_input(
-                "link",
-                format!("link must be at most {} bytes", Self::MAX_BYTES),
-            ));
+            return bad(too_long);
         }
         if raw.chars().any(|c| c.is_control() || c.is_whitespace()) {
             return bad("link must not contain spaces or control characters");
         }
         let lower = raw.get(..8).unwrap_or(raw).to_ascii_lowercase();
-        if !lower.starts_with("http://") && !lower.starts_with("https://") {
-            return bad("link must be an absolute http or https URL (http://host/…)");
-        }
-        let Ok(url) = url::Url::parse(raw) else {
+        let url = url::Url::parse(raw).ok().filter(|url| {
+            (lower.starts_with("http://") || lower.starts_with("https://"))
+                && matches!(url.scheme(), "http" | "https")
+                && url.host_str().is_some_and(|host| !host.is_empty())
+        });
+        let Some(url) = url else {
             return bad("link must be an absolute http or https URL (http://host/…)");
         };
-        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-            return bad("link must be an absolute http or https URL (http://host/…)");
-        }
         if !url.username().is_empty() || url.password().is_some() {
             return bad("link must not contain a user name or password");
         }
-        let normalized = url.as_str();
-        if normalized.len() > Self::MAX_BYTES {
-            return Err(AppError::bad_input(
-                "link",
-                format!("link must be at most {} bytes", Self::MAX_BYTES),
-            ));
+        if url.as_str().len() > Self::MAX_BYTES {
+            return bad(too_long);
         }
-        Ok(Self(normalized.to_owned()))
+        Ok(Self(url.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -178,10 +169,8 @@ impl GroupName {
     /// bound on the work of reading a list, checked before any name is.
     pub const MAX_LISTED: usize = 100;
 
-    /// Parses a list of at most [`GroupName::MAX_PER_ARTICLE`] distinct
-    /// names, dropping duplicates while keeping the first order (20 copies
-    /// of one name are one group). The raw length is checked before
-    /// anything else, so a list of 200,000 names costs nothing.
+    /// At most [`GroupName::MAX_PER_ARTICLE`] distinct names, in first
+    /// order; the raw length is checked first, so a huge list costs nothing.
     pub fn parse_many(raw: &[String], field: &'static str) -> AppResult<Vec<Self>> {
         if raw.len() > Self::MAX_LISTED {
             return Err(AppError::bad_input(
@@ -307,8 +296,7 @@ impl UserName {
         }
     }
 
-    /// A name already stored in Redis (a session or a poster field); it is
-    /// trusted because only validated names are ever written by votegraph.
+    /// A name read from Redis, where only validated names are written.
     pub fn from_stored(raw: String) -> Self {
         Self(raw)
     }
@@ -317,13 +305,10 @@ impl UserName {
         &self.0
     }
 
-    /// The name with Unicode default case folding and NFKC applied (twice,
-    /// as Unicode's compatibility caseless match does, since each can undo
-    /// the other's normal form): `CaseTwin` and `casetwin` fold alike.
-    /// Names are ASCII today, where this is lower case; the folding keeps
-    /// the rule right if the alphabet ever grows.
+    /// Case folding and NFKC, twice (Unicode's compatibility caseless
+    /// match: each can undo the other's normal form). Lower case for ASCII
+    /// names; right still if the alphabet grows.
     pub fn folded(&self) -> FoldedName {
-        use unicode_normalization::UnicodeNormalization;
         let once: String = caseless::default_case_fold_str(&self.0).nfkc().collect();
         FoldedName(caseless::default_case_fold_str(&once).nfkc().collect())
     }
@@ -411,15 +396,13 @@ impl Slug {
     }
 }
 
-/// How many users a leaderboard query may return: 1–100.
-pub fn parse_limit(limit: i32) -> AppResult<usize> {
-    if (1..=100).contains(&limit) {
-        Ok(limit as usize)
+/// `value` of the argument `field` when it is 1 to `max`.
+pub fn parse_count(field: &'static str, value: i32, max: i32) -> AppResult<usize> {
+    if (1..=max).contains(&value) {
+        Ok(value as usize)
     } else {
-        Err(AppError::bad_input(
-            "limit",
-            "limit must be between 1 and 100",
-        ))
+        let message = format!("{field} must be between 1 and {max}");
+        Err(AppError::bad_input(field, message))
     }
 }
 
@@ -457,21 +440,9 @@ impl PageRequest {
     pub const MAX_PAGE_SIZE: i32 = 100;
 
     pub fn parse(page: i32, page_size: i32) -> AppResult<Self> {
-        if !(1..=Self::MAX_PAGE).contains(&page) {
-            return Err(AppError::bad_input(
-                "page",
-                format!("page must be between 1 and {}", Self::MAX_PAGE),
-            ));
-        }
-        if !(1..=Self::MAX_PAGE_SIZE).contains(&page_size) {
-            return Err(AppError::bad_input(
-                "pageSize",
-                format!("pageSize must be between 1 and {}", Self::MAX_PAGE_SIZE),
-            ));
-        }
         Ok(Self {
-            page: page as u32,
-            page_size: page_size as u32,
+            page: parse_count("page", page, Self::MAX_PAGE)? as u32,
+            page_size: parse_count("pageSize", page_size, Self::MAX_PAGE_SIZE)? as u32,
         })
     }
 

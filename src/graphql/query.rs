@@ -7,7 +7,7 @@ use super::types::{
     RankedUser, User,
 };
 use super::{ArticleList, RequestContext};
-use crate::domain::{parse_limit, ArticleId, GroupName};
+use crate::domain::{parse_count, ArticleId, GroupName};
 use crate::store::GroupCursor;
 
 pub struct QueryRoot;
@@ -103,7 +103,7 @@ impl QueryRoot {
         ctx: &Context<'_>,
         #[graphql(default = 10)] limit: i32,
     ) -> Result<Vec<RankedUser>> {
-        let limit = parse_limit(limit)?;
+        let limit = parse_count("limit", limit, 100)?;
         let top = RequestContext::of(ctx)?.top_posters(limit).await?;
         Ok(top
             .into_iter()

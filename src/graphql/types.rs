@@ -9,7 +9,6 @@ use chrono::{SecondsFormat, TimeZone, Utc};
 use super::{ArticleList, RequestContext};
 use crate::domain::Period;
 use crate::domain::{GroupName, PageRequest, UserName};
-use crate::error::AppError;
 use crate::store::{ArticleRecord, Order};
 
 /// How a list of articles is ordered.
@@ -49,17 +48,8 @@ impl From<ArticleOrder> for Order {
 
 /// How many edges a connection's page holds (`first`): 1–100.
 pub(super) fn connection_size(first: i32) -> Result<usize> {
-    if !(1..=FEED_MAX).contains(&first) {
-        return Err(AppError::bad_input(
-            "first",
-            format!("first must be between 1 and {FEED_MAX}"),
-        )
-        .into());
-    }
-    Ok(first as usize)
+    Ok(crate::domain::parse_count("first", first, 100)?)
 }
-
-pub const FEED_MAX: i32 = 100;
 
 /// A page of a ranked list, as the `articles` fields read it.
 pub(super) async fn ranked(
@@ -137,33 +127,15 @@ pub struct ArticleEdge {
 
 /// A user's vote on an article.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::VoteDirection")]
 pub enum VoteDirection {
     /// An upvote: +432 score.
     Up,
     /// A downvote: -432 score.
     Down,
     /// No vote (voting NONE retracts one).
-    None,
-}
-
-impl From<VoteDirection> for crate::domain::VoteDirection {
-    fn from(direction: VoteDirection) -> Self {
-        match direction {
-            VoteDirection::Up => Self::Up,
-            VoteDirection::Down => Self::Down,
-            VoteDirection::None => Self::Neither,
-        }
-    }
-}
-
-impl From<crate::domain::VoteDirection> for VoteDirection {
-    fn from(direction: crate::domain::VoteDirection) -> Self {
-        match direction {
-            crate::domain::VoteDirection::Up => Self::Up,
-            crate::domain::VoteDirection::Down => Self::Down,
-            crate::domain::VoteDirection::Neither => Self::None,
-        }
-    }
+    #[graphql(name = "NONE")]
+    Neither,
 }
 
 /// An instant, as an RFC 3339 string in UTC (`2026-11-22T18:47:58.123456Z`).
