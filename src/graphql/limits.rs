@@ -456,7 +456,7 @@ fn field_cost(owner: &str, field: &FieldDefinition) -> FieldCost {
 
 /// The named type under any list and non-null wrappers, and whether a list
 /// wraps it.
-fn unwrap_type(ty: &Type) -> (String, bool) {
+pub(super) fn unwrap_type(ty: &Type) -> (String, bool) {
     match &ty.base {
         BaseType::Named(name) => (name.to_string(), false),
         BaseType::List(inner) => (unwrap_type(inner).0, true),
@@ -492,53 +492,30 @@ fn add_introspection(
         list: Some(ListSize::Fixed(n)),
         unit: 1,
     };
-    let mut add = |ty: &str, fields: Vec<(&str, FieldCost)>| {
+    let fields = [
+        ("Query", "__schema", object("__Schema")),
+        ("Query", "__type", object("__Type")),
+        ("__Schema", "types", list("__Type", type_count)),
+        ("__Schema", "queryType", object("__Type")),
+        ("__Schema", "mutationType", object("__Type")),
+        ("__Schema", "subscriptionType", object("__Type")),
+        ("__Schema", "directives", list("__Directive", DIRECTIVES)),
+        ("__Type", "fields", list("__Field", max_fields)),
+        ("__Type", "interfaces", list("__Type", 1)),
+        ("__Type", "possibleTypes", list("__Type", 1)),
+        ("__Type", "enumValues", list("__EnumValue", MAX_ENUM_VALUES)),
+        ("__Type", "inputFields", list("__InputValue", max_args)),
+        ("__Type", "ofType", object("__Type")),
+        ("__Field", "args", list("__InputValue", max_args)),
+        ("__Field", "type", object("__Type")),
+        ("__InputValue", "type", object("__Type")),
+        ("__Directive", "args", list("__InputValue", max_args)),
+    ];
+    types.entry("__EnumValue".to_owned()).or_default();
+    for (ty, name, cost) in fields {
         let entry = types.entry(ty.to_owned()).or_default();
-        for (name, cost) in fields {
-            entry.insert(name.to_owned(), cost);
-        }
-    };
-    add(
-        "Query",
-        vec![
-            ("__schema", object("__Schema")),
-            ("__type", object("__Type")),
-        ],
-    );
-    add(
-        "__Schema",
-        vec![
-            ("types", list("__Type", type_count)),
-            ("queryType", object("__Type")),
-            ("mutationType", object("__Type")),
-            ("subscriptionType", object("__Type")),
-            ("directives", list("__Directive", DIRECTIVES)),
-        ],
-    );
-    add(
-        "__Type",
-        vec![
-            ("fields", list("__Field", max_fields)),
-            ("interfaces", list("__Type", 1)),
-            ("possibleTypes", list("__Type", 1)),
-            ("enumValues", list("__EnumValue", MAX_ENUM_VALUES)),
-            ("inputFields", list("__InputValue", max_args)),
-            ("ofType", object("__Type")),
-        ],
-    );
-    add(
-        "__Field",
-        vec![
-            ("args", list("__InputValue", max_args)),
-            ("type", object("__Type")),
-        ],
-    );
-    add("__InputValue", vec![("type", object("__Type"))]);
-    add("__EnumValue", vec![]);
-    add(
-        "__Directive",
-        vec![("args", list("__InputValue", max_args))],
-    );
+        entry.insert(name.to_owned(), cost);
+    }
 }
 
 /// An argument's value as the operation runs it: a literal, or a

@@ -387,7 +387,7 @@ fn caller_independent(document: &ExecutableDocument) -> bool {
 mod tests {
     use std::collections::BTreeSet;
 
-    use async_graphql::parser::types::{BaseType, Type, TypeKind, TypeSystemDefinition};
+    use async_graphql::parser::types::{TypeKind, TypeSystemDefinition};
     use async_graphql::Variables;
 
     use super::*;
@@ -501,19 +501,13 @@ mod tests {
                 }
             }
         }
-        fn named(ty: &Type) -> String {
-            match &ty.base {
-                BaseType::Named(name) => name.to_string(),
-                BaseType::List(inner) => named(inner),
-            }
-        }
         let mut reached = BTreeSet::new();
         let mut seen = BTreeSet::from(["Subscription".to_owned()]);
         let mut pending = vec!["Subscription".to_owned()];
         while let Some(type_name) = pending.pop() {
             for field in objects[&type_name].iter() {
                 reached.insert(format!("{type_name}.{}", field.node.name.node));
-                let target = named(&field.node.ty.node);
+                let (target, _) = crate::graphql::limits::unwrap_type(&field.node.ty.node);
                 if objects.contains_key(&target) && seen.insert(target.clone()) {
                     pending.push(target);
                 }
