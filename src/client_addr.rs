@@ -1,24 +1,14 @@
 //! Who is calling: the client address that per-address rate limits count.
 //!
-//! The address is the TCP peer of the request. Behind a reverse proxy every
-//! request would then come from the proxy, so the proxy's word
-//! (`X-Forwarded-For`, or RFC 7239 `Forwarded: for=`) is taken, but only
-//! when the peer is one of the configured [`TrustedProxies`]: any client
-//! can send those headers, and believing them from anyone would let a
-//! client pick a fresh address, and a fresh budget, for every request.
-//!
-//! Proxies append the address they received from to the end of the header,
-//! so the header is read from the right, skipping the trusted proxies
-//! themselves; the first other address is the one the nearest trusted
-//! proxy saw, and everything to its left was written by the client or by
-//! proxies nobody vouches for. A header that cannot be parsed there falls
-//! back to the peer: the request is then counted against the proxy, which
-//! is safe (a client cannot escape its budget by breaking the header).
-//!
-//! When both headers are present, `X-Forwarded-For` wins, as it is the one
-//! common proxies (nginx, HAProxy, cloud load balancers) append to; a
-//! proxy that writes `Forwarded` instead must drop any `X-Forwarded-For`
-//! the client sent.
+//! The TCP peer; but when the peer is one of the [`TrustedProxies`], what it
+//! says in `X-Forwarded-For` (which wins, as common proxies append to it) or
+//! RFC 7239 `Forwarded: for=`. Believing anyone's header would give a client
+//! a fresh budget per request. Proxies append the address they received
+//! from, so the header is read from the right past the trusted proxies: the
+//! first other address is what the nearest trusted one saw. A header that
+//! does not parse there counts against the peer, so breaking it escapes
+//! nothing. A proxy that writes `Forwarded` must drop a client's
+//! `X-Forwarded-For`.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -72,7 +62,7 @@ impl fmt::Display for ClientAddr {
     }
 }
 
-/// Every `X-Forwarded-For` value, in order (a header may be repeated).
+/// Every item of the header `name`, in order (a header may be repeated).
 fn header_items<'a>(headers: &'a HeaderMap, name: &str) -> Option<Vec<&'a str>> {
     let mut items = Vec::new();
     for value in headers.get_all(name) {

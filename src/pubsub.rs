@@ -1,30 +1,17 @@
 //! Score-change and new-post events, from Redis pub/sub to every subscriber
-//! in the process.
+//! in the process (ended sessions too, for the WebSockets' logins).
 //!
-//! The vote script publishes each change on `votegraph:score-changed`, and
-//! the post script each new article on `votegraph:article-posted`, from
-//! inside the atomic write, so events arrive in write order and writes made
-//! on any server instance reach the subscribers of every instance. A
-//! process holds **one** pub/sub connection, subscribed to both channels,
-//! whatever its number of subscribers, and fans events out through one
-//! `tokio::sync::broadcast` channel per kind (a third channel carries
-//! ended sessions, for the WebSockets' logins):
+//! The vote and post scripts publish from inside their atomic writes, so
+//! events arrive in write order, from every instance. One pub/sub connection
+//! per process fans them out through a `broadcast` channel per kind: memory
+//! is bounded by [`CAPACITY`] shared events, a subscriber that falls behind
+//! skips what it missed instead of blocking the others, and a lost
+//! connection is made again with backoff (pub/sub is at-most-once: nothing
+//! is replayed).
 //!
-//! - memory is bounded: the channel keeps the last [`CAPACITY`] events, shared
-//!   by all subscribers (each event is an `Arc`);
-//! - a subscriber that falls more than [`CAPACITY`] events behind (a client
-//!   that stops reading) skips the events it missed and goes on from the
-//!   oldest one still kept; it never blocks the others;
-//! - when the connection drops, it is re-established with exponential backoff
-//!   and subscribers stay subscribed; events published
-//!   while it was down are not replayed (Redis pub/sub is at-most-once).
-//!
-//! A subscription whose result cannot depend on its caller runs once for
-//! all its subscribers (see `graphql/shared_subscriptions.rs`): that execution's
-//! receiver is not a client subscription itself, so it is taken with
-//! [`PubSub::subscribe_uncounted`] and the subscribers it serves are counted
-//! with [`PubSub::add_shared`], keeping [`PubSub::subscribers`] the number
-//! of client subscriptions either way.
+//! A shared subscription's one receiver is taken uncounted and the
+//! subscribers it serves are counted instead, so [`PubSub::subscribers`]
+//! counts client subscriptions either way.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,12 +1,10 @@
 //! votegraph's own GraphQL-over-WebSocket server, for `graphql-transport-ws`
 //! and the legacy `graphql-ws`. async-graphql's loop waits forever for
-//! `connection_init`, turns a bad token into an anonymous connection, lets
-//! a duplicate id replace a running subscription and has no limits; this
-//! one keeps the protocol's close codes and the limits of docs/api.md
-//! ("WebSocket limits and close codes"), and says goodbye (1001) on
-//! shutdown. Queries and mutations run through the request pipeline, as
-//! over HTTP; subscriptions through [`Api`], or a shared stream
-//! ([`SharedStreams`]) whose events come serialised once for all.
+//! `connection_init`, makes a bad token anonymous, lets a duplicate id
+//! replace a running subscription and has no limits; this one keeps the
+//! protocol's close codes and the limits of docs/api.md ("WebSocket limits
+//! and close codes"), and says goodbye (1001) on shutdown. Queries and
+//! mutations run through the request pipeline, as over HTTP.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -741,15 +739,9 @@ fn payload_authorization(fields: &serde_json::Map<String, Value>) -> Option<Stri
 /// only the id is escaped.
 fn frame(id: &str, kind: &str, payload: &str) -> serde_json::Result<String> {
     let id = serde_json::to_string(id)?;
-    let mut text = String::with_capacity(id.len() + kind.len() + payload.len() + 32);
-    text.push_str(r#"{"id":"#);
-    text.push_str(&id);
-    text.push_str(r#","type":""#);
-    text.push_str(kind);
-    text.push_str(r#"","payload":"#);
-    text.push_str(payload);
-    text.push('}');
-    Ok(text)
+    Ok(format!(
+        r#"{{"id":{id},"type":"{kind}","payload":{payload}}}"#
+    ))
 }
 
 fn connection_error(message: &str) -> String {

@@ -1,17 +1,14 @@
 //! The in-process cache of whole responses to anonymous queries, and of
-//! logged-in queries' templates (`templates.rs`); the rules it keeps are in
+//! logged-in queries' templates (`templates.rs`); its rules are in
 //! docs/api.md, "Cached pages".
 //!
 //! Each entry records what it shows ([`Deps`]), so a vote drops only what
 //! it may change; any other write through this instance drops everything.
 //! A response is stored only if nothing that drops it happened while it was
-//! computed: invalidations move a generation counter on, and the last
-//! [`RECENT_VOTES`] votes are kept to check against.
-//!
-//! Full, it evicts the least recently used entries one at a time (by bytes
-//! and by count), so one-off queries push each other out, not the pages
-//! everyone reads. An `lru` list, not `quick_cache`: CLOCK-Pro keeps a
-//! filling cache's first entries while new ones churn.
+//! computed (a generation counter, and the last [`RECENT_VOTES`] votes).
+//! Full, it evicts the least recently used entries: an `lru` list, since
+//! `quick_cache`'s CLOCK-Pro keeps a filling cache's first entries while
+//! new ones churn.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -647,10 +644,6 @@ mod tests {
         Arc::new(Cached::new(body.into()))
     }
 
-    fn body(text: &'static str) -> Arc<Cached> {
-        cached(text)
-    }
-
     /// Stores `cached` under `key`, computed from now on.
     fn put(cache: &ResponseCache, key: &str, cached: Arc<Cached>) {
         cache.put(key.to_owned(), cache.position(), Deps::default(), cached);
@@ -677,7 +670,7 @@ mod tests {
             panic!("a second miss follows");
         };
         let waiting = tokio::spawn(waiter.wait(Duration::from_secs(5)));
-        computation.publish(body("page"));
+        computation.publish(cached("page"));
         let landed = waiting.await.unwrap().unwrap();
         assert_eq!(landed.body().as_ref(), b"page");
         // Landed and dropped: the next miss leads again.
@@ -705,7 +698,7 @@ mod tests {
     #[tokio::test]
     async fn an_ageing_entry_is_computed_again_by_one_reader_while_the_others_are_served() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
-        put(&cache, "k", body("old"));
+        put(&cache, "k", cached("old"));
         let patience = Duration::from_millis(10);
         assert!(cache.lookup("k", patience).await.is_ok());
         std::thread::sleep(REFRESH_AFTER);
@@ -721,8 +714,8 @@ mod tests {
                 .expect("served meanwhile");
             assert_eq!(served.body().as_ref(), b"old");
         }
-        put(&cache, "k", body("new"));
-        computation.publish(body("new"));
+        put(&cache, "k", cached("new"));
+        computation.publish(cached("new"));
         let served = cache.lookup("k", patience).await.ok().unwrap();
         assert_eq!(served.body().as_ref(), b"new");
     }
@@ -731,12 +724,12 @@ mod tests {
     fn entries_die_with_their_generation() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let start = cache.position();
-        cache.put("k".into(), start, Deps::default(), body("1"));
+        cache.put("k".into(), start, Deps::default(), cached("1"));
         assert_eq!(cache.get("k").unwrap().body().as_ref(), b"1");
         cache.invalidate();
         assert!(cache.get("k").is_none());
         // A response computed before an invalidation is not stored.
-        cache.put("k".into(), start, Deps::default(), body("2"));
+        cache.put("k".into(), start, Deps::default(), cached("2"));
         assert!(cache.get("k").is_none());
     }
 
@@ -749,15 +742,15 @@ mod tests {
         front.article("1");
         front.article("2");
         front.score_window(None, [20_000.0, 10_000.0], true);
-        cache.put("front".into(), start, front, body("f"));
+        cache.put("front".into(), start, front, cached("f"));
         // A group page, not full.
         let mut group = Deps::default();
         group.article("3");
         group.score_window(Some("rust"), [5_000.0], false);
-        cache.put("group".into(), start, group, body("g"));
+        cache.put("group".into(), start, group, cached("g"));
         let mut karma = Deps::default();
         karma.any_vote();
-        cache.put("karma".into(), start, karma, body("k"));
+        cache.put("karma".into(), start, karma, cached("k"));
 
         // Far below the front page, outside the group: only karma changes.
         cache.vote(vote("9", 1_000.0, &[]));
@@ -776,11 +769,11 @@ mod tests {
         let mut front = Deps::default();
         front.article("1");
         front.score_window(None, [20_000.0, 10_000.0], true);
-        cache.put("front".into(), cache.position(), front.clone(), body("f"));
+        cache.put("front".into(), cache.position(), front.clone(), cached("f"));
         cache.vote(vote("1", 50_000.0, &[]));
         assert!(cache.get("front").is_none());
         // Wholly above the page before and after: no change.
-        cache.put("front".into(), cache.position(), front.clone(), body("f"));
+        cache.put("front".into(), cache.position(), front.clone(), cached("f"));
         cache.vote(vote("7", 30_000.0, &[]));
         assert!(cache.get("front").is_some());
     }
@@ -792,12 +785,12 @@ mod tests {
         let mut deps = Deps::default();
         deps.article("1");
         cache.vote(vote("1", 0.0, &[]));
-        cache.put("k".into(), start, deps.clone(), body("stale"));
+        cache.put("k".into(), start, deps.clone(), cached("stale"));
         assert!(cache.get("k").is_none());
         // An unrelated vote meanwhile does not.
         let start = cache.position();
         cache.vote(vote("2", 0.0, &[]));
-        cache.put("k".into(), start, deps, body("fresh"));
+        cache.put("k".into(), start, deps, cached("fresh"));
         assert!(cache.get("k").is_some());
     }
 }

@@ -1,22 +1,14 @@
 //! Subscriptions run once per distinct meaning and shared by all their
-//! subscribers (docs/api.md, "Shared subscriptions"): one resolution and
-//! one serialisation per event, however many subscribe.
+//! subscribers (docs/api.md, "Shared subscriptions"): one resolution and one
+//! serialisation per event, however many subscribe.
 //!
-//! - Shared: a subscription whose document selects none of
-//!   [`CALLER_DEPENDENT_FIELDS`] anywhere (a cheap, conservative test).
-//! - Key: the operation's [`canonical`] print, its name and the variables
-//!   as JSON with sorted keys.
-//! - One task per key runs it through the [`Api`] as an anonymous caller
-//!   and fans each payload out over a broadcast of [`CAPACITY`]; a slow
-//!   subscriber skips the oldest. The last subscriber out stops it; one
-//!   that ends by itself (it failed to start) leaves the registry first, so
-//!   a new subscriber runs it afresh and sees its own error.
-//! - Bounds: `max_streams` keys, each at most [`MAX_KEY_BYTES`]; past
-//!   either a subscription runs unshared.
-//!
-//! The task's one pub/sub receiver is not a client subscription; the
-//! subscribers it serves are counted instead (see [`PubSub`]), from the
-//! moment the resolver has subscribed.
+//! A subscription is shared when it selects none of
+//! [`CALLER_DEPENDENT_FIELDS`]; its key is the operation's [`canonical`]
+//! print, name and variables (as JSON with sorted keys). One task per key
+//! runs it as an anonymous caller and fans its payloads out over a broadcast
+//! of [`CAPACITY`]. The last subscriber out stops it; one that fails to
+//! start leaves the registry first, so the next subscriber sees its own
+//! error. Past `max_streams` keys, or [`MAX_KEY_BYTES`], it runs unshared.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
