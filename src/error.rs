@@ -30,8 +30,7 @@ pub enum AppError {
     VotingClosed,
     #[error("the slug {0:?} is already used by another article")]
     SlugTaken(String),
-    /// A rate limit refused the call; nothing was written. The message names
-    /// what was counted ("too many votes; try again in 12 seconds").
+    /// A rate limit refused the call; nothing was written.
     #[error(
         "too many {}{}; try again in {retry_after_secs} seconds",
         .action.counted(),
@@ -42,11 +41,8 @@ pub enum AppError {
         scope: RateScope,
         retry_after_secs: u64,
     },
-    /// One WebSocket connection asked for more concurrent operations than
-    /// the server gives a connection.
     #[error("too many subscriptions: at most {max} active subscriptions per connection")]
     TooManySubscriptions { max: usize },
-    /// One address holds as many connections (or WebSockets) as it may.
     #[error(
         "too many {}connections from this address",
         if *.websocket { "WebSocket " } else { "" }
@@ -62,9 +58,8 @@ pub enum AppError {
     /// the last dial to `address` failed, for the log.
     #[error("storage unavailable")]
     StorageTimeout { address: String, cause: String },
-    /// A write was sent and no answer came (timeout, dropped connection,
-    /// the execution deadline): it may have been applied. `cause` is for
-    /// the log.
+    /// A write got no answer (timeout, lost connection, the deadline): it
+    /// may have been applied. `cause` is for the log.
     #[error("storage did not answer: the write may have been applied; retrying the same mutation is safe")]
     OutcomeUnknown { cause: String },
     /// `--wait-replicas`: the write is on the primary, but fewer replicas
@@ -76,11 +71,9 @@ pub enum AppError {
     /// A bug or broken invariant; the detail goes to the log only.
     #[error("internal error")]
     Internal(String),
-    /// The document is over one of the limits of `graphql::limits`; the
-    /// message states what was counted and the limit.
+    /// Over one of the document limits (`graphql::limits`).
     #[error("{0}")]
     QueryTooComplex(String),
-    /// The request ran past its execution deadline and was stopped.
     #[error("the request took longer than {ms} ms and was stopped")]
     Timeout { ms: u64 },
     /// The HTTP request itself is unusable (malformed JSON, no query…).
@@ -91,7 +84,6 @@ pub enum AppError {
     UndeclaredVariable(String),
     #[error("the request body is larger than {max_bytes} bytes")]
     PayloadTooLarge { max_bytes: usize },
-    /// The request target and headers together are over the limit.
     #[error("the request's headers are larger than {max_bytes} bytes")]
     HeadersTooLarge { max_bytes: usize },
     #[error("send the request as JSON: content-type application/json or application/graphql-response+json")]
@@ -109,7 +101,6 @@ pub enum AppError {
     UnknownPath,
     #[error("the request body was not received in time")]
     RequestTimeout,
-    /// The server is at its connection limit.
     #[error("the server is at its connection limit; try again shortly")]
     Overloaded,
     /// The first start is still indexing the existing accounts' names, and
@@ -122,8 +113,7 @@ pub enum AppError {
     /// registered, so they cannot take the room users' writes need.
     #[error("the server is not registering new persisted queries now (its storage is nearly full); send the query text without extensions.persistedQuery, or try again in {retry_after_secs} seconds")]
     RegistrationsPaused { retry_after_secs: u64 },
-    /// The work in flight fills the process' budget (see `budget.rs`) and
-    /// none was given back in time.
+    /// No room in the work budget (`budget.rs`) in time.
     #[error("the server is busy with other requests; try again in {retry_after_secs} second(s)")]
     Busy { retry_after_secs: u64 },
     /// The document does not parse; `pos` is where the parser stopped
@@ -138,10 +128,8 @@ pub enum AppError {
     /// required one is missing or null); checked before execution.
     #[error("{message}")]
     VariableCoercion { message: String, pos: Option<Pos> },
-    /// An automatic persisted query whose hash this server does not know.
-    /// The message is the protocol's own constant: Apollo Client matches
-    /// the code, urql and others match this exact message, and either way
-    /// the client resends the request with the query text.
+    /// An unknown persisted query's hash. The message is the protocol's
+    /// constant: urql and others match it, Apollo Client the code.
     #[error("PersistedQueryNotFound")]
     PersistedQueryNotFound,
 }
@@ -239,12 +227,10 @@ impl AppError {
         }
     }
 
-    /// The HTTP status of the same refusal when the client asked for
-    /// `application/graphql-response+json`. That media type has no `200`
-    /// for a response without `data`: a document that does not parse or
-    /// validate, or variables that do not coerce, answer `400`; an
-    /// unknown persisted query `404` (as Apollo's servers do); a storage
-    /// failure `503`. Errors raised while executing never come here.
+    /// The HTTP status of the same refusal under
+    /// `application/graphql-response+json`, which has no `200` for a
+    /// response without `data` (an unknown persisted query is `404`, as
+    /// with Apollo's servers).
     pub fn graphql_response_status(&self) -> StatusCode {
         match self {
             AppError::PersistedQueryNotFound => StatusCode::NOT_FOUND,
@@ -382,13 +368,10 @@ impl From<redis::RedisError> for AppError {
     }
 }
 
-/// Gives a GraphQL error its `extensions.code`; the one place where errors
-/// meet the wire.
-///
-/// Resolvers return [`AppError`] with `?`, which async-graphql wraps keeping
-/// the original as the error's source; it is read back here. Errors without
-/// an [`AppError`] come from async-graphql itself (syntax, validation, or
-/// argument coercion) and are the client's doing.
+/// Gives a GraphQL error its `extensions.code`: the one place where errors
+/// meet the wire. An [`AppError`] is the error's source (async-graphql keeps
+/// it); any other error is async-graphql's own (syntax, validation,
+/// argument coercion), and the client's doing.
 pub fn assign_code(error: &mut ServerError) {
     truncate_message(&mut error.message);
     let mut ext = error.extensions.take().unwrap_or_default();
