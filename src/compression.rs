@@ -55,7 +55,7 @@ impl Encoding {
             for item in value.split(',') {
                 let mut parts = item.split(';');
                 let token = parts.next().unwrap_or("").trim();
-                let q = quality(parts);
+                let q = quality(parts).clamp(0.0, 1.0);
                 if q <= 0.0 {
                     continue;
                 }
@@ -112,17 +112,13 @@ impl Encoding {
     }
 }
 
-/// The `q` parameter of one `Accept-Encoding` item (1 when absent,
-/// 0 when malformed).
-fn quality<'a>(params: impl Iterator<Item = &'a str>) -> f32 {
-    for param in params {
-        if let Some((name, value)) = param.split_once('=') {
-            if name.trim().eq_ignore_ascii_case("q") {
-                return value.trim().parse::<f32>().unwrap_or(0.0).clamp(0.0, 1.0);
-            }
-        }
-    }
-    1.0
+/// The `q` of an `Accept` or `Accept-Encoding` item, from its parameters
+/// (1 when absent, 0 when malformed).
+pub fn quality<'a>(params: impl Iterator<Item = &'a str>) -> f32 {
+    params
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+        .map_or(1.0, |(_, v)| v.trim().parse::<f32>().unwrap_or(0.0))
 }
 
 #[cfg(test)]

@@ -274,12 +274,6 @@ pub async fn answers_ping(client: &redis::Client) -> bool {
 mod tests {
     use super::*;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("vg-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     fn running(pid: u32) -> bool {
         // A reaped process leaves no /proc entry.
         Path::new(&format!("/proc/{pid}")).exists()
@@ -287,21 +281,20 @@ mod tests {
 
     #[tokio::test]
     async fn a_started_server_answers_and_is_gone_once_dropped() {
-        let dir = temp_dir("drop");
-        let server = RedisServer::builder(&dir).start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let server = RedisServer::builder(dir.path()).start().await.unwrap();
         let client = redis::Client::open(server.url()).unwrap();
         assert!(answers_ping(&client).await);
         let pid = server.pid().unwrap();
         drop(server);
         assert!(!running(pid));
         assert!(!answers_ping(&client).await);
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn a_persistent_server_keeps_its_data_across_a_stop() {
-        let dir = temp_dir("aof");
-        let builder = RedisServer::builder(&dir).persistent(true);
+        let dir = tempfile::tempdir().unwrap();
+        let builder = RedisServer::builder(dir.path()).persistent(true);
         let server = builder.start().await.unwrap();
         let client = redis::Client::open(server.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -321,32 +314,29 @@ mod tests {
             .unwrap();
         assert_eq!(value, "v");
         drop(again);
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn a_missing_program_is_named() {
-        let dir = temp_dir("missing");
-        let err = RedisServer::builder(&dir)
+        let dir = tempfile::tempdir().unwrap();
+        let err = RedisServer::builder(dir.path())
             .program("/nonexistent/redis-server")
             .start()
             .await
             .unwrap_err();
         assert!(matches!(err, StartError::NotFound(p) if p.contains("nonexistent")));
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn a_server_refusing_its_arguments_is_reported_at_once() {
-        let dir = temp_dir("refused");
+        let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let err = RedisServer::builder(&dir)
+        let err = RedisServer::builder(dir.path())
             .args(["--no-such-option"])
             .start()
             .await
             .unwrap_err();
         assert!(matches!(err, StartError::Exited(_)), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -3,7 +3,7 @@
 
 use poem::http::{header, HeaderMap, StatusCode};
 
-use crate::compression::Encoding;
+use crate::compression::{self, Encoding};
 use crate::error::AppError;
 
 /// The media type of the GraphQL-over-HTTP spec, answered when asked for.
@@ -74,12 +74,7 @@ impl Media {
 fn media_range(item: &str) -> (String, f32) {
     let mut parts = item.split(';');
     let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-    let q = parts
-        .filter_map(|p| p.split_once('='))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-        .map(|(_, v)| v.trim().parse::<f32>().unwrap_or(0.0))
-        .unwrap_or(1.0);
-    (media, q)
+    (media, compression::quality(parts))
 }
 
 /// What the client asked for: a media type and a content coding.
