@@ -42,9 +42,8 @@ const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// reason stays within a close frame's 123 bytes and echoes little.
 const MAX_ECHOED_ID: usize = 32;
 
-/// Seconds a client refused for holding too many WebSockets is told to
-/// wait: a slot frees only when one of its sockets closes, so this just
-/// keeps a reconnecting client from hammering.
+/// Seconds a client at its WebSocket limit is told to wait: a slot frees
+/// only when one of its sockets closes.
 const CONNECTION_RETRY_AFTER_SECS: u64 = 5;
 
 /// What one connection, and one address, may hold.
@@ -66,8 +65,7 @@ pub struct Limits {
     pub max_shared_streams: usize,
 }
 
-/// Process-wide WebSocket state, shared with the upgrade handler as poem
-/// data.
+/// Process-wide WebSocket state, the upgrade handler's poem data.
 #[derive(Clone)]
 pub struct WebSockets {
     limits: Limits,
@@ -90,12 +88,10 @@ impl WebSockets {
         }
     }
 
-    /// Tungstenite refuses larger messages itself, before buffering them.
-    ///
-    /// The buffers are small because a subscription connection reads a few
-    /// small messages and writes small events, and tungstenite's defaults
-    /// (128 KiB each way) would cost ~250 KiB per subscriber. Writing stops
-    /// past 1 MiB pending, which bounds what a stalled client can hold.
+    /// Tungstenite refuses larger messages before buffering them. Small
+    /// buffers: a subscriber's messages are small, and the 128 KiB defaults
+    /// each way would cost ~250 KiB per subscriber. Writing stops past 1 MiB
+    /// pending, bounding what a stalled client holds.
     fn config(&self) -> WebSocketConfig {
         let max = self.limits.max_message_bytes;
         WebSocketConfig::default()
@@ -108,8 +104,6 @@ impl WebSockets {
 
     /// Upgrades `GET /graphql` to a GraphQL WebSocket for `client`; a
     /// `BAD_REQUEST` that says what is missing, or `TOO_MANY_CONNECTIONS`.
-    /// Non-browser clients may authenticate the upgrade itself
-    /// (`header_auth`); browsers use the `connection_init` payload.
     pub async fn upgrade(
         &self,
         schema: &Api,
@@ -194,8 +188,7 @@ pub struct Connection {
     /// The upgrade request's `Authorization`, for clients that cannot put it
     /// in `connection_init`'s payload.
     header_auth: Option<String>,
-    /// The upgrade request's client address, which the connection's writes
-    /// are rate-limited by.
+    /// Whose budget the connection's writes count against.
     client: ClientAddr,
     limits: Limits,
     shared: SharedStreams,
@@ -339,13 +332,11 @@ struct State {
     init_received: bool,
     /// The connection's data once acknowledged: its session and loaders.
     data: Option<Arc<Data>>,
-    /// The `Authorization` the connection was acknowledged with (None:
-    /// anonymous), for the queries and mutations it runs.
+    /// The acknowledged `Authorization`, for the queries and mutations.
     authorization: Option<String>,
     /// Running operations by client id; aborting a handle ends its stream.
     operations: HashMap<Arc<str>, AbortHandle>,
-    /// The operations' responses, each stream ending with `(id, None)`
-    /// unless it was aborted.
+    /// The operations' responses; each stream ends with `(id, None)`.
     streams: SelectAll<BoxStream<'static, Item>>,
 }
 
@@ -682,9 +673,8 @@ struct Outbox {
 }
 
 impl Outbox {
-    /// Sends and flushes `message`. A client that has not taken it within
-    /// the send timeout has stopped reading (its kernel buffer and ours are
-    /// full): it is dropped, so it holds neither memory nor subscriptions.
+    /// Sends and flushes `message`. A client that has not taken it in time
+    /// stopped reading: it is dropped, holding no memory nor subscriptions.
     async fn send(&mut self, message: Message) -> Result<(), End> {
         match tokio::time::timeout(self.send_timeout, self.sink.send(message)).await {
             Ok(Ok(())) => Ok(()),
@@ -703,10 +693,9 @@ impl Outbox {
     }
 }
 
-/// The session a connection runs as. No `Authorization` at all is an
-/// anonymous connection; one that is given but malformed, unknown or expired
-/// is refused (`Forbidden`) rather than quietly made anonymous, so a client
-/// with a stale token finds out.
+/// The session a connection runs as: anonymous without `Authorization`;
+/// a malformed, unknown or expired one is `Forbidden`, not made anonymous,
+/// so a client with a stale token finds out.
 async fn authenticate(store: &Store, auth: Option<&str>) -> AppResult<Session> {
     let Some(auth) = auth else {
         return Ok(Session::from_authorization(None));
@@ -734,9 +723,8 @@ fn payload_authorization(fields: &serde_json::Map<String, Value>) -> Option<Stri
     }
 }
 
-/// The message `{"id":<id>,"type":<kind>,"payload":<payload>}` around an
-/// already serialised payload, in the field order [`Outgoing`] writes;
-/// only the id is escaped.
+/// The message [`Outgoing`] would write around an already serialised
+/// payload; only the id is escaped.
 fn frame(id: &str, kind: &str, payload: &str) -> serde_json::Result<String> {
     let id = serde_json::to_string(id)?;
     Ok(format!(

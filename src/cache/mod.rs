@@ -27,16 +27,14 @@ use flight::Flights;
 pub use flight::{Computation, Flight};
 
 pub const MAX_AGE: Duration = Duration::from_secs(1);
-/// Past this age an entry is computed again ahead of its expiry (see
-/// [`ResponseCache::lookup`]).
+/// Past this age an entry is computed again ahead of its expiry.
 const REFRESH_AFTER: Duration = Duration::from_millis(750);
 /// Past this many entries the least recently used one is evicted.
 const MAX_ENTRIES: usize = 4096;
 /// Default for the bytes the cache may hold (see [`Entries::footprint`]).
 pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
-/// What a cached response shows that a vote can change, recorded while the
-/// response is computed.
+/// What a cached response shows that a vote can change.
 #[derive(Debug, Default, Clone)]
 pub struct Deps {
     /// Ids of the articles shown.
@@ -104,9 +102,8 @@ impl Deps {
         self.any_vote = true;
     }
 
-    /// Whether the vote behind `event` can change the response. A vote on
-    /// an article that stays wholly above a page's window, or wholly below
-    /// it, changes neither the page's members nor their order.
+    /// Whether the vote behind `event` can change the response: not when
+    /// its article stays wholly above or below every page's window.
     fn affected_by(&self, event: &ScoreEvent) -> bool {
         self.any_vote
             || self.ids.contains(&event.id)
@@ -144,8 +141,7 @@ enum EntryKind {
     Anonymous,
     /// A logged-in query's template, whose anonymous form is the body.
     Template(Template),
-    /// A logged-in query that reads who the caller is: it runs whole every
-    /// time, and is not tried as a template again.
+    /// A logged-in query that reads who the caller is: it runs whole.
     NotTemplatable,
 }
 
@@ -248,8 +244,8 @@ struct Votes {
     recent: VecDeque<Arc<ScoreEvent>>,
 }
 
-/// The entries, least recently used first, indexed so that a vote finds
-/// what it affects without looking at every entry.
+/// The entries, least recently used first, indexed so that a vote need
+/// not look at every entry.
 struct Entries {
     map: LruCache<String, Entry>,
     /// Article id → keys of entries showing it.
@@ -272,8 +268,8 @@ impl Default for Entries {
 }
 
 impl Entries {
-    /// What storing `entry` under `key` costs in bytes: the body, the
-    /// key and its copies in the indexes, and a guess at the rest.
+    /// What storing `entry` under `key` costs in bytes: the body, the key
+    /// and its copies in the indexes, and a guess at the rest.
     fn footprint(key: &str, entry: &Entry) -> usize {
         let copies = 1 + entry.deps.ids.len() + 1;
         entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 160
@@ -368,8 +364,8 @@ pub struct ResponseCache {
 }
 
 impl ResponseCache {
-    /// An empty cache of at most `max_bytes`, fed the score events and
-    /// their losses by its owner (`startup`).
+    /// An empty cache of at most `max_bytes`, fed the score events by its
+    /// owner (`startup`).
     pub fn new(max_bytes: usize) -> Self {
         Self {
             max_bytes,
@@ -440,13 +436,9 @@ impl ResponseCache {
 
     /// The entry under `key`: a hit, or the body a concurrent computation
     /// lands within `patience`; else the caller computes it, as the leader
-    /// others wait for (`Some`), or alone when waiting for a leader came to
-    /// nothing (`None`).
-    ///
-    /// An entry past [`REFRESH_AFTER`] is computed again by the first
-    /// request that reads it while nobody computes it, and served as it
-    /// is to the others meanwhile: readers do not queue behind a page
-    /// that expires under load.
+    /// others wait for (`Some`), or alone (`None`: the leader gave up).
+    /// Past [`REFRESH_AFTER`] one reader computes the entry again while the
+    /// others are served it: readers do not queue behind an expiring page.
     pub async fn lookup(
         &self,
         key: &str,
@@ -475,11 +467,10 @@ impl ResponseCache {
         self.flights.join(key, self.position())
     }
 
-    /// `cached` compressed with `encoding`: the form kept with the entry
-    /// if one was made, else made now (outside the locks) and kept when
-    /// `cached` is still the entry under `key` and the byte budget has
-    /// room for it (a form that does not fit is simply made again). None
-    /// if the codec failed.
+    /// `cached` compressed with `encoding`: the form kept with the entry,
+    /// else made now (outside the locks) and kept while `cached` is the
+    /// entry under `key` and the byte budget has room. None if the codec
+    /// failed.
     pub fn encoded(
         &self,
         key: &str,

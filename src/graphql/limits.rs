@@ -48,8 +48,8 @@ pub struct Checked {
     pub cost: u64,
 }
 
-/// Checks requests against the limits, with the schema's cost model and
-/// the parsed-document cache.
+/// Checks requests against the limits, with the cost model and the
+/// parsed-document cache.
 pub struct Guard {
     pub(crate) limits: DocumentLimits,
     model: CostModel,
@@ -67,8 +67,7 @@ impl Guard {
     }
 
     /// Checks `request`; the parsed document comes back for execution
-    /// (`None` when no operation can be selected: async-graphql reports
-    /// that itself).
+    /// (`None`: no operation can be selected, async-graphql says so).
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         let query = request.query.as_str();
         let limits = &self.limits;
@@ -172,9 +171,8 @@ fn at_most(subject: &str, count: usize, what: &str, max: usize) -> AppResult<()>
 /// inputs nest two or three levels, and every walk over a value recurses.
 pub const MAX_VALUE_DEPTH: usize = 32;
 
-/// Deepest selection-set nesting the parser is given: its own limit, which
-/// it checks only after recursing. The validator's depth limit then speaks
-/// in fields.
+/// Deepest selection-set nesting the parser is given: its own limit is
+/// checked only after recursing.
 pub const MAX_SELECTION_DEPTH: usize = 64;
 
 fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
@@ -223,9 +221,8 @@ fn check_variable_depth(variables: &Variables) -> AppResult<()> {
     Ok(())
 }
 
-/// The parser's error as a client should read it: of pest's report, which
-/// quotes the document with an ASCII arrow, only the last line (what was
-/// expected) is kept, and the position goes to `locations`.
+/// The parser's error as a client should read it: of pest's report only
+/// the last line (what was expected), the position going to `locations`.
 fn parse_error(error: async_graphql::parser::Error) -> AppError {
     use async_graphql::parser::Error;
     let pos = error.positions().next();
@@ -275,9 +272,8 @@ pub(crate) fn select_operation<'a>(
 }
 
 /// Refuses variables the operation does not declare, and required ones
-/// (non-null, no default) that are missing or null: coercing the variables
-/// comes before execution, so that is a request error (async-graphql would
-/// only notice inside the first resolver that reads one).
+/// that are missing or null: a request error, where async-graphql would
+/// notice only in the first resolver that reads one.
 fn check_variables(operation: &OperationDefinition, variables: &Variables) -> AppResult<()> {
     for definition in &operation.variable_definitions {
         let definition = &definition.node;
@@ -345,10 +341,9 @@ struct FieldCost {
     /// The named type it returns (lists unwrapped).
     type_name: String,
     list: Option<ListSize>,
-    /// What one object costs: 1, but 0 for the introspection objects that
-    /// are not in a list (`type`, `ofType`…), which are static and small;
-    /// GraphiQL's 7-level `ofType` chain would otherwise cost more than the
-    /// schema it describes.
+    /// What one object costs: 1, but 0 for introspection objects outside
+    /// a list (`type`, `ofType`…), or GraphiQL's 7-level `ofType` chain
+    /// would cost more than the schema it describes.
     unit: u64,
 }
 
@@ -360,9 +355,8 @@ enum ListSize {
     Fixed(u64),
 }
 
-/// The schema's object types and their fields, read from its SDL once at
-/// start-up, plus the introspection types (which the SDL leaves out).
-/// Fields of other types (scalars, enums) cost nothing of their own.
+/// The schema's object types and their fields, from its SDL, plus the
+/// introspection types; scalars and enums cost nothing of their own.
 struct CostModel {
     types: HashMap<String, HashMap<String, FieldCost>>,
 }
@@ -373,9 +367,8 @@ const SIZE_ARGUMENTS: [&str; 3] = ["pageSize", "limit", "first"];
 /// The type names of Relay connections (see [`CostModel::from_sdl`]).
 const CONNECTION_SUFFIX: &str = "Connection";
 
-/// Assumed length of a list with no size argument and no estimate. No such
-/// field exists in the schema today (a unit test checks it); the number
-/// only keeps a future one from being free.
+/// Assumed length of a list with no size argument: none exists (a test
+/// checks it), but a new one must not be free.
 const UNSIZED_LIST: u64 = 100;
 
 impl CostModel {
@@ -473,9 +466,8 @@ const DIRECTIVES: u64 = 5;
 /// The longest introspection enum (`__DirectiveLocation`).
 const MAX_ENUM_VALUES: u64 = 19;
 
-/// The introspection fields, with the schema's own sizes as list estimates,
-/// so that GraphiQL's introspection query costs what it really returns and
-/// a nested `fields { type { fields … } }` abuse costs what it would.
+/// The introspection fields, with the schema's own sizes as list
+/// estimates: introspection costs what it really returns.
 fn add_introspection(
     types: &mut HashMap<String, HashMap<String, FieldCost>>,
     type_count: u64,
@@ -563,8 +555,7 @@ struct Walk<'a> {
     variables: &'a Variables,
     /// Each fragment's tally, computed once however often it is spread.
     fragments: HashMap<Name, Tally>,
-    /// Fragments being expanded, to refuse cycles (which validation would
-    /// refuse too, but only after this walk).
+    /// Fragments being expanded, to refuse cycles before validation would.
     visiting: Vec<Name>,
 }
 
