@@ -42,14 +42,12 @@ pub struct PipelineResponse {
 pub enum ResponseContent {
     /// Refused before it ran; nothing was written.
     Refused(AppError),
-    /// Failed before execution (parse, validation, variables): errors and
-    /// no data.
+    /// Failed before execution (parse, validation, variables): no data.
     RequestError(async_graphql::Response),
     /// A JSON body.
     Body {
         body: Arc<Cached>,
-        /// The cache entry it was served from or stored as (for its
-        /// compressed forms).
+        /// Its cache entry, which keeps its compressed forms.
         cached: Option<(Arc<ResponseCache>, String)>,
         /// An anonymous query's: the same for anyone who asks.
         anonymous: bool,
@@ -149,9 +147,7 @@ impl Admitted {
     }
 }
 
-/// Persisted queries, the document limits, the transport's rule and the
-/// registration of a new persisted document: everything that may refuse
-/// a request before it touches the cache.
+/// Everything that may refuse a request before it touches the cache.
 async fn admit(api: &Api, mut ask: PipelineRequest) -> Result<Admitted, PipelineResponse> {
     let persisted = &api.state.persisted;
     let registration = persisted
@@ -188,8 +184,7 @@ async fn admit(api: &Api, mut ask: PipelineRequest) -> Result<Admitted, Pipeline
     })
 }
 
-/// Where an anonymous query's response goes once computed: its cache
-/// entry, the cache's position when the computation began, and the
+/// Where an anonymous query's response goes once computed, and the
 /// single flight that waits for it (None when computed alone).
 struct Storing {
     cache: Arc<ResponseCache>,
@@ -198,9 +193,8 @@ struct Storing {
     computation: Option<Computation>,
 }
 
-/// An anonymous query's cache lookup: `Err` with the cached answer on a
-/// hit; else where its response is to be stored (None when it is not
-/// cacheable).
+/// An anonymous query's cache lookup: `Err` with the answer on a hit;
+/// else where its response is to be stored (None: not cacheable).
 async fn look_up_cache(
     api: &Api,
     admitted: &Admitted,
@@ -279,9 +273,8 @@ fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
     response.extensions.insert("cost".to_owned(), report);
 }
 
-/// The body to serve. A response to cache is kept as a template, so
-/// logged-in readers can be served from it; one that shows who the caller
-/// is (nobody: it is anonymous) is kept as it is.
+/// The body to serve; a response to cache is kept as a template, for
+/// logged-in readers too, unless it shows who the caller is.
 fn response_body(
     response: &mut async_graphql::Response,
     to_cache: bool,
@@ -340,10 +333,9 @@ fn first_code(response: &async_graphql::Response) -> Option<&'static str> {
 /// of 100 articles with every field (cost 200) is ~26 KB.
 const BYTES_PER_COST: u64 = 128;
 
-/// `response` as JSON, written once into a buffer sized from its query's
-/// cost (not grown by doubling and copying), and trimmed when the guess
-/// was long: a cached body holds no spare capacity the cache's byte count
-/// would not see.
+/// `response` as JSON, in a buffer sized from its query's cost (not grown
+/// by copying), trimmed when the guess was long: a cached body holds no
+/// capacity the cache's byte count would not see.
 fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
     let guess = (cost.saturating_add(8) * BYTES_PER_COST).min(4 << 20) as usize;
     let mut body = Vec::with_capacity(guess);
@@ -357,11 +349,9 @@ fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
     bytes::Bytes::from(body)
 }
 
-/// A logged-in query's body, from its template (see `templates.rs`):
-/// the caller's session is looked up while the template is found (or
-/// computed), then their votes on its articles fill it. None when the
-/// query must run whole: it is no logged-in query, it reads who the caller
-/// is, it failed, or Redis did (the whole run then reports that properly).
+/// A logged-in query's body, from its template (`templates.rs`), looking
+/// the session up meanwhile. None when it must run whole: no logged-in
+/// query, it reads who the caller is, or it (or Redis) failed.
 async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> {
     let cache = api
         .state
@@ -427,9 +417,8 @@ async fn template(
     Some(cached)
 }
 
-/// Whether `response` failed before execution: nothing but parse,
-/// validation or variable errors, none inside a field, and no data. The
-/// GraphQL spec then wants no `data` key at all.
+/// Whether `response` failed before execution (parse, validation or
+/// variable errors only, and no data): the spec wants no `data` key then.
 fn is_request_error(response: &async_graphql::Response) -> bool {
     response.data == async_graphql::Value::Null
         && !response.errors.is_empty()

@@ -32,9 +32,8 @@ const MAX_REQUEST_ID: usize = 128;
 pub enum LogFormat {
     /// One human-readable line per event.
     Text,
-    /// One JSON object per line, for log shippers: the event's fields at
-    /// the top level, its spans' fields (the request id among them) under
-    /// `span` and `spans`.
+    /// One JSON object per line, for log shippers (spans' fields, the
+    /// request id among them, under `span` and `spans`).
     Json,
 }
 
@@ -89,8 +88,7 @@ const REQUEST_BOUNDS_US: &[u64] = &[
 /// A GraphQL operation's type and name (None: anonymous).
 pub type Operation = (OperationType, Option<async_graphql::Name>);
 
-/// The type label of a request's operation; `none` when it failed before
-/// one was chosen (malformed JSON, a syntax error).
+/// The type label of a request's operation; `none` when none was chosen.
 fn type_label(operation: Option<&Operation>) -> &'static str {
     match operation.map(|(kind, _)| kind) {
         Some(OperationType::Query) => "query",
@@ -100,8 +98,7 @@ fn type_label(operation: Option<&Operation>) -> &'static str {
     }
 }
 
-/// The route label of `path`: the routes with series of their own, or
-/// `other`.
+/// The route label of `path`.
 fn route_label(path: &str) -> &'static str {
     match path {
         "/graphql" => "graphql",
@@ -158,8 +155,7 @@ fn request_histogram() -> Histogram {
     Histogram::new(buckets(REQUEST_BOUNDS_US))
 }
 
-/// The HTTP and GraphQL request metrics of one server, recorded by the
-/// access-log middleware ([`access_log`]).
+/// The HTTP and GraphQL request metrics, recorded by [`access_log`].
 pub struct RequestMetrics {
     http: Family<HttpLabels, Counter>,
     http_duration: Histograms<RouteLabel>,
@@ -276,9 +272,8 @@ struct Outcome {
 }
 
 tokio::task_local! {
-    /// The current request's outcome, filled in by the handlers (see
-    /// [`note_operation`]); the middleware reads it once the response is
-    /// ready. A task-local keeps the handlers' signatures as they are.
+    /// The current request's outcome, filled in by the handlers: a
+    /// task-local keeps their signatures as they are.
     static OUTCOME: RefCell<Outcome>;
 }
 
@@ -287,18 +282,15 @@ pub fn note_operation(operation: Operation) {
     let _ = OUTCOME.try_with(|o| o.borrow_mut().operation = Some(operation));
 }
 
-/// Records the current request's outcome code, the `extensions.code` of
-/// its first error (no-op outside a request).
+/// Records the `extensions.code` of the current request's first error.
 pub fn note_code(code: &'static str) {
     let _ = OUTCOME.try_with(|o| o.borrow_mut().code = Some(code));
 }
 
 /// The middleware around every route: the request span with its id, the
-/// `served` line, the request metrics and the `X-Request-Id` header.
-///
-/// The `served` line has the path without its query string (a GET may
-/// carry a logIn's password in it), and no bodies: no secret reaches the
-/// log at any level.
+/// `served` line, the request metrics and the `X-Request-Id` header. The
+/// line has no query string (a GET may carry a logIn's password) and no
+/// bodies: no secret reaches the log.
 pub async fn access_log<E: Endpoint>(
     endpoint: Arc<E>,
     req: Request,

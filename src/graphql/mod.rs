@@ -70,14 +70,9 @@ pub fn sdl() -> String {
 }
 
 /// The schema as the transports run it: every request passes the document
-/// limits ([`limits::Guard`]) and runs under the execution deadline, and
-/// every error of every response, over HTTP or WebSocket, gets its
-/// `extensions.code` here.
-///
-/// This is an [`Executor`] wrapper rather than an async-graphql extension
-/// because registering any extension sends every field through the
-/// executor's slow path (a registry lookup and an extension chain per
-/// field), which the uncached front page pays for visibly.
+/// limits and runs under the deadline, and every error gets its
+/// `extensions.code` here. Not an async-graphql extension: registering any
+/// sends every field through the executor's slow path.
 #[derive(Clone)]
 pub struct Api {
     schema: AppSchema,
@@ -85,10 +80,8 @@ pub struct Api {
     pub(crate) state: Arc<AppState>,
     pub(crate) guard: Arc<limits::Guard>,
     deadline: Duration,
-    /// Every query and mutation is admitted against it (see
-    /// [`crate::budget`]): over HTTP by the pipeline once it knows it must
-    /// run, holding the permit until the body is written; over a WebSocket
-    /// by the executor.
+    /// Admits every query and mutation: the pipeline's, until the body is
+    /// written, and the executor's over a WebSocket.
     pub(crate) budget: WorkBudget,
 }
 
@@ -98,10 +91,9 @@ impl Api {
         self.deadline
     }
 
-    /// Runs a request that already passed [`limits::Guard::check`], with
-    /// what the check found (None when it has no selectable operation:
-    /// async-graphql reports that), under the deadline. The parsed document
-    /// is cloned only here, on the way to execution.
+    /// Runs a request that passed [`limits::Guard::check`], with what the
+    /// check found, under the deadline. The parsed document is cloned only
+    /// here, on the way to execution.
     pub async fn execute_checked(
         &self,
         mut request: async_graphql::Request,
@@ -128,9 +120,7 @@ impl Api {
         }
     }
 
-    /// Checks a request: its parsed document comes back with its operation
-    /// type (None when it cannot be selected: async-graphql then reports
-    /// that itself).
+    /// Checks a request (see [`limits::Guard::check`]).
     fn admit(&self, request: &async_graphql::Request) -> Result<Option<Checked>, Box<Response>> {
         self.guard
             .check(request)
@@ -203,9 +193,8 @@ impl Executor for Api {
         self.execute_checked(request, checked).await
     }
 
-    /// Subscriptions are long-lived, so the deadline does not apply to
-    /// them; the limits do. A query or mutation sent over a WebSocket gets
-    /// the deadline like one sent over HTTP.
+    /// Subscriptions are long-lived: the limits apply to them, the
+    /// deadline only to queries and mutations.
     fn execute_stream(
         &self,
         mut request: async_graphql::Request,
