@@ -32,76 +32,13 @@ const ASSETS: [(&str, &[u8]); 5] = [
     asset!("graphql-ws.min.js"),
 ];
 
-const DEFAULT_QUERY: &str = r#"# Welcome to votegraph. Log in with signUp or logIn, put
-#   {"Authorization": "Bearer <token>"}
-# in the Headers tab, and try a subscription in a second tab.
-{
-  articles(order: SCORE, page: 1, pageSize: 10) {
-    id
-    title
-    link
-    poster { name karma }
-    postedAt
-    votes
-    downvotes
-    score
-    groups
-  }
-}
-"#;
+/// The page (votegraph's own), `{v}` standing for [`ASSET_VERSION`].
+const PAGE: &str = include_str!("../assets/graphiql/index.html");
 
 /// `GET /`: the GraphiQL page. `?query=…` preloads a document.
 #[handler]
 pub async fn page() -> Html<String> {
-    let default_query = serde_json::to_string(DEFAULT_QUERY).unwrap_or_default();
-    Html(format!(
-        r#"<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>votegraph · GraphiQL</title>
-  <link rel="icon" href="data:,">
-  <link rel="stylesheet" href="/assets/graphiql/graphiql.min.css?v={v}">
-  <style>html, body, #graphiql {{ height: 100%; margin: 0; }}</style>
-</head>
-<body>
-  <div id="graphiql">Loading GraphiQL…</div>
-  <script src="/assets/graphiql/react.production.min.js?v={v}"></script>
-  <script src="/assets/graphiql/react-dom.production.min.js?v={v}"></script>
-  <script src="/assets/graphiql/graphql-ws.min.js?v={v}"></script>
-  <script src="/assets/graphiql/graphiql.min.js?v={v}"></script>
-  <script>
-    const url = new URL('/graphql', window.location.href).href;
-    // GraphiQL keeps the headers editor in localStorage; the WebSocket sends
-    // them in connection_init, where votegraph reads Authorization.
-    const headers = () => {{
-      try {{ return JSON.parse(localStorage.getItem('graphiql:headers') || '{{}}') || {{}}; }}
-      catch (e) {{ return {{}}; }}
-    }};
-    const fetcher = GraphiQL.createFetcher({{
-      url,
-      wsClient: graphqlWs.createClient({{
-        url: url.replace(/^http/, 'ws'),
-        lazy: true,
-        connectionParams: headers,
-      }}),
-    }});
-    const params = new URLSearchParams(window.location.search);
-    ReactDOM.createRoot(document.getElementById('graphiql')).render(
-      React.createElement(GraphiQL, {{
-        fetcher,
-        defaultQuery: {default_query},
-        query: params.get('query') || undefined,
-        shouldPersistHeaders: true,
-      }}),
-    );
-  </script>
-</body>
-</html>
-"#,
-        v = ASSET_VERSION,
-    ))
+    Html(PAGE.replace("{v}", ASSET_VERSION))
 }
 
 /// Codings the assets are offered in, preferred first. zstd is not
