@@ -61,9 +61,8 @@ const POLL: Duration = Duration::from_millis(10);
 const READY_WITHIN: Duration = Duration::from_secs(5);
 
 impl RedisServer {
-    /// A server with its working directory `dir` (where a persistent one
-    /// keeps its files), on a unix socket `dir/redis.sock`, without
-    /// persistence, until the builder says otherwise.
+    /// A server working in `dir`, on the unix socket `dir/redis.sock`,
+    /// without persistence, until the builder says otherwise.
     pub fn builder(dir: impl Into<PathBuf>) -> RedisServerBuilder {
         let dir = dir.into();
         RedisServerBuilder {
@@ -153,8 +152,7 @@ impl RedisServerBuilder {
         self
     }
 
-    /// Keeps an append-only file in the directory, saved on stop; off, the
-    /// server keeps nothing on disk.
+    /// Keeps an append-only file in the directory, saved on stop.
     pub fn persistent(mut self, on: bool) -> Self {
         self.persistent = on;
         self

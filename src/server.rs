@@ -218,8 +218,7 @@ fn head_bytes<B>(req: &hyper::Request<B>) -> usize {
 }
 
 /// A `431` JSON error for a head over [`MAX_HEADER_BYTES`], closing the
-/// connection. hyper's own buffer limit only stops heads several times as
-/// large (it reads in large chunks), so the documented limit is held here.
+/// connection: hyper's buffer limit only stops heads several times larger.
 fn oversized_head<B>(
     req: &hyper::Request<B>,
 ) -> Option<hyper::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>>> {
@@ -239,8 +238,7 @@ fn oversized_head<B>(
     Some(response.into())
 }
 
-/// Answers a connection the server will not serve, with the same JSON
-/// error (status, code, `Retry-After`) the routes give, and closes it.
+/// Answers a connection it will not serve with the routes' JSON error.
 async fn refuse(mut stream: TcpStream, error: AppError) {
     let status = error.http_status();
     tracing::debug!(

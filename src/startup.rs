@@ -124,9 +124,8 @@ impl Application {
         self.run_until(shutdown_signal()).await
     }
 
-    /// Serves until `signal` completes, then lets requests in flight finish
-    /// (up to 10 s), closes every WebSocket with 1001 and stops the local
-    /// Redis, if any.
+    /// Serves until `signal`, then lets requests in flight finish (up to
+    /// 10 s), closes every WebSocket with 1001 and stops a local Redis.
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         tracing::info!(port = self.port(), "votegraph listening");
         let settings = &self.settings;
@@ -297,9 +296,8 @@ fn sample_replica_lag(state: &Arc<AppState>) -> Option<AbortOnDropHandle<()>> {
     })))
 }
 
-/// Completes when the server should stop accepting: after `signal` and the
-/// grace period. WebSockets are told as soon as it ends, so their goodbyes
-/// go out while HTTP requests finish.
+/// Completes after `signal` and the grace period; WebSockets are told at
+/// once, so their goodbyes go out while HTTP requests finish.
 async fn drain_then_stop(
     signal: impl Future<Output = ()> + Send,
     draining: http::Draining,
@@ -353,10 +351,8 @@ fn serve_metrics(
 /// Connections the metrics listener holds at once: a scraper or two.
 const METRICS_CONNECTIONS: usize = 16;
 
-/// Logs, in the background, whether Redis answers, naming the cause when
-/// it does not: a wrong `REDIS_URL` shows in the log at startup, not only
-/// as "storage unavailable" on the first request. The server starts either
-/// way and serves once Redis answers.
+/// Logs, in the background, whether Redis answers and why not: a wrong
+/// `REDIS_URL` shows at startup, not only as "storage unavailable" later.
 fn check_redis(store: Store, local: bool) {
     let source = if local {
         "the local redis-server"
@@ -408,10 +404,9 @@ fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandl
     }))
 }
 
-/// Indexes the existing accounts by folded name (see
-/// `Store::build_name_index`) before the server serves: one round trip
-/// once done, a SCAN of the `user:` keys the first time. When Redis cannot
-/// be reached now, the first sign-up builds it instead.
+/// Indexes the existing accounts by folded name before the server serves
+/// (a SCAN the first time); when Redis cannot be reached, the first
+/// sign-up does.
 async fn index_names(store: &Store) {
     match tokio::time::timeout(Duration::from_secs(30), store.build_name_index()).await {
         Ok(Ok(Some(n))) => tracing::info!(accounts = n, "indexed the accounts' names"),

@@ -31,13 +31,11 @@ use crate::auth::Session;
 use crate::client_addr::ClientAddr;
 use crate::pubsub::{PostedEvent, PubSub, ScoreEvent, Uncounted};
 
-/// Payloads a shared stream keeps for its slowest subscriber; one further
-/// behind skips the oldest. Each is an `Arc` shared by every subscriber,
-/// and a slot holds its payload only until all have read it.
+/// Payloads (each one `Arc` for all) a shared stream keeps for its slowest
+/// subscriber; one further behind skips the oldest.
 pub const CAPACITY: usize = 1024;
 
-/// Longest key (document, operation name and variables) that is shared;
-/// the guard already bounds documents, this bounds what the registry keeps.
+/// Longest key that is shared: what the registry keeps is bounded.
 pub const MAX_KEY_BYTES: usize = 8 * 1024;
 
 /// How many of the largest streams `/health` lists.
@@ -52,8 +50,7 @@ struct Registry {
     streams: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
     max_streams: usize,
     pubsub: PubSub,
-    /// Subscriptions that could have been shared but ran unshared because
-    /// `max_streams` streams were running.
+    /// Subscriptions run unshared because `max_streams` streams ran.
     unshared_at_limit: AtomicU64,
 }
 
@@ -63,8 +60,8 @@ struct Entry {
 }
 
 struct EntryState {
-    /// Where joiners subscribe; `None` once nobody may join (the entry left
-    /// the registry), so its channel closes when the task ends.
+    /// Where joiners subscribe; `None` once the entry left the registry,
+    /// so its channel closes when the task ends.
     sender: Option<broadcast::Sender<Arc<str>>>,
     subscribers: usize,
     /// Whether the resolver has subscribed to score events: from then on
@@ -75,7 +72,7 @@ struct EntryState {
 
 impl SharedStreams {
     /// An empty registry of at most `max_streams` streams (0: nothing is
-    /// shared). `pubsub` counts the subscribers it serves.
+    /// shared).
     pub fn new(max_streams: usize, pubsub: PubSub) -> Self {
         Self(Arc::new(Registry {
             streams: Mutex::new(HashMap::new()),
@@ -86,9 +83,7 @@ impl SharedStreams {
     }
 
     /// The shared payloads of `request`, joining or starting its stream, or
-    /// the request back when it is not to be shared (not a subscription,
-    /// caller-dependent, refused by the document limits, too long a key,
-    /// or the registry is full): the caller then runs it itself.
+    /// the request back for the caller to run when it is not to be shared.
     pub fn join(
         &self,
         api: &Api,
@@ -170,15 +165,13 @@ impl SharedStreams {
         .boxed()
     }
 
-    /// Removes `entry` from the registry (if it is still there) and closes
-    /// it to joiners.
+    /// Takes `entry` out of the registry and closes it to joiners.
     fn detach(&self, entry: &Arc<Entry>) {
         forget(&mut self.0.streams.lock(), entry);
         entry.state.lock().sender = None;
     }
 
-    /// Streams, subscribers and the largest streams' subscriber counts, for
-    /// `/health`.
+    /// Streams and subscribers, for `/health`.
     pub fn stats(&self) -> serde_json::Value {
         let registry = &self.0;
         let mut counts: Vec<usize> = registry
@@ -255,16 +248,14 @@ fn forget(streams: &mut HashMap<Arc<str>, Arc<Entry>>, entry: &Arc<Entry>) {
 }
 
 /// Request data of a shared execution: the resolver subscribes through it,
-/// so its receiver is not counted as a client subscription and its
-/// subscribers are, from that moment.
+/// so its subscribers are counted, not its receiver.
 pub struct SharedExecution {
     entry: Arc<Entry>,
     pubsub: PubSub,
 }
 
 impl SharedExecution {
-    /// The shared execution's receiver of score events; the [`Uncounted`]
-    /// is to be dropped after it.
+    /// The receiver of score events; drop the [`Uncounted`] after it.
     pub fn subscribe(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
         let taken = self.pubsub.subscribe_uncounted();
         self.go_live();
@@ -288,11 +279,10 @@ impl SharedExecution {
     }
 }
 
-/// The shared execution: each response serialised once and sent to every
-/// subscriber. A response that comes before the resolver subscribed means
-/// the operation failed to start (and is ending): the entry leaves the
-/// registry first, so later subscribers run it afresh rather than join a
-/// stream that ends without telling them why.
+/// The shared execution: each response serialised once for every
+/// subscriber. A response before the resolver subscribed means it failed
+/// to start: the entry leaves the registry, so later subscribers run it
+/// afresh rather than join a stream that ends without telling them why.
 async fn run(
     mut responses: BoxStream<'static, Response>,
     sender: broadcast::Sender<Arc<str>>,
@@ -326,9 +316,7 @@ fn shareable_key(api: &Api, request: &Request) -> Option<Arc<str>> {
     key(request, &checked.document)
 }
 
-/// The key of `request`: its operation's canonical print (which names the
-/// operation) and its variables as JSON with sorted keys; None past
-/// [`MAX_KEY_BYTES`].
+/// The key of `request` (see the module doc); None past [`MAX_KEY_BYTES`].
 fn key(request: &Request, document: &ExecutableDocument) -> Option<Arc<str>> {
     let name = request.operation_name.as_deref();
     let operation = &select_operation(document, name)?.1.node;
@@ -341,10 +329,9 @@ fn key(request: &Request, document: &ExecutableDocument) -> Option<Arc<str>> {
     (key.len() <= MAX_KEY_BYTES).then(|| key.into())
 }
 
-/// Whether no field of `document` (any operation, any fragment, used or
-/// not) is one of [`CALLER_DEPENDENT_FIELDS`]. Field names are compared
-/// whatever their type: conservative, and no schema lookup. Iterative, as
-/// documents may nest deeply.
+/// Whether no field of `document` (used or not) is one of
+/// [`CALLER_DEPENDENT_FIELDS`], whatever its type: conservative, and no
+/// schema lookup. Iterative, as documents may nest deeply.
 fn caller_independent(document: &ExecutableDocument) -> bool {
     let mut pending: Vec<&SelectionSet> = document
         .operations
@@ -438,9 +425,8 @@ mod tests {
         assert!(key_of(&request(query, serde_json::json!({ "g": long }))).is_none());
     }
 
-    /// Every field a subscription can reach, as reviewed for whether it
-    /// depends on the caller (those that do are in
-    /// [`CALLER_DEPENDENT_FIELDS`]).
+    /// Every field a subscription can reach, reviewed for whether it
+    /// depends on the caller.
     const REVIEWED: &[&str] = &[
         "Article.downvotes",
         "Article.groups",
@@ -477,10 +463,9 @@ mod tests {
         "User.rank",
     ];
 
-    /// A field added to any type a subscription reaches fails this test
-    /// until someone has decided whether it depends on the caller: a field
-    /// that does, left out of `CALLER_DEPENDENT_FIELDS`, would show every
-    /// subscriber of a shared stream an anonymous caller's answer.
+    /// A field added where a subscription reaches fails this test until
+    /// someone decides whether it depends on the caller: one left out of
+    /// `CALLER_DEPENDENT_FIELDS` would show subscribers an anonymous answer.
     #[test]
     fn every_field_a_subscription_reaches_was_reviewed() {
         let sdl = crate::graphql::sdl();
