@@ -29,11 +29,8 @@ pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Argon2id hashing with configurable cost.
-///
-/// At most one hash per CPU runs at a time: a burst of sign-ups or logins
-/// then queues instead of taking every core from the async workers (which
-/// would make unrelated Redis replies time out).
+/// Argon2id hashing, at most one hash per CPU at a time: a burst of logins
+/// queues instead of starving the async workers (and timing out Redis).
 #[derive(Clone)]
 pub struct PasswordHasher {
     argon2: Arc<Argon2<'static>>,

@@ -45,9 +45,8 @@ impl Encoding {
     }
 
     /// The coding to send, among `offered` (in preference order), for the
-    /// request's `Accept-Encoding`: the highest `q`, ties going to the
-    /// earlier in `offered`; None for identity (no header, nothing
-    /// acceptable, or every offered coding at `q=0`).
+    /// request's `Accept-Encoding`: the highest `q`, ties to the earlier;
+    /// None for identity.
     pub fn negotiate(headers: &HeaderMap, offered: &[Encoding]) -> Option<Encoding> {
         let mut best: Option<(Encoding, f32)> = None;
         for value in headers.get_all(header::ACCEPT_ENCODING) {

@@ -9,13 +9,10 @@ use unicode_normalization::UnicodeNormalization;
 use crate::error::{AppError, AppResult};
 
 /// An article title: 1–300 characters, stored in Unicode NFC and trimmed.
-///
-/// Refused: no visible character (zero-width spaces only, say); control or
-/// bidirectional-control characters (a right-to-left override makes a
-/// title read differently from what it says); a run of more than
-/// [`ArticleTitle::MAX_COMBINING_RUN`] combining marks ("Zalgo" text that
-/// spills over neighbouring lines). Real scripts stack at most three marks
-/// on a letter once composed.
+/// Refused: no visible character; control or bidirectional-control
+/// characters (a right-to-left override makes a title read other than it
+/// says); more than [`ArticleTitle::MAX_COMBINING_RUN`] combining marks in a
+/// row ("Zalgo" text spilling over lines; real scripts stack at most three).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArticleTitle(String);
 
@@ -81,14 +78,10 @@ fn is_invisible(c: char) -> bool {
 }
 
 /// An absolute `http`/`https` URL of at most 2,048 bytes, stored in the
-/// normalised form the URL standard gives it (lower-case scheme and host,
-/// punycode, percent-encoding, `/` for an empty path), so two spellings of
-/// one link are one link.
-///
-/// The text must start with `http://` or `https://` (a browser would read
-/// `https:evil.example` as a link, and the URL parser too, silently), and
-/// may not carry control characters or spaces (the parser drops a raw
-/// newline instead of refusing it), nor credentials (`https://bank@evil`).
+/// URL standard's normal form, so two spellings of one link are one link.
+/// It must start with `http://` or `https://` (a browser and the parser
+/// read `https:evil.example` as a link), and carry no spaces or control
+/// characters (the parser drops a raw newline) nor credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link(String);
 

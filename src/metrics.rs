@@ -156,10 +156,8 @@ pub fn resident_bytes() -> Option<u64> {
 }
 
 /// Whether `/metrics` on the API's port answers this request: only a
-/// client on this machine (a loopback peer) that did not come through a
-/// proxy. A proxy on the same host connects from loopback too, but it adds
-/// `X-Forwarded-For` or `Forwarded` (the nginx example in deploy/nginx/ does), so
-/// the internet does not reach the metrics through it.
+/// loopback peer without forwarding headers, which a local proxy adds (the
+/// example in deploy/nginx/ does).
 pub fn serves(peer: Option<IpAddr>, headers: &poem::http::HeaderMap) -> bool {
     let direct = !["x-forwarded-for", "forwarded", "x-real-ip"]
         .iter()
@@ -174,10 +172,8 @@ pub struct Endpoint {
     /// Serve anyone (a listener of its own, `--metrics-bind`), rather than
     /// only direct loopback clients.
     pub open: bool,
-    /// On the API port: whether to serve direct loopback clients at all.
-    /// Behind trusted proxies a local proxy may forward the internet
-    /// without saying so, so there the API port serves `/metrics` only
-    /// when told to (`--metrics-on-api-port`).
+    /// On the API port: whether to serve direct loopback clients at all
+    /// (see `--metrics-on-api-port`).
     pub on_api_port: bool,
 }
 

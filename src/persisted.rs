@@ -91,10 +91,9 @@ impl PersistedQueries {
         }
     }
 
-    /// Applies the protocol to `request`. With a hash and no text, the
-    /// registered text becomes the request's query (or the request fails
-    /// with `PERSISTED_QUERY_NOT_FOUND`); with both, the text must hash to
-    /// the hash, and the registration to make comes back.
+    /// Applies the protocol to `request`: a hash alone gets its registered
+    /// text as the query; a hash with a text that hashes to it gets the
+    /// registration to make.
     pub async fn resolve(
         &self,
         request: &mut async_graphql::Request,
@@ -118,10 +117,9 @@ impl PersistedQueries {
         Ok(Some(Registration { hash }))
     }
 
-    /// Registers a checked document from `client`. A refusal (a rate
-    /// limit, Redis nearly full) is the request's answer; a failure to
-    /// reach Redis is logged and the request goes on: it has its text, and
-    /// the client registers again on the next miss.
+    /// Registers a checked document from `client`. A refusal is the
+    /// request's answer; a failure to reach Redis is only logged (the
+    /// client registers again on its next miss).
     pub async fn register(
         &self,
         registration: Registration,

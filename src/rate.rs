@@ -74,12 +74,9 @@ impl RateScope {
     }
 }
 
-/// A fixed-window rate limit, `COUNT/SECONDS`: at most `count` calls per
-/// window of `window_secs` seconds, the window starting at the first call.
-///
-/// Both numbers are at least 1: a zero count would make an action
-/// impossible and a zero window would never expire, and either is more
-/// likely a typo than a wish, so they are refused at startup.
+/// A fixed-window rate limit, `COUNT/SECONDS`, the window starting at the
+/// first call. Both are at least 1: a zero is likelier a typo than a wish
+/// to forbid an action or never expire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimit {
     count: u32,
