@@ -393,19 +393,14 @@ impl State {
                 notice,
             } => {
                 tracing::debug!(code, %reason, "closing WebSocket");
-                if let Some(message) = notice {
-                    let text = connection_error(message);
-                    if self.out.send(Message::Text(text)).await.is_err() {
+                let notice = notice.map(|message| Message::Text(connection_error(message)));
+                for message in notice
+                    .into_iter()
+                    .chain([Message::close_with(code, reason)])
+                {
+                    if self.out.send(message).await.is_err() {
                         return;
                     }
-                }
-                if self
-                    .out
-                    .send(Message::close_with(code, reason))
-                    .await
-                    .is_err()
-                {
-                    return;
                 }
             }
         }

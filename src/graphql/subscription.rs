@@ -138,10 +138,6 @@ impl ScoreChange {
     /// selected).
     async fn article(&self, ctx: &Context<'_>) -> Result<Article> {
         let id = ArticleId::parse(&self.0.id, "articleId")?;
-        // An event shows one article, so there is nothing to batch: going
-        // through the DataLoader would only add its delay (and a
-        // spawned task) to every event, in a shared stream before every
-        // subscriber's delivery.
         match RequestContext::of(ctx)?.article_unbatched(id).await? {
             Some(record) => Ok(Article(record)),
             None => Err(crate::store::not_found(id).into()),

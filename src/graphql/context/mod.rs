@@ -50,13 +50,10 @@ impl RequestContext {
         }
     }
 
-    /// The context of an anonymous request whose response may be cached
-    /// (a logged-in query's template is computed anonymously, too):
-    /// it records what the response shows (see [`Deps`](crate::cache::Deps))
-    /// and where it shows each `myVote` (see
-    /// [`Holes`](crate::templates::Holes)), so the response can be kept as
-    /// a template. Only for one request: a connection's record would grow
-    /// without end.
+    /// The context of an anonymous request (or template) whose response
+    /// may be cached: it records what the response shows, and where each
+    /// `myVote` goes. Only for one request: a connection's record would
+    /// grow without end.
     pub fn recorded(app: &Arc<AppState>, client: ClientAddr) -> Self {
         Self {
             recording: Recording::kept(),
@@ -64,16 +61,11 @@ impl RequestContext {
         }
     }
 
-    /// Sends this request's reads of the site's rankings, of articles and
-    /// of karma to the read replica, if there is one. Only for anonymous
-    /// HTTP queries: a logged-in reader reads the primary, so they always
-    /// see their own writes (and so do logged-in pages' templates), and so
-    /// do subscriptions, whose events come from the primary. Group and
-    /// user rankings stay on the primary too: building a cached one writes.
-    /// A replica lags by milliseconds; anonymous pages are cached for up to
-    /// a second anyway. A replica whose link to the primary is down (or
-    /// that stopped answering) at the last measurement is not used: reads
-    /// go back to the primary within a second.
+    /// Sends this request's reads of the site's rankings, articles and
+    /// karma to the read replica, while its link to the primary is up. Only
+    /// for anonymous HTTP queries: logged-in readers see their own writes,
+    /// and subscriptions' events come from the primary. Group and user
+    /// rankings stay on the primary: building a cached one writes.
     pub fn on_replica(mut self) -> Self {
         let usable = self.app.replica_lag.link_up();
         if let (Some(replica), None, true) = (&self.app.replica, self.session.token(), usable) {

@@ -17,11 +17,8 @@ use crate::store::{ArticleRecord, Cursor, DirectoryPage, GroupCursor, Order, Ran
 
 impl RequestContext {
     /// One page of a ranked list, in order, without articles that vanished.
-    ///
-    /// The caller's session is looked up while the range is read (see
-    /// [`RequestContext::with_session`]). The page knows every id it needs, so it loads them at
-    /// once rather than through the DataLoader, whose batching delay
-    /// would only add to every page.
+    /// It knows every id it needs, so it loads them at once, not through
+    /// the DataLoader, whose batching delay would only add to every page.
     pub async fn ranked(
         &self,
         list: ArticleList<'_>,
@@ -56,10 +53,8 @@ impl RequestContext {
         self.shown(list, order, &ids, full).await
     }
 
-    /// Runs `read` while the caller's session is looked up, so a page
-    /// with `myVote` waits for two round trips in a row, not three. The
-    /// lookup only warms the session for the loader (a template's is
-    /// anonymous): it shows nothing of the caller by itself.
+    /// Runs `read` while the caller's session is looked up (for the
+    /// loader), so a page with `myVote` waits for two round trips, not three.
     async fn with_session<T>(&self, read: impl Future<Output = AppResult<T>>) -> Result<T> {
         let (read, viewer) = futures_util::join!(read, self.session.user(&self.routing.primary));
         viewer?;
@@ -67,9 +62,8 @@ impl RequestContext {
     }
 
     /// Loads the articles of a page of `list` in `order`, recording what
-    /// the page shows: its articles, and what votes can change it (`full`:
-    /// the page has as many articles as it could hold, so an article
-    /// rising from below must pass its lowest one to join it).
+    /// the page shows and what votes can change it (`full`: an article
+    /// rising from below must pass the page's lowest to join it).
     async fn shown(
         &self,
         list: ArticleList<'_>,
