@@ -164,27 +164,21 @@ pub async fn serve(
             tokio::spawn(refuse(stream, AppError::Overloaded));
             continue;
         };
-        let slot = if limits.trusted.contains(peer.ip()) {
-            None
-        } else {
-            match per_client.admit(peer.ip(), limits.max_per_client.max(1)) {
-                Some(slot) => Some(slot),
-                None => {
-                    tokio::spawn(refuse(
-                        stream,
-                        AppError::TooManyConnections {
-                            websocket: false,
-                            retry_after_secs: 1,
-                        },
-                    ));
-                    continue;
-                }
-            }
-        };
+        // Trusted proxies are not counted per address.
+        let slot = (!limits.trusted.contains(peer.ip()))
+            .then(|| per_client.admit(peer.ip(), limits.max_per_client.max(1)));
+        if let Some(None) = slot {
+            let error = AppError::TooManyConnections {
+                websocket: false,
+                retry_after_secs: 1,
+            };
+            tokio::spawn(refuse(stream, error));
+            continue;
+        }
         let io = Counted {
             stream,
             _permit: permit,
-            _slot: slot,
+            _slot: slot.flatten(),
         };
         tokio::spawn(serve_connection(
             io,
