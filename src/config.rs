@@ -205,37 +205,8 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_ARGON2_ITERATIONS", default_value_t = 2)]
     pub argon2_iterations: u32,
 
-    /// Most objects a query may return (each list counts its pageSize or limit).
-    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_COST", default_value_t = 10_000)]
-    pub max_query_cost: u64,
-
-    /// Longest GraphQL document, in bytes.
-    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_BYTES", default_value_t = 32 * 1024)]
-    pub max_query_bytes: usize,
-
-    /// Most tokens in a document (GraphiQL's introspection query has 150).
-    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_TOKENS", default_value_t = 5_000)]
-    pub max_query_tokens: usize,
-
-    /// Most aliases in a document.
-    #[arg(long, env = "VOTEGRAPH_MAX_ALIASES", default_value_t = 50)]
-    pub max_aliases: usize,
-
-    /// Most root fields in an operation (fragments expanded).
-    #[arg(long, env = "VOTEGRAPH_MAX_ROOT_FIELDS", default_value_t = 50)]
-    pub max_root_fields: usize,
-
-    /// Most fragment definitions in a document.
-    #[arg(long, env = "VOTEGRAPH_MAX_FRAGMENTS", default_value_t = 50)]
-    pub max_fragments: usize,
-
-    /// Most fragment spreads in a document, as written.
-    #[arg(long, env = "VOTEGRAPH_MAX_FRAGMENT_SPREADS", default_value_t = 500)]
-    pub max_fragment_spreads: usize,
-
-    /// Most operations in a document.
-    #[arg(long, env = "VOTEGRAPH_MAX_OPERATIONS", default_value_t = 10)]
-    pub max_operations: usize,
+    #[command(flatten)]
+    pub documents: crate::graphql::limits::DocumentLimits,
 
     /// Query-cost units all queries and mutations in flight may hold together.
     #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,
@@ -384,19 +355,6 @@ impl Settings {
         crate::budget::BudgetSettings {
             capacity: self.work_budget,
             wait: Duration::from_millis(self.work_wait_ms),
-        }
-    }
-
-    pub fn document_limits(&self) -> crate::graphql::limits::DocumentLimits {
-        crate::graphql::limits::DocumentLimits {
-            max_bytes: self.max_query_bytes,
-            max_tokens: self.max_query_tokens,
-            max_cost: self.max_query_cost,
-            max_aliases: self.max_aliases,
-            max_root_fields: self.max_root_fields,
-            max_fragments: self.max_fragments,
-            max_spreads: self.max_fragment_spreads,
-            max_operations: self.max_operations,
         }
     }
 }

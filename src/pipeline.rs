@@ -268,7 +268,7 @@ async fn execute(
 
 /// Adds `extensions.cost`: the query's cost and the limit.
 fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
-    let limit = api.guard.limits.max_cost;
+    let limit = api.guard.limits.max_query_cost;
     let report = async_graphql::value!({ "requested": cost, "limit": limit });
     response.extensions.insert("cost".to_owned(), report);
 }

@@ -61,7 +61,7 @@ impl Application {
             .then(|| Arc::new(ResponseCache::new(settings.response_cache_bytes)));
         let cache_upkeep = responses.as_ref().map(|cache| keep_current(cache, &pubsub));
         let state = shared_state(&settings, &store, pubsub, responses, redis_timeout)?;
-        let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
+        let guard = Guard::new(settings.documents, &crate::graphql::sdl())?;
         let deadline = Duration::from_millis(settings.request_timeout_ms.max(1));
         let budget = WorkBudget::new(settings.budget());
         let api = build_api(state.clone(), guard, deadline, budget);

@@ -26,16 +26,39 @@ use super::documents::DocumentCache;
 use super::shape;
 use crate::error::{AppError, AppResult};
 
-/// The limits of one document; each one is a setting (see `config.rs`).
-#[derive(Debug, Clone, Copy)]
+/// The limits of one document, each a flag of its own.
+#[derive(Debug, Clone, Copy, clap::Args)]
 pub struct DocumentLimits {
-    pub max_bytes: usize,
-    pub max_tokens: usize,
-    pub max_cost: u64,
+    /// Most objects a query may return (each list counts its pageSize or limit).
+    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_COST", default_value_t = 10_000)]
+    pub max_query_cost: u64,
+
+    /// Longest GraphQL document, in bytes.
+    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_BYTES", default_value_t = 32 * 1024)]
+    pub max_query_bytes: usize,
+
+    /// Most tokens in a document (GraphiQL's introspection query has 150).
+    #[arg(long, env = "VOTEGRAPH_MAX_QUERY_TOKENS", default_value_t = 5_000)]
+    pub max_query_tokens: usize,
+
+    /// Most aliases in a document.
+    #[arg(long, env = "VOTEGRAPH_MAX_ALIASES", default_value_t = 50)]
     pub max_aliases: usize,
+
+    /// Most root fields in an operation (fragments expanded).
+    #[arg(long, env = "VOTEGRAPH_MAX_ROOT_FIELDS", default_value_t = 50)]
     pub max_root_fields: usize,
+
+    /// Most fragment definitions in a document.
+    #[arg(long, env = "VOTEGRAPH_MAX_FRAGMENTS", default_value_t = 50)]
     pub max_fragments: usize,
-    pub max_spreads: usize,
+
+    /// Most fragment spreads in a document, as written.
+    #[arg(long, env = "VOTEGRAPH_MAX_FRAGMENT_SPREADS", default_value_t = 500)]
+    pub max_fragment_spreads: usize,
+
+    /// Most operations in a document.
+    #[arg(long, env = "VOTEGRAPH_MAX_OPERATIONS", default_value_t = 10)]
     pub max_operations: usize,
 }
 
@@ -71,11 +94,11 @@ impl Guard {
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         let query = request.query.as_str();
         let limits = &self.limits;
-        if query.len() > limits.max_bytes {
+        if query.len() > limits.max_query_bytes {
             return Err(AppError::QueryTooComplex(format!(
                 "the document is {} bytes long; at most {} are allowed",
                 query.len(),
-                limits.max_bytes
+                limits.max_query_bytes
             )));
         }
         check_variable_depth(&request.variables)?;
@@ -120,7 +143,11 @@ impl Guard {
             counts.selection_set(&fragment.node.selection_set.node);
         }
         document_has(counts.aliases, "aliases", limits.max_aliases)?;
-        document_has(counts.spreads, "fragment spreads", limits.max_spreads)?;
+        document_has(
+            counts.spreads,
+            "fragment spreads",
+            limits.max_fragment_spreads,
+        )?;
 
         let Some((name, operation)) = select_operation(document, operation_name) else {
             return Ok(None);
@@ -147,10 +174,10 @@ impl Guard {
             "root fields",
             limits.max_root_fields,
         )?;
-        if tally.cost > limits.max_cost {
+        if tally.cost > limits.max_query_cost {
             return Err(AppError::QueryTooComplex(format!(
                 "the query costs {}, more than the limit of {}: each object counts 1 and each list its pageSize or limit, times the count of its parent; ask for smaller pages or fewer nested lists",
-                tally.cost, limits.max_cost
+                tally.cost, limits.max_query_cost
             )));
         }
         Ok(Some((operation.ty, name.cloned(), tally.cost)))
@@ -177,7 +204,7 @@ pub const MAX_SELECTION_DEPTH: usize = 64;
 
 fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
     let bounds = shape::Bounds {
-        tokens: limits.max_tokens,
+        tokens: limits.max_query_tokens,
         selection_depth: MAX_SELECTION_DEPTH,
         value_depth: MAX_VALUE_DEPTH,
     };
@@ -185,7 +212,7 @@ fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
     if found.tokens > bounds.tokens {
         return Err(AppError::QueryTooComplex(format!(
             "the document has more than {} tokens",
-            limits.max_tokens
+            limits.max_query_tokens
         )));
     }
     if found.value_depth > bounds.value_depth {
@@ -642,7 +669,7 @@ mod tests {
     /// The limits' defaults, as the flags give them.
     fn defaults() -> DocumentLimits {
         use clap::Parser;
-        crate::config::Settings::parse_from(["votegraph"]).document_limits()
+        crate::config::Settings::parse_from(["votegraph"]).documents
     }
 
     fn guard() -> Guard {
@@ -720,7 +747,7 @@ mod tests {
         assert_eq!(top_cost, 100 * (1 + 1 + 25 * 2));
         let introspection = include_str!("../../tests/api/introspection.graphql");
         let c = cost(introspection).unwrap();
-        assert!(c < defaults().max_cost / 2, "introspection costs {c}");
+        assert!(c < defaults().max_query_cost / 2, "introspection costs {c}");
         assert!(c > 500, "introspection is not free: {c}");
     }
 
@@ -777,7 +804,7 @@ mod tests {
         let many_tokens = format!("{{ {} }}", "articleCount ".repeat(6_000));
         assert!(many_tokens.len() < 32 * 1024 * 3);
         let limits = DocumentLimits {
-            max_bytes: 1 << 20,
+            max_query_bytes: 1 << 20,
             ..defaults()
         };
         let g = Guard::new(limits, &crate::graphql::sdl()).unwrap();

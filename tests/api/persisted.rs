@@ -186,7 +186,7 @@ async fn redis_keeps_a_bounded_number_of_documents_with_expiry() {
     let app = spawn_app_with(|settings| {
         settings.persisted_queries_max = 5;
         settings.persisted_query_ttl_secs = 600;
-        settings.max_query_bytes = 2_000;
+        settings.documents.max_query_bytes = 2_000;
     })
     .await;
     let mut redis = app.redis.conn().await;
