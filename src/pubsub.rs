@@ -86,39 +86,16 @@ fn groups_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
 /// What the listener has seen, for `/metrics`.
 #[derive(Default)]
 pub struct PubSubStats {
-    events: AtomicU64,
-    malformed: AtomicU64,
-    subscribed: AtomicU64,
-    failures: AtomicU64,
-    connected: AtomicBool,
-}
-
-impl PubSubStats {
     /// Events received (score changes and new posts).
-    pub fn events(&self) -> u64 {
-        self.events.load(Ordering::Relaxed)
-    }
-
-    /// Messages on the channel that were not events.
-    pub fn malformed(&self) -> u64 {
-        self.malformed.load(Ordering::Relaxed)
-    }
-
-    /// Subscriptions made after the first one: each follows a lost
-    /// connection (a Redis restart, `CLIENT KILL`).
-    pub fn reconnections(&self) -> u64 {
-        self.subscribed.load(Ordering::Relaxed).saturating_sub(1)
-    }
-
+    pub(crate) events: AtomicU64,
+    /// Messages on the channels that were not events.
+    pub(crate) malformed: AtomicU64,
+    /// Subscriptions made: each after the first follows a lost connection.
+    pub(crate) subscribed: AtomicU64,
     /// Failed attempts to connect or subscribe.
-    pub fn failures(&self) -> u64 {
-        self.failures.load(Ordering::Relaxed)
-    }
-
+    pub(crate) failures: AtomicU64,
     /// Whether the connection is subscribed now.
-    pub fn connected(&self) -> bool {
-        self.connected.load(Ordering::Relaxed)
-    }
+    pub(crate) connected: AtomicBool,
 }
 
 /// Handle to the process' event hub; cheap to clone.

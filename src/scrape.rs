@@ -4,6 +4,7 @@
 //! this maps them to series. The recorded metrics (requests, Redis
 //! commands) are registered here too, so the whole list is in one place.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::graphql::Api;
@@ -173,27 +174,27 @@ fn live(r: &mut Readings<'_>, api: &Api, sockets: &WebSockets) {
     r.counter(
         "votegraph_pubsub_events",
         "Events received from Redis pub/sub (score changes and new posts).",
-        stats.events(),
+        stats.events.load(Relaxed),
     );
     r.counter(
         "votegraph_pubsub_malformed_events",
         "Pub/sub messages that were not score-change events (dropped).",
-        stats.malformed(),
+        stats.malformed.load(Relaxed),
     );
     r.counter(
         "votegraph_pubsub_reconnections",
         "Times the pub/sub connection was subscribed again after it dropped.",
-        stats.reconnections(),
+        stats.subscribed.load(Relaxed).saturating_sub(1),
     );
     r.counter(
         "votegraph_pubsub_connection_failures",
         "Failed attempts to connect or subscribe to pub/sub.",
-        stats.failures(),
+        stats.failures.load(Relaxed),
     );
     r.gauge(
         "votegraph_pubsub_connected",
         "1 while the pub/sub connection is subscribed, else 0.",
-        f64::from(u8::from(stats.connected())),
+        f64::from(u8::from(stats.connected.load(Relaxed))),
     );
 }
 
