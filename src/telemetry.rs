@@ -133,23 +133,14 @@ struct HttpLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RouteLabel {
-    route: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GraphqlLabels {
     r#type: &'static str,
     operation: Arc<str>,
     code: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindLabel {
-    r#type: &'static str,
-}
-
-type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+/// Latencies by one label (`route`, or the operation's `type`).
+type Histograms = Family<[(&'static str, &'static str); 1], Histogram, fn() -> Histogram>;
 
 fn request_histogram() -> Histogram {
     Histogram::new(buckets(REQUEST_BOUNDS_US))
@@ -158,9 +149,9 @@ fn request_histogram() -> Histogram {
 /// The HTTP and GraphQL request metrics, recorded by [`access_log`].
 pub struct RequestMetrics {
     http: Family<HttpLabels, Counter>,
-    http_duration: Histograms<RouteLabel>,
+    http_duration: Histograms,
     graphql: Family<GraphqlLabels, Counter>,
-    graphql_duration: Histograms<KindLabel>,
+    graphql_duration: Histograms,
     /// Operation names with series of their own (at most
     /// [`MAX_OPERATION_NAMES`]), each label allocated once.
     names: RwLock<std::collections::HashMap<Box<str>, Arc<str>>>,
@@ -214,7 +205,7 @@ impl RequestMetrics {
             })
             .inc();
         self.http_duration
-            .get_or_create(&RouteLabel { route })
+            .get_or_create(&[("route", route)])
             .observe(elapsed.as_secs_f64());
     }
 
@@ -240,7 +231,7 @@ impl RequestMetrics {
             })
             .inc();
         self.graphql_duration
-            .get_or_create(&KindLabel { r#type: kind })
+            .get_or_create(&[("type", kind)])
             .observe(elapsed.as_secs_f64());
     }
 
