@@ -1,9 +1,6 @@
-//! Passwords, login tokens and the per-request session.
-//!
-//! Tokens are 256 random bits handed to the client once; Redis only ever
-//! sees their SHA-256, so a leaked database dump holds no usable token.
-//! Passwords are hashed with argon2id on the blocking pool, because a hash
-//! takes tens of milliseconds of CPU and must not stall the async workers.
+//! Passwords, login tokens and the per-request session. Redis only sees a
+//! token's SHA-256, so a leaked dump holds no usable token. Argon2id runs on
+//! the blocking pool: a hash takes tens of milliseconds of CPU.
 
 use std::sync::Arc;
 

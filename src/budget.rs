@@ -1,13 +1,9 @@
-//! One process-wide budget for the work in flight (docs/security.md, "Work
-//! in flight has one budget"): each query or mutation holds its cost in
-//! units until its response is written, waits a little when it does not
-//! fit, then is refused with `SERVICE_UNAVAILABLE`. Requests over a tenth
-//! of the budget leave that tenth to small ones.
-//!
-//! No queue: a waiter re-checks whenever units come back, so a small
-//! request is never stuck behind a large one that does not fit. That is
-//! why it is not a `tokio::sync::Semaphore`, whose waiters are served
-//! first come, first served.
+//! One process-wide budget for the work in flight (docs/security.md): each
+//! query or mutation holds its cost until its response is written, waits a
+//! little when it does not fit, then is refused with `SERVICE_UNAVAILABLE`.
+//! Requests over a tenth of the budget leave that tenth to small ones. No
+//! queue (not a `Semaphore`): a small request is never stuck behind a large
+//! one that does not fit.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

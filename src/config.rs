@@ -1,7 +1,5 @@
-//! Runtime configuration, from command-line flags or the environment.
-//!
-//! Every setting has a default that gives a working server on a developer's
-//! machine, so `cargo run` needs no flags at all.
+//! Runtime configuration, from flags or the environment; every default
+//! gives a working server on a developer's machine.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,7 +1,6 @@
-//! CORS: which browser origins may call the API. Our own middleware, not
-//! poem's, because every response must say `Vary: Origin` (added to the
-//! handler's `Vary`, not replacing it), and a preflight allows only `GET`
-//! and `POST`.
+//! CORS: which browser origins may call the API. Our own middleware: every
+//! response must add `Vary: Origin` to the handler's `Vary`, and a preflight
+//! allows only `GET` and `POST`.
 
 use poem::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use std::sync::Arc;

@@ -1,9 +1,6 @@
-//! The one error type of votegraph, and the one place where it becomes a
-//! GraphQL error.
-//!
-//! Every failure a client can see carries a stable `extensions.code`; storage
-//! and other internal failures are logged with their cause and reach the
-//! client only as a generic message, so no internal detail leaks.
+//! The one error type, and the one place where it becomes a GraphQL error:
+//! every failure a client sees has a stable `extensions.code`; internal ones
+//! are logged with their cause and reach the client as a generic message.
 
 use async_graphql::{Pos, ServerError};
 use poem::http::StatusCode;

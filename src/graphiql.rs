@@ -1,7 +1,6 @@
-//! GraphiQL, served by votegraph so it works offline: the page and its
-//! vendored scripts and styles (`assets/graphiql/README.md`) are compiled
-//! in. Subscriptions go over a WebSocket on `/graphql`, which reads
-//! `Authorization` from GraphiQL's headers editor.
+//! GraphiQL, compiled in so it works offline (`assets/graphiql/README.md`).
+//! Subscriptions go over `/graphql`'s WebSocket, which reads `Authorization`
+//! from GraphiQL's headers editor.
 
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::{Html, Path};

@@ -1,9 +1,6 @@
-//! The `redis-server` votegraph runs itself without `REDIS_URL`: on a unix
-//! socket in the data directory, with an append-only file, saved on stop.
-//! Two Redis processes on one directory would corrupt it, so votegraph
-//! holds a lock on `votegraph.lock` there while it runs (the kernel drops
-//! it however the process dies) and refuses to start where a Redis still
-//! answers.
+//! The `redis-server` votegraph runs itself without `REDIS_URL`, in the data
+//! directory. Two on one directory would corrupt it: a lock on
+//! `votegraph.lock` (dropped however the process dies) keeps one there.
 
 use std::path::{Path, PathBuf};
 

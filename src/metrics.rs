@@ -1,13 +1,7 @@
-//! The metrics registry (`prometheus-client`) and `GET /metrics`.
-//!
-//! Recorded metrics are counters the measured part adds to as it works
-//! (atomics, no lock on the request path); read ones ([`Readings`]) are
-//! read from each part's stats when a scrape comes, without a Redis call.
-//! Label values are fixed words, numbers and GraphQL names, none needing
-//! escaping.
-//!
-//! On the API's port only direct loopback clients may read it (see
-//! [`serves`]); `--metrics-bind` opens a listener of its own.
+//! The metrics registry (`prometheus-client`) and `GET /metrics`. Recorded
+//! metrics are atomics the measured part adds to; read ones ([`Readings`])
+//! come from each part's stats at a scrape, without a Redis call. On the
+//! API's port only direct loopback clients may read them (see [`serves`]).
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,10 +1,6 @@
-//! Automatic persisted queries, in Apollo's protocol (docs/api.md): a hash
-//! alone runs the text registered under it, or answers
-//! `PERSISTED_QUERY_NOT_FOUND`; a hash with its text registers it once the
-//! document passed every limit. Documents live in Redis
-//! (`store/documents.rs`), shared by all instances; each process keeps the
-//! texts it has seen by hash (2 MiB at most, the least used going first),
-//! so a warm hash costs no round trip.
+//! Automatic persisted queries, in Apollo's protocol (docs/api.md). The
+//! documents live in Redis, shared by all instances; each process keeps the
+//! texts it has seen (2 MiB at most), so a warm hash costs no round trip.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

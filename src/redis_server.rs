@@ -1,8 +1,5 @@
-//! Starts and stops a `redis-server` process: the server's local mode's,
-//! the tests' and the benchmark's. A started server answers `PING` before
-//! [`RedisServerBuilder::start`] returns, and is stopped (`SHUTDOWN`, then
-//! killed if it lingers) by [`RedisServer::stop`] or when dropped, so none
-//! outlives its owner.
+//! Starts and stops a `redis-server` process (local mode, tests, benchmark):
+//! it answers `PING` once started, and is stopped when dropped.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,5 @@
-//! What `/metrics` reads from each part of the server at a scrape, wired at
-//! startup: every part keeps typed stats of its own (the pool's state, the
-//! caches' sizes and counters, the live connections, the work budget), and
-//! this maps them to series. The recorded metrics (requests, Redis
-//! commands) are registered here too, so the whole list is in one place.
+//! What `/metrics` reads from each part's own stats at a scrape, and the
+//! recorded metrics' registration: the whole list in one place.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,9 +1,6 @@
-//! The HTTP accept loop over hyper, with the bounds poem's own `Server`
-//! does not offer (docs/security.md, "HTTP"): connections in all and per
-//! client address (an upgraded WebSocket keeps its place), the header
-//! timeout (which also closes idle keep-alive connections) and the header
-//! size. HTTP/1.1 only: behind a load balancer that is what arrives, and
-//! h2c would need bounds of its own.
+//! The HTTP/1.1 accept loop over hyper, with the bounds poem's `Server`
+//! lacks (docs/security.md, "HTTP"): connections in all and per address (an
+//! upgraded WebSocket keeps its place), the header timeout and size.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

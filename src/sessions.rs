@@ -1,10 +1,7 @@
 //! Ended logins close their WebSockets (4403) on every instance within a
-//! second (docs/api.md). A socket authenticates once and may live for days,
-//! so each instance watches the token hashes of its sockets: `logOut`
-//! announces the hash over pub/sub, and a sweep every [`SWEEP_INTERVAL`]
-//! asks Redis which sessions still exist, catching expiry and lost
-//! announcements. A sweep that cannot reach Redis ends nothing: an outage
-//! is not a logout.
+//! second: `logOut` announces the token hash over pub/sub, and a sweep every
+//! [`SWEEP_INTERVAL`] catches expiry and lost announcements. A sweep that
+//! cannot reach Redis ends nothing: an outage is not a logout.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

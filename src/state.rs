@@ -1,6 +1,4 @@
-//! What every request of the process shares, registered once and reached
-//! from the API by the HTTP routes, the WebSocket loop, the request
-//! pipeline and the resolvers' request context.
+//! What every request of the process shares, registered once.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;

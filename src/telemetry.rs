@@ -1,7 +1,7 @@
 //! Logs and per-request telemetry: the log format, request ids, the access
-//! log line and the HTTP and GraphQL request metrics. Every request runs in
-//! a span carrying its id (kept from `X-Request-Id` when sane, so one id
-//! follows a request through every hop), so each of its log lines names it.
+//! log line and the request metrics. Every request runs in a span with its
+//! id (a sane incoming `X-Request-Id` is kept, so one id follows a request
+//! through every hop).
 
 use std::cell::RefCell;
 use std::sync::Arc;

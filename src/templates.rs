@@ -1,9 +1,7 @@
 //! Logged-in pages from shared templates (docs/api.md, "Cached pages"): a
-//! logged-in query's response differs from an anonymous one only in
-//! `myVote`, so it is computed once, anonymously, with a hole where each
-//! `myVote` goes, kept in the response cache and filled per reader with
-//! their votes. A resolver that asks who the caller is (`me`) marks the
-//! document personal; such documents run whole for every request.
+//! logged-in response differs from an anonymous one only in `myVote`, so it
+//! is computed once with a hole for each, and filled per reader. A document
+//! that reads who the caller is (`me`) runs whole.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;

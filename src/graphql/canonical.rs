@@ -1,18 +1,9 @@
-//! An operation's meaning as text: a canonical print, so that requests
-//! that differ only in how they are written share what is keyed by it
-//! (shared subscription streams).
-//!
-//! Insignificant: whitespace, commas and comments (the print comes from
-//! the parsed tree), the order of arguments, of input-object fields and of
-//! variable definitions (each sorted by name), and whether fields come in
-//! through a named fragment or inline (spreads are expanded in place as
-//! inline fragments). Significant, because the response differs: the
-//! fields, their order and aliases, directives, argument values and the
-//! operation's name.
-//!
-//! The print is bounded: past `max_bytes` there is no canonical form (the
-//! caller then treats the request as unkeyed), which also bounds fragment
-//! expansion.
+//! An operation's meaning as text, so that requests that differ only in how
+//! they are written share a shared subscription stream. Insignificant:
+//! layout and comments, the order of arguments, input-object fields and
+//! variables (sorted), and named fragments (expanded inline). Significant:
+//! the fields, their order and aliases, directives, values and the name.
+//! Past `max_bytes` there is no canonical form, which bounds expansion.
 
 use std::fmt::Write as _;
 

@@ -1,8 +1,6 @@
-//! Parsed documents by query text: clients send the same few documents,
-//! and parsing one costs more than cloning its tree. At most
-//! [`MAX_DOCUMENT_TEXT_BYTES`] of text; past it the least used go
-//! (`quick_cache`), so a flood of distinct documents costs re-parsing,
-//! never memory, and never the hot ones.
+//! Parsed documents by query text, at most [`MAX_DOCUMENT_TEXT_BYTES`] of
+//! text; past it the least used go, so a flood of distinct documents costs
+//! re-parsing, never memory.
 
 use std::sync::Arc;
 

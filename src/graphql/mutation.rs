@@ -1,11 +1,7 @@
-//! Entry points that change data. Each one is a single atomic write in the
-//! store (a Lua script), so a failed mutation leaves nothing half done.
-//!
-//! Every write is rate limited (per user, or per client address for
-//! signUp, logIn and anonymous views); the counting happens inside the same
-//! script as the write, so the limits hold across server instances and a
-//! refused write changes nothing but its counter. Each resolver counts, so
-//! a document with many aliased mutations counts every one of them.
+//! Entry points that change data, each a single atomic write (a Lua
+//! script), so a failed mutation leaves nothing half done. Each resolver is
+//! rate limited inside its script: limits hold across instances, a refused
+//! write changes only its counter, and aliased mutations each count.
 
 use async_graphql::{Context, Object, Result, ID};
 

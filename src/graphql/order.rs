@@ -1,13 +1,8 @@
-//! Puts a response's object keys in document order, as the spec asks.
-//! async-graphql inserts each field when it completes (async-graphql#612),
-//! so `{ b: articleCount a: articles { id } c: __typename }` comes back as
-//! `c, b, a`.
-//!
-//! After execution, each object's keys are collected from the selection
-//! sets that produced it (fragments expanded, `@skip`/`@include` applied,
-//! a key's first occurrence deciding its place) and the map is rebuilt
-//! when out of order. A list's items share one plan, and cached responses
-//! are stored ordered.
+//! Puts a response's object keys in document order, as the spec asks:
+//! async-graphql inserts each field when it completes (async-graphql#612).
+//! Each object's keys are collected from the selection sets that produced
+//! it (fragments expanded, `@skip`/`@include` applied, first occurrence
+//! first), and the map is rebuilt when out of order.
 
 use async_graphql::indexmap::IndexMap;
 use async_graphql::parser::types::{

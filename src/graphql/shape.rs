@@ -1,12 +1,8 @@
-//! One lexer pass over a document's text, before the parser sees it: its
-//! tokens and how deeply it nests. The parser and every later walk of the
-//! tree recurse per nesting level, and a few KB of nested brackets would
-//! overflow a thread's stack, so nesting is measured iteratively first,
-//! stopping as soon as a limit is passed.
-//!
-//! A `{` outside parentheses opens a selection set; `[` and `{` inside them
-//! nest a value or type. Values hold no parentheses, so the innermost `(`
-//! starts a value's nesting at zero.
+//! One lexer pass over a document's text, before the parser: its tokens and
+//! nesting, measured iteratively (the parser recurses, and a few KB of
+//! brackets would overflow a stack), stopping at the first limit passed. A
+//! `{` outside parentheses opens a selection set; `[` and `{` inside them
+//! nest a value, which holds no parentheses.
 
 /// What the lexer found, up to where it stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
