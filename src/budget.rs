@@ -158,9 +158,8 @@ impl WorkBudget {
     }
 }
 
-/// A response body that holds its request's permit until the body is
-/// written (or the connection drops it): a response waiting on a slow
-/// reader still counts against the budget.
+/// A response body holding its request's permit until it is written: one
+/// waiting on a slow reader still counts against the budget.
 pub struct HeldBody<B> {
     body: B,
     _permit: Permit,

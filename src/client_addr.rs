@@ -17,19 +17,14 @@ use std::str::FromStr;
 use ipnet::IpNet;
 use poem::http::HeaderMap;
 
-/// The address a request is attributed to, for per-address rate limits
-/// and for the viewer of an anonymous `viewArticle`.
-///
-/// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`, what a dual-stack socket
-/// reports for IPv4 peers) are stored as the IPv4 address, so one client
-/// has one key whichever way it connected.
+/// The address a request is attributed to. IPv4-mapped addresses are
+/// stored as IPv4, so one client has one key however it connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ClientAddr(IpAddr);
 
 impl ClientAddr {
-    /// The address of a request whose socket peer is `peer` (None for a
-    /// peer without an IP, e.g. a Unix socket, which then counts as
-    /// `0.0.0.0`: all such callers share one budget).
+    /// The address of a request from `peer` (None, a Unix socket, counts
+    /// as `0.0.0.0`: all such callers share one budget).
     pub fn resolve(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &TrustedProxies) -> Self {
         let peer = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ip| ip.to_canonical());
         if !trusted.contains(peer) {
@@ -121,9 +116,7 @@ fn parse_host(raw: &str) -> Option<IpAddr> {
 }
 
 /// The proxies whose forwarding headers are believed
-/// (`--trusted-proxies 10.0.0.0/8,::1`): IP addresses or CIDR networks.
-/// Empty by default, so a server exposed directly counts socket addresses
-/// and no header can change them.
+/// (`--trusted-proxies 10.0.0.0/8,::1`); none by default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies(Vec<IpNet>);
 

@@ -404,9 +404,8 @@ pub fn assign_code(error: &mut ServerError) {
     error.extensions = Some(ext);
 }
 
-/// Longest error message sent to a client. Messages from the parser and
-/// the validator quote the document (an unknown field's name, a bad
-/// string); a huge input must not come back as a huge error.
+/// Longest error message sent: the parser's and validator's quote the
+/// document, and a huge input must not come back as a huge error.
 pub const MAX_MESSAGE_BYTES: usize = 512;
 
 fn truncate_message(message: &mut String) {

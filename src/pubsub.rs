@@ -196,9 +196,8 @@ impl PubSub {
         &self.stats
     }
 
-    /// A receiver that is not counted by [`PubSub::subscribers`] while the
-    /// [`Uncounted`] lives (drop it after the receiver): the one receiver
-    /// of a shared execution, whose subscribers are counted instead.
+    /// A shared execution's receiver, not counted by [`PubSub::subscribers`]
+    /// while the [`Uncounted`] lives (drop it after the receiver).
     pub fn subscribe_uncounted(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
         self.internal.fetch_add(1, Ordering::Relaxed);
         (self.tx.subscribe(), Uncounted(self.internal.clone()))

@@ -24,10 +24,8 @@ pub struct AppState {
     pub(crate) rates: RateLimits,
 }
 
-/// How far the read replica is behind the primary, measured every second
-/// by [`ReplicaLag::sample`]'s task: bytes of the replication stream not
-/// yet applied (-1: unknown, e.g. a side did not answer), and whether its
-/// link to the primary is up. `/health` and `/metrics` show it.
+/// How far the read replica is behind the primary, sampled every second:
+/// bytes not yet applied (-1: unknown), and whether its link is up.
 #[derive(Debug)]
 pub struct ReplicaLag {
     bytes: AtomicI64,

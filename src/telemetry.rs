@@ -58,9 +58,8 @@ pub fn init_logging(format: LogFormat) {
     }
 }
 
-/// The request's id: the incoming `X-Request-Id` when it is sane (1 to 128
-/// characters of letters, digits and `-_.:+/=@`, so it cannot forge log
-/// fields or carry a payload), else 16 new random hex digits.
+/// The request's id: the incoming `X-Request-Id` when sane (it cannot
+/// forge log fields or carry a payload), else 16 random hex digits.
 pub fn request_id(headers: &HeaderMap) -> String {
     headers
         .get(REQUEST_ID)

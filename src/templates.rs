@@ -62,9 +62,8 @@ impl Holes {
         self.shows_caller.load(Ordering::Relaxed)
     }
 
-    /// The template of `response`, computed with these holes. None when a
-    /// hole cannot be placed (its path is not in the data), which would be
-    /// a bug: `response` is then left as it was, to be served whole.
+    /// The template of `response`; None (a bug) when a hole's path is not
+    /// in the data, `response` then left as it was.
     pub fn template(&self, response: &mut async_graphql::Response) -> Option<Template> {
         let holes = std::mem::take(&mut *self.holes.lock());
         let nonce = nonce();

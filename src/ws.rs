@@ -153,9 +153,8 @@ impl WebSockets {
     }
 }
 
-/// Tells open WebSockets that the server is stopping: an upgraded
-/// connection has left poem's graceful shutdown, and a socket cut when the
-/// process exits looks like a network failure to its client.
+/// Tells open WebSockets that the server is stopping: upgraded, they left
+/// poem's graceful shutdown, and a cut socket looks like a network failure.
 #[derive(Clone)]
 pub struct Shutdown(Arc<watch::Sender<bool>>);
 

@@ -11,10 +11,9 @@ use tokio::sync::watch;
 
 use super::{Cached, Position};
 
-/// Responses being computed, one per key, so bounded by the requests in
-/// flight. A request joins only a computation that started at the cache's
-/// current [`Position`]: after a vote or a write it computes afresh, so a
-/// client that voted never reads a page computed before its vote.
+/// Responses being computed, one per key (bounded by the requests in
+/// flight). A request joins only one started at the cache's current
+/// [`Position`]: a client that voted never reads a page from before.
 #[derive(Default, Clone)]
 pub(super) struct Flights(Arc<Mutex<HashMap<String, (Position, BodyReceiver)>>>);
 
@@ -65,9 +64,8 @@ impl Flights {
     }
 }
 
-/// The request computing a response others wait for. Dropped without
-/// publishing (its client went away, it failed), it lets the waiters
-/// compute the response themselves.
+/// The request computing a response others wait for; dropped without
+/// publishing, it lets them compute it themselves.
 pub struct Computation {
     flights: Flights,
     key: String,

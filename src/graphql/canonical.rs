@@ -13,9 +13,8 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Positioned};
 use async_graphql_value::Value;
 
-/// Deepest nesting the print follows (the document limits allow 64
-/// selection levels; fragments expanded in place can only add to that
-/// through a cycle, which validation refuses anyway).
+/// Deepest nesting the print follows (the limits allow 64; only a fragment
+/// cycle, which validation refuses, goes deeper).
 const MAX_DEPTH: usize = 128;
 
 /// The canonical print of `operation` in `document`, or None past

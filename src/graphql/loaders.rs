@@ -10,9 +10,7 @@ use crate::auth::Session;
 use crate::domain::ArticleId;
 use crate::store::{ArticleRecord, Ranked, Standing, Store};
 
-/// Loads articles, with the caller's vote on each when logged in. What a
-/// response shows is recorded by the [`RequestContext`](super::RequestContext),
-/// not here.
+/// Loads articles, with the caller's vote on each when logged in.
 pub struct ArticleLoader {
     store: Store,
     session: Arc<Session>,

@@ -6,10 +6,8 @@ use poem::http::{header, HeaderMap};
 use super::negotiate::Media;
 use crate::compression::Encoding;
 
-/// `Cache-Control` of an anonymous `GET` query answered without errors: a
-/// CDN or browser may reuse it for as long as votegraph's own response
-/// cache would (1 s), and serve it up to 10 s stale while it fetches a
-/// fresh one in the background.
+/// `Cache-Control` of an anonymous `GET` query answered without errors: as
+/// long as votegraph's own cache keeps it, and 10 s stale while refetched.
 pub const PUBLIC_CACHE_CONTROL: &str = "public, max-age=1, stale-while-revalidate=10";
 /// `Cache-Control` of everything else on `/graphql`: logged-in answers,
 /// mutations, `POST`s, errors.
@@ -17,9 +15,8 @@ pub const PRIVATE_CACHE_CONTROL: &str = "private, no-store";
 /// The request headers a `/graphql` answer depends on (CORS adds `Origin`).
 pub const VARY: &str = "Accept, Accept-Encoding, Authorization, X-Query-Cost";
 
-/// A strong validator per representation: the body's tag, plus what makes
-/// this representation differ from the others of the same body (media
-/// type, content coding).
+/// A strong validator per representation: the body's tag, media type and
+/// content coding.
 pub fn etag(tag: &str, media: Media, encoding: Option<Encoding>) -> String {
     let media = match media {
         Media::Json => "",

@@ -14,9 +14,8 @@ use crate::ws::WebSockets;
 /// How long `/health` waits for Redis to answer PING.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Set when the server was told to stop and is serving out its grace
-/// period (`--shutdown-grace-ms`): `/health` answers 503 `draining` so load
-/// balancers send new requests elsewhere before the listener closes.
+/// Set during the shutdown grace period, when `/health` answers 503
+/// `draining` so load balancers send new requests elsewhere.
 #[derive(Clone, Default)]
 pub struct Draining(Arc<AtomicBool>);
 
@@ -30,9 +29,8 @@ impl Draining {
     }
 }
 
-/// `GET /health`: 200 when Redis answers PING, 503 otherwise (and
-/// `draining` while the server stops); the body also tells how many
-/// subscriptions this process is serving.
+/// `GET /health`: 200 when Redis answers PING, else 503, with what each
+/// part reports.
 #[handler]
 pub async fn health(
     schema: Data<&Api>,

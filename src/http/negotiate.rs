@@ -12,10 +12,8 @@ pub const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 /// The media type a response is sent as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Media {
-    /// `application/json`: the default, and what a client that does not
-    /// name `application/graphql-response+json` gets. Requests that fail
-    /// before execution answer `200` (the spec's legacy rules), with no
-    /// `data` key.
+    /// `application/json`, the default: requests that fail before
+    /// execution answer `200` (the spec's legacy rules), with no `data`.
     Json,
     /// `application/graphql-response+json`: a response without `data`
     /// answers `4xx`/`5xx` (see [`AppError::graphql_response_status`]).
@@ -23,9 +21,8 @@ pub enum Media {
 }
 
 impl Media {
-    /// From `Accept`: `application/graphql-response+json` when it is
-    /// listed with a `q` at least that of `application/json` (or of a
-    /// wildcard); `application/json` otherwise, including without `Accept`.
+    /// From `Accept`: `application/graphql-response+json` when listed with
+    /// a `q` at least that of `application/json` (or a wildcard).
     pub fn of(headers: &HeaderMap) -> Self {
         let (mut graphql_q, mut json_q) = (0.0f32, 0.0f32);
         for value in headers.get_all(header::ACCEPT) {

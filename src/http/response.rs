@@ -17,12 +17,9 @@ use crate::error::AppError;
 use crate::telemetry;
 
 /// A response body as `wants` asks: its media type, compressed above
-/// [`compression::MIN_BYTES`] when the client accepts a coding (a cached
-/// response's compressed form is kept with it, see
-/// [`ResponseCache::encoded`]), and its caching headers. A `public`
-/// response without errors gets [`PUBLIC_CACHE_CONTROL`] and an `ETag`, and
-/// a matching `If-None-Match` gets `304` without a body; everything else
-/// is [`PRIVATE_CACHE_CONTROL`].
+/// [`compression::MIN_BYTES`] (a cached entry keeps its forms), and its
+/// caching headers: a `public` one without errors gets an `ETag`, and a
+/// matching `If-None-Match` a `304`.
 pub fn reply(
     headers: &poem::http::HeaderMap,
     wants: Wants,
@@ -99,10 +96,8 @@ pub fn request_error(response: &async_graphql::Response, media: Media) -> Respon
         .body(body)
 }
 
-/// A request that fails before any GraphQL execution: a JSON GraphQL
-/// error (no `data` key: nothing ran) with its code and the HTTP status for
-/// `media`, `Allow` after a `405` and `Retry-After` when the error says
-/// when to try again.
+/// A request that fails before any execution: a JSON GraphQL error (no
+/// `data`) with the status for `media`, `Allow` and `Retry-After`.
 pub fn refusal(error: AppError, media: Media) -> Response {
     telemetry::note_code(error.code().as_str());
     let mut response = Response::builder()

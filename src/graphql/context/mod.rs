@@ -81,8 +81,7 @@ impl RequestContext {
     }
 
     /// Attaches the context to a GraphQL request; the handle it returns
-    /// gives what the response showed, once it ran (None when not
-    /// recorded).
+    /// gives what the response showed, once it ran.
     pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recording) {
         let recorded = self.recording.clone();
         (request.data(self), recorded)
@@ -110,10 +109,8 @@ impl RequestContext {
         Ok(self.session.user(&self.routing.primary).await?)
     }
 
-    /// The logged-in user, or `UNAUTHENTICATED`. Writes check it again
-    /// themselves; resolvers call it first so that an anonymous caller
-    /// hears about the login before any complaint about its input (the
-    /// lookup is made once per request).
+    /// The logged-in user, or `UNAUTHENTICATED`: resolvers ask first, so
+    /// an anonymous caller hears of it before any complaint about input.
     pub async fn viewer_required(&self) -> Result<UserName> {
         self.recording.shows_caller();
         Ok(self.session.require_user(&self.routing.primary).await?)

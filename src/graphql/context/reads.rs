@@ -138,9 +138,8 @@ impl RequestContext {
         self.routing.articles.load_one(id).await
     }
 
-    /// One article, read at once: for a resolver that knows no other read
-    /// can join its batch (a subscription event), where the DataLoader's
-    /// wait would only delay it.
+    /// One article, read at once: for a subscription event, where no other
+    /// read could join the DataLoader's batch.
     pub async fn article_unbatched(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
         self.recording.record(|deps| deps.article(&id.to_string()));
         Ok(self
@@ -197,9 +196,8 @@ impl RequestContext {
         self.app.pubsub.subscribe()
     }
 
-    /// Reads articles for a stream that outlives each event's resolution
-    /// (new posts): as this request's caller, with their votes. Streams
-    /// are never cached, so it records nothing.
+    /// Reads articles for a stream (new posts), as this request's caller;
+    /// streams are never cached, so it records nothing.
     pub fn article_reader(&self) -> ArticleLoader {
         ArticleLoader::new(self.app.store.clone(), self.session.clone())
     }
