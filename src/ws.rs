@@ -7,6 +7,7 @@
 //! mutations run through the request pipeline, as over HTTP.
 
 use std::collections::HashMap;
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -415,11 +416,12 @@ impl State {
             Some(Ok(Message::Binary(bytes))) => self.on_message(&bytes).await,
             Some(Ok(Message::Close(_))) => Err(End::ClientClosed),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => Ok(()),
-            Some(Err(e)) if too_big(&e) => {
+            // poem keeps only the text of tungstenite's capacity error.
+            Some(Err(e)) if e.kind() == ErrorKind::Other && e.to_string().contains("too long") => {
                 tracing::debug!(error = %e, "WebSocket message over the limit");
                 Err(End::close(1009, "message too big"))
             }
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::Other => {
+            Some(Err(e)) if e.kind() == ErrorKind::Other => {
                 tracing::debug!(error = %e, "WebSocket protocol error");
                 Err(End::close(1002, "protocol error"))
             }
@@ -728,12 +730,6 @@ fn frame(id: &str, kind: &str, payload: &str) -> serde_json::Result<String> {
 
 fn connection_error(message: &str) -> String {
     serde_json::json!({ "type": "connection_error", "payload": { "message": message } }).to_string()
-}
-
-/// poem turns tungstenite's errors into `io::Error`s carrying only their
-/// text; a capacity error is the one that says the message was too long.
-fn too_big(error: &std::io::Error) -> bool {
-    error.kind() == std::io::ErrorKind::Other && error.to_string().contains("too long")
 }
 
 /// `id` as it may be echoed: at most [`MAX_ECHOED_ID`] characters.

@@ -205,10 +205,6 @@ impl Entry {
         }
         Some(receiver)
     }
-
-    fn is_live(&self) -> bool {
-        self.state.lock().live
-    }
 }
 
 /// One subscriber's membership of a shared stream; dropping it leaves, and
@@ -290,7 +286,7 @@ async fn run(
     registry: SharedStreams,
 ) {
     while let Some(response) = responses.next().await {
-        if !entry.is_live() {
+        if !entry.state.lock().live {
             registry.detach(&entry);
         }
         let payload = match serde_json::to_string(&response) {

@@ -33,9 +33,8 @@ impl SubscriptionRoot {
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
         let article = article.map(|id| id.to_string());
-        // A shared execution's receiver stands for all its subscribers,
-        // which are counted instead (see `shared.rs`); the `Uncounted`
-        // comes second so it is dropped after the receiver.
+        // A shared execution's receiver is not counted (its subscribers
+        // are); the `Uncounted` comes second, to be dropped after it.
         let events = match ctx.data_opt::<SharedExecution>() {
             Some(shared) => {
                 let (receiver, uncounted) = shared.subscribe();

@@ -179,10 +179,8 @@ pub struct Article(pub ArticleRecord);
 /// every field a subscription can reach, to make adding one a decision.
 pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote"];
 
-// Serial: every field is already in memory (only `poster`'s own fields may
-// load anything, and those still batch across the articles of a list), so
-// resolving the fields one after another skips async-graphql's per-object
-// `FuturesUnordered`, which costs more than it overlaps here.
+// Serial: every field is in memory (`poster`'s still batch), and
+// async-graphql's per-object `FuturesUnordered` costs more than it overlaps.
 /// A link posted to the site.
 #[Object(serial)]
 impl Article {
