@@ -18,13 +18,18 @@ use crate::error::AppError;
 /// Seconds a refused client is told to wait.
 const RETRY_AFTER_SECS: u64 = 1;
 
-/// The budget's settings.
-#[derive(Debug, Clone, Copy)]
+/// The budget's settings, flags of their own.
+#[derive(Debug, Clone, Copy, clap::Args)]
 pub struct BudgetSettings {
-    /// Units (query cost) all admitted requests may hold together.
-    pub capacity: u64,
-    /// How long a request may wait for units before it is refused.
-    pub wait: Duration,
+    /// Query-cost units all queries and mutations in flight may hold together.
+    #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub work_budget: u64,
+
+    /// How long (ms) a request waits for room in the work budget.
+    #[arg(long, env = "VOTEGRAPH_WORK_WAIT_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub work_wait_ms: u64,
 }
 
 /// The budget, shared by every request of the process.
@@ -72,8 +77,8 @@ impl WorkBudget {
     pub fn new(settings: BudgetSettings) -> Self {
         Self(Arc::new(Inner {
             settings: BudgetSettings {
-                capacity: settings.capacity.max(1),
-                wait: settings.wait,
+                work_budget: settings.work_budget.max(1),
+                ..settings
             },
             in_use: Mutex::new(0),
             returned: Notify::new(),
@@ -87,7 +92,7 @@ impl WorkBudget {
     pub fn stats(&self) -> BudgetStats {
         let inner = &self.0;
         BudgetStats {
-            capacity: inner.settings.capacity,
+            capacity: inner.settings.work_budget,
             in_use: *inner.in_use.lock(),
             waiting: inner.waiting.load(Ordering::Relaxed),
             admitted: inner.admitted.load(Ordering::Relaxed),
@@ -105,7 +110,8 @@ impl WorkBudget {
             return Ok(permit);
         }
         inner.waiting.fetch_add(1, Ordering::Relaxed);
-        let admitted = tokio::time::timeout(inner.settings.wait, async {
+        let wait = Duration::from_millis(inner.settings.work_wait_ms);
+        let admitted = tokio::time::timeout(wait, async {
             loop {
                 // Registered before the check, so units given back in
                 // between still wake this waiter.
@@ -136,7 +142,7 @@ impl WorkBudget {
 
     fn try_admit(&self, units: u64) -> Option<Permit> {
         let inner = &self.0;
-        let capacity = inner.settings.capacity;
+        let capacity = inner.settings.work_budget;
         let reserve = capacity / 10;
         // A large request leaves the reserve to small ones; a request
         // larger than the whole budget still runs, alone.
@@ -200,8 +206,8 @@ mod tests {
 
     fn budget(capacity: u64, wait_ms: u64) -> WorkBudget {
         WorkBudget::new(BudgetSettings {
-            capacity,
-            wait: Duration::from_millis(wait_ms),
+            work_budget: capacity,
+            work_wait_ms: wait_ms,
         })
     }
 

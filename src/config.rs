@@ -206,15 +206,8 @@ pub struct Settings {
     #[command(flatten)]
     pub documents: crate::graphql::limits::DocumentLimits,
 
-    /// Query-cost units all queries and mutations in flight may hold together.
-    #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub work_budget: u64,
-
-    /// How long (ms) a request waits for room in the work budget.
-    #[arg(long, env = "VOTEGRAPH_WORK_WAIT_MS", default_value_t = 1_000,
-          value_parser = clap::value_parser!(u64).range(0..=60_000))]
-    pub work_wait_ms: u64,
+    #[command(flatten)]
+    pub budget: crate::budget::BudgetSettings,
 
     /// Execution deadline of one query or mutation, in milliseconds.
     #[arg(long, env = "VOTEGRAPH_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
@@ -346,13 +339,6 @@ impl Settings {
             per_address: self.rate_persisted_query,
             per_site: self.rate_persisted_query_site,
             max_memory_percent: self.persisted_query_max_memory_percent,
-        }
-    }
-
-    pub fn budget(&self) -> crate::budget::BudgetSettings {
-        crate::budget::BudgetSettings {
-            capacity: self.work_budget,
-            wait: Duration::from_millis(self.work_wait_ms),
         }
     }
 }

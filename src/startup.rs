@@ -63,7 +63,7 @@ impl Application {
         let state = shared_state(&settings, &store, pubsub, responses, redis_timeout)?;
         let guard = Guard::new(settings.documents, &crate::graphql::sdl())?;
         let deadline = Duration::from_millis(settings.request_timeout_ms.max(1));
-        let budget = WorkBudget::new(settings.budget());
+        let budget = WorkBudget::new(settings.budget);
         let api = build_api(state.clone(), guard, deadline, budget);
         check_redis(store.clone(), local_redis.is_some());
         let shutdown = Shutdown::default();

@@ -30,8 +30,8 @@ async fn post(app: &TestApp, query: &str) -> reqwest::Response {
 #[tokio::test]
 async fn a_request_without_room_waits_then_is_refused_with_503_while_small_ones_run() {
     let app = spawn_app_with(|s| {
-        s.work_budget = 1_000;
-        s.work_wait_ms = 300;
+        s.budget.work_budget = 1_000;
+        s.budget.work_wait_ms = 300;
         s.redis_timeout_ms = 5_000;
     })
     .await;
