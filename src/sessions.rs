@@ -114,10 +114,6 @@ impl Inner {
             sender.send_replace(true);
         }
     }
-
-    fn hashes(&self) -> Vec<Arc<str>> {
-        self.open.lock().keys().cloned().collect()
-    }
 }
 
 async fn run(inner: Arc<Inner>, store: Store, mut announced: broadcast::Receiver<Arc<str>>) {
@@ -138,7 +134,7 @@ async fn run(inner: Arc<Inner>, store: Store, mut announced: broadcast::Receiver
 
 /// Ends the watched sessions Redis no longer has.
 async fn sweep_once(inner: &Inner, store: &Store) {
-    let hashes = inner.hashes();
+    let hashes: Vec<Arc<str>> = inner.open.lock().keys().cloned().collect();
     for batch in hashes.chunks(SWEEP_BATCH) {
         let batch: Vec<&str> = batch.iter().map(|h| &**h).collect();
         match store.ended_sessions(&batch).await {

@@ -119,13 +119,6 @@ impl Api {
             Err(_) => timed_out(self.deadline, operation),
         }
     }
-
-    /// Checks a request (see [`limits::Guard::check`]).
-    fn admit(&self, request: &async_graphql::Request) -> Result<Option<Checked>, Box<Response>> {
-        self.guard
-            .check(request)
-            .map_err(|e| Box::new(rejection(e)))
-    }
 }
 
 /// What putting a response's keys in document order needs (see
@@ -178,8 +171,8 @@ fn timed_out(deadline: Duration, operation: Option<OperationType>) -> Response {
 
 impl Executor for Api {
     async fn execute(&self, request: async_graphql::Request) -> Response {
-        let checked = match self.admit(&request) {
-            Err(response) => return *response,
+        let checked = match self.guard.check(&request) {
+            Err(e) => return rejection(e),
             Ok(checked) => checked,
         };
         let _permit = match self
@@ -200,7 +193,7 @@ impl Executor for Api {
         mut request: async_graphql::Request,
         session_data: Option<Arc<async_graphql::Data>>,
     ) -> BoxStream<'static, Response> {
-        let (ordering, operation, cost) = match self.admit(&request) {
+        let (ordering, operation, cost) = match self.guard.check(&request) {
             Ok(Some(checked)) => {
                 request.set_parsed_query(checked.document.as_ref().clone());
                 (
@@ -210,7 +203,7 @@ impl Executor for Api {
                 )
             }
             Ok(None) => (None, None, 0),
-            Err(response) => return futures_util::stream::once(async move { *response }).boxed(),
+            Err(e) => return futures_util::stream::once(async move { rejection(e) }).boxed(),
         };
         let stream = self
             .schema
