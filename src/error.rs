@@ -76,7 +76,6 @@ pub enum AppError {
     /// The HTTP request itself is unusable (malformed JSON, no query…).
     #[error("{0}")]
     BadRequest(String),
-    /// A variable the operation does not declare.
     #[error("{0}")]
     UndeclaredVariable(String),
     #[error("the request body is larger than {max_bytes} bytes")]
@@ -93,36 +92,31 @@ pub enum AppError {
     /// A method other than GET on a path that serves only GET.
     #[error("this path serves GET only")]
     GetOnly,
-    /// A path the server does not serve.
     #[error("no such path: the API is at /graphql")]
     UnknownPath,
     #[error("the request body was not received in time")]
     RequestTimeout,
     #[error("the server is at its connection limit; try again shortly")]
     Overloaded,
-    /// The first start is still indexing the existing accounts' names, and
-    /// a sign-up must wait for it (a case twin could slip in otherwise).
+    /// A sign-up waits for the first indexing of names (or a case twin
+    /// could slip in).
     #[error(
         "the server is still indexing existing accounts; try again in {retry_after_secs} seconds"
     )]
     Starting { retry_after_secs: u64 },
-    /// Redis is close to its `maxmemory`: new persisted queries are not
-    /// registered, so they cannot take the room users' writes need.
+    /// Redis is near its `maxmemory`: the room is kept for users' writes.
     #[error("the server is not registering new persisted queries now (its storage is nearly full); send the query text without extensions.persistedQuery, or try again in {retry_after_secs} seconds")]
     RegistrationsPaused { retry_after_secs: u64 },
     /// No room in the work budget (`budget.rs`) in time.
     #[error("the server is busy with other requests; try again in {retry_after_secs} second(s)")]
     Busy { retry_after_secs: u64 },
-    /// The document does not parse; `pos` is where the parser stopped
-    /// (sent in `locations`, so the message needs no excerpt).
+    /// The document does not parse; `pos` (in `locations`) is where.
     #[error("{message}")]
     Syntax { message: String, pos: Option<Pos> },
-    /// The document parses but breaks a rule the parser checks (two
-    /// anonymous operations, a fragment defined twice).
+    /// The document breaks a rule the parser checks (a fragment twice…).
     #[error("{message}")]
     InvalidDocument { message: String, pos: Option<Pos> },
-    /// A variable's value cannot be coerced to its declared type (a
-    /// required one is missing or null); checked before execution.
+    /// A variable's value does not coerce to its type (checked up front).
     #[error("{message}")]
     VariableCoercion { message: String, pos: Option<Pos> },
     /// An unknown persisted query's hash. The message is the protocol's

@@ -47,20 +47,15 @@ const MAX_ECHOED_ID: usize = 32;
 /// only when one of its sockets closes.
 const CONNECTION_RETRY_AFTER_SECS: u64 = 5;
 
-/// What one connection, and one address, may hold.
+/// What one connection, and one address, may hold (the `--ws-*` flags).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Interval of keep-alives on an idle connection.
     pub keep_alive: Duration,
-    /// Time a new connection has to send `connection_init`.
     pub init_timeout: Duration,
-    /// Time a single write may take before the client counts as gone.
+    /// How long one write may take before the client counts as gone.
     pub send_timeout: Duration,
-    /// Largest incoming message (and frame), in bytes.
     pub max_message_bytes: usize,
-    /// Operations one connection may run at once.
     pub max_subscriptions: usize,
-    /// Connections one client address may hold at once.
     pub max_connections_per_client: usize,
     /// Distinct shared subscription streams in the process (0: none).
     pub max_shared_streams: usize,

@@ -17,10 +17,9 @@ pub struct BodyLimits {
     pub timeout: Duration,
 }
 
-/// Bodies over the limit but at most this long are read and thrown away
-/// before the `413` goes out: a client still sending when the server closes
-/// gets a TCP reset, which destroys the answer it was about to read. Longer
-/// ones are cut at once.
+/// Bodies over the limit up to this long are read before the `413` goes
+/// out: a client still sending when the server closes gets a TCP reset,
+/// which destroys the answer. Longer ones are cut at once.
 const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
 
 pub async fn request_from_body(
