@@ -106,13 +106,9 @@ fn from_forwarded(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<IpAdd
 
 /// `1.2.3.4`, `1.2.3.4:80`, `::1`, `[::1]` or `[::1]:80`.
 fn parse_host(raw: &str) -> Option<IpAddr> {
-    if let Ok(ip) = raw.parse::<IpAddr>() {
-        return Some(ip);
-    }
-    if let Ok(addr) = raw.parse::<SocketAddr>() {
-        return Some(addr.ip());
-    }
-    raw.strip_prefix('[')?.strip_suffix(']')?.parse().ok()
+    let bracketed = || raw.strip_prefix('[')?.strip_suffix(']')?.parse().ok();
+    let socket = |_| raw.parse::<SocketAddr>().map(|addr| addr.ip());
+    raw.parse().or_else(socket).ok().or_else(bracketed)
 }
 
 /// The proxies whose forwarding headers are believed

@@ -61,20 +61,13 @@ pub fn init_logging(format: LogFormat) {
 /// The request's id: the incoming `X-Request-Id` when sane (it cannot
 /// forge log fields or carry a payload), else 16 random hex digits.
 pub fn request_id(headers: &HeaderMap) -> String {
+    let sane = |b: u8| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(&b);
     headers
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
-        .filter(|id| sane_id(id))
+        .filter(|id| (1..=MAX_REQUEST_ID).contains(&id.len()) && id.bytes().all(sane))
         .map(str::to_owned)
         .unwrap_or_else(|| format!("{:016x}", rand::random::<u64>()))
-}
-
-fn sane_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= MAX_REQUEST_ID
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(&b))
 }
 
 /// Bucket bounds of request latencies, in microseconds: from a cached
