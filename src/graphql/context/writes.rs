@@ -76,8 +76,9 @@ impl RequestContext {
         self.reload(id).await
     }
 
-    /// Counts a view once per viewer per window; views do not invalidate
-    /// cached pages.
+    /// Counts a view once per viewer per window. Views do not invalidate
+    /// cached pages: counts seen by anonymous readers may lag by a cache
+    /// entry's age.
     pub async fn view(&self, id: ArticleId) -> Result<ArticleRecord> {
         let viewer = match self.viewer().await? {
             Some(user) => Viewer::User(user),
@@ -97,8 +98,9 @@ impl RequestContext {
         }
     }
 
-    /// Reads an article after a write, which ran: a failed read cannot
-    /// answer that nothing was written.
+    /// Reads an article after a write; it can only be gone if it was
+    /// deleted behind votegraph's back in between. The write ran, so a
+    /// failed read cannot answer that nothing was written.
     async fn reload(&self, id: ArticleId) -> Result<ArticleRecord> {
         let read = self
             .article(id)
