@@ -55,9 +55,7 @@ impl RateAction {
 pub enum RateScope {
     /// A user name (logIn's per-name limit, whoever sends the attempts).
     Name,
-    /// The client address.
     Address,
-    /// The logged-in user.
     User,
     /// Every client together.
     Site,
