@@ -483,17 +483,14 @@ impl Store {
 
     /// Every article of `time:`, batch after batch, then the articles gone
     /// from `time:` leave the net-vote rankings. Each batch is one short
-    /// script; other clients run between them. Answers the articles
-    /// passed.
-    pub(super) async fn derive_everything(&self, conn: &mut Conn) -> AppResult<u64> {
+    /// script; other clients run between them.
+    async fn derive_everything(&self, conn: &mut Conn) -> AppResult<()> {
         let mut at = scripts::TopCursor {
             from: "-inf".to_owned(),
             skip: 0,
         };
-        let mut seen = 0;
         loop {
             let swept = scripts::sweep_articles(conn, &at, SWEEP_CALL).await?;
-            seen += swept.seen;
             self.finish_derived(conn, swept.derived).await?;
             match swept.next {
                 Some(next) => at = next,
@@ -505,7 +502,7 @@ impl Store {
             let batch = scripts::drop_absent(conn, &cursor, SWEEP_CALL).await?;
             self.count_derived(batch.count);
             if batch.next == "0" {
-                return Ok(seen);
+                return Ok(());
             }
             cursor = batch.next;
         }

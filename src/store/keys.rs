@@ -254,17 +254,6 @@ pub fn user_votes(name: &str) -> String {
     format!("{USER_PREFIX}{name}{USER_VOTES_SUFFIX}")
 }
 
-/// Present once every vote of the open voting window has been copied from
-/// the voted sets into the `user:<name>:votes` indexes (votes written before
-/// votegraph kept them, or by the book's code). A string holding the Unix
-/// second the pass finished; no expiry.
-///
-/// Named `type:id:attr` like every votegraph key: type `index` (a structure
-/// votegraph derives from the book's data), id `user-votes` (which one: the
-/// `user:<name>:votes` family), attribute `built`. A future derived index
-/// gets its own `index:<name>:built`, and `SCAN MATCH index:*` lists them.
-pub const VOTES_INDEX_BUILT: &str = "index:user-votes:built";
-
 /// Hash: a user name folded (see `UserName::folded`) → the account's name,
 /// so that names differing only in case are one name. Built from the
 /// existing accounts on the first start (see [`NAMES_INDEX_BUILT`]).
@@ -407,10 +396,6 @@ pub fn user_cached(name: &str) -> String {
     format!("{USER_PREFIX}{name}{CACHED_SUFFIX}")
 }
 
-/// Present once the `top:<period>` rankings hold every article of `time:`
-/// (built from `score:` and `time:`); a string holding the Unix time.
-pub const TOP_INDEX_BUILT: &str = "index:top:built";
-
 /// Hash period → the post time up to which articles have been removed
 /// from `top:<period>` (where the pruning resumes).
 pub const TOP_PRUNED: &str = "index:top:pruned";
@@ -428,14 +413,9 @@ pub const SWEEP_LEASE: &str = "index:sweep:lease";
 
 /// Sorted set group name → minus its number of articles: the group
 /// directory, largest first and by name among equals in one `ZRANGE`. Kept
-/// by the post and set-groups scripts; counts are refreshed from the
-/// `group:<name>` sets by the upkeep (and rebuilt by a `SCAN` of them on
-/// the first start), so groups changed by the book's code are counted too.
+/// by the post and set-groups scripts, the deriver and the upkeep's
+/// recount, so groups changed by the book's code are counted too.
 pub const GROUPS_BY_SIZE: &str = "groups:by-size";
-
-/// Present once the group directory was built by scanning the
-/// `group:<name>` sets; a string holding the Unix time.
-pub const GROUPS_INDEX_BUILT: &str = "index:groups:built";
 
 /// `document:<sha256>`: the text of an automatic persisted query, by the
 /// hex SHA-256 of that text; it expires with the persisted-query TTL.

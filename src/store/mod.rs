@@ -427,8 +427,8 @@ impl Store {
         self.pool_size
     }
 
-    /// Whether a one-time pass over the data (a backfill, an index build)
-    /// left its marker: then it need not run again.
+    /// Whether a one-time index build left its marker: then it need not
+    /// run again.
     pub(crate) async fn has_marker(&self, marker: &str) -> AppResult<bool> {
         let mut conn = self.conn().await?;
         Ok(redis::cmd("EXISTS")

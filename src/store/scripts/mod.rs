@@ -35,7 +35,6 @@
 //! logged with the script's name and never shown to the client.
 
 mod accounts;
-mod backfill;
 mod derive;
 mod directory;
 mod documents;
@@ -62,7 +61,6 @@ use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
 
 pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
-pub use backfill::{backfill_votes, Cursor};
 pub use derive::{
     derive_articles, derive_group, drop_absent, index_voters, sweep_articles, sweep_round, Derived,
     GroupDerived, GroupMode,

@@ -5,7 +5,6 @@
 //! lays out and the typed reply it reads are tested with the Lua.
 
 mod accounts;
-mod backfill;
 mod derive;
 mod directory;
 mod documents;
