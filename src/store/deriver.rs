@@ -1,47 +1,14 @@
-//! Following every writer of the shared Redis, the book's code included.
-//!
-//! votegraph keeps indexes the book's keys do not have (the net-vote
-//! rankings, the vote indexes `myVote` reads, the articles' group lists, the
-//! group directory, users' feeds, karma) and its own scripts keep them with
-//! each write. The book's `post_article`, `article_vote`,
-//! `add_remove_groups` and its downvote exercise write only the book's
-//! keys, so what they change is derived here:
-//!
-//! - **Keyspace notifications.** One pub/sub connection per process
-//!   subscribes to the notifications of the voted sets, the group sets and
-//!   `time:`/`score:` as wholes (see [`keys::keyspace_patterns`]); votegraph
-//!   turns them on itself (`notify-keyspace-events`, flags `K`, `g` and `s`
-//!   added to whatever is set) and says at startup and on `/health` when
-//!   the server refuses. A notification names a key, not what changed in
-//!   it, so each names the article or group to derive again.
-//! - **A queue that coalesces.** Touched articles and groups wait in two
-//!   bounded sets for [`COALESCE`], so a burst of writes to one article is
-//!   one derivation; groups go first, with the batch's articles as the
-//!   likely members (a post and its groups arrive together).
-//! - **Derivations that write only what differs** (`scripts/derive.rs`):
-//!   every notification is derived, votegraph's own votes and posts
-//!   included, on every instance; an article already right (its own
-//!   script kept it, or another instance derived it first) costs a few
-//!   reads and publishes nothing, so the first derivation to run does the
-//!   work and publishes the event, once.
-//! - **Posts caught half written.** The book writes a post in several
-//!   commands (its voted set first, `time:` and `score:` last), and only
-//!   the first is notified: an article the derivation finds missing from
-//!   `time:` is derived again [`ABSENT_RETRY`] later, up to
-//!   [`ABSENT_TRIES`] times, so it is followed within a second.
-//! - **A full pass when something may have been missed.** Pub/sub loses
-//!   nothing while its connection lives, so the pass over every article and
-//!   group set runs when the listener connects (at startup and after every
-//!   reconnect), when a touch finds the queue full (a bulk import), and
-//!   when `time:` or `score:` is replaced as a whole (deleted, restored,
-//!   renamed; articles gone from `time:` then leave the net-vote
-//!   rankings). Each step is one short script; other clients run
-//!   between them.
-//! - **The sweep** (run by the upkeep, see `feeds.rs`) re-derives a batch
-//!   of articles and group sets per round, in turn, only while the
-//!   notifications are not on (refused by the server, or the subscription
-//!   down); a change no notification names (an article's key restored
-//!   alone) waits for the next full pass.
+//! Following every writer of the shared Redis, the book's code included:
+//! what its writes change in the book's keys is derived here into the
+//! indexes votegraph's own scripts keep with each write. Keyspace
+//! notifications name the touched articles and groups; they wait in a
+//! bounded queue that coalesces, and are derived by scripts that write only
+//! what differs (`scripts/derive.rs`). A full pass over every article and
+//! group set runs when something may have been missed: when the listener
+//! connects, when the queue is full, when `time:` or `score:` is replaced
+//! as a whole. While notifications are refused or down, the upkeep's sweep
+//! (see `feeds.rs`) re-derives a batch per round instead. See
+//! docs/operations.md, "Following the book's code".
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -54,7 +21,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::keys::{self, Touched};
-use super::scripts::{self, GroupDerived, GroupMode};
+use super::scripts::{self, GroupDerived, GroupMode, TopCursor};
 use super::{Conn, Locator, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::error::AppResult;
@@ -75,9 +42,9 @@ pub const MAX_PENDING_GROUPS: usize = 10_000;
 /// `articles / SWEEP_BATCH` rounds.
 pub const SWEEP_BATCH: u64 = 2000;
 
-/// Articles per pass or sweep script: Redis runs nothing else while a
-/// script runs, so each is kept short (and stops early once it went
-/// through [`scripts::SCRIPT_MEMBERS`] groups and voters).
+/// Articles per derivation script: Redis runs nothing else while a script
+/// runs, so each is kept short (and stops early once it went through
+/// [`scripts::SCRIPT_MEMBERS`] groups and voters).
 pub const SWEEP_CALL: u64 = 25;
 
 /// Keys one `SCAN` step of the group sets visits (a command Redis runs
@@ -88,16 +55,14 @@ pub const GROUP_SCAN_COUNT: u64 = 1000;
 const GROUP_SCANS_PER_ROUND: u32 = 10;
 
 /// How long a notified article found missing from `time:` waits before
-/// it is derived again (see the module doc).
+/// it is derived again: the book writes a post in several commands, its
+/// voted set first.
 pub const ABSENT_RETRY: Duration = Duration::from_millis(50);
 
 /// How many times such an article is derived again before it is left to
 /// the sweep: a second's worth (an article named by a voted set that no
 /// post follows, written by hand, is not tried forever).
 pub const ABSENT_TRIES: u8 = 20;
-
-/// Articles per derivation script; likewise.
-const ARTICLES_PER_CALL: usize = 25;
 
 /// How long an article whose counts a derivation rewrote waits before it
 /// is derived again: another writer's count (the book's `HINCRBY`) may
@@ -448,9 +413,9 @@ impl Store {
         let mut to_relist: VecDeque<ArticleId> = ids[..relist].iter().copied().collect();
         let mut plain: VecDeque<ArticleId> = ids[relist..].iter().copied().collect();
         while !to_relist.is_empty() || !plain.is_empty() {
-            let first = to_relist.len().min(ARTICLES_PER_CALL);
+            let first = to_relist.len().min(SWEEP_CALL as usize);
             let mut chunk: Vec<ArticleId> = to_relist.drain(..first).collect();
-            let more = plain.len().min(ARTICLES_PER_CALL - first);
+            let more = plain.len().min(SWEEP_CALL as usize - first);
             chunk.extend(plain.drain(..more));
             let mut derived = scripts::derive_articles(conn, &chunk, first).await?;
             for id in derived.rest_to_relist.drain(..).rev() {
@@ -481,22 +446,11 @@ impl Store {
         Ok(())
     }
 
-    /// Every article of `time:`, batch after batch, then the articles gone
-    /// from `time:` leave the net-vote rankings. Each batch is one short
-    /// script; other clients run between them.
+    /// Every article of `time:`, then the articles gone from `time:` leave
+    /// the net-vote rankings. Each batch is one short script; other clients
+    /// run between them.
     async fn derive_everything(&self, conn: &mut Conn) -> AppResult<()> {
-        let mut at = scripts::TopCursor {
-            from: "-inf".to_owned(),
-            skip: 0,
-        };
-        loop {
-            let swept = scripts::sweep_articles(conn, &at, SWEEP_CALL).await?;
-            self.finish_derived(conn, swept.derived).await?;
-            match swept.next {
-                Some(next) => at = next,
-                None => break,
-            }
-        }
+        self.derive_from(conn, TopCursor::start(), u64::MAX).await?;
         let mut cursor = "0".to_owned();
         loop {
             let batch = scripts::drop_absent(conn, &cursor, SWEEP_CALL).await?;
@@ -506,6 +460,26 @@ impl Store {
             }
             cursor = batch.next;
         }
+    }
+
+    /// Derives the articles of `time:` from `at` on, in at most `calls`
+    /// scripts of [`SWEEP_CALL`]; answers where the next goes on (None:
+    /// past the newest).
+    async fn derive_from(
+        &self,
+        conn: &mut Conn,
+        mut at: TopCursor,
+        calls: u64,
+    ) -> AppResult<Option<TopCursor>> {
+        for _ in 0..calls {
+            let swept = scripts::sweep_articles(conn, &at, SWEEP_CALL).await?;
+            self.finish_derived(conn, swept.derived).await?;
+            match swept.next {
+                Some(next) => at = next,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(at))
     }
 
     /// Follows one group until its mirror matches it, scanning large ones
@@ -554,15 +528,20 @@ impl Store {
         }
     }
 
-    /// One round of the sweep through the group sets: a few `SCAN` steps
-    /// from where `index:sweep` says, moved on.
-    pub(super) async fn sweep_groups(&self, conn: &mut Conn) -> AppResult<()> {
-        let cursor: Option<u64> = redis::cmd("HGET")
+    /// One round of the sweep: `calls` scripts of articles and
+    /// [`GROUP_SCANS_PER_ROUND`] `SCAN` steps of the group sets, from where
+    /// `index:sweep` says, moved on (back to the start after the last).
+    pub(super) async fn sweep_round(&self, conn: &mut Conn, calls: u64) -> AppResult<()> {
+        let (from, skip, groups): (Option<String>, Option<u64>, Option<u64>) = redis::cmd("HMGET")
             .arg(keys::SWEEP)
-            .arg("groups")
+            .arg(&["from", "skip", "groups"])
             .query_async(&mut *conn)
             .await?;
-        let mut cursor = cursor.unwrap_or(0);
+        let skip = skip.unwrap_or(0);
+        let at = from.map_or_else(TopCursor::start, |from| TopCursor { from, skip });
+        let at = self.derive_from(conn, at, calls).await?;
+        let at = at.unwrap_or_else(TopCursor::start);
+        let mut cursor = groups.unwrap_or(0);
         for _ in 0..GROUP_SCANS_PER_ROUND {
             cursor = self.derive_groups_step(conn, cursor).await?;
             if cursor == 0 {
@@ -571,10 +550,14 @@ impl Store {
         }
         let () = redis::cmd("HSET")
             .arg(keys::SWEEP)
+            .arg(&[("from", at.from), ("skip", at.skip.to_string())])
             .arg("groups")
             .arg(cursor)
             .query_async(conn)
             .await?;
+        self.derive_queue()
+            .sweep_rounds
+            .fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -602,13 +585,6 @@ impl Store {
         let ids = relist.take();
         self.derive_named(conn, &ids, ids.len()).await?;
         Ok(next)
-    }
-
-    /// Counts a round of the sweep (see `feeds.rs`).
-    pub(super) fn count_sweep_round(&self) {
-        self.derive_queue()
-            .sweep_rounds
-            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// What a derivation script left: counts what it changed and indexes

@@ -301,16 +301,8 @@ impl Store {
         if matches!(state, Notifications::Refused | Notifications::Down)
             && self.take_sweep_lease(&mut conn, every).await?
         {
-            self.count_sweep_round();
-            for _ in 0..SWEEP_BATCH / SWEEP_CALL {
-                let swept = scripts::sweep_round(&mut conn, SWEEP_CALL).await?;
-                let done = swept.next.is_none();
-                self.finish_derived(&mut conn, swept.derived).await?;
-                if done {
-                    break;
-                }
-            }
-            self.sweep_groups(&mut conn).await?;
+            self.sweep_round(&mut conn, SWEEP_BATCH / SWEEP_CALL)
+                .await?;
         }
         // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {

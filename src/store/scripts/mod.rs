@@ -62,7 +62,7 @@ use crate::error::{AppError, AppResult};
 
 pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
 pub use derive::{
-    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, sweep_round, Derived,
+    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,
     GroupDerived, GroupMode,
 };
 pub use directory::{directory, recount_groups};

@@ -47,3 +47,12 @@ pub struct TopCursor {
     pub from: String,
     pub skip: u64,
 }
+
+impl TopCursor {
+    pub fn start() -> Self {
+        Self {
+            from: "-inf".to_owned(),
+            skip: 0,
+        }
+    }
+}

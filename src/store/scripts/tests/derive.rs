@@ -5,6 +5,7 @@
 use super::*;
 use crate::domain::VoteDirection;
 use crate::store::keys;
+use crate::store::deriver::SWEEP_CALL;
 use crate::store::scripts::derive::SCRIPT_MEMBERS;
 
 /// The book's `article_vote`, command for command.
@@ -85,27 +86,26 @@ async fn a_book_vote_is_derived_once() {
 #[tokio::test]
 async fn the_sweep_goes_in_bounded_rounds_from_a_shared_place() {
     let redis = TestRedis::start().await;
+    let store = redis.store(None);
     let c = &mut redis.conn().await;
-    for n in 0..5 {
+    let articles = SWEEP_CALL + 5;
+    for n in 0..articles {
         posted(c, "alice", &format!("a{n}"), &[]).await;
     }
-    for id in 1..=5 {
+    for id in 1..=articles {
         book_vote(c, "user:bob", id).await;
     }
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let swept = sweep_round(c, 2).await.unwrap();
-        seen.push((swept.seen, swept.derived.changed));
+    let mut derived = Vec::new();
+    for _ in 0..2 {
+        store.sweep_round(c, 1).await.unwrap();
+        derived.push(store.deriver_stats().derived);
     }
-    assert_eq!(seen, [(2, 2), (2, 2), (1, 1)]);
-    let at: Vec<Option<String>> = q(c, cmd("HMGET").arg(keys::SWEEP).arg("from").arg("skip")).await;
-    assert_eq!(
-        at,
-        [Some("-inf".to_owned()), Some("0".to_owned())],
-        "back to the start"
-    );
-    let swept = sweep_round(c, 2).await.unwrap();
-    assert_eq!((swept.seen, swept.derived.changed), (2, 0), "nothing left");
+    assert_eq!(derived, [SWEEP_CALL, articles]);
+    let at: Vec<String> = q(c, cmd("HMGET").arg(keys::SWEEP).arg("from").arg("skip")).await;
+    assert_eq!(at, ["-inf", "0"], "back to the start");
+    store.sweep_round(c, 1).await.unwrap();
+    assert_eq!(store.deriver_stats().derived, articles, "nothing left");
+    assert_eq!(store.deriver_stats().sweep_rounds, 3);
 }
 
 #[tokio::test]

@@ -59,16 +59,14 @@ impl TestRedis {
 
     /// A connection of a store run with `--wait-replicas`.
     pub(super) async fn conn_waiting(&self, wait: Option<(u32, Duration)>) -> Conn {
-        let timeout = Duration::from_secs(5);
-        let store = Store::new(
-            Locator::url(&self.url()).expect("a redis URL"),
-            1,
-            timeout,
-            timeout,
-            wait,
-        )
-        .expect("a store");
+        let store = self.store(wait);
         store.conn().await.expect("a connection to the test redis")
+    }
+
+    pub(super) fn store(&self, wait: Option<(u32, Duration)>) -> Store {
+        let timeout = Duration::from_secs(5);
+        let locator = Locator::url(&self.url()).expect("a redis URL");
+        Store::new(locator, 1, timeout, timeout, wait).expect("a store")
     }
 }
 
