@@ -341,11 +341,11 @@ pub struct Deriver {
 impl Store {
     /// Starts following other writers (see the module doc).
     pub fn start_deriver(&self) -> Deriver {
-        let queue = self.derive_queue().clone();
-        let listener = AbortOnDropHandle::new(tokio::spawn(listen(self.locator().clone(), queue)));
+        let queue = self.derive.clone();
+        let listener = AbortOnDropHandle::new(tokio::spawn(listen(self.locator.clone(), queue)));
         let store = self.clone();
         let worker = AbortOnDropHandle::new(tokio::spawn(async move {
-            let queue = store.derive_queue().clone();
+            let queue = store.derive.clone();
             loop {
                 queue.wake.notified().await;
                 tokio::time::sleep(COALESCE).await;
@@ -396,7 +396,7 @@ impl Store {
         if batch.everything {
             self.derive_everything(&mut conn).await?;
             self.derive_all_groups(&mut conn).await?;
-            self.derive_queue().passes.fetch_add(1, Ordering::Relaxed);
+            self.derive.passes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(named)
     }
@@ -555,9 +555,7 @@ impl Store {
             .arg(cursor)
             .query_async(conn)
             .await?;
-        self.derive_queue()
-            .sweep_rounds
-            .fetch_add(1, Ordering::Relaxed);
+        self.derive.sweep_rounds.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -602,7 +600,7 @@ impl Store {
     }
 
     fn count_derived(&self, n: u64) {
-        self.derive_queue().derived.fetch_add(n, Ordering::Relaxed);
+        self.derive.derived.fetch_add(n, Ordering::Relaxed);
     }
 }
 

@@ -297,7 +297,7 @@ impl Store {
     async fn tend_top(&self, every: Duration) -> AppResult<()> {
         let now = unix_secs();
         let mut conn = self.conn().await?;
-        let state = self.derive_queue().notifications();
+        let state = self.derive.notifications();
         if matches!(state, Notifications::Refused | Notifications::Down)
             && self.take_sweep_lease(&mut conn, every).await?
         {

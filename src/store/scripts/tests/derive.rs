@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::domain::VoteDirection;
-use crate::store::keys;
 use crate::store::deriver::SWEEP_CALL;
+use crate::store::keys;
 use crate::store::scripts::derive::SCRIPT_MEMBERS;
 
 /// The book's `article_vote`, command for command.
