@@ -560,8 +560,10 @@ impl Store {
     }
 
     /// One `SCAN` of [`GROUP_SCAN_COUNT`] keys from `cursor`: each group
-    /// set found is compared whole with its mirror. Answers the next
-    /// cursor (0 at the end).
+    /// set found is compared whole with its mirror, and so is each mirror
+    /// whose group set is gone (emptied while nothing followed it, which
+    /// no scan of the group sets finds). Answers the next cursor (0 at the
+    /// end).
     async fn derive_groups_step(&self, conn: &mut Conn, cursor: u64) -> AppResult<u64> {
         let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
@@ -573,12 +575,31 @@ impl Store {
             .arg("set")
             .query_async(&mut *conn)
             .await?;
-        let mut relist = Relist::default();
-        for key in found {
-            if let Some(Touched::Group(name)) = keys::touched(&key) {
-                self.follow_group(conn, &name, GroupMode::Full, &[], &mut relist)
-                    .await?;
+        let (mut groups, mut mirrored) = (Vec::new(), Vec::new());
+        for key in &found {
+            let mirror = key.strip_suffix(keys::GROUP_INDEXED_SUFFIX);
+            if let Some(Touched::Group(name)) = keys::touched(mirror.unwrap_or(key)) {
+                let found = if mirror.is_some() {
+                    &mut mirrored
+                } else {
+                    &mut groups
+                };
+                found.push(name);
             }
+        }
+        if !mirrored.is_empty() {
+            let mut exists = redis::pipe();
+            for name in &mirrored {
+                exists.cmd("EXISTS").arg(keys::group(name));
+            }
+            let exist: Vec<bool> = exists.query_async(&mut *conn).await?;
+            let gone = mirrored.into_iter().zip(exist).filter(|(_, e)| !e);
+            groups.extend(gone.map(|(name, _)| name));
+        }
+        let mut relist = Relist::default();
+        for name in groups {
+            self.follow_group(conn, &name, GroupMode::Full, &[], &mut relist)
+                .await?;
         }
         let ids = relist.take();
         self.derive_named(conn, &ids, ids.len()).await?;

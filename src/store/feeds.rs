@@ -331,22 +331,16 @@ impl Store {
         Ok(leased.is_some())
     }
 
-    /// Starts the net-vote rankings' background work (see the module doc)
-    /// and the group directory's (see `groups.rs`);
+    /// Starts the net-vote rankings' background work (see the module doc);
     /// dropping the handle stops it. Failures (Redis down) are logged and
     /// tried again on the next tick.
     pub fn start_top_index(&self, every: Duration) -> TopIndex {
         let store = self.clone();
         let task = AbortOnDropHandle::new(tokio::spawn(async move {
-            let mut recount = 0;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                match store.recount_groups(recount).await {
-                    Ok(next) => recount = next,
-                    Err(e) => tracing::warn!(error = %e, "recounting the group directory failed"),
-                }
                 // Last: its final pruning marks a round as done.
                 if let Err(e) = store.tend_top(every).await {
                     tracing::warn!(error = %e, "tending the net-vote rankings failed");

@@ -3,9 +3,7 @@
 //!
 //! `groups:by-size` holds each group's size, kept by the post and
 //! set-groups scripts. The book's code changes `group:<name>` sets without
-//! it, so the deriver follows them (see `deriver.rs`), and the upkeep
-//! recounts a batch of listed groups every tick, so a group emptied while
-//! nothing followed leaves the directory.
+//! it, so the deriver follows them (see `deriver.rs`).
 
 use super::feeds::{cursor_fields, cursor_value, encode_cursor, malformed_cursor};
 use super::scripts;
@@ -62,9 +60,6 @@ pub struct DirectoryPage {
     pub total: u64,
 }
 
-/// Groups recounted per upkeep tick.
-const RECOUNT_BATCH: usize = 100;
-
 impl Store {
     /// Up to `first` groups after `after`, largest first.
     pub async fn groups_page(
@@ -98,14 +93,6 @@ impl Store {
             has_next,
             total: reply.total,
         })
-    }
-
-    /// Recounts a batch of listed groups from rank `start` on; answers
-    /// where the next batch starts (0 after the last).
-    pub(super) async fn recount_groups(&self, start: usize) -> AppResult<usize> {
-        let mut conn = self.conn().await?;
-        let n = scripts::recount_groups(&mut conn, start, RECOUNT_BATCH).await? as usize;
-        Ok(if n < RECOUNT_BATCH { 0 } else { start + n })
     }
 }
 

@@ -43,7 +43,7 @@ pub use derive::{
     derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,
     GroupDerived, GroupMode,
 };
-pub use directory::{directory, recount_groups};
+pub use directory::directory;
 pub use documents::{register_document, RegisterLimits, RegisterReply};
 pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
@@ -179,7 +179,7 @@ pub struct Counted(pub u64);
 impl ScriptReply for Counted {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("pruned" | "built" | "indexed", [n]) => Some(Self(value_f64(n)? as u64)),
+            ("pruned" | "indexed", [n]) => Some(Self(value_f64(n)? as u64)),
             _ => None,
         }
     }
