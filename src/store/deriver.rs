@@ -11,7 +11,7 @@
 //! docs/operations.md, "Following the book's code".
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,9 +81,10 @@ const MAX_CANDIDATES: usize = 256;
 const NOTIFY_FLAGS: [char; 3] = ['K', 'g', 's'];
 
 /// Whether Redis sends the notifications the deriver follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Notifications {
     /// Not known yet (never connected).
+    #[default]
     Starting,
     /// Subscribed, and the server sends them.
     On,
@@ -101,15 +102,6 @@ impl Notifications {
             Self::On => "on",
             Self::Refused => "refused",
             Self::Down => "down",
-        }
-    }
-
-    fn from_u8(n: u8) -> Self {
-        match n {
-            1 => Self::On,
-            2 => Self::Refused,
-            3 => Self::Down,
-            _ => Self::Starting,
         }
     }
 }
@@ -135,7 +127,7 @@ impl Pending {
 pub struct DeriveQueue {
     pending: Mutex<Pending>,
     wake: Notify,
-    notifications: AtomicU8,
+    notifications: Mutex<Notifications>,
     /// Notifications received.
     received: AtomicU64,
     /// Touches dropped because the queue was full (a full pass follows).
@@ -224,11 +216,11 @@ impl DeriveQueue {
     }
 
     pub fn notifications(&self) -> Notifications {
-        Notifications::from_u8(self.notifications.load(Ordering::Relaxed))
+        *self.notifications.lock()
     }
 
     fn set_notifications(&self, state: Notifications) {
-        self.notifications.store(state as u8, Ordering::Relaxed);
+        *self.notifications.lock() = state;
     }
 
     /// Takes the pending batch, marking the deriver busy until
@@ -395,7 +387,6 @@ impl Store {
         let named = self.derive_named(&mut conn, &ordered, relisted).await?;
         if batch.everything {
             self.derive_everything(&mut conn).await?;
-            self.derive_all_groups(&mut conn).await?;
             self.derive.passes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(named)
@@ -447,19 +438,21 @@ impl Store {
     }
 
     /// Every article of `time:`, then the articles gone from `time:` leave
-    /// the net-vote rankings. Each batch is one short script; other clients
-    /// run between them.
+    /// the net-vote rankings, then every group set. Each batch is one short
+    /// script or command; other clients run between them.
     async fn derive_everything(&self, conn: &mut Conn) -> AppResult<()> {
         self.derive_from(conn, TopCursor::start(), u64::MAX).await?;
         let mut cursor = "0".to_owned();
         loop {
             let batch = scripts::drop_absent(conn, &cursor, SWEEP_CALL).await?;
             self.count_derived(batch.count);
-            if batch.next == "0" {
-                return Ok(());
-            }
             cursor = batch.next;
+            if cursor == "0" {
+                break;
+            }
         }
+        self.derive_groups_from(conn, 0, u32::MAX).await?;
+        Ok(())
     }
 
     /// Derives the articles of `time:` from `at` on, in at most `calls`
@@ -516,16 +509,21 @@ impl Store {
         Ok(())
     }
 
-    /// Every group set compared whole with its mirror, one `SCAN` step at
-    /// a time.
-    async fn derive_all_groups(&self, conn: &mut Conn) -> AppResult<()> {
-        let mut cursor = 0;
-        loop {
+    /// Follows the group sets from `SCAN` cursor `cursor` on, at most
+    /// `steps` steps; answers the next cursor (0: past the last).
+    async fn derive_groups_from(
+        &self,
+        conn: &mut Conn,
+        mut cursor: u64,
+        steps: u32,
+    ) -> AppResult<u64> {
+        for _ in 0..steps {
             cursor = self.derive_groups_step(conn, cursor).await?;
             if cursor == 0 {
-                return Ok(());
+                break;
             }
         }
+        Ok(cursor)
     }
 
     /// One round of the sweep: `calls` scripts of articles and
@@ -541,13 +539,10 @@ impl Store {
         let at = from.map_or_else(TopCursor::start, |from| TopCursor { from, skip });
         let at = self.derive_from(conn, at, calls).await?;
         let at = at.unwrap_or_else(TopCursor::start);
-        let mut cursor = groups.unwrap_or(0);
-        for _ in 0..GROUP_SCANS_PER_ROUND {
-            cursor = self.derive_groups_step(conn, cursor).await?;
-            if cursor == 0 {
-                break;
-            }
-        }
+        let cursor = groups.unwrap_or(0);
+        let cursor = self
+            .derive_groups_from(conn, cursor, GROUP_SCANS_PER_ROUND)
+            .await?;
         let () = redis::cmd("HSET")
             .arg(keys::SWEEP)
             .arg(&[("from", at.from), ("skip", at.skip.to_string())])

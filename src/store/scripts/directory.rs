@@ -14,7 +14,6 @@ use crate::store::Conn;
 static DIRECTORY: LazyLock<Lua<FeedReply>> =
     LazyLock::new(|| Lua::new("directory", &[include_str!("../lua/directory.lua")]));
 
-/// Runs the directory script: `first + 1` groups at most.
 pub async fn directory(
     conn: &mut Conn,
     after: Option<(&str, &str)>,

@@ -23,10 +23,6 @@ async fn sign_up_as(c: &mut Conn, name: &str, token: &str, limit: RateLimit) -> 
     .expect("the sign-up script runs")
 }
 
-async fn exists(c: &mut Conn, key: &str) -> bool {
-    q(c, cmd("EXISTS").arg(key)).await
-}
-
 async fn index_built(c: &mut Conn) {
     let () = q(c, cmd("SET").arg(keys::NAMES_INDEX_BUILT).arg(1)).await;
 }

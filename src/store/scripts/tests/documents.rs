@@ -27,10 +27,6 @@ async fn registered(c: &mut Conn) -> Vec<String> {
     q(c, cmd("ZRANGE").arg(keys::DOCUMENTS).arg(0).arg(-1)).await
 }
 
-async fn exists(c: &mut Conn, key: &str) -> bool {
-    q(c, cmd("EXISTS").arg(key)).await
-}
-
 #[tokio::test]
 async fn past_the_cap_the_oldest_documents_go() {
     let redis = TestRedis::start().await;

@@ -81,6 +81,14 @@ pub(super) fn cmd(name: &str) -> redis::Cmd {
     redis::cmd(name)
 }
 
+pub(super) async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
+    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
+}
+
+pub(super) async fn exists(conn: &mut Conn, key: &str) -> bool {
+    q(conn, cmd("EXISTS").arg(key)).await
+}
+
 pub(super) fn user(name: &str) -> UserName {
     UserName::parse(name).expect("a user name")
 }

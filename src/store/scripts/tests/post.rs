@@ -5,14 +5,6 @@
 use super::*;
 use crate::store::keys;
 
-async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
-    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    q(conn, cmd("EXISTS").arg(key)).await
-}
-
 #[tokio::test]
 async fn a_post_is_filed_in_every_ranking_and_group() {
     let redis = TestRedis::start().await;

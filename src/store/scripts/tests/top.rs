@@ -7,10 +7,6 @@ use super::*;
 use crate::domain::VoteDirection;
 use crate::store::keys;
 
-async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
-    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
-}
-
 /// Where the pruning of the day stopped.
 async fn mark(c: &mut Conn) -> Option<String> {
     q(c, cmd("HGET").arg(keys::TOP_PRUNED).arg("day")).await

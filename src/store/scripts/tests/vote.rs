@@ -17,10 +17,6 @@ async fn counts(conn: &mut Conn, id: ArticleId) -> (i64, i64) {
     .await
 }
 
-async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
-    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
-}
-
 /// The post time of article `id`, as `time:` holds it.
 async fn post_time(conn: &mut Conn, id: ArticleId) -> f64 {
     zscore(conn, keys::TIME, &keys::article(id)).await.unwrap()
