@@ -153,7 +153,8 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_GROUP_SCAN_BUDGET", default_value_t = 5_000)]
     pub group_scan_budget: u32,
 
-    /// Accepted and ignored: every start derives what it rebuilt.
+    /// Accepted and ignored: the full pass of every start derives the vote
+    /// indexes.
     #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES", hide = true)]
     pub reconcile_votes: bool,
 
