@@ -290,10 +290,9 @@ impl Store {
     }
 
     /// One round of upkeep (`every` apart): while notifications are
-    /// refused or down, the instance that takes this round's lease re-derives one batch
-    /// of the sweep through every article and the group sets (see
-    /// `deriver.rs`); every instance then prunes each period of what grew
-    /// too old.
+    /// refused or down, the instance that takes this round's lease runs a
+    /// round of the sweep (see `deriver.rs`); every instance then prunes
+    /// each period of what grew too old.
     async fn tend_top(&self, every: Duration) -> AppResult<()> {
         let now = unix_secs();
         let mut conn = self.conn().await?;

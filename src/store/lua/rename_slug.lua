@@ -1,5 +1,9 @@
 -- Gives an article a new slug, poster only, freeing the old one in the same
 -- step (see scripts/slugs.rs). Needs rate_limit.
+--
+-- KEYS: [1] the caller's counter, [2] the article, [3] slug -> id.
+-- ARGV: [1] the article id, [2] the caller's member, [3] the new slug,
+-- [4] [5] the rate limit and its window, [6] the user prefix.
 local rate, article, slugs = KEYS[1], KEYS[2], KEYS[3]
 local id, caller, new, user_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[6]
 local poster, old = unpack(redis.call('HMGET', article, 'poster', 'slug'))
