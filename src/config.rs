@@ -155,7 +155,7 @@ pub struct Settings {
 
     /// Accepted and ignored: the full pass of every start derives the vote
     /// indexes.
-    #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES", hide = true)]
+    #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES")]
     pub reconcile_votes: bool,
 
     /// On SIGTERM or Ctrl-C, how long (milliseconds, 0–60000) to keep

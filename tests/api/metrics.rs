@@ -172,7 +172,8 @@ async fn post_raw(app: &TestApp, body: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
-    let app = spawn_app().await;
+    // Not `spawn_app`, whose wait for the first pass reads `/health`.
+    let app = spawn_app_with(|_| {}).await;
     let front = "query FrontPage { articles(order: SCORE, page: 1, pageSize: 5) { id } }";
     // Twice: executed, then answered from the response cache.
     app.gql_ok(front, json!({}), None).await;
