@@ -123,8 +123,8 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_GROUP_SCAN_BUDGET", default_value_t = 5_000)]
     pub group_scan_budget: u32,
 
-    /// At startup, copy the open window's votes into the `myVote` indexes again
-    /// and rebuild the `TOP_*` rankings, in the background.
+    /// Accepted and ignored: the full pass of every start derives the vote
+    /// indexes.
     #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES")]
     pub reconcile_votes: bool,
 
@@ -383,8 +383,7 @@ mod tests {
         assert_eq!(s.rate_rename_slug.to_string(), "10/3600");
         assert_eq!(s.view_window_secs, 3600);
         assert!(s.trusted_proxies.is_empty());
-        assert!(!s.reconcile_votes);
-        assert!(Settings::parse_from(["votegraph", "--reconcile-votes"]).reconcile_votes);
+        assert!(Settings::try_parse_from(["votegraph", "--reconcile-votes"]).is_ok());
 
         let err = Settings::try_parse_from(["votegraph", "--rate-vote", "lots"]).unwrap_err();
         let message = err.to_string();

@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     command_calls, command_stats, done_if, eventually, pause_redis, reads_processed,
-    reset_command_stats, spawn_app, spawn_app_with, wait_for_vote_index, TestApp, WsClient,
-    ARTICLE_FIELDS, TRANSPORT_WS,
+    reset_command_stats, spawn_app, spawn_app_with, TestApp, WsClient, ARTICLE_FIELDS,
+    TRANSPORT_WS,
 };
 
 /// What one run of a query cost Redis.
@@ -296,7 +296,6 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
     let carol = app.sign_up("carol").await;
     app.vote_as(&carol, "29", "UP").await;
     let mut conn = app.redis.conn().await;
-    wait_for_vote_index(&mut conn, None).await;
 
     let query = format!(
         "{{ articles(order: SCORE, page: 1, pageSize: 25) {{ {ARTICLE_FIELDS} downvotes slug views myVote }} }}"

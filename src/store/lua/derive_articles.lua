@@ -1,37 +1,14 @@
--- Re-derives articles from the book's keys (see scripts/derive.rs): the
--- ones named (by notifications: see lib/derive.lua), or a batch of the
--- sweep through time:. Needs karma, group_list, index_time, voters and
--- derive. Each stops once its articles went through ARGV[20] members.
---
--- KEYS: [1] the time ranking, [2] the score ranking, [3] karma, [4..8] the
--- net-vote rankings of the site, one per period, the all-time one last,
--- [9] (mode round) where the sweep goes on.
--- ARGV: [1] the article prefix, [2] [3] the upvoters' and downvoters'
--- prefixes, [4] the article groups' suffix, [5] the user prefix, [6] the
--- suffix of a user's vote index, [7] [8] the suffixes of a user's score and
--- time rankings, [9] the infix of a user's net-vote rankings, [10] the
--- group prefix, [11] the infix of a group's net-vote rankings, [12] [13]
--- the prefixes of a group's score and time rankings, [14] [15] the
--- channels of score changes and new posts, [16] the voting window in
--- seconds, [17] a vote's score, [18] the net-vote step, [19] how recent a
--- new article must be to be announced, in seconds, [20] the most members
--- (groups, voters) a script goes through, [21..24] the periods' lengths in
--- seconds (all but all-time), [25..29] the period names, [30] the suffix
--- of a group's cached-ranking marker, [31] 'ids', 'sweep' or 'round', then:
---   ids:   [32] how many of the ids that follow have their group lists
---          rebuilt (the first ones), [33..] the article ids;
---   sweep: [32] the post time to start from, [33] the articles posted at
---          it already done, [34] the batch size;
---   round: [32] the batch size, from where KEYS[9] says (fields from and
---          skip), which is moved on (back to the start after the newest).
--- Lists of ids are answered as a count, then the ids. Answers
--- {'derived', changed, voters-left ids, absent ids, recounted ids, ids left
--- to relist, ids left} for ids (absent: not in time: and score:, e.g.
--- named by the first of the book's several writes of a post; recounted:
--- counts rewritten to the voted sets' sizes; left: not reached, or
--- relisted only, once the members were spent), and {'swept', seen,
--- changed, next from ('' at the end), next skip, voters-left ids} for a
--- sweep.
+-- Re-derives articles from the book's keys (see scripts/derive.rs and
+-- lib/derive.lua), until they went through c.budget members. Needs karma,
+-- group_list, index_time, voters and derive. Lists of ids are answered as
+-- a count, then the ids. Modes (ARGV[31]):
+--   ids:   the ids from ARGV[33] on, the first ARGV[32] with their group
+--          lists rebuilt; answers {'derived', changed, then the lists of
+--          ids: voters left, absent (not in time: and score: yet),
+--          recounted, left to relist, left (the members were spent)};
+--   sweep: ARGV[34] articles of time: from post time ARGV[32], past the
+--          ARGV[33] posted at it; answers {'swept', seen, changed, next
+--          post time ('' at the end), next skip, voters-left ids}.
 local t = redis.call('TIME')
 local c = {
   by_time = KEYS[1], by_score = KEYS[2], karma = KEYS[3],
@@ -78,13 +55,7 @@ if mode == 'ids' then
   for _, ids in ipairs({left, absent, recounted, to_relist, rest}) do add_list(reply, ids) end
   return reply
 end
-local from, skip, batch
-if mode == 'round' then
-  local at = redis.call('HMGET', KEYS[9], 'from', 'skip')
-  from, skip, batch = at[1] or '-inf', tonumber(at[2]) or 0, tonumber(ARGV[32])
-else
-  from, skip, batch = ARGV[32], tonumber(ARGV[33]), tonumber(ARGV[34])
-end
+local from, skip, batch = ARGV[32], tonumber(ARGV[33]), tonumber(ARGV[34])
 local items = redis.call('ZRANGEBYSCORE', c.by_time, from, '+inf', 'WITHSCORES', 'LIMIT', skip, batch)
 local seen = 0
 for i = 1, #items, 2 do
@@ -105,9 +76,6 @@ if seen == batch or seen < #items / 2 then
     next_skip = next_skip + 1
   end
   if tonumber(next_from) == tonumber(from) then next_skip = next_skip + skip end
-end
-if mode == 'round' then
-  redis.call('HSET', KEYS[9], 'from', next_from == '' and '-inf' or next_from, 'skip', next_skip)
 end
 local reply = {'swept', seen, changed, next_from, next_skip}
 add_list(reply, left)

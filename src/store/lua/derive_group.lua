@@ -11,21 +11,11 @@
 -- votegraph's own post and set-groups scripts write the mirror with the
 -- group, so their changes leave nothing to do.
 --
--- KEYS: [1] the group's article set, [2] the mirror, [3] the group
--- directory, [4..] the group's cached rankings.
--- ARGV: [1] the group name, [2] the article prefix, [3] the article
--- groups' suffix, [4] the mode, [5] the SSCAN cursor, [6] the batch size,
--- [7] how many members the script may compare whole, [8..] candidates.
--- Modes:
---   check: the candidates (articles touched with the group, as members)
---          first; then, if the sizes still differ, the whole sets when they
---          are small enough, else the answer asks for a scan;
---   full:  the whole sets when small enough, else the answer asks for a
---          scan (the sweep);
---   add:   one SSCAN batch of the group's set, adding what the mirror lacks;
---   remove: one SSCAN batch of the mirror, removing what the group lacks.
--- Answers {'synced', ids...}, {'scan', ids...} or {'cursor', next,
--- ids...}, with the ids of the articles whose group sets changed.
+-- KEYS[4..] are the group's cached rankings, ARGV[8..] the candidates
+-- (articles touched with the group, as members). The modes are described
+-- by GroupMode in scripts/derive.rs. Answers {'synced', ids...}, {'scan',
+-- ids...} or {'cursor', next, ids...}, with the ids of the articles whose
+-- group sets changed.
 local group, mirror, directory = KEYS[1], KEYS[2], KEYS[3]
 local name, article_prefix, groups_suffix, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local batch, whole = tonumber(ARGV[6]), tonumber(ARGV[7])

@@ -13,7 +13,7 @@ use redis::{ScriptInvocation, Value};
 use super::library::{DERIVE, GROUP_LIST, INDEX_TIME, KARMA, VOTERS};
 use super::{status, top_keys, Lua, ScriptReply, TopCursor};
 use crate::domain::{ArticleId, GroupName, Period};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use crate::store::keys;
 use crate::store::{value_f64, value_str, Conn};
 
@@ -120,34 +120,19 @@ impl ScriptReply for Swept {
     }
 }
 
-/// The derivation script's two answers, one per mode.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DeriveReply {
-    Derived(Derived),
-    Swept(Swept),
-}
-
-impl ScriptReply for DeriveReply {
-    fn read(reply: &Value) -> Option<Self> {
-        Derived::read(reply)
-            .map(Self::Derived)
-            .or_else(|| Swept::read(reply).map(Self::Swept))
-    }
-}
-
-static DERIVE_ARTICLES: LazyLock<Lua<DeriveReply>> = LazyLock::new(|| {
-    Lua::new(
-        "derive-articles",
-        &[
-            KARMA,
-            GROUP_LIST,
-            INDEX_TIME,
-            VOTERS,
-            DERIVE,
-            include_str!("../lua/derive_articles.lua"),
-        ],
-    )
-});
+/// The derivation script, read as its answer to each mode.
+const DERIVE_PARTS: [&str; 6] = [
+    KARMA,
+    GROUP_LIST,
+    INDEX_TIME,
+    VOTERS,
+    DERIVE,
+    include_str!("../lua/derive_articles.lua"),
+];
+static DERIVE_ARTICLES: LazyLock<Lua<Derived>> =
+    LazyLock::new(|| Lua::new("derive-articles", &DERIVE_PARTS));
+static SWEEP_ARTICLES: LazyLock<Lua<Swept>> =
+    LazyLock::new(|| Lua::new("derive-articles", &DERIVE_PARTS));
 
 /// The KEYS and ARGV every derivation shares (see the `.lua` file).
 fn derive_invocation(invocation: &mut ScriptInvocation<'_>) {
@@ -197,46 +182,19 @@ pub async fn derive_articles(
     for id in ids {
         invocation.arg(id.0);
     }
-    match DERIVE_ARTICLES.call(&invocation, conn).await? {
-        DeriveReply::Derived(derived) => Ok(derived),
-        DeriveReply::Swept(_) => Err(unexpected("ids")),
-    }
+    DERIVE_ARTICLES.call(&invocation, conn).await
 }
 
-/// A reply of the other mode than the one asked.
-fn unexpected(mode: &str) -> AppError {
-    AppError::Internal(format!(
-        "the derive-articles script answered another mode than {mode}"
-    ))
-}
-
-/// Re-derives up to `batch` articles of `time:` from where the shared
-/// sweep stands (`index:sweep`), and moves it on: one round of the sweep
-/// that catches what notifications missed.
-pub async fn sweep_round(conn: &mut Conn, batch: u64) -> AppResult<Swept> {
-    let mut invocation = DERIVE_ARTICLES.invocation();
-    derive_invocation(&mut invocation);
-    invocation.key(keys::SWEEP).arg("round").arg(batch);
-    match DERIVE_ARTICLES.call(&invocation, conn).await? {
-        DeriveReply::Swept(swept) => Ok(swept),
-        DeriveReply::Derived(_) => Err(unexpected("round")),
-    }
-}
-
-/// Re-derives up to `batch` articles of `time:` from `at` on (a whole
-/// pass at once, see `deriver.rs`).
+/// Re-derives up to `batch` articles of `time:` from `at` on.
 pub async fn sweep_articles(conn: &mut Conn, at: &TopCursor, batch: u64) -> AppResult<Swept> {
-    let mut invocation = DERIVE_ARTICLES.invocation();
+    let mut invocation = SWEEP_ARTICLES.invocation();
     derive_invocation(&mut invocation);
     invocation
         .arg("sweep")
         .arg(&at.from)
         .arg(at.skip)
         .arg(batch);
-    match DERIVE_ARTICLES.call(&invocation, conn).await? {
-        DeriveReply::Swept(swept) => Ok(swept),
-        DeriveReply::Derived(_) => Err(unexpected("sweep")),
-    }
+    SWEEP_ARTICLES.call(&invocation, conn).await
 }
 
 /// One batch of a scan (a voted set's voters indexed, or articles dropped

@@ -1,9 +1,12 @@
 //! The derivation scripts: an article or group already right costs no
-//! write; outside writes are derived once; the sweep walks in bounded
-//! rounds from a shared place; large voter sets and groups go in batches.
+//! write; the sweep walks in bounded rounds from a shared place; large
+//! voter sets and groups go in batches (a book write derived once, and
+//! counts that follow the voted sets, are tested through the API:
+//! `book_writes.rs`, `vote_counts.rs`).
 
 use super::*;
 use crate::domain::VoteDirection;
+use crate::store::deriver::SWEEP_CALL;
 use crate::store::keys;
 use crate::store::scripts::derive::SCRIPT_MEMBERS;
 
@@ -67,45 +70,28 @@ async fn votegraphs_own_writes_leave_nothing_to_derive() {
 }
 
 #[tokio::test]
-async fn a_book_vote_is_derived_once() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    posted(c, "alice", "one", &[]).await;
-    book_vote(c, "user:bob", 1).await;
-    let first = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
-    assert_eq!(first.changed, 1);
-    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
-    assert_eq!(again.changed, 0, "a second instance finds nothing to do");
-    let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
-    assert!(index.unwrap() > 0.0, "bob's upvote indexed");
-    let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
-    assert_eq!(karma.floor(), 2.0);
-}
-
-#[tokio::test]
 async fn the_sweep_goes_in_bounded_rounds_from_a_shared_place() {
     let redis = TestRedis::start().await;
+    let store = redis.store(None);
     let c = &mut redis.conn().await;
-    for n in 0..5 {
+    let articles = SWEEP_CALL + 5;
+    for n in 0..articles {
         posted(c, "alice", &format!("a{n}"), &[]).await;
     }
-    for id in 1..=5 {
+    for id in 1..=articles {
         book_vote(c, "user:bob", id).await;
     }
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let swept = sweep_round(c, 2).await.unwrap();
-        seen.push((swept.seen, swept.derived.changed));
+    let mut derived = Vec::new();
+    for _ in 0..2 {
+        store.sweep_round(c, 1).await.unwrap();
+        derived.push(store.deriver_stats().derived);
     }
-    assert_eq!(seen, [(2, 2), (2, 2), (1, 1)]);
-    let at: Vec<Option<String>> = q(c, cmd("HMGET").arg(keys::SWEEP).arg("from").arg("skip")).await;
-    assert_eq!(
-        at,
-        [Some("-inf".to_owned()), Some("0".to_owned())],
-        "back to the start"
-    );
-    let swept = sweep_round(c, 2).await.unwrap();
-    assert_eq!((swept.seen, swept.derived.changed), (2, 0), "nothing left");
+    assert_eq!(derived, [SWEEP_CALL, articles]);
+    let at: Vec<String> = q(c, cmd("HMGET").arg(keys::SWEEP).arg("from").arg("skip")).await;
+    assert_eq!(at, ["-inf", "0"], "back to the start");
+    store.sweep_round(c, 1).await.unwrap();
+    assert_eq!(store.deriver_stats().derived, articles, "nothing left");
+    assert_eq!(store.deriver_stats().sweep_rounds, 3);
 }
 
 #[tokio::test]
@@ -265,38 +251,6 @@ async fn an_article_named_before_its_post_is_written_is_answered_absent() {
     let derived = derive_articles(c, &[ArticleId(2)], 0).await.unwrap();
     assert!(derived.absent.is_empty());
     assert_eq!(derived.changed, 1);
-}
-
-/// Another writer's `SMOVE` that leaves the hash's counts behind: the
-/// derivation sets them to the sets' sizes while the sets exist; without
-/// sets (voting closed), the counts stand.
-#[tokio::test]
-async fn counts_follow_the_voted_sets_while_they_exist() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    posted(c, "alice", "one", &[]).await;
-    vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
-    vote_as(c, ArticleId(1), "carol", VoteDirection::Up).await;
-    for voter in ["user:bob", "user:carol"] {
-        let () = q(c, cmd("SMOVE").arg("voted:1").arg("downvoted:1").arg(voter)).await;
-    }
-    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
-    assert_eq!(derived.recounted, [ArticleId(1)]);
-    let counts: (u64, u64) = q(
-        c,
-        cmd("HMGET").arg("article:1").arg("votes").arg("downvotes"),
-    )
-    .await;
-    assert_eq!(counts, (1, 2));
-    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
-    assert!(again.recounted.is_empty(), "nothing left to rewrite");
-
-    let () = q(c, cmd("DEL").arg("voted:1").arg("downvoted:1")).await;
-    let () = q(c, cmd("HSET").arg("article:1").arg("votes").arg(7)).await;
-    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
-    assert!(derived.recounted.is_empty());
-    let votes: u64 = q(c, cmd("HGET").arg("article:1").arg("votes")).await;
-    assert_eq!(votes, 7, "without sets the hash's counts stand");
 }
 
 /// A group derivation writes the article's group set only; the group list
