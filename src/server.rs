@@ -35,8 +35,7 @@ pub struct ServerLimits {
 
 const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-/// Open connections (or WebSockets) per client address. Entries are
-/// removed at zero, so the map holds only addresses with one open.
+/// Open connections (or WebSockets) per client address; none at zero.
 #[derive(Default, Clone)]
 pub(crate) struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
 
@@ -61,8 +60,7 @@ impl PerClient {
     }
 }
 
-/// One connection's place in its address' count, given back on drop
-/// (however it ends, even if an upgrade never completes).
+/// One connection's place in its address' count, given back on drop.
 pub(crate) struct ClientSlot {
     counts: PerClient,
     ip: IpAddr,

@@ -49,8 +49,7 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects the pieces and binds the listener, so the port is known
-    /// before the server runs (tests bind port 0).
+    /// Connects the pieces and binds the listener (its port is known then).
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let redis_timeout = Duration::from_millis(settings.redis_timeout_ms.max(1));
         let (locator, local_redis) = locate_redis(&settings, redis_timeout).await?;

@@ -37,8 +37,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the process' log subscriber: `RUST_LOG` filters (default
-/// `info`), lines go to stderr.
+/// Installs the log subscriber: `RUST_LOG` filters (default `info`).
 pub fn init_logging(format: LogFormat) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,poem=info"));

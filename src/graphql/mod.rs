@@ -86,7 +86,6 @@ pub struct Api {
 }
 
 impl Api {
-    /// How long one query or mutation may run.
     pub fn deadline(&self) -> Duration {
         self.deadline
     }

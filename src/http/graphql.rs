@@ -67,8 +67,7 @@ pub async fn graphql_get(
     }
 }
 
-/// Any other method on `/graphql`: a JSON `405` naming the methods it
-/// serves (poem's own is plain text).
+/// Any other method on `/graphql`: a JSON `405` (poem's is plain text).
 pub async fn graphql_other_methods<E: Endpoint>(
     endpoint: Arc<E>,
     req: Request,
@@ -79,8 +78,7 @@ pub async fn graphql_other_methods<E: Endpoint>(
     Ok(error_response(AppError::UnsupportedMethod))
 }
 
-/// The request's client address: its socket peer, or what a trusted proxy
-/// says (see [`crate::client_addr`]).
+/// The request's client address (see [`crate::client_addr`]).
 fn client_addr(req: &Request, trusted: &TrustedProxies) -> ClientAddr {
     let peer = req.remote_addr().as_socket_addr().map(|addr| addr.ip());
     ClientAddr::resolve(peer, req.headers(), trusted)
