@@ -150,7 +150,7 @@ impl Guard {
         )?;
         if tally.cost > limits.max_cost {
             return Err(AppError::QueryTooComplex(format!(
-                "the query costs {}, more than the limit of {}: each object counts 1 and each list its pageSize or limit, times the count of its parent; ask for smaller pages or fewer nested lists",
+                "the query costs {}, more than the limit of {}: each object counts 1 and each list its pageSize, limit, first or number of ids, times the count of its parent; ask for smaller pages or fewer nested lists",
                 tally.cost, limits.max_cost
             )));
         }
@@ -356,6 +356,8 @@ struct FieldCost {
 enum ListSize {
     /// Sized by an argument (`pageSize`, `limit`), with its default.
     Argument { name: String, default: u64 },
+    /// As long as a list argument (`nodes(ids:)`).
+    Length(String),
     /// A list without a size argument: a fixed estimate (introspection).
     Fixed(u64),
 }
@@ -444,6 +446,13 @@ fn field_cost(owner: &str, field: &FieldDefinition) -> FieldCost {
                     .as_ref()
                     .and_then(|v| as_count(&v.node))
                     .unwrap_or(UNSIZED_LIST),
+            })
+            .or_else(|| {
+                let listed = field
+                    .arguments
+                    .iter()
+                    .find(|a| unwrap_type(&a.node.ty.node).1)?;
+                Some(ListSize::Length(listed.node.name.node.to_string()))
             })
             .unwrap_or(ListSize::Fixed(UNSIZED_LIST))
     });
@@ -639,9 +648,26 @@ impl Walk<'_> {
                     .and_then(|value| as_count(&value))
                     .unwrap_or(*default)
             }
+            Some(ListSize::Length(name)) => self.list_length(field, name),
         };
         let inner = self.tally(&field.selection_set.node, &info.type_name)?;
         Ok(count.saturating_mul(inner.cost.saturating_add(info.unit)))
+    }
+
+    /// How many items `field`'s list argument `name` holds as the
+    /// operation runs it.
+    fn list_length(&self, field: &Field, name: &str) -> u64 {
+        let written = field.arguments.iter().find(|(n, _)| n.node == name);
+        // Written out, its items may be variables: count them as written.
+        if let Some((_, DocValue::List(items))) = written.map(|(n, v)| (n, &v.node)) {
+            return items.len() as u64;
+        }
+        match argument(&field.arguments, name, self.operation, self.variables).as_deref() {
+            Some(Value::List(items)) => items.len() as u64,
+            Some(Value::Null) | None => 0,
+            // A single value stands for a list of one.
+            Some(_) => 1,
+        }
     }
 
     fn fragment(&mut self, name: &Name) -> AppResult<Tally> {
@@ -716,6 +742,23 @@ mod tests {
             10 * (1 + 1 + 1 + 5 + 1)
         );
         rejected("{ a: feed(first: 100) { edges { node { poster { feed(first: 100) { edges { node { id } } } } } } } }");
+    }
+
+    #[test]
+    fn nodes_cost_their_ids() {
+        let node = "{ node(id: \"1\") { id ... on Article { poster { name } } ... on User { articles(pageSize: 5) { id } } } }";
+        assert_eq!(cost(node).unwrap(), 1 + 1 + 5);
+        assert_eq!(
+            cost("{ nodes(ids: [\"1\", \"2\", \"3\"]) { id } }").unwrap(),
+            3
+        );
+        let vars = Variables::from_json(serde_json::json!({ "ids": ["1", "2"], "one": "3" }));
+        let query = "query($ids: [ID!]!, $one: ID!) { a: nodes(ids: $ids) { id } b: nodes(ids: [$one, \"4\"]) { id } c: nodes(ids: $one) { id } }";
+        assert_eq!(cost_with(query, vars).unwrap(), 2 + 2 + 1);
+        let many: Vec<String> = (1..=10_001).map(|i| i.to_string()).collect();
+        let vars = Variables::from_json(serde_json::json!({ "ids": many }));
+        let refused = cost_with("query($ids: [ID!]!) { nodes(ids: $ids) { id } }", vars);
+        assert!(matches!(refused, Err(AppError::QueryTooComplex(m)) if m.contains("costs 10001")));
     }
 
     #[test]
@@ -843,7 +886,7 @@ mod tests {
             for (name, field) in fields {
                 let object = model.types.contains_key(&field.type_name);
                 if let (true, Some(ListSize::Fixed(UNSIZED_LIST))) = (object, &field.list) {
-                    panic!("{ty}.{name} is a list with no pageSize or limit argument");
+                    panic!("{ty}.{name} is a list with no size or list argument");
                 }
             }
         }

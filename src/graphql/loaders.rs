@@ -1,7 +1,7 @@
-//! Request-scoped DataLoaders: every article (or user standing) a query
-//! touches is read in one pipelined Redis batch.
+//! Request-scoped DataLoaders: every article (or user standing, or user
+//! looked up by id) a query touches is read in one pipelined Redis batch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
@@ -63,5 +63,29 @@ impl Loader<String> for StandingLoader {
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, Standing>, Self::Error> {
         Ok(self.store.standings(keys).await?)
+    }
+}
+
+/// Whether users exist, for `node(id: "user:…")`.
+pub struct UserLoader {
+    store: Store,
+}
+
+impl UserLoader {
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+impl Loader<String> for UserLoader {
+    type Value = bool;
+    type Error = async_graphql::Error;
+
+    async fn load(&self, keys: &[String]) -> Result<HashMap<String, bool>, Self::Error> {
+        let known: HashSet<String> = self.store.known_users(keys).await?;
+        Ok(keys
+            .iter()
+            .map(|k| (k.clone(), known.contains(k)))
+            .collect())
     }
 }

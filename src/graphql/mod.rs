@@ -10,6 +10,7 @@ pub mod documents;
 pub mod limits;
 mod loaders;
 mod mutation;
+mod node;
 mod order;
 mod query;
 pub mod shape;

@@ -1,6 +1,6 @@
 //! Accounts and login sessions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use redis::Value;
 
@@ -303,6 +303,25 @@ impl Store {
                     .to_owned();
                 (name, karma_of(score))
             })
+            .collect())
+    }
+
+    /// Which of `names` are users, in one pipelined round trip: those with
+    /// an account, and posters (every poster has karma).
+    pub async fn known_users(&self, names: &[String]) -> AppResult<HashSet<String>> {
+        let mut pipe = redis::pipe();
+        for name in names {
+            let member = keys::user(name);
+            pipe.cmd("EXISTS").arg(&member);
+            pipe.cmd("ZSCORE").arg(keys::KARMA).arg(&member);
+        }
+        let mut conn = self.conn().await?;
+        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+        Ok(names
+            .iter()
+            .zip(replies.chunks_exact(2))
+            .filter(|(_, pair)| pair[0] == Value::Int(1) || pair[1] != Value::Nil)
+            .map(|(name, _)| name.clone())
             .collect())
     }
 

@@ -24,6 +24,7 @@ mod logs;
 mod metrics;
 mod my_vote;
 mod nesting;
+mod nodes;
 mod persisted;
 mod personal;
 mod proxy;
