@@ -144,6 +144,10 @@ pub enum AppError {
     /// the client resends the request with the query text.
     #[error("PersistedQueryNotFound")]
     PersistedQueryNotFound,
+    /// Under `--trusted-documents-only`: a document that is not one of the
+    /// trusted documents (Apollo's code for a safelist's refusal).
+    #[error("{0}")]
+    PersistedQueryNotInList(&'static str),
 }
 
 impl AppError {
@@ -210,6 +214,7 @@ impl AppError {
             AppError::InvalidDocument { .. } => ErrorCode::GraphqlValidationFailed,
             AppError::VariableCoercion { .. } => ErrorCode::BadUserInput,
             AppError::PersistedQueryNotFound => ErrorCode::PersistedQueryNotFound,
+            AppError::PersistedQueryNotInList(_) => ErrorCode::PersistedQueryNotInList,
             AppError::NotReplicated { .. } => ErrorCode::NotReplicated,
             AppError::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
         }
@@ -347,6 +352,7 @@ error_codes! {
     GraphqlParseFailed => "GRAPHQL_PARSE_FAILED",
     GraphqlValidationFailed => "GRAPHQL_VALIDATION_FAILED",
     PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
+    PersistedQueryNotInList => "PERSISTED_QUERY_NOT_IN_LIST",
     NotReplicated => "NOT_REPLICATED",
     OutcomeUnknown => "OUTCOME_UNKNOWN",
     PayloadTooLarge => "PAYLOAD_TOO_LARGE",

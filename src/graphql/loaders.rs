@@ -1,7 +1,7 @@
-//! Request-scoped DataLoaders: every article (or user standing, or user
-//! looked up by id) a query touches is read in one pipelined Redis batch.
+//! Request-scoped DataLoaders: every article (or user standing) a query
+//! touches is read in one pipelined Redis batch.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
@@ -82,10 +82,6 @@ impl Loader<String> for UserLoader {
     type Error = async_graphql::Error;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, bool>, Self::Error> {
-        let known: HashSet<String> = self.store.known_users(keys).await?;
-        Ok(keys
-            .iter()
-            .map(|k| (k.clone(), known.contains(k)))
-            .collect())
+        Ok(self.store.known_users(keys).await?)
     }
 }

@@ -17,6 +17,7 @@ pub mod shape;
 pub mod shared_subscriptions;
 mod subscription;
 mod types;
+pub mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;

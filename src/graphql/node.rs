@@ -25,46 +25,31 @@ pub enum Node {
 /// Most ids one `nodes` call takes, like a page's size.
 pub const NODES_MAX: usize = 100;
 
-/// What a global id names; None when it is malformed.
-enum NodeId {
-    Article(ArticleId),
-    User(UserName),
-    Group(GroupName),
-}
-
-impl NodeId {
-    fn parse(id: &str) -> Option<Self> {
-        if let Some(name) = id.strip_prefix(USER_ID_PREFIX) {
-            return UserName::parse(name).ok().map(Self::User);
-        }
-        if let Some(name) = id.strip_prefix(GROUP_ID_PREFIX) {
-            return GroupName::parse(name).ok().map(Self::Group);
-        }
-        // Only the id as `Article.id` writes it: a refetch answers that id.
-        let article = ArticleId::parse(id, "id").ok();
-        article.filter(|a| a.to_string() == id).map(Self::Article)
-    }
-}
-
-/// The object with global id `id`, or None when there is none. A group,
-/// as `Query.group` answers, is any valid name (one with no articles is
-/// empty), so only a malformed `group:` id is None.
+/// The object with global id `id`; None when there is none or the id is
+/// malformed. A group, as `Query.group` answers, is any valid name (one
+/// with no articles is empty).
 pub(super) async fn load(ctx: &Context<'_>, id: &str) -> Result<Option<Node>> {
-    let Some(id) = NodeId::parse(id) else {
-        return Ok(None);
-    };
     let context = RequestContext::of(ctx)?;
-    Ok(match id {
-        NodeId::Article(id) => context
-            .article(id)
+    if let Some(name) = id.strip_prefix(USER_ID_PREFIX) {
+        let Ok(name) = UserName::parse(name) else {
+            return Ok(None);
+        };
+        let exists = context.user_exists(name.as_str()).await?;
+        return Ok(exists.then(|| Node::User(User::from(name))));
+    }
+    if let Some(name) = id.strip_prefix(GROUP_ID_PREFIX) {
+        return Ok(GroupName::parse(name)
+            .ok()
+            .map(|g| Node::Group(Group::new(g))));
+    }
+    // Only the id as `Article.id` writes it: a refetch answers that id.
+    match ArticleId::parse(id, "id") {
+        Ok(article) if article.to_string() == id => Ok(context
+            .article(article)
             .await?
-            .map(|a| Node::Article(Article(a))),
-        NodeId::User(name) => {
-            let exists = context.user_exists(name.as_str()).await?;
-            exists.then(|| Node::User(User::from(name)))
-        }
-        NodeId::Group(group) => Some(Node::Group(Group::new(group))),
-    })
+            .map(|a| Node::Article(Article(a)))),
+        _ => Ok(None),
+    }
 }
 
 /// The objects of `ids`, in order, each loaded like [`load`]: concurrently,

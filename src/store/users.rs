@@ -1,6 +1,6 @@
 //! Accounts and login sessions.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use redis::Value;
 
@@ -306,9 +306,9 @@ impl Store {
             .collect())
     }
 
-    /// Which of `names` are users, in one pipelined round trip: those with
-    /// an account, and posters (every poster has karma).
-    pub async fn known_users(&self, names: &[String]) -> AppResult<HashSet<String>> {
+    /// Whether each of `names` is a user, in one pipelined round trip: one
+    /// with an account, or a poster (every poster has karma).
+    pub async fn known_users(&self, names: &[String]) -> AppResult<HashMap<String, bool>> {
         let mut pipe = redis::pipe();
         for name in names {
             let member = keys::user(name);
@@ -320,8 +320,12 @@ impl Store {
         Ok(names
             .iter()
             .zip(replies.chunks_exact(2))
-            .filter(|(_, pair)| pair[0] == Value::Int(1) || pair[1] != Value::Nil)
-            .map(|(name, _)| name.clone())
+            .map(|(name, pair)| {
+                (
+                    name.clone(),
+                    pair[0] == Value::Int(1) || pair[1] != Value::Nil,
+                )
+            })
             .collect())
     }
 

@@ -39,6 +39,7 @@ mod sessions;
 mod shared_subscriptions;
 mod slugs;
 mod subscriptions;
+mod trusted_documents;
 mod validation;
 mod voting;
 mod ws_protocol;

@@ -128,6 +128,33 @@ async fn nodes_answers_each_id_in_place() {
     );
 }
 
+/// What `query` costs, as `X-Query-Cost` reports it.
+async fn cost(app: &TestApp, query: &str, variables: Value) -> Value {
+    let response: Value = app
+        .client
+        .post(format!("{}/graphql", app.address))
+        .header("x-query-cost", "1")
+        .json(&json!({ "query": query, "variables": variables }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    response["extensions"]["cost"]["requested"].clone()
+}
+
+#[tokio::test]
+async fn node_costs_its_object_and_nodes_its_ids() {
+    let app = spawn_app().await;
+    let node = "{ node(id: \"1\") { id ... on Article { poster { name } } ... on User { articles(pageSize: 5) { id } } } }";
+    // The node, the poster, and the five articles a user would have.
+    assert_eq!(cost(&app, node, json!({})).await, 1 + 1 + 5);
+    let query = "query($ids: [ID!]!, $one: ID!) { a: nodes(ids: $ids) { id } b: nodes(ids: [$one, \"4\"]) { id } }";
+    let variables = json!({ "ids": ["1", "2", "3"], "one": "5" });
+    assert_eq!(cost(&app, query, variables).await, 3 + 2);
+}
+
 #[tokio::test]
 async fn nodes_takes_at_most_100_ids_and_is_priced_by_them() {
     let app = spawn_app().await;
