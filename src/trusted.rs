@@ -94,11 +94,12 @@ impl TrustedDocuments {
             anyhow::bail!("{}: over {MAX_MANIFEST_BYTES} bytes", context());
         }
         let validator = Validator::default();
-        for entry in entries(&text).map_err(|e| anyhow::anyhow!("{}: {e}", context()))? {
-            let added = trusted.add(&entry, guard, &validator).await;
+        let entries = entries(&text).map_err(|e| anyhow::anyhow!("{}: {e}", context()))?;
+        for entry in &entries {
+            let added = trusted.add(entry, guard, &validator).await;
             added.map_err(|e| anyhow::anyhow!("{}: {}: {e}", context(), entry.label))?;
         }
-        tracing::info!(ids = trusted.by_id.len(), only, "trusted documents loaded");
+        tracing::info!(entries = entries.len(), only, "trusted documents loaded");
         Ok(trusted)
     }
 
