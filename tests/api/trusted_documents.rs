@@ -149,6 +149,9 @@ async fn codegen_documents_run_by_document_id_over_every_transport() {
     let unknown = format!("sha256:{}", sha256(OTHER));
     let (_, body) = post_json(&app, json!({ "documentId": unknown })).await;
     assert_eq!(error_code(&body), "PERSISTED_QUERY_NOT_FOUND");
+    let long = "x".repeat(257);
+    let (status, body) = post_json(&app, json!({ "documentId": long })).await;
+    assert_eq!((status, error_code(&body)), (400, "BAD_REQUEST"), "{body}");
     let (status, body) = post_json(&app, json!({ "documentId": hash, "query": COUNT })).await;
     assert_eq!((status, error_code(&body)), (400, "BAD_REQUEST"), "{body}");
 }
