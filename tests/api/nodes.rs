@@ -130,18 +130,7 @@ async fn nodes_answers_each_id_in_place() {
 
 /// What `query` costs, as `X-Query-Cost` reports it.
 async fn cost(app: &TestApp, query: &str, variables: Value) -> Value {
-    let response: Value = app
-        .client
-        .post(format!("{}/graphql", app.address))
-        .header("x-query-cost", "1")
-        .json(&json!({ "query": query, "variables": variables }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    response["extensions"]["cost"]["requested"].clone()
+    app.gql_with_cost(query, variables).await["extensions"]["cost"]["requested"].clone()
 }
 
 #[tokio::test]
