@@ -138,7 +138,8 @@ pub enum AppError {
     /// required one is missing or null); checked before execution.
     #[error("{message}")]
     VariableCoercion { message: String, pos: Option<Pos> },
-    /// An automatic persisted query whose hash this server does not know.
+    /// An automatic persisted query's hash (or a `documentId`) this server
+    /// does not know.
     /// The message is the protocol's own constant: Apollo Client matches
     /// the code, urql and others match this exact message, and either way
     /// the client resends the request with the query text.
