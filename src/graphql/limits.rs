@@ -71,7 +71,7 @@ impl Guard {
     /// that itself).
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         check_variable_depth(&request.variables)?;
-        let document = self.parsed(&request.query)?;
+        let document = self.parsed(&request.query, true)?;
         let operation = self.analyze(
             &document,
             request.operation_name.as_deref(),
@@ -86,17 +86,19 @@ impl Guard {
     }
 
     /// Checks a document ahead of any request (a trusted document): each
-    /// of its operations, with every variable at its default.
+    /// of its operations, with every variable at its default. The parse is
+    /// not kept: requests fill the cache with what they use.
     pub fn check_document(&self, query: &str) -> AppResult<()> {
-        let document = self.parsed(query)?;
+        let document = self.parsed(query, false)?;
         for (name, _) in document.operations.iter() {
             self.analyze(&document, name.map(Name::as_str), None)?;
         }
         Ok(())
     }
 
-    /// The parsed document, within the byte, token and nesting limits.
-    fn parsed(&self, query: &str) -> AppResult<Arc<ExecutableDocument>> {
+    /// The parsed document, within the byte, token and nesting limits;
+    /// kept in the parsed-document cache when `keep`.
+    fn parsed(&self, query: &str, keep: bool) -> AppResult<Arc<ExecutableDocument>> {
         let limits = &self.limits;
         if query.len() > limits.max_bytes {
             return Err(AppError::QueryTooComplex(format!(
@@ -109,7 +111,11 @@ impl Guard {
             return Ok(document);
         }
         check_shape(query, limits)?;
-        self.documents.parse(query).map_err(parse_error)
+        match keep {
+            true => self.documents.parse(query),
+            false => async_graphql::parser::parse_query(query).map(Arc::new),
+        }
+        .map_err(parse_error)
     }
 
     /// The syntax tree's counts, then the selected operation's variables
