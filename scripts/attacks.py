@@ -2,6 +2,7 @@
 """Attacks a release votegraph and prints what it answered, as one Markdown table.
 
 Usage: scripts/attacks.py [path/to/votegraph]   (default: target/release/votegraph)
+       ATTACKS=burst,groups scripts/attacks.py   (only the groups whose names contain one of these)
 
 Each group of attacks gets its own server: a redis-server on a unix socket in
 a temporary directory and votegraph on a free loopback port, with the rate
@@ -46,6 +47,15 @@ What votegraph does with each attack:
 - Request heads over 64 KiB get 431 HEADERS_TOO_LARGE; duplicate group names
   in a post are merged; behind trusted proxies the API port does not serve
   /metrics (404).
+
+- Slow readers and other writers: 16 WebSockets of 20 subscriptions that
+  never read are dropped at the send timeout while a reading subscriber
+  keeps its latency; a burst of 120,000 book-style posts (redis-cli
+  --pipe) is derived whole with the deriver's queue bounded and other
+  clients answered; 100 articles in 3,000 groups each, written directly,
+  are read at once (80 reads a second) while derived in short scripts
+  (slowlog over 2 ms); 200,000 voters added by the book to one article
+  cost the vote indexes what docs/keyspace.md states.
 
 Everything the script starts is stopped on every path. Loopback only; every
 loop is bounded and every socket and HTTP call has a timeout.
@@ -373,14 +383,14 @@ class WebSocket:
 
     GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
-    def __init__(self, port, protocol=TRANSPORT_WS, timeout=10):
+    def __init__(self, port, protocol=TRANSPORT_WS, timeout=10, source="127.0.0.1"):
         self.protocol = protocol
         self.timeout = timeout
         self.buf = b""
         self.fragments = []
         self.close_code = None
         self.close_reason = ""
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
         try:
             self._handshake(port)
         except BaseException:
@@ -541,9 +551,9 @@ class WebSocket:
         self.sock.close()
 
 
-def ws_open(srv, token=None, protocol=TRANSPORT_WS, timeout=10):
-    """A WebSocket past connection_init/connection_ack."""
-    ws = WebSocket(srv.port, protocol, timeout)
+def ws_open(srv, token=None, protocol=TRANSPORT_WS, timeout=10, source="127.0.0.1"):
+    """A WebSocket past connection_init/connection_ack, from the loopback address `source`."""
+    ws = WebSocket(srv.port, protocol, timeout, source)
     try:
         payload = {"Authorization": f"Bearer {token}"} if token else {}
         ws.send({"type": "connection_init", "payload": payload})
@@ -1110,10 +1120,327 @@ def metrics_behind_proxy():
         stop(srv)
 
 
+# --- 8. slow readers and other writers ---------------------------------------
+
+VOTE_DIR = "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { votes } }"
+WATCH = "subscription { scoreChanged { votes downvotes score article { id title link poster { name } } } }"
+
+
+def resp(*args):
+    """One Redis command in the protocol redis-cli --pipe sends."""
+    parts = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        a = str(a).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(parts)
+
+
+def redis_pipe(srv, commands, pipes=1):
+    """Sends the commands as fast as `pipes` redis-cli --pipe at once can (the
+    commands dealt out in order, a run of len(commands) // pipes to each);
+    answers the seconds taken."""
+    started = time.monotonic()
+    size = -(-len(commands) // pipes)
+    procs = [subprocess.Popen(["redis-cli", "-s", srv.sock, "--pipe"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(pipes)]
+    feeders = [threading.Thread(target=p.communicate, args=(b"".join(commands[i * size:(i + 1) * size]),),
+                                daemon=True) for i, p in enumerate(procs)]
+    for f in feeders:
+        f.start()
+    for f, p in zip(feeders, procs):
+        f.join(timeout=600)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return time.monotonic() - started
+
+
+def book_post(id_, posted, poster="user:book", votes=1):
+    """post_article's commands for article `id_` (INCR article: answers it on a fresh Redis)."""
+    article = f"article:{id_}"
+    return [resp("INCR", "article:"), resp("SADD", f"voted:{id_}", poster), resp("EXPIRE", f"voted:{id_}", 604800),
+            resp("HSET", article, "title", f"book {id_}", "link", "https://example.com/", "poster", poster,
+                 "time", posted, "votes", votes),
+            resp("ZADD", "score:", posted + 432 * votes, article), resp("ZADD", "time:", posted, article)]
+
+
+def deriver(srv):
+    return (parse(get(srv.base + "/health", timeout=10)[1]) or {}).get("deriver", {})
+
+
+class Sampled:
+    """Samples RSS, the deriver's queue and the subscriptions in the background."""
+
+    def __init__(self, srv):
+        self.srv, self.rss, self.pending, self.stop = srv, srv.rss(), 0, threading.Event()
+        self.started, self.one_left = time.monotonic(), None  # when one subscription was left
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        end = time.monotonic() + 900
+        while not self.stop.is_set() and time.monotonic() < end:
+            self.rss = max(self.rss, self.srv.rss())
+            try:
+                health = parse(get(self.srv.base + "/health", timeout=10)[1]) or {}
+                self.pending = max(self.pending, health.get("deriver", {}).get("pending", 0))
+                if self.one_left is None and health.get("subscriptions") == 1:
+                    self.one_left = time.monotonic() - self.started
+            except NET_ERRORS:
+                pass
+            time.sleep(0.05)
+
+    def done(self):
+        self.stop.set()
+        self.thread.join(timeout=5)
+        return self
+
+
+class Timed:
+    """Runs send() again and again in the background, timing each answer."""
+
+    def __init__(self, send, gap=0.02):
+        self.send, self.gap, self.ms, self.failed = send, gap, [], collections.Counter()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        end = time.monotonic() + 900
+        while not self.stop.is_set() and time.monotonic() < end:
+            started = time.monotonic()
+            try:
+                status, body = self.send()
+                if status != 200 or code_of(body) != "ok":
+                    self.failed[f"{status} {code_of(body)}"] += 1
+            except NET_ERRORS as e:
+                self.failed[type(e).__name__] += 1
+            self.ms.append((time.monotonic() - started) * 1000)
+            time.sleep(self.gap)
+
+    def done(self):
+        self.stop.set()
+        self.thread.join(timeout=60)
+        return self
+
+    def summary(self):
+        ordered = sorted(self.ms) or [0]
+        failed = ", ".join(f"{n} {k}" for k, n in self.failed.items()) or "none failed"
+        return (f"p50 {ordered[len(ordered) // 2]:.0f} ms, p99 {ordered[len(ordered) * 99 // 100]:.0f} ms, "
+                f"max {ordered[-1]:.0f} ms, {len(ordered)} sent, {failed}")
+
+
+def others(srv, token, article):
+    """Another client's requests meanwhile: a vote switched up and back, and a read of itself."""
+    directions = iter(["UP", "NONE"] * 100000)
+    votes = Timed(lambda: gql(srv, VOTE_DIR, {"id": article, "d": next(directions)}, token, timeout=30))
+    reads = Timed(lambda: gql(srv, "{ me { name karma } }", token=token, timeout=30))
+    return votes, reads
+
+
+def wait_idle(srv, limit):
+    """Waits (at most `limit` seconds) until the deriver has nothing pending twice in a row."""
+    started, idle = time.monotonic(), 0
+    while time.monotonic() - started < limit and idle < 2:
+        d = deriver(srv)
+        idle = idle + 1 if d.get("pending") == 0 and not d.get("busy") else 0
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def never_reading_websockets():
+    """16 sockets × 20 subscriptions that never read while votes land, beside one reader."""
+    srv = start()
+    sockets = []
+    try:
+        poster = sign_up(srv, "wsposter")
+        articles = [post_article(srv, poster, f"watched {i} " + "x" * 200) for i in range(10)]
+        voter = sign_up(srv, "wsvoter")
+        watcher = ws_open(srv, source="127.0.0.2")  # another client address than the 16
+        ws_start(watcher, WATCH)
+        time.sleep(0.5)
+
+        turns = iter(range(1 << 30))  # vote n switches articles[n % 10] up, then back
+
+        def votes_for(seconds):
+            """Votes one at a time; each is timed until the reader sees its event."""
+            ms, directions, end = [], ["UP", "NONE"], time.monotonic() + seconds
+            while time.monotonic() < end:
+                n = next(turns)
+                article = articles[n % len(articles)]
+                started = time.monotonic()
+                gql(srv, VOTE_DIR, {"id": article, "d": directions[(n // len(articles)) % 2]}, voter)
+                for _ in range(1000):
+                    message = watcher.recv(10)
+                    if message.get("type") == "next":
+                        break
+                ms.append((time.monotonic() - started) * 1000)
+            ordered = sorted(ms) or [0]
+            return (f"p50 {ordered[len(ordered) // 2]:.1f} ms, p99 {ordered[len(ordered) * 99 // 100]:.1f} ms, "
+                    f"max {ordered[-1]:.0f} ms, {len(ordered)} votes")
+
+        quiet = votes_for(5)
+        before = srv.rss()
+        for _ in range(16):
+            ws = ws_open(srv)
+            sockets.append(ws)
+            for _ in range(20):
+                ws_start(ws, WATCH)
+        time.sleep(0.5)
+        subscribed = parse(get(srv.base + "/health")[1]).get("subscriptions")
+        sampled = Sampled(srv)
+        loaded = votes_for(40)
+        sampled.done()
+        left = parse(get(srv.base + "/health")[1]).get("subscriptions")
+        name = "16 WebSockets × 20 subscriptions that never read, 40 s of votes"
+        rows.append((name + ": server memory", f"+{sampled.rss - before:.0f} MiB", "-",
+                     f"{before:.0f} → peak {sampled.rss:.0f} MiB; subscriptions {subscribed} → {left}, "
+                     f"one left {sampled.one_left or -1:.1f} s into the votes"))
+        rows.append((name + ": vote to a reading subscriber's event", loaded, "-", f"alone: {quiet}"))
+        watcher.close()
+    finally:
+        for ws in sockets:
+            ws.close()
+        stop(srv)
+
+
+def book_burst(count=120_000):
+    """The book's post_article, `count` times as fast as one pipe goes."""
+    srv = start()
+    try:
+        token = sign_up(srv, "bystander")
+        article = post_article(srv, token, "voted on meanwhile")
+        now = time.time()
+        commands = []
+        for i in range(count):
+            commands += book_post(i + 2, now - count + i)
+        sampled = Sampled(srv)
+        votes, reads = others(srv, token, article)
+        written = redis_pipe(srv, commands, pipes=4)
+        settled = wait_idle(srv, 600)
+        votes.done(), reads.done(), sampled.done()
+        derived = int(redis_cli(srv, "ZCARD", "top:all"))
+        filed = int(redis_cli(srv, "ZCARD", "user:book:articles:time"))
+        karma = redis_cli(srv, "ZSCORE", "karma:", "user:book").strip()
+        d = deriver(srv)
+        name = f"book-style burst of {count:,} posts"
+        rows.append((name + ": derived", f"{derived - 1:,} of {count:,}", "-",
+                     f"in the poster's feed {filed:,}, karma {karma.split('.')[0]}; written in {written:.1f} s, "
+                     f"derived {settled:.1f} s later; dropped touches {d.get('dropped')}, passes {d.get('passes')}"))
+        rows.append((name + ": deriver queue", f"peak {sampled.pending:,} pending", "-",
+                     f"peak RSS {sampled.rss:.0f} MiB"))
+        rows.append((name + ": another client's vote meanwhile", votes.summary(), "-", ""))
+        rows.append((name + ": another client's { me } meanwhile", reads.summary(), "-", ""))
+    finally:
+        stop(srv)
+
+
+def many_groups(articles=100, groups=3000, readers=80, waves=10):
+    """Articles in thousands of groups written directly, then read: `readers`
+    concurrent reads a second, `waves` times, while they are derived."""
+    srv = start()
+    try:
+        now = time.time()
+        commands = []
+        for i in range(1, articles + 1):
+            commands += book_post(i, now - articles + i)
+            commands += [resp("SADD", f"group:g{g}", f"article:{i}") for g in range(groups)]
+        redis_cli(srv, "CONFIG", "SET", "slowlog-log-slower-than", "2000")
+        redis_cli(srv, "CONFIG", "SET", "slowlog-max-len", "100000")
+        redis_cli(srv, "SLOWLOG", "RESET")
+        sampled = Sampled(srv)
+        written = redis_pipe(srv, commands)
+        answers, ms, lock = collections.Counter(), [], threading.Lock()
+
+        def read(wave, i):
+            # Each wave asks under its own alias: not an answer the response cache holds.
+            query = f'query($id: ID!) {{ w{wave}: article(id: $id) {{ id title votes groups }} }}'
+            started = time.monotonic()
+            try:
+                status, body = gql(srv, query, {"id": str(i)}, timeout=60)
+                data = (parse(body) or {}).get("data") or {}
+                answer = f"{code_of(body)} ({status})" if code_of(body) != "ok" else (
+                    "data" if data.get(f"w{wave}") else "null")
+            except NET_ERRORS as e:
+                answer = type(e).__name__
+            with lock:
+                answers[answer] += 1
+                ms.append((time.monotonic() - started) * 1000)
+
+        for wave in range(waves):
+            started = time.monotonic()
+            threads = [threading.Thread(target=read, args=(wave, 1 + i % articles), daemon=True)
+                       for i in range(readers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=120)
+            time.sleep(max(0.0, 1 - (time.monotonic() - started)))
+        settled = wait_idle(srv, 600)
+        sampled.done()
+        entries = subprocess.run(["redis-cli", "-s", srv.sock, "--json", "SLOWLOG", "GET", "100000"],
+                                 capture_output=True, timeout=30).stdout
+        try:
+            scripts = sorted(e[2] / 1000 for e in json.loads(entries) if e[3][0].lower() == "evalsha")
+        except (ValueError, TypeError, IndexError):
+            scripts = [-1]
+        scripts = scripts or [0]
+        listed = redis_cli(srv, "HGET", f"article:{articles}", "groups").strip().count(",") + 1
+        ordered = sorted(ms) or [0]
+        name = f"{articles} articles × {groups:,} groups written directly, {readers} concurrent reads a second"
+        rows.append((name + ": reads", ", ".join(f"{n} {k}" for k, n in answers.most_common()), "-",
+                     f"{waves} waves; max {ordered[-1]:.0f} ms, p50 {ordered[len(ordered) // 2]:.0f} ms; "
+                     f"written in {written:.1f} s"))
+        rows.append((name + ": derivation", f"{len(scripts) if scripts != [0] else 0} scripts over 2 ms", "-",
+                     f"longest {scripts[-1]:.1f} ms, median of those {scripts[len(scripts) // 2]:.1f} ms; "
+                     f"derived {settled:.1f} s after the reads, article {articles} lists {listed:,} groups; "
+                     f"peak RSS {sampled.rss:.0f} MiB; failed batches {deriver(srv).get('failures')}"))
+    finally:
+        stop(srv)
+
+
+def voter_amplification(voters=200_000):
+    """The book's votes of many voters on one article: what votegraph derives from them."""
+    srv = start()
+    try:
+        now = time.time()
+        token = sign_up(srv, "bystander")
+        time.sleep(1)
+        before = redis_used_memory(srv)
+        commands = book_post(1, now)
+        for v in range(voters):
+            commands += [resp("SADD", "voted:1", f"user:v{v}"), resp("ZINCRBY", "score:", 432, "article:1"),
+                         resp("HINCRBY", "article:1", "votes", 1)]
+        written = redis_pipe(srv, commands)
+        settled = wait_idle(srv, 600)
+        after = redis_used_memory(srv)
+        book = int(redis_cli(srv, "MEMORY", "USAGE", "voted:1", "SAMPLES", "0").strip() or 0)
+        indexes = 0
+        for line in redis_cli(srv, "INFO", "keyspace").splitlines():
+            if line.startswith("db0:"):
+                indexes = int(line.split("keys=")[1].split(",")[0])
+        status, body = gql(srv, '{ article(id: "1") { votes } }', token=token)
+        votes = ((parse(body) or {}).get("data") or {}).get("article", {}).get("votes")
+        rows.append((f"book votes of {voters:,} voters on one article", f"Redis +{(after - before) / 2**20:.1f} MiB", "-",
+                     f"the book's voted set {book / 2**20:.1f} MiB, so votegraph's share "
+                     f"{(after - before - book) / max(book, 1):.1f}× it; {indexes:,} keys in all; votes {votes}; "
+                     f"written {written:.1f} s, derived {settled:.1f} s later"))
+    finally:
+        stop(srv)
+
+
 # --- the run --------------------------------------------------------------------
+
+def wanted(name):
+    """Whether the ATTACKS variable (if set) names this group."""
+    only = os.environ.get("ATTACKS")
+    return not only or any(part in name for part in only.split(","))
+
 
 def guard(name, attack, *args):
     """Runs one attack; its failure becomes one row and the run goes on."""
+    if not wanted(name):
+        return
     try:
         attack(*args)
     except Exception as e:  # noqa: BLE001 - any failure is a row
@@ -1122,6 +1449,9 @@ def guard(name, attack, *args):
 
 def on_misc_server(attacks):
     """A few small attacks sharing one server; one that kills it restarts it for the next."""
+    attacks = [(name, attack) for name, attack in attacks if wanted(name)]
+    if not attacks:
+        return
     srv = start()
     try:
         for name, attack in attacks:
@@ -1157,6 +1487,10 @@ def main():
         on_misc_server([("GET /health with one 100 KB header", big_header),
                         ('post with groups = 20 × "same"', duplicate_groups)])
         guard("GET /metrics behind a trusted proxy", metrics_behind_proxy)
+        guard("never-reading WebSockets", never_reading_websockets)
+        guard("book-style burst", book_burst)
+        guard("thousands of groups", many_groups)
+        guard("voter amplification", voter_amplification)
     finally:
         for srv in _servers:
             stop(srv)

@@ -153,11 +153,8 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_GROUP_SCAN_BUDGET", default_value_t = 5_000)]
     pub group_scan_budget: u32,
 
-    /// Copy every vote of the open voting window from the voted sets into
-    /// the per-user vote indexes at startup, even when that was done
-    /// before (in the background; the server serves meanwhile). Votes
-    /// written by the book's code after the first pass show as NONE in
-    /// `myVote` until this runs (see docs/api.md, Voting).
+    /// Accepted and ignored: the full pass of every start derives the vote
+    /// indexes.
     #[arg(long, env = "VOTEGRAPH_RECONCILE_VOTES")]
     pub reconcile_votes: bool,
 
@@ -265,7 +262,7 @@ pub struct Settings {
     /// Most objects a query may return: each object counts 1, each list its
     /// pageSize or limit, times its parent's count. A page of 100 articles
     /// with every field costs 200, topPosters(limit:100) with each user's
-    /// first page 5,200, GraphiQL's introspection query 1,845.
+    /// first page 5,200; GraphiQL's introspection query stays well below.
     #[arg(long, env = "VOTEGRAPH_MAX_QUERY_COST", default_value_t = 10_000)]
     pub max_query_cost: u64,
 
@@ -537,8 +534,7 @@ mod tests {
         assert_eq!(s.rate_rename_slug.to_string(), "10/3600");
         assert_eq!(s.view_window_secs, 3600);
         assert!(s.trusted_proxies.is_empty());
-        assert!(!s.reconcile_votes);
-        assert!(Settings::parse_from(["votegraph", "--reconcile-votes"]).reconcile_votes);
+        assert!(Settings::try_parse_from(["votegraph", "--reconcile-votes"]).is_ok());
 
         let err = Settings::try_parse_from(["votegraph", "--rate-vote", "lots"]).unwrap_err();
         let message = err.to_string();

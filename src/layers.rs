@@ -27,7 +27,11 @@ fn modules(dir: &Path) -> BTreeMap<String, String> {
                 if parts.last().is_some_and(|p| p == "mod") {
                     parts.pop();
                 }
-                if parts == ["lib"] || parts == ["main"] {
+                // The binary reaches the library as `votegraph::`, never `crate::`.
+                if parts == ["main"] {
+                    continue;
+                }
+                if parts == ["lib"] {
                     parts.clear();
                 }
                 let text = std::fs::read_to_string(&path).unwrap_or_default();

@@ -140,8 +140,7 @@ impl Application {
         // Runs beside the server and stops with it.
         let top_upkeep = Duration::from_millis(settings.top_upkeep_ms);
         let background = (
-            store.start_vote_index_backfill(settings.reconcile_votes),
-            store.start_top_index(settings.reconcile_votes, top_upkeep),
+            store.start_top_index(top_upkeep),
             // Follows the writes of other clients (the book's code) as they come.
             store.start_deriver(),
             sample_replica_lag(&self.state),

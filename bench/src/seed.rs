@@ -80,13 +80,6 @@ pub async fn seed(conn: &mut MultiplexedConnection, articles: u64) -> anyhow::Re
         .arg(articles)
         .query_async(conn)
         .await?;
-    // Every seeded vote is indexed, so the server skips its backfill pass
-    // and the bench measures the steady state.
-    let _: () = redis::cmd("SET")
-        .arg(keys::VOTES_INDEX_BUILT)
-        .arg(now as u64)
-        .query_async(conn)
-        .await?;
     eprintln!(
         "seeded {articles} articles ({} open to voting) in {:.1} s",
         open.len(),

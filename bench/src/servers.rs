@@ -148,24 +148,6 @@ pub async fn wait_healthy(url: &str, what: &str) -> anyhow::Result<()> {
     bail!("{what} did not become healthy")
 }
 
-/// Waits (up to 10 minutes) until the server's first upkeep has built the
-/// `TOP_*` rankings and the group directory from the seeded keys.
-pub async fn wait_for_top_index(conn: &redis::aio::MultiplexedConnection) -> anyhow::Result<()> {
-    let mut conn = conn.clone();
-    for _ in 0..6000 {
-        let built: u32 = redis::cmd("EXISTS")
-            .arg("index:top:built")
-            .arg("index:groups:built")
-            .query_async(&mut conn)
-            .await?;
-        if built == 2 {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    bail!("the TOP_* rankings were not built within 10 minutes")
-}
-
 /// A server's response-cache counters (logged-in pages' templates
 /// included), as `/health` gives them.
 #[derive(Clone, Copy, Default)]

@@ -1,49 +1,17 @@
-//! Following every writer of the shared Redis, the book's code included.
-//!
-//! votegraph keeps indexes the book's keys do not have (the net-vote
-//! rankings, the vote indexes `myVote` reads, the articles' group lists, the
-//! group directory, users' feeds, karma) and its own scripts keep them with
-//! each write. The book's `post_article`, `article_vote`,
-//! `add_remove_groups` and its downvote exercise write only the book's
-//! keys, so what they change is derived here:
-//!
-//! - **Keyspace notifications.** One pub/sub connection per process
-//!   subscribes to the notifications of the voted sets, the group sets and
-//!   `time:`/`score:` as wholes (see [`keys::keyspace_patterns`]); votegraph
-//!   turns them on itself (`notify-keyspace-events`, flags `K`, `g` and `s`
-//!   added to whatever is set) and says at startup and on `/health` when
-//!   the server refuses. A notification names a key, not what changed in
-//!   it, so each names the article or group to derive again.
-//! - **A queue that coalesces.** Touched articles and groups wait in two
-//!   bounded sets for [`COALESCE`], so a burst of writes to one article is
-//!   one derivation; groups go first, with the batch's articles as the
-//!   likely members (a post and its groups arrive together).
-//! - **Derivations that write only what differs** (`scripts/derive.rs`):
-//!   every notification is derived, votegraph's own votes and posts
-//!   included, on every instance; an article already right (its own
-//!   script kept it, or another instance derived it first) costs a few
-//!   reads and publishes nothing, so the first derivation to run does the
-//!   work and publishes the event, once.
-//! - **Posts caught half written.** The book writes a post in several
-//!   commands (its voted set first, `time:` and `score:` last), and only
-//!   the first is notified: an article the derivation finds missing from
-//!   `time:` is derived again [`ABSENT_RETRY`] later, up to
-//!   [`ABSENT_TRIES`] times, so it is followed within a second.
-//! - **A full pass when something may have been missed.** Pub/sub loses
-//!   nothing while its connection lives, so the pass over every article and
-//!   group set runs when the listener connects (at startup and after every
-//!   reconnect), and when `time:` or `score:` is replaced as a whole
-//!   (deleted, restored, renamed; articles gone from `time:` then leave the
-//!   net-vote rankings). Each step is one short script; other clients run
-//!   between them.
-//! - **The sweep** (run by the upkeep, see `feeds.rs`) re-derives a batch
-//!   of articles and group sets per round, in turn, only while the
-//!   notifications are not on (refused by the server, or the subscription
-//!   down); a change no notification names (an article's key restored
-//!   alone) waits for the next full pass.
+//! Following every writer of the shared Redis, the book's code included:
+//! what its writes change in the book's keys is derived here into the
+//! indexes votegraph's own scripts keep with each write. Keyspace
+//! notifications name the touched articles and groups; they wait in a
+//! bounded queue that coalesces, and are derived by scripts that write only
+//! what differs (`scripts/derive.rs`). A full pass over every article and
+//! group set runs when something may have been missed: when the listener
+//! connects, when the queue is full, when `time:` or `score:` is replaced
+//! as a whole. While notifications are refused or down, the upkeep's sweep
+//! (see `feeds.rs`) re-derives a batch per round instead. See
+//! docs/operations.md, "Following the book's code".
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,7 +21,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::keys::{self, Touched};
-use super::scripts::{self, GroupDerived, GroupMode};
+use super::scripts::{self, GroupDerived, GroupMode, TopCursor};
 use super::{Conn, Locator, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::error::AppResult;
@@ -62,7 +30,8 @@ use tokio_util::task::AbortOnDropHandle;
 /// How long touched keys wait to be derived together.
 pub const COALESCE: Duration = Duration::from_millis(20);
 
-/// Articles waiting at most; more are left to the sweep (and counted).
+/// Articles waiting at most; a touch past it is dropped (and counted) for
+/// a full pass, which derives every article and group set.
 pub const MAX_PENDING_ARTICLES: usize = 100_000;
 
 /// Groups waiting at most; likewise.
@@ -73,9 +42,10 @@ pub const MAX_PENDING_GROUPS: usize = 10_000;
 /// `articles / SWEEP_BATCH` rounds.
 pub const SWEEP_BATCH: u64 = 2000;
 
-/// Articles per pass or sweep script: Redis runs nothing else while a
-/// script runs, so each is kept short.
-pub const SWEEP_CALL: u64 = 100;
+/// Articles per derivation script: Redis runs nothing else while a script
+/// runs, so each is kept short (and stops early once it went through
+/// [`scripts::SCRIPT_MEMBERS`] groups and voters).
+pub const SWEEP_CALL: u64 = 25;
 
 /// Keys one `SCAN` step of the group sets visits (a command Redis runs
 /// alone, like a script).
@@ -85,7 +55,8 @@ pub const GROUP_SCAN_COUNT: u64 = 1000;
 const GROUP_SCANS_PER_ROUND: u32 = 10;
 
 /// How long a notified article found missing from `time:` waits before
-/// it is derived again (see the module doc).
+/// it is derived again: the book writes a post in several commands, its
+/// voted set first.
 pub const ABSENT_RETRY: Duration = Duration::from_millis(50);
 
 /// How many times such an article is derived again before it is left to
@@ -93,8 +64,14 @@ pub const ABSENT_RETRY: Duration = Duration::from_millis(50);
 /// post follows, written by hand, is not tried forever).
 pub const ABSENT_TRIES: u8 = 20;
 
-/// Articles per derivation script.
-const ARTICLES_PER_CALL: usize = 100;
+/// How long an article whose counts a derivation rewrote waits before it
+/// is derived again: another writer's count (the book's `HINCRBY`) may
+/// land after the set write that named the article.
+pub const RECOUNT_RETRY: Duration = Duration::from_millis(250);
+
+/// Articles whose group sets changed, gathered across groups so each
+/// group list is rebuilt once; past this many they are rebuilt at once.
+const MAX_RELIST: usize = 10_000;
 
 /// Articles of a batch tried as members of each touched group.
 const MAX_CANDIDATES: usize = 256;
@@ -104,9 +81,10 @@ const MAX_CANDIDATES: usize = 256;
 const NOTIFY_FLAGS: [char; 3] = ['K', 'g', 's'];
 
 /// Whether Redis sends the notifications the deriver follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Notifications {
     /// Not known yet (never connected).
+    #[default]
     Starting,
     /// Subscribed, and the server sends them.
     On,
@@ -124,15 +102,6 @@ impl Notifications {
             Self::On => "on",
             Self::Refused => "refused",
             Self::Down => "down",
-        }
-    }
-
-    fn from_u8(n: u8) -> Self {
-        match n {
-            1 => Self::On,
-            2 => Self::Refused,
-            3 => Self::Down,
-            _ => Self::Starting,
         }
     }
 }
@@ -158,10 +127,10 @@ impl Pending {
 pub struct DeriveQueue {
     pending: Mutex<Pending>,
     wake: Notify,
-    notifications: AtomicU8,
+    notifications: Mutex<Notifications>,
     /// Notifications received.
     received: AtomicU64,
-    /// Touches dropped because the queue was full (the sweep catches them).
+    /// Touches dropped because the queue was full (a full pass follows).
     dropped: AtomicU64,
     /// Articles and groups whose derived data had to change.
     derived: AtomicU64,
@@ -212,8 +181,10 @@ impl DeriveQueue {
             Touched::Everything => true,
         };
         if !room {
+            pending.everything = true;
             drop(pending);
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.wake.notify_one();
             return false;
         }
         let anew = match touched {
@@ -245,11 +216,11 @@ impl DeriveQueue {
     }
 
     pub fn notifications(&self) -> Notifications {
-        Notifications::from_u8(self.notifications.load(Ordering::Relaxed))
+        *self.notifications.lock()
     }
 
     fn set_notifications(&self, state: Notifications) {
-        self.notifications.store(state as u8, Ordering::Relaxed);
+        *self.notifications.lock() = state;
     }
 
     /// Takes the pending batch, marking the deriver busy until
@@ -292,17 +263,23 @@ impl DeriveQueue {
                 }
             }
         }
-        if again.is_empty() {
+        self.retry_later(again, ABSENT_RETRY);
+    }
+
+    /// Touches `ids` again `after` from now, counting them as pending
+    /// meanwhile.
+    fn retry_later(self: &Arc<Self>, ids: Vec<ArticleId>, after: Duration) {
+        if ids.is_empty() {
             return;
         }
-        self.retrying.fetch_add(again.len(), Ordering::Relaxed);
+        self.retrying.fetch_add(ids.len(), Ordering::Relaxed);
         let queue = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(ABSENT_RETRY).await;
-            for id in &again {
+            tokio::time::sleep(after).await;
+            for id in &ids {
                 let _ = queue.touch(Touched::Article(*id));
             }
-            queue.retrying.fetch_sub(again.len(), Ordering::Relaxed);
+            queue.retrying.fetch_sub(ids.len(), Ordering::Relaxed);
         });
     }
 
@@ -319,6 +296,34 @@ impl DeriveQueue {
     }
 }
 
+/// Articles whose group sets changed, gathered across groups so each group
+/// list is rebuilt once; at most [`MAX_RELIST`].
+#[derive(Default)]
+pub(super) struct Relist(HashSet<ArticleId>);
+
+impl Relist {
+    /// Adds `changed`; once the bound is reached, answers every article
+    /// gathered (to rebuild now), leaving none.
+    fn add(&mut self, changed: Vec<ArticleId>) -> Option<Vec<ArticleId>> {
+        self.0.extend(changed);
+        (self.0.len() >= MAX_RELIST).then(|| self.0.drain().collect())
+    }
+
+    /// Every article gathered; they stay in the set, to be told apart.
+    fn take(&mut self) -> Vec<ArticleId> {
+        self.0.iter().copied().collect()
+    }
+}
+
+/// What deriving named articles leaves to try again.
+#[derive(Default)]
+struct Named {
+    /// Missing from `time:` (see [`ABSENT_RETRY`]).
+    absent: Vec<ArticleId>,
+    /// Counts rewritten (see [`RECOUNT_RETRY`]).
+    recounted: Vec<ArticleId>,
+}
+
 /// The deriver's tasks; dropping it stops them.
 pub struct Deriver {
     _listener: AbortOnDropHandle<()>,
@@ -328,11 +333,11 @@ pub struct Deriver {
 impl Store {
     /// Starts following other writers (see the module doc).
     pub fn start_deriver(&self) -> Deriver {
-        let queue = self.derive_queue().clone();
-        let listener = AbortOnDropHandle::new(tokio::spawn(listen(self.locator().clone(), queue)));
+        let queue = self.derive.clone();
+        let listener = AbortOnDropHandle::new(tokio::spawn(listen(self.locator.clone(), queue)));
         let store = self.clone();
         let worker = AbortOnDropHandle::new(tokio::spawn(async move {
-            let queue = store.derive_queue().clone();
+            let queue = store.derive.clone();
             loop {
                 queue.wake.notified().await;
                 tokio::time::sleep(COALESCE).await;
@@ -343,16 +348,17 @@ impl Store {
                     continue;
                 }
                 match store.derive_batch(&batch).await {
-                    Ok(absent) => {
-                        queue.retry_absent(&batch, absent);
+                    Ok(named) => {
+                        queue.retry_absent(&batch, named.absent);
+                        queue.retry_later(named.recounted, RECOUNT_RETRY);
                         queue.done();
                     }
                     Err(e) => {
+                        queue.put_back(batch);
                         queue.done();
                         queue.failures.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(error = %e, "deriving other clients' writes failed; retrying");
                         tokio::time::sleep(Duration::from_millis(500)).await;
-                        queue.put_back(batch);
                     }
                 }
             }
@@ -364,137 +370,195 @@ impl Store {
     }
 
     /// Derives one batch: groups first (with the batch's articles as
-    /// candidates), then articles. Answers the articles found missing from
-    /// `time:`.
-    async fn derive_batch(&self, batch: &Pending) -> AppResult<Vec<ArticleId>> {
+    /// candidates), then articles, those whose group sets changed with
+    /// their group lists rebuilt.
+    async fn derive_batch(&self, batch: &Pending) -> AppResult<Named> {
         let mut conn = self.conn().await?;
         let articles: Vec<ArticleId> = batch.articles.iter().copied().collect();
         let candidates = &articles[..articles.len().min(MAX_CANDIDATES)];
+        let mut relist = Relist::default();
         for name in &batch.groups {
-            self.follow_group(&mut conn, name, GroupMode::Check, candidates)
+            self.follow_group(&mut conn, name, GroupMode::Check, candidates, &mut relist)
                 .await?;
         }
-        let mut absent = Vec::new();
-        for chunk in articles.chunks(ARTICLES_PER_CALL) {
-            let mut derived = scripts::derive_articles(&mut conn, chunk).await?;
-            absent.append(&mut derived.absent);
-            self.finish_derived(&mut conn, derived).await?;
-        }
+        let mut ordered = relist.take();
+        let relisted = ordered.len();
+        ordered.extend(articles.iter().filter(|id| !relist.0.contains(id)));
+        let named = self.derive_named(&mut conn, &ordered, relisted).await?;
         if batch.everything {
             self.derive_everything(&mut conn).await?;
-            self.derive_all_groups(&mut conn).await?;
-            self.derive_queue().passes.fetch_add(1, Ordering::Relaxed);
+            self.derive.passes.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(absent)
+        Ok(named)
     }
 
-    /// Every article of `time:`, batch after batch, then the articles gone
-    /// from `time:` leave the net-vote rankings. Each batch is one short
-    /// script; other clients run between them. Answers the articles
-    /// passed.
-    pub(super) async fn derive_everything(&self, conn: &mut Conn) -> AppResult<u64> {
-        let mut at = scripts::TopCursor {
-            from: "-inf".to_owned(),
-            skip: 0,
-        };
-        let mut seen = 0;
-        loop {
-            let swept = scripts::sweep_articles(conn, &at, SWEEP_CALL).await?;
-            seen += swept.seen;
-            self.finish_derived(conn, swept.derived).await?;
-            match swept.next {
-                Some(next) => at = next,
-                None => break,
+    /// Derives the articles `ids`, the first `relist` of them with their
+    /// group lists rebuilt, in short scripts.
+    async fn derive_named(
+        &self,
+        conn: &mut Conn,
+        ids: &[ArticleId],
+        relist: usize,
+    ) -> AppResult<Named> {
+        let mut named = Named::default();
+        let mut to_relist: VecDeque<ArticleId> = ids[..relist].iter().copied().collect();
+        let mut plain: VecDeque<ArticleId> = ids[relist..].iter().copied().collect();
+        while !to_relist.is_empty() || !plain.is_empty() {
+            let first = to_relist.len().min(SWEEP_CALL as usize);
+            let mut chunk: Vec<ArticleId> = to_relist.drain(..first).collect();
+            let more = plain.len().min(SWEEP_CALL as usize - first);
+            chunk.extend(plain.drain(..more));
+            let mut derived = scripts::derive_articles(conn, &chunk, first).await?;
+            for id in derived.rest_to_relist.drain(..).rev() {
+                to_relist.push_front(id);
             }
+            for id in derived.rest.drain(..).rev() {
+                plain.push_front(id);
+            }
+            named.absent.append(&mut derived.absent);
+            named.recounted.append(&mut derived.recounted);
+            self.finish_derived(conn, derived).await?;
         }
+        Ok(named)
+    }
+
+    /// Gathers the articles whose group sets changed into `relist`, and
+    /// rebuilds their group lists at once when it is full.
+    async fn relist(
+        &self,
+        conn: &mut Conn,
+        relist: &mut Relist,
+        changed: Vec<ArticleId>,
+    ) -> AppResult<()> {
+        self.count_derived(changed.len() as u64);
+        if let Some(ids) = relist.add(changed) {
+            self.derive_named(conn, &ids, ids.len()).await?;
+        }
+        Ok(())
+    }
+
+    /// Every article of `time:`, then the articles gone from `time:` leave
+    /// the net-vote rankings, then every group set. Each batch is one short
+    /// script or command; other clients run between them.
+    async fn derive_everything(&self, conn: &mut Conn) -> AppResult<()> {
+        self.derive_from(conn, TopCursor::start(), u64::MAX).await?;
         let mut cursor = "0".to_owned();
         loop {
             let batch = scripts::drop_absent(conn, &cursor, SWEEP_CALL).await?;
             self.count_derived(batch.count);
-            if batch.next == "0" {
-                return Ok(seen);
-            }
             cursor = batch.next;
+            if cursor == "0" {
+                break;
+            }
         }
+        self.derive_groups_from(conn, 0, u32::MAX).await?;
+        Ok(())
+    }
+
+    /// Derives the articles of `time:` from `at` on, in at most `calls`
+    /// scripts of [`SWEEP_CALL`]; answers where the next goes on (None:
+    /// past the newest).
+    async fn derive_from(
+        &self,
+        conn: &mut Conn,
+        mut at: TopCursor,
+        calls: u64,
+    ) -> AppResult<Option<TopCursor>> {
+        for _ in 0..calls {
+            let swept = scripts::sweep_articles(conn, &at, SWEEP_CALL).await?;
+            self.finish_derived(conn, swept.derived).await?;
+            match swept.next {
+                Some(next) => at = next,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(at))
     }
 
     /// Follows one group until its mirror matches it, scanning large ones
-    /// in batches; answers how many articles changed.
+    /// in batches; the articles whose group sets changed go to `relist`.
     pub(super) async fn follow_group(
         &self,
         conn: &mut Conn,
         name: &GroupName,
         mode: GroupMode,
         candidates: &[ArticleId],
-    ) -> AppResult<u64> {
-        let mut changed = match scripts::derive_group(conn, name, mode, "0", candidates).await? {
-            GroupDerived::Synced { changed } => {
-                self.count_derived(changed);
-                return Ok(changed);
-            }
-            GroupDerived::Scan { changed } | GroupDerived::Cursor { changed, .. } => changed,
-        };
+        relist: &mut Relist,
+    ) -> AppResult<()> {
+        let first = scripts::derive_group(conn, name, mode, "0", candidates).await?;
+        let synced = matches!(first, GroupDerived::Synced { .. });
+        self.relist(conn, relist, first.into_changed()).await?;
+        if synced {
+            return Ok(());
+        }
         for mode in [GroupMode::Add, GroupMode::Remove] {
             let mut cursor = "0".to_owned();
             loop {
-                match scripts::derive_group(conn, name, mode, &cursor, &[]).await? {
-                    GroupDerived::Cursor { next, changed: c } => {
-                        changed += c;
-                        if next == "0" {
-                            break;
-                        }
-                        cursor = next;
-                    }
-                    GroupDerived::Synced { changed: c } | GroupDerived::Scan { changed: c } => {
-                        changed += c;
-                        break;
-                    }
+                let step = scripts::derive_group(conn, name, mode, &cursor, &[]).await?;
+                let next = match &step {
+                    GroupDerived::Cursor { next, .. } => next.clone(),
+                    _ => "0".to_owned(),
+                };
+                self.relist(conn, relist, step.into_changed()).await?;
+                if next == "0" {
+                    break;
                 }
+                cursor = next;
             }
         }
-        self.count_derived(changed);
-        Ok(changed)
+        Ok(())
     }
 
-    /// Every group set compared whole with its mirror, one `SCAN` step at
-    /// a time.
-    async fn derive_all_groups(&self, conn: &mut Conn) -> AppResult<()> {
-        let mut cursor = 0;
-        loop {
-            cursor = self.derive_groups_step(conn, cursor).await?;
-            if cursor == 0 {
-                return Ok(());
-            }
-        }
-    }
-
-    /// One round of the sweep through the group sets: a few `SCAN` steps
-    /// from where `index:sweep` says, moved on.
-    pub(super) async fn sweep_groups(&self, conn: &mut Conn) -> AppResult<()> {
-        let cursor: Option<u64> = redis::cmd("HGET")
-            .arg(keys::SWEEP)
-            .arg("groups")
-            .query_async(&mut *conn)
-            .await?;
-        let mut cursor = cursor.unwrap_or(0);
-        for _ in 0..GROUP_SCANS_PER_ROUND {
+    /// Follows the group sets from `SCAN` cursor `cursor` on, at most
+    /// `steps` steps; answers the next cursor (0: past the last).
+    async fn derive_groups_from(
+        &self,
+        conn: &mut Conn,
+        mut cursor: u64,
+        steps: u32,
+    ) -> AppResult<u64> {
+        for _ in 0..steps {
             cursor = self.derive_groups_step(conn, cursor).await?;
             if cursor == 0 {
                 break;
             }
         }
+        Ok(cursor)
+    }
+
+    /// One round of the sweep: `calls` scripts of articles and
+    /// [`GROUP_SCANS_PER_ROUND`] `SCAN` steps of the group sets, from where
+    /// `index:sweep` says, moved on (back to the start after the last).
+    pub(super) async fn sweep_round(&self, conn: &mut Conn, calls: u64) -> AppResult<()> {
+        let (from, skip, groups): (Option<String>, Option<u64>, Option<u64>) = redis::cmd("HMGET")
+            .arg(keys::SWEEP)
+            .arg(&["from", "skip", "groups"])
+            .query_async(&mut *conn)
+            .await?;
+        let skip = skip.unwrap_or(0);
+        let at = from.map_or_else(TopCursor::start, |from| TopCursor { from, skip });
+        let at = self.derive_from(conn, at, calls).await?;
+        let at = at.unwrap_or_else(TopCursor::start);
+        let cursor = groups.unwrap_or(0);
+        let cursor = self
+            .derive_groups_from(conn, cursor, GROUP_SCANS_PER_ROUND)
+            .await?;
         let () = redis::cmd("HSET")
             .arg(keys::SWEEP)
+            .arg(&[("from", at.from), ("skip", at.skip.to_string())])
             .arg("groups")
             .arg(cursor)
             .query_async(conn)
             .await?;
+        self.derive.sweep_rounds.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// One `SCAN` of [`GROUP_SCAN_COUNT`] keys from `cursor`: each group
-    /// set found is compared whole with its mirror. Answers the next
-    /// cursor (0 at the end).
+    /// set found is compared whole with its mirror, and so is each mirror
+    /// whose group set is gone (emptied while nothing followed it, which
+    /// no scan of the group sets finds). Answers the next cursor (0 at the
+    /// end).
     async fn derive_groups_step(&self, conn: &mut Conn, cursor: u64) -> AppResult<u64> {
         let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
@@ -506,19 +570,35 @@ impl Store {
             .arg("set")
             .query_async(&mut *conn)
             .await?;
-        for key in found {
-            if let Some(Touched::Group(name)) = keys::touched(&key) {
-                self.follow_group(conn, &name, GroupMode::Full, &[]).await?;
+        let (mut groups, mut mirrored) = (Vec::new(), Vec::new());
+        for key in &found {
+            let mirror = key.strip_suffix(keys::GROUP_INDEXED_SUFFIX);
+            if let Some(Touched::Group(name)) = keys::touched(mirror.unwrap_or(key)) {
+                let found = if mirror.is_some() {
+                    &mut mirrored
+                } else {
+                    &mut groups
+                };
+                found.push(name);
             }
         }
+        if !mirrored.is_empty() {
+            let mut exists = redis::pipe();
+            for name in &mirrored {
+                exists.cmd("EXISTS").arg(keys::group(name));
+            }
+            let exist: Vec<bool> = exists.query_async(&mut *conn).await?;
+            let gone = mirrored.into_iter().zip(exist).filter(|(_, e)| !e);
+            groups.extend(gone.map(|(name, _)| name));
+        }
+        let mut relist = Relist::default();
+        for name in groups {
+            self.follow_group(conn, &name, GroupMode::Full, &[], &mut relist)
+                .await?;
+        }
+        let ids = relist.take();
+        self.derive_named(conn, &ids, ids.len()).await?;
         Ok(next)
-    }
-
-    /// Counts a round of the sweep (see `feeds.rs`).
-    pub(super) fn count_sweep_round(&self) {
-        self.derive_queue()
-            .sweep_rounds
-            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// What a derivation script left: counts what it changed and indexes
@@ -536,7 +616,7 @@ impl Store {
     }
 
     fn count_derived(&self, n: u64) {
-        self.derive_queue().derived.fetch_add(n, Ordering::Relaxed);
+        self.derive.derived.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -686,7 +766,18 @@ mod tests {
     }
 
     #[test]
-    fn touches_beyond_the_bound_are_dropped_and_counted() {
+    fn articles_to_relist_are_rebuilt_at_the_bound() {
+        let mut relist = Relist::default();
+        let ids = |from: u64, n: u64| (from..from + n).map(ArticleId).collect::<Vec<_>>();
+        assert_eq!(relist.add(ids(1, MAX_RELIST as u64 - 1)), None);
+        assert_eq!(relist.add(ids(1, 10)), None, "each article once");
+        let rebuilt = relist.add(ids(MAX_RELIST as u64, 1)).expect("at the bound");
+        assert_eq!(rebuilt.len(), MAX_RELIST);
+        assert!(relist.take().is_empty());
+    }
+
+    #[test]
+    fn touches_beyond_the_bound_are_dropped_for_a_full_pass() {
         let queue = DeriveQueue::default();
         for n in 0..MAX_PENDING_ARTICLES as u64 + 10 {
             let queued = queue.touch(Touched::Article(ArticleId(n + 1)));
@@ -696,6 +787,7 @@ mod tests {
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 10);
         let batch = queue.take();
         assert_eq!(batch.articles.len(), MAX_PENDING_ARTICLES);
+        assert!(batch.everything, "what was dropped waits for a full pass");
         assert!(queue.pending.lock().articles.is_empty());
     }
 }

@@ -11,14 +11,10 @@
 //! the period by net votes × 2^32 + post time (whole seconds): net votes
 //! first, newest first among equals, and the post time readable from the
 //! score. The post and vote scripts keep them; they are derived data of the
-//! book's `score:` and `time:` (net votes = (score − time) / 432), so:
-//! - a first pass derives every article of `time:` (marker
-//!   [`keys::TOP_INDEX_BUILT`]; `--reconcile-votes` runs it again), as the
-//!   deriver derives any article another client writes (see `deriver.rs`);
-//! - every round of upkeep, each instance prunes articles that grew too old
-//!   for a period, and, while notifications are not on, one instance runs a
-//!   round of the sweep through every article; what the book's own code
-//!   writes is followed within a second by the deriver.
+//! book's `score:` and `time:` (net votes = (score − time) / 432), so the
+//! deriver derives them for any article another client writes (see
+//! `deriver.rs`), and every round of upkeep, each instance prunes articles
+//! that grew too old for a period.
 
 use std::time::Duration;
 
@@ -293,41 +289,19 @@ impl Store {
         })
     }
 
-    /// The first build, unless the marker says it ran (`force` runs it
-    /// anyway); sets the marker.
-    pub async fn build_top_index(&self, force: bool) -> AppResult<Option<u64>> {
-        if !force && self.has_marker(keys::TOP_INDEX_BUILT).await? {
-            return Ok(None);
-        }
-        // Derived like any article another client writes: the rankings,
-        // and the posters' feeds and karma.
-        let mut conn = self.conn().await?;
-        let written = self.derive_everything(&mut conn).await?;
-        self.set_marker(keys::TOP_INDEX_BUILT).await?;
-        Ok(Some(written))
-    }
-
-    /// One round of upkeep (`every` apart): while notifications are not
-    /// on, the instance that takes this round's lease re-derives one batch
-    /// of the sweep through every article and the group sets (see
-    /// `deriver.rs`); every instance then prunes each period of what grew
-    /// too old.
+    /// One round of upkeep (`every` apart): while notifications are
+    /// refused or down, the instance that takes this round's lease runs a
+    /// round of the sweep (see `deriver.rs`); every instance then prunes
+    /// each period of what grew too old.
     async fn tend_top(&self, every: Duration) -> AppResult<()> {
         let now = unix_secs();
         let mut conn = self.conn().await?;
-        if self.derive_queue().notifications() != Notifications::On
+        let state = self.derive.notifications();
+        if matches!(state, Notifications::Refused | Notifications::Down)
             && self.take_sweep_lease(&mut conn, every).await?
         {
-            self.count_sweep_round();
-            for _ in 0..SWEEP_BATCH / SWEEP_CALL {
-                let swept = scripts::sweep_round(&mut conn, SWEEP_CALL).await?;
-                let done = swept.next.is_none();
-                self.finish_derived(&mut conn, swept.derived).await?;
-                if done {
-                    break;
-                }
-            }
-            self.sweep_groups(&mut conn).await?;
+            self.sweep_round(&mut conn, SWEEP_BATCH / SWEEP_CALL)
+                .await?;
         }
         // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {
@@ -356,32 +330,16 @@ impl Store {
         Ok(leased.is_some())
     }
 
-    /// Starts the net-vote rankings' background work (see the module doc)
-    /// and the group directory's (see `groups.rs`);
+    /// Starts the net-vote rankings' background work (see the module doc);
     /// dropping the handle stops it. Failures (Redis down) are logged and
     /// tried again on the next tick.
-    pub fn start_top_index(&self, force: bool, every: Duration) -> TopIndex {
+    pub fn start_top_index(&self, every: Duration) -> TopIndex {
         let store = self.clone();
         let task = AbortOnDropHandle::new(tokio::spawn(async move {
-            let mut built = false;
-            let mut recount = 0;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                if !built {
-                    match store.first_upkeep(force).await {
-                        Ok(()) => built = true,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "building the derived indexes failed");
-                            continue;
-                        }
-                    }
-                }
-                match store.recount_groups(recount).await {
-                    Ok(next) => recount = next,
-                    Err(e) => tracing::warn!(error = %e, "recounting the group directory failed"),
-                }
                 // Last: its final pruning marks a round as done.
                 if let Err(e) = store.tend_top(every).await {
                     tracing::warn!(error = %e, "tending the net-vote rankings failed");
@@ -389,17 +347,6 @@ impl Store {
             }
         }));
         TopIndex { _task: task }
-    }
-
-    /// The builds the first round makes unless their markers say they ran.
-    async fn first_upkeep(&self, force: bool) -> AppResult<()> {
-        if let Some(articles) = self.build_top_index(force).await? {
-            tracing::info!(articles, "net-vote rankings built from score: and time:");
-        }
-        if let Some(groups) = self.index_groups(force).await? {
-            tracing::info!(groups, "group directory built from the group sets");
-        }
-        Ok(())
     }
 }
 

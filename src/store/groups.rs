@@ -3,17 +3,9 @@
 //!
 //! `groups:by-size` holds each group's size, kept by the post and
 //! set-groups scripts. The book's code changes `group:<name>` sets without
-//! it, so it is derived data: the first start builds it by scanning the
-//! `group:<name>` sets (marker [`keys::GROUPS_INDEX_BUILT`];
-//! `--reconcile-votes` scans again), and the upkeep recounts a batch of
-//! listed groups every tick, so a book change to a listed group shows
-//! within one sweep of the directory and a group only the book's code ever
-//! wrote shows after a rescan.
-
-use redis::Value;
+//! it, so the deriver follows them (see `deriver.rs`).
 
 use super::feeds::{cursor_fields, cursor_value, encode_cursor, malformed_cursor};
-use super::keys;
 use super::scripts;
 use super::Store;
 use crate::domain::GroupName;
@@ -68,10 +60,6 @@ pub struct DirectoryPage {
     pub total: u64,
 }
 
-/// Groups recounted per upkeep tick, and keys per `SCAN` step.
-const RECOUNT_BATCH: usize = 100;
-const SCAN_COUNT: usize = 1000;
-
 impl Store {
     /// Up to `first` groups after `after`, largest first.
     pub async fn groups_page(
@@ -105,72 +93,6 @@ impl Store {
             has_next,
             total: reply.total,
         })
-    }
-
-    /// Builds the directory from the `group:<name>` sets, found with
-    /// `SCAN … TYPE set` (a step of [`SCAN_COUNT`] keys at a time), unless
-    /// the marker says it was built (`force` builds it anyway). Answers the
-    /// groups found.
-    pub async fn index_groups(&self, force: bool) -> AppResult<Option<u64>> {
-        if !force && self.has_marker(keys::GROUPS_INDEX_BUILT).await? {
-            return Ok(None);
-        }
-        let mut conn = self.conn().await?;
-        let pattern = format!("{}*", keys::GROUP_PREFIX);
-        let mut cursor: u64 = 0;
-        let mut found = 0;
-        loop {
-            let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .arg("TYPE")
-                .arg("set")
-                .query_async(&mut conn)
-                .await?;
-            let groups: Vec<GroupName> = names
-                .iter()
-                .filter_map(|key| key.strip_prefix(keys::GROUP_PREFIX))
-                .filter_map(|name| GroupName::parse(name).ok())
-                .collect();
-            if !groups.is_empty() {
-                let mut pipe = redis::pipe();
-                for g in &groups {
-                    pipe.cmd("SCARD").arg(keys::group(g));
-                }
-                let sizes: Vec<Value> = pipe.query_async(&mut conn).await?;
-                let mut add = redis::pipe();
-                for (g, size) in groups.iter().zip(&sizes) {
-                    if let Value::Int(n) = size {
-                        if *n > 0 {
-                            add.cmd("ZADD")
-                                .arg(keys::GROUPS_BY_SIZE)
-                                .arg(-n)
-                                .arg(g.as_str())
-                                .ignore();
-                            found += 1;
-                        }
-                    }
-                }
-                let () = add.query_async(&mut conn).await?;
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-        self.set_marker(keys::GROUPS_INDEX_BUILT).await?;
-        Ok(Some(found))
-    }
-
-    /// Recounts a batch of listed groups from rank `start` on; answers
-    /// where the next batch starts (0 after the last).
-    pub(super) async fn recount_groups(&self, start: usize) -> AppResult<usize> {
-        let mut conn = self.conn().await?;
-        let n = scripts::recount_groups(&mut conn, start, RECOUNT_BATCH).await? as usize;
-        Ok(if n < RECOUNT_BATCH { 0 } else { start + n })
     }
 }
 

@@ -46,17 +46,14 @@ use crate::metrics::MetricsBuilder;
 ///
 /// bb8-redis never reports a multiplexed connection as broken, so a pool
 /// would keep handing out a dead socket after Redis restarts. Marking the
-/// connection on I/O errors lets bb8 drop it and dial a new one, which is how
-/// the server recovers by itself without a PING on every checkout. The flag
-/// is shared by clones, because requests run on clones (see [`Store::conn`]).
-///
-/// Every command passes through here, so this is also where Redis latency
-/// and errors are measured ([`RedisMetrics`]).
+/// connection on I/O errors lets bb8 drop it and dial a new one, without a
+/// PING on every checkout. The flag is shared by clones, because requests
+/// run on clones (see [`Store::conn`]). Every command passes through here,
+/// so this is also where Redis latency and errors are measured.
 #[derive(Clone)]
 pub struct Conn {
     inner: MultiplexedConnection,
     broken: Arc<AtomicBool>,
-    /// Where the connection goes (for the log) and the store's metrics.
     shared: Arc<Shared>,
 }
 
@@ -90,11 +87,9 @@ fn redis_histogram() -> Histogram {
 pub struct RedisMetrics {
     durations: Family<KindLabel, Histogram, fn() -> Histogram>,
     errors: Family<KindLabel, Counter>,
-    /// Single commands (scripts included), send to reply.
     commands: Histogram,
-    /// Pipelines, send to the last reply, one observation each.
     pipelines: Histogram,
-    /// Failures by [`RedisMetrics::ERROR_KINDS`].
+    /// By [`RedisMetrics::ERROR_KINDS`].
     failures: [Counter; 4],
 }
 
@@ -122,7 +117,6 @@ impl RedisMetrics {
     /// an error reply from Redis (a script error, NOSCRIPT), anything else.
     pub const ERROR_KINDS: [&'static str; 4] = ["connection", "timeout", "reply", "other"];
 
-    /// Registers the latencies and failures.
     pub fn register(&self, metrics: &mut MetricsBuilder) {
         metrics.register(
             "votegraph_redis_command_duration_seconds",
@@ -142,7 +136,6 @@ impl RedisMetrics {
 }
 
 impl Conn {
-    /// `--wait-replicas`, if set: replicas and timeout.
     pub(crate) fn wait(&self) -> Option<(u32, Duration)> {
         self.shared.wait
     }
@@ -212,11 +205,10 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// bb8 manager around bb8-redis' own, adding broken-connection detection,
-/// votegraph's timeouts, and a memory of why the last dial failed.
+/// bb8 manager around bb8-redis' own (kept for its validity check, a
+/// PING), dialling through the locator with votegraph's timeouts, noting
+/// broken connections and why the last dial failed.
 pub struct Manager {
-    /// bb8-redis' manager, for its validity check (a PING); connections are
-    /// dialled through the locator instead, with votegraph's timeouts.
     inner: RedisConnectionManager,
     locator: Locator,
     config: AsyncConnectionConfig,
@@ -267,45 +259,15 @@ pub type Pool = bb8::Pool<Manager>;
 
 pub const DEFAULT_GROUP_SCAN_BUDGET: u32 = 5_000;
 
-/// Where a store's connections come from: the pool, and what a failed
-/// checkout says. Cheap to clone; the vote batches' task holds one.
-#[derive(Clone)]
-pub(crate) struct Connections {
-    pool: Pool,
-    /// Where Redis is (host:port or socket path; never the password), for
-    /// the log.
-    address: Arc<str>,
-    last_error: Arc<Mutex<Option<String>>>,
-}
-
-impl Connections {
-    /// A connection for one request. It is a clone of a pooled multiplexed
-    /// connection, and the pool slot is given back at once: requests share
-    /// the few pooled sockets concurrently instead of queueing for them.
-    async fn conn(&self) -> AppResult<Conn> {
-        match self.pool.get().await {
-            Ok(conn) => Ok(conn.clone()),
-            Err(bb8::RunError::User(e)) => Err(AppError::Storage(e)),
-            Err(bb8::RunError::TimedOut) => Err(AppError::StorageTimeout {
-                address: self.address.to_string(),
-                cause: self
-                    .last_error
-                    .lock()
-                    .clone()
-                    .unwrap_or_else(|| "no pooled connection became free in time".to_owned()),
-            }),
-        }
-    }
-}
-
 /// Handle to the Redis database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    /// The pool, where Redis is, and what a failed checkout says.
-    connections: Connections,
-    /// The connections' shared part, for their metrics.
+    pool: Pool,
+    /// Where Redis is (host:port or socket path; never the password).
+    address: Arc<str>,
+    /// Why the last dial failed, for a checkout that timed out.
+    last_error: Arc<Mutex<Option<String>>>,
     shared: Arc<Shared>,
-    /// The pool's size, for `/metrics`.
     pool_size: u32,
     /// Membership checks a cold group page may spend before the group's
     /// ranking is built with ZINTERSTORE instead (see the group-page script).
@@ -313,10 +275,7 @@ pub struct Store {
     /// Held while the folded-name index is built (see
     /// [`Store::build_name_index`]).
     name_index: Arc<tokio::sync::Mutex<()>>,
-    /// Where Redis is, for the deriver's own subscription.
     locator: Locator,
-    /// What waits to be derived from other clients' writes (see
-    /// `deriver.rs`).
     derive: Arc<deriver::DeriveQueue>,
 }
 
@@ -359,11 +318,9 @@ impl Store {
             .retry_connection(false)
             .build_unchecked(manager);
         Ok(Self {
-            connections: Connections {
-                pool,
-                address,
-                last_error,
-            },
+            pool,
+            address,
+            last_error,
             shared,
             pool_size: max_size.max(1),
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
@@ -371,14 +328,6 @@ impl Store {
             locator,
             derive: Arc::default(),
         })
-    }
-
-    fn locator(&self) -> &Locator {
-        &self.locator
-    }
-
-    fn derive_queue(&self) -> &Arc<deriver::DeriveQueue> {
-        &self.derive
     }
 
     /// Asks the deriver to derive `touched` soon (see `deriver.rs`).
@@ -391,10 +340,6 @@ impl Store {
         self.derive.stats()
     }
 
-    pub(crate) fn name_index_lock(&self) -> &tokio::sync::Mutex<()> {
-        &self.name_index
-    }
-
     /// Sets the cold group page's scan budget (0: always build the ranking).
     pub fn with_group_scan_budget(mut self, budget: u32) -> Self {
         self.group_scan_budget = budget;
@@ -405,30 +350,40 @@ impl Store {
     /// connection, and the pool slot is given back at once: requests share
     /// the few pooled sockets concurrently instead of queueing for them.
     pub(crate) async fn conn(&self) -> AppResult<Conn> {
-        self.connections.conn().await
+        match self.pool.get().await {
+            Ok(conn) => Ok(conn.clone()),
+            Err(bb8::RunError::User(e)) => Err(AppError::Storage(e)),
+            Err(bb8::RunError::TimedOut) => Err(AppError::StorageTimeout {
+                address: self.address.to_string(),
+                cause: self
+                    .last_error
+                    .lock()
+                    .clone()
+                    .unwrap_or_else(|| "no pooled connection became free in time".to_owned()),
+            }),
+        }
     }
 
     /// Where Redis is, for logs and `/health` (no credentials).
     pub fn address(&self) -> &str {
-        &self.connections.address
+        &self.address
     }
 
-    /// The command latencies and failures of this store's connections.
     pub fn redis_metrics(&self) -> &RedisMetrics {
         &self.shared.metrics
     }
 
     /// The pool's connections and checkout counts (no Redis call).
     pub fn pool_state(&self) -> bb8::State {
-        self.connections.pool.state()
+        self.pool.state()
     }
 
     pub fn pool_size(&self) -> u32 {
         self.pool_size
     }
 
-    /// Whether a one-time pass over the data (a backfill, an index build)
-    /// left its marker: then it need not run again.
+    /// Whether a one-time index build left its marker: then it need not
+    /// run again.
     pub(crate) async fn has_marker(&self, marker: &str) -> AppResult<bool> {
         let mut conn = self.conn().await?;
         Ok(redis::cmd("EXISTS")

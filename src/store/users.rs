@@ -135,7 +135,7 @@ impl Store {
     pub async fn build_name_index(&self) -> AppResult<Option<u64>> {
         // One pass at a time in this process; a second caller finds the
         // marker set by the first.
-        let _building = self.name_index_lock().lock().await;
+        let _building = self.name_index.lock().await;
         if self.has_marker(keys::NAMES_INDEX_BUILT).await? {
             return Ok(None);
         }

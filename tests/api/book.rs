@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::helpers::{
     eventually, gql_at, now as time_time, spawn_app, spawn_server, test_settings,
-    wait_for_vote_index, TestRedis, ARTICLE_FIELDS, VOTE_INDEX_MARKER,
+    wait_for_first_pass, TestRedis, ARTICLE_FIELDS,
 };
 
 const ONE_WEEK_IN_SECONDS: i64 = 7 * 86_400;
@@ -275,11 +275,11 @@ async fn my_votes_at(address: &str, token: &str, ids: &[&str]) -> Vec<String> {
 }
 
 /// Votes the book's code wrote (and votes of an older votegraph, which kept
-/// no index) are in the voted sets only. The backfill at the first start
-/// copies them into the index; a book vote after it shows NONE in `myVote`
-/// (its count is right) until a `--reconcile-votes` start copies it too.
+/// no index) are in the voted sets only. The first start's full pass copies
+/// them into the index; a book vote after it shows in `myVote` within a
+/// second.
 #[tokio::test]
-async fn book_votes_show_in_my_vote_after_the_backfill_and_later_ones_at_once() {
+async fn book_votes_show_in_my_vote_after_the_first_pass_and_later_ones_at_once() {
     let redis = TestRedis::start().await;
     let mut conn = redis.conn().await;
     // Before votegraph first starts on this Redis: a book upvote by
@@ -315,13 +315,13 @@ async fn book_votes_show_in_my_vote_after_the_backfill_and_later_ones_at_once() 
         .as_str()
         .unwrap()
         .to_owned();
-    let built = wait_for_vote_index(&mut conn, None).await;
+    wait_for_first_pass(&client, &first.address).await;
     assert_eq!(
         my_votes_at(&first.address, &alice, &[&before, &down]).await,
         ["UP", "DOWN"]
     );
 
-    // A book vote after the backfill: counted, and followed into the
+    // A book vote after the first pass: counted, and followed into the
     // index within a second (see book_writes.rs).
     let after = post_article(&mut conn, "user:83271", "After", "http://c.example").await;
     article_vote(&mut conn, "user:alice", &format!("article:{after}")).await;
@@ -349,36 +349,12 @@ async fn book_votes_show_in_my_vote_after_the_backfill_and_later_ones_at_once() 
         },
     )
     .await;
-    drop(first);
-
-    // A plain restart does not walk the window again (the marker is set).
-    let second = spawn_server(test_settings(&redis)).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let marker: String = conn.get(VOTE_INDEX_MARKER).await.unwrap();
-    assert_eq!(marker, built);
-    assert_eq!(
-        my_votes_at(&second.address, &alice, &[&before, &down, &after]).await,
-        ["UP", "DOWN", "UP"]
-    );
-    drop(second);
-
-    // --reconcile-votes walks it again, and every vote still shows.
-    let _: () = conn.set(VOTE_INDEX_MARKER, "0").await.unwrap();
-    let mut settings = test_settings(&redis);
-    settings.reconcile_votes = true;
-    let third = spawn_server(settings).await;
-    wait_for_vote_index(&mut conn, Some("0")).await;
-    assert_eq!(
-        my_votes_at(&third.address, &alice, &[&before, &down, &after]).await,
-        ["UP", "DOWN", "UP"]
-    );
 }
 
-/// The backfill walks the open window in batches of a few hundred
-/// articles (one script call each, never one huge command), across runs
-/// of articles posted at the same instant, and leaves closed ones out.
+/// The first pass indexes every open article's voters, across runs of
+/// articles posted at the same instant, and leaves closed ones out.
 #[tokio::test]
-async fn the_backfill_walks_the_voting_window_in_batches() {
+async fn the_first_pass_indexes_the_voting_windows_voters() {
     let redis = TestRedis::start().await;
     let mut conn = redis.conn().await;
     let now = time_time();
@@ -406,23 +382,17 @@ async fn the_backfill_walks_the_voting_window_in_batches() {
         if id % 5 == 0 {
             pipe.sadd(format!("downvoted:{id}"), "user:critic").ignore();
         }
+        // In both sets: an upvoter, as the vote script reads them.
+        if id == 5 {
+            pipe.sadd(format!("downvoted:{id}"), "user:both").ignore();
+            pipe.sadd(format!("voted:{id}"), "user:both").ignore();
+        }
         // Not a votegraph member: never indexed, as myVote never matched it.
         pipe.sadd(format!("voted:{id}"), "83271").ignore();
     }
     let () = pipe.query_async(&mut conn).await.unwrap();
-    // Every command logged, with its arguments, to count the backfill's.
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .arg("slowlog-max-len")
-        .arg(100_000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-
-    let _server = spawn_server(test_settings(&redis)).await;
-    wait_for_vote_index(&mut conn, None).await;
+    let server = spawn_server(test_settings(&redis)).await;
+    wait_for_first_pass(&reqwest::Client::new(), &server.address).await;
 
     for u in 0..7u32 {
         let n: usize = conn.zcard(format!("user:u{u}:votes")).await.unwrap();
@@ -437,52 +407,9 @@ async fn the_backfill_walks_the_voting_window_in_batches() {
     assert!(critic.iter().all(|(_, score)| *score < 0.0));
     let closed: Option<f64> = conn.zscore("user:u1:votes", "article:603").await.unwrap();
     assert_eq!(closed, None, "closed articles are left out");
+    let both: f64 = conn.zscore("user:both:votes", "article:5").await.unwrap();
+    assert!(both > 0.0, "{both}");
     assert!(!conn.exists::<_, bool>("83271:votes").await.unwrap());
     let ttl: i64 = conn.ttl("user:u0:votes").await.unwrap();
     assert!(ttl > 0 && ttl <= ONE_WEEK_IN_SECONDS, "ttl {ttl}");
-    let batches = backfill_batches(&redis).await;
-    assert!(
-        (3..=7).contains(&batches),
-        "{batches} script calls for 600 articles"
-    );
-}
-
-/// The backfill's script calls in the slowlog: the scripts whose only key
-/// is `time:`, one per place in it (a first call refused with NOSCRIPT and
-/// made again counts once).
-async fn backfill_batches(redis: &TestRedis) -> usize {
-    // Every command a script ran is logged too: a long reply.
-    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .unwrap();
-    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(100_000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let mut places = std::collections::HashSet::new();
-    for entry in entries {
-        let redis::Value::Array(fields) = entry else {
-            continue;
-        };
-        let Some(redis::Value::Array(args)) = fields.get(3) else {
-            continue;
-        };
-        let args: Vec<String> = args
-            .iter()
-            .map(|a| redis::from_redis_value_ref(a).unwrap_or_default())
-            .collect();
-        if args.len() > 5
-            && args[0].eq_ignore_ascii_case("evalsha")
-            && args[2] == "1"
-            && args[3] == "time:"
-        {
-            places.insert((args[4].clone(), args[5].clone()));
-        }
-    }
-    places.len()
 }

@@ -8,7 +8,8 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    done_if, error_code, eventually_every, spawn_app, spawn_app_tending, TestApp, TestRedis,
+    done_if, error_code, eventually_every, gql_at, sign_up_at, spawn_app, spawn_app_on,
+    spawn_app_tending, spawn_server, test_settings, TestApp, TestRedis,
 };
 
 const GROUPS: &str = "query($n: Int!, $a: String) { groups(first: $n, after: $a) {
@@ -168,6 +169,28 @@ async fn groups_written_by_the_books_code_are_counted() {
     }
     let want = pairs(&[("python", 4), ("programming", 3)]);
     wait_for_directory(&app, "the book's additions to be counted", want).await;
+}
+
+/// A group the book's code emptied while no server ran leaves the
+/// directory at the next start: no scan of the group sets finds a set that
+/// is gone, so its mirror stands for it.
+#[tokio::test]
+async fn a_group_emptied_while_no_server_ran_leaves_the_directory() {
+    let redis = TestRedis::start().await;
+    let first = spawn_server(test_settings(&redis)).await;
+    let client = reqwest::Client::new();
+    let alice = sign_up_at(&client, &first.address, "alice").await;
+    let post = "mutation { post(title: \"t\", link: \"https://e.com\", groups: [\"emptied\", \"kept\"]) { id } }";
+    let posted = gql_at(&client, &first.address, post, json!({}), Some(&alice), None).await;
+    assert!(posted.get("errors").is_none(), "{posted}");
+    drop(first);
+    // Nothing follows the book's write while no server runs.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut conn = redis.conn().await;
+    let _: () = conn.srem("group:emptied", "article:1").await.unwrap();
+    let app = spawn_app_on(redis, |_| {}).await;
+    let want = pairs(&[("kept", 1)]);
+    wait_for_directory(&app, "the emptied group to leave", want).await;
 }
 
 #[tokio::test]

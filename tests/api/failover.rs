@@ -40,6 +40,9 @@ pub(crate) fn start_node(dir: &Path, port: u16, replica_of: Option<u16>) -> Proc
     let mut cmd = Command::new(redis_server());
     cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
+        // Replicas sync at once rather than after the default 5 s wait for
+        // others to join, which a loaded machine can stretch past the waits.
+        .args(["--repl-diskless-sync-delay", "0"])
         .arg("--dir")
         .arg(dir)
         .args(["--dbfilename", &format!("dump-{port}.rdb")]);
@@ -140,7 +143,7 @@ async fn run(wait_replicas: u32) -> Report {
     let _replica = start_node(dir.path(), p2, Some(p1));
     eventually_every(
         "the replica to sync",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         EVERY,
         async || {
             info(p2, "replication")
@@ -294,7 +297,7 @@ async fn run(wait_replicas: u32) -> Report {
     // replica of the new one (with `--wait-replicas 1`, writes need it).
     let _returned = start_node(dir.path(), p1, Some(p2));
     let what = "the old primary to sync as a replica";
-    eventually_every(what, Duration::from_secs(15), EVERY, async || {
+    eventually_every(what, Duration::from_secs(30), EVERY, async || {
         let replication = info(p1, "replication").await;
         done_if(replication.contains("master_link_status:up"), replication)
     })

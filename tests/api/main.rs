@@ -41,5 +41,6 @@ mod slugs;
 mod subscriptions;
 mod trusted_documents;
 mod validation;
+mod vote_counts;
 mod voting;
 mod ws_protocol;

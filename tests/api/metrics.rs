@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    done_if, eventually_every, reads_processed, spawn_app, spawn_app_with, wait_for_vote_index,
-    TestApp, WsClient, TRANSPORT_WS,
+    done_if, eventually_every, reads_processed, spawn_app, spawn_app_with, TestApp, WsClient,
+    TRANSPORT_WS,
 };
 
 /// The text of `/metrics` at `address`, checked for its status and type.
@@ -172,7 +172,8 @@ async fn post_raw(app: &TestApp, body: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
-    let app = spawn_app().await;
+    // Not `spawn_app`, whose wait for the first pass reads `/health`.
+    let app = spawn_app_with(|_| {}).await;
     let front = "query FrontPage { articles(order: SCORE, page: 1, pageSize: 5) { id } }";
     // Twice: executed, then answered from the response cache.
     app.gql_ok(front, json!({}), None).await;
@@ -395,9 +396,6 @@ async fn a_scrape_makes_no_redis_call() {
     let app = spawn_app().await;
     app.gql_ok("{ articleCount }", json!({}), None).await;
     let mut conn = app.redis.conn().await;
-    // The server's only background Redis work, the vote-index backfill
-    // of a first start, is over once its marker is set.
-    wait_for_vote_index(&mut conn, None).await;
     app.wait_for_derivations().await;
     let before = reads_processed(&mut conn).await;
     for _ in 0..5 {

@@ -7,9 +7,7 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 use serde_json::json;
 
-use crate::helpers::{
-    now, spawn_app, spawn_server, test_settings, wait_for_vote_index, TestApp, TestRedis, VOTE_AS,
-};
+use crate::helpers::{now, spawn_app, TestApp, VOTE_AS};
 
 const WEEK: f64 = 7.0 * 86_400.0;
 
@@ -191,17 +189,4 @@ async fn closed_articles_leave_the_vote_index_at_the_voters_next_vote() {
     let ttl: i64 = conn.ttl("user:bob:votes").await.unwrap();
     let most = WEEK as i64;
     assert!((most - 30..=most).contains(&ttl), "ttl {ttl}");
-}
-
-/// The backfill of a server that starts while Redis is down is tried
-/// again (with a capped backoff) until Redis is back.
-#[tokio::test]
-async fn the_backfill_waits_for_redis_when_it_is_down_at_startup() {
-    let mut redis = TestRedis::start().await;
-    redis.stop();
-    let _server = spawn_server(test_settings(&redis)).await;
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    redis.restart().await;
-    let mut conn = redis.conn().await;
-    wait_for_vote_index(&mut conn, None).await;
 }

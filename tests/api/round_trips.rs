@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     command_calls, command_stats, done_if, eventually, pause_redis, reads_processed,
-    reset_command_stats, spawn_app, spawn_app_with, wait_for_vote_index, TestApp, WsClient,
-    ARTICLE_FIELDS, TRANSPORT_WS,
+    reset_command_stats, spawn_app, spawn_app_with, TestApp, WsClient, ARTICLE_FIELDS,
+    TRANSPORT_WS,
 };
 
 /// What one run of a query cost Redis.
@@ -296,7 +296,6 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
     let carol = app.sign_up("carol").await;
     app.vote_as(&carol, "29", "UP").await;
     let mut conn = app.redis.conn().await;
-    wait_for_vote_index(&mut conn, None).await;
 
     let query = format!(
         "{{ articles(order: SCORE, page: 1, pageSize: 25) {{ {ARTICLE_FIELDS} downvotes slug views myVote }} }}"
@@ -384,9 +383,12 @@ async fn a_shared_subscription_reads_the_article_once_per_event() {
         voters.push(app.sign_up(&format!("voter{i}")).await);
     }
     let mut redis = app.redis.conn().await;
-    // What a vote itself costs in HMGETs, with nobody listening.
+    // What a vote itself costs in HMGETs (its derivation's included), with
+    // nobody listening.
+    app.wait_for_derivations().await;
     let before = command_calls(&mut redis, "hmget").await;
     app.vote_as(&voters[0], "1", "UP").await;
+    app.wait_for_derivations().await;
     let per_vote = command_calls(&mut redis, "hmget").await - before;
 
     let query = "subscription { scoreChanged { votes article { title } } }";
@@ -412,6 +414,7 @@ async fn a_shared_subscription_reads_the_article_once_per_event() {
             let event = client.next_event().await["scoreChanged"].clone();
             assert_eq!(event["article"]["title"], "shared title", "{event}");
         }
+        app.wait_for_derivations().await;
     }
     assert_eq!(
         command_calls(&mut redis, "hmget").await - before,

@@ -1,54 +1,41 @@
 -- Follows one group's article set, as any client writes it (the book's
 -- add_remove_groups included), into what votegraph derives from it (see
--- scripts/derive.rs): each article's group set and the hash's groups
--- field, the group directory, and the group's cached rankings (dropped
--- when its articles change, so the next read builds them anew). Needs
--- group_list.
+-- scripts/derive.rs): each article's group set, the group directory, and
+-- the group's cached rankings (dropped when its articles change, so the
+-- next read builds them anew). The articles whose group sets changed are
+-- answered: their hashes' groups fields are rebuilt by the article
+-- derivation, once for all the groups that named them.
 --
 -- The mirror set holds the articles whose group lists name the group; a
 -- difference between it and the group's set is what is left to follow.
 -- votegraph's own post and set-groups scripts write the mirror with the
 -- group, so their changes leave nothing to do.
 --
--- KEYS: [1] the group's article set, [2] the mirror, [3] the group
--- directory, [4..] the group's cached rankings.
--- ARGV: [1] the group name, [2] the article prefix, [3] the article
--- groups' suffix, [4] the mode, [5] the SSCAN cursor, [6] the batch size,
--- [7] how many members the script may compare whole, [8..] candidates.
--- Modes:
---   check: the candidates (articles touched with the group, as members)
---          first; then, if the sizes still differ, the whole sets when they
---          are small enough, else the answer asks for a scan;
---   full:  the whole sets when small enough, else the answer asks for a
---          scan (the sweep);
---   add:   one SSCAN batch of the group's set, adding what the mirror lacks;
---   remove: one SSCAN batch of the mirror, removing what the group lacks.
--- Answers {'synced', changed}, {'scan', changed} or {'cursor', next,
--- changed}.
+-- KEYS[4..] are the group's cached rankings, ARGV[8..] the candidates
+-- (articles touched with the group, as members). The modes are described
+-- by GroupMode in scripts/derive.rs. Answers {'synced', ids...}, {'scan',
+-- ids...} or {'cursor', next, ids...}, with the ids of the articles whose
+-- group sets changed.
 local group, mirror, directory = KEYS[1], KEYS[2], KEYS[3]
 local name, article_prefix, groups_suffix, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local batch, whole = tonumber(ARGV[6]), tonumber(ARGV[7])
-local changed = 0
+local moved, changed = false, {}
 local function relist(member, add)
+  moved = true
   if string.sub(member, 1, #article_prefix) ~= article_prefix then return end
   local groups_key = member .. groups_suffix
   if add then redis.call('SADD', groups_key, name) else redis.call('SREM', groups_key, name) end
-  if redis.call('EXISTS', member) == 1 then list_groups(member, groups_key) end
+  local id = string.sub(member, #article_prefix + 1)
+  if string.match(id, '^[1-9]%d*$') then changed[#changed + 1] = id end
 end
 local function add(member)
-  if redis.call('SADD', mirror, member) == 1 then
-    relist(member, true)
-    changed = changed + 1
-  end
+  if redis.call('SADD', mirror, member) == 1 then relist(member, true) end
 end
 local function remove(member)
-  if redis.call('SREM', mirror, member) == 1 then
-    relist(member, false)
-    changed = changed + 1
-  end
+  if redis.call('SREM', mirror, member) == 1 then relist(member, false) end
 end
 local function finish(status, ...)
-  if changed > 0 then
+  if moved then
     for i = 4, #KEYS do redis.call('DEL', KEYS[i]) end
   end
   local n = redis.call('SCARD', group)
@@ -60,7 +47,7 @@ local function finish(status, ...)
   end
   local reply = {status}
   for _, v in ipairs({...}) do reply[#reply + 1] = v end
-  reply[#reply + 1] = changed
+  for _, id in ipairs(changed) do reply[#reply + 1] = id end
   return reply
 end
 local function compare_whole()

@@ -1,10 +1,5 @@
--- A page of the group directory after a position (see
--- scripts/directory.rs).
---
--- KEYS: [1] the group directory.
--- ARGV: [1] the groups asked for, [2] the most ties read at a cursor's
--- value, then optionally [3] [4] the value and name the page comes right
--- after.
+-- A page of the group directory, from the top or right after the value
+-- and name ARGV[3] and ARGV[4] (see scripts/directory.rs).
 local directory = KEYS[1]
 local want, max_ties = tonumber(ARGV[1]) + 1, tonumber(ARGV[2])
 local rank = 0

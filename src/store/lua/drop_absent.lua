@@ -2,11 +2,7 @@
 -- the time ranking (see scripts/derive.rs): after time: or score: was
 -- deleted or replaced as a whole (a restore, the book's test cleanup),
 -- articles gone from the book's rankings leave the TOP_* orders too.
---
--- KEYS: [1] the time ranking, [2..6] the net-vote rankings of the site, one
--- per period, the all-time one last.
--- ARGV: [1] the ZSCAN cursor of the all-time ranking, [2] the batch size.
--- Answers {'dropped', next cursor ('0' at the end), articles dropped}.
+-- KEYS[2..6] are the site's net-vote rankings, the all-time one last.
 local by_time = KEYS[1]
 local scan = redis.call('ZSCAN', KEYS[6], ARGV[1], 'COUNT', tonumber(ARGV[2]))
 local dropped = 0

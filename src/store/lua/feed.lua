@@ -1,15 +1,7 @@
--- A page of a ranking from a rank or right after a position (see
--- scripts/feeds.rs).
---
--- KEYS: [1] the ranking, [2] [3] the two sets it is built from when it is a
--- missing cache, [4] the owner's marker set for as long when one is built
--- (the ranking itself when there is none: see keys.rs, group_cached).
--- ARGV: [1] '1' to build a missing ranking, [2] the members asked for,
--- [3] the oldest post time kept (0: all), [4] how long a built ranking is
--- cached, in seconds, [5] the most ties read at a cursor's value, [6] the
--- most members skipped as too old, [7] the net-vote step, [8] the rank to
--- start from, then optionally [9] [10] the value and member the page comes
--- right after.
+-- A page of a ranking from rank ARGV[8], or right after the value and
+-- member ARGV[9] and ARGV[10] (see scripts/feeds.rs). KEYS[4] is the
+-- owner's marker, set while a built ranking lives (the ranking itself when
+-- there is none).
 local key, source, members = KEYS[1], KEYS[2], KEYS[3]
 local build, want, min_time = ARGV[1] == '1', tonumber(ARGV[2]) + 1, tonumber(ARGV[3])
 local cache_secs, max_ties, feed_scan, top_step =

@@ -1,9 +1,5 @@
--- One page of a group's ranking (see scripts/groups.rs).
---
--- KEYS: [1] the group's article set, [2] the global ranking, [3] the
--- group's cached ranking.
--- ARGV: [1] [2] the first and last rank, [3] the membership checks the walk
--- may spend, [4] how long a built ranking is cached, in seconds.
+-- One page of a group's ranking (see scripts/groups.rs), walking the
+-- global ranking within a budget of membership checks, else built.
 local group, ranking, cached = KEYS[1], KEYS[2], KEYS[3]
 local start, stop, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cache_secs = tonumber(ARGV[4])

@@ -1,9 +1,6 @@
 -- Indexes existing accounts by their folded names (see
 -- scripts/accounts.rs): each folded name goes to its oldest account.
---
--- KEYS: [1] folded name -> name.
--- ARGV: [1] the accounts' key prefix, then pairs of (name, folded name) of
--- existing accounts.
+-- ARGV: the accounts' key prefix, then pairs of (name, folded name).
 local by_folded, prefix = KEYS[1], ARGV[1]
 local indexed = 0
 local function created(name)

@@ -1,9 +1,5 @@
 -- Counts one logIn attempt before its password is checked (see
 -- scripts/accounts.rs). Needs rate_limit.
---
--- KEYS: [1] the name's attempts, [2] the client address' counter.
--- ARGV: [1] [2] the name's limit and window, [3] [4] the address' limit and
--- window.
 local by_name, by_address = KEYS[1], KEYS[2]
 local wait = rate_limit(by_address, ARGV[3], ARGV[4])
 if wait > 0 then return {'address', wait} end

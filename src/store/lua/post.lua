@@ -1,20 +1,8 @@
 -- Posts an article (see scripts/post.rs). Needs karma, rate_limit,
--- group_list, index_time and vote_index.
---
--- KEYS: [1] the poster's post counter, [2] the article id counter, [3] the
--- score ranking, [4] the time ranking, [5] karma, [6] slug -> id, [7] the
--- highest suffix per slug stem, [8] [9] the poster's time and score
--- rankings, [10] the poster's vote index, [11..15] the net-vote rankings of
--- the site, one per period, [16..20] those of the poster (like [9], a
--- cache: written only when it exists), [21] the group
--- directory, [22] the poster's article of this link, then ARGV[14] keys per
--- group named.
--- ARGV: [1] the poster's member, [2] title, [3] link, [4] slug stem,
--- [5] [6] the rate limit and its window, [7] the article prefix, [8] the
--- upvoters' prefix, [9] the article groups' suffix, [10] the channel of new
--- posts, [11] the voting window in seconds, [12] a vote's score, [13] the
--- net-vote step, [14] keys per group, [15] how long a repost of the link
--- answers the first article (0: never), [16..] the groups.
+-- group_list, index_time and vote_index. KEYS[11..15] are the site's
+-- net-vote rankings, [16..20] the poster's (a cache: written only when it
+-- exists), then per_group keys per group named (see group_keys in
+-- scripts/mod.rs).
 local rate, ids, by_score, by_time, karma, slugs, suffixes, mine_time, mine_score, my_votes =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local directory, posted_link = KEYS[21], KEYS[22]

@@ -3,13 +3,6 @@
 -- and from the cached rankings of the period of their groups and poster,
 -- so no cached ranking keeps an article past its period either.
 -- Needs karma (as_member).
---
--- KEYS: [1] the period's ranking, [2] the time ranking, [3] the hash of
--- where each period's pruning stopped.
--- ARGV: [1] the cutoff post time, [2] the batch size, [3] the period name,
--- [4] the article groups' suffix, [5] the group prefix, [6] the infix of a
--- group's net-vote rankings, [7] the user prefix, [8] the infix of a
--- user's net-vote rankings.
 local top, by_time, marks = KEYS[1], KEYS[2], KEYS[3]
 local cutoff, batch, period = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local groups_suffix, group_prefix, group_top, user_prefix, user_top =

@@ -1,13 +1,7 @@
 -- Registers an automatic persisted query's document (see
 -- scripts/documents.rs, which says how it is bounded and why). Needs
--- rate_limit.
---
--- KEYS: [1] the document, [2] the index of registered documents, [3] the
--- address' and [4] the site's registration counters.
--- ARGV: [1] the text, [2] the TTL in seconds, [3] the most documents kept,
--- [4] [5] the address' limit and window, [6] [7] the site's limit and
--- window, [8] the share of maxmemory (percent) past which new documents
--- are refused.
+-- rate_limit. ARGV[8] is the share of maxmemory (percent) past which new
+-- documents are refused.
 local document, index, by_address, by_site = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
 local time = redis.call('TIME')

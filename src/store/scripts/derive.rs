@@ -13,7 +13,7 @@ use redis::{ScriptInvocation, Value};
 use super::library::{DERIVE, GROUP_LIST, INDEX_TIME, KARMA, VOTERS};
 use super::{status, top_keys, Lua, ScriptReply, TopCursor};
 use crate::domain::{ArticleId, GroupName, Period};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use crate::store::keys;
 use crate::store::{value_f64, value_str, Conn};
 
@@ -23,12 +23,11 @@ use crate::store::{value_f64, value_str, Conn};
 /// filed silently.
 pub const ANNOUNCE_SECS: u64 = 60;
 
-/// Voters a derivation indexes in its own script; an article with more is
-/// indexed in batches of [`VOTER_BATCH`].
-pub const INLINE_VOTERS: u64 = 1000;
-
-/// Voters indexed per `index_voters` call.
-pub const VOTER_BATCH: u64 = 1000;
+/// Members (groups, voters) one derivation script goes through: Redis runs
+/// nothing else while a script runs, so each stays short whatever an
+/// article holds. An article with more voters is indexed in batches of
+/// this many, a larger group followed in scan batches of half as many.
+pub const SCRIPT_MEMBERS: u64 = 500;
 
 /// What a derivation of named articles did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -41,6 +40,13 @@ pub struct Derived {
     /// writes a post in several commands, and the first (its voted set)
     /// may be followed before the last. Only named articles are reported.
     pub absent: Vec<ArticleId>,
+    /// Articles whose hash counts were rewritten to their voted sets'
+    /// sizes: another writer's count may still land after its set write.
+    pub recounted: Vec<ArticleId>,
+    /// Named articles left to relist, the script's members spent.
+    pub rest_to_relist: Vec<ArticleId>,
+    /// Named articles left to derive (some relisted already).
+    pub rest: Vec<ArticleId>,
 }
 
 /// What one batch of the sweep did.
@@ -63,33 +69,48 @@ fn count(v: &Value) -> Option<u64> {
     value_f64(v).filter(|n| *n >= 0.0).map(|n| n as u64)
 }
 
+/// Lists of ids, each answered as its length, then its ids.
+fn id_lists<const N: usize>(mut values: &[Value]) -> Option<[Vec<ArticleId>; N]> {
+    let mut lists: [Vec<ArticleId>; N] = std::array::from_fn(|_| Vec::new());
+    for list in &mut lists {
+        let (n, rest) = values.split_first()?;
+        let n = usize::try_from(count(n)?).ok()?;
+        *list = ids(rest.get(..n)?)?;
+        values = &rest[n..];
+    }
+    values.is_empty().then_some(lists)
+}
+
 impl ScriptReply for Derived {
     fn read(reply: &Value) -> Option<Self> {
-        let ("derived", [changed, n, rest @ ..]) = status(reply)? else {
+        let ("derived", [changed, lists @ ..]) = status(reply)? else {
             return None;
         };
-        let n = usize::try_from(count(n)?).ok()?;
-        let (left, absent) = (rest.get(..n)?, rest.get(n..)?);
+        let [voters_left, absent, recounted, rest_to_relist, rest] = id_lists(lists)?;
         Some(Self {
             changed: count(changed)?,
-            voters_left: ids(left)?,
-            absent: ids(absent)?,
+            voters_left,
+            absent,
+            recounted,
+            rest_to_relist,
+            rest,
         })
     }
 }
 
 impl ScriptReply for Swept {
     fn read(reply: &Value) -> Option<Self> {
-        let ("swept", [seen, changed, from, skip, left @ ..]) = status(reply)? else {
+        let ("swept", [seen, changed, from, skip, lists @ ..]) = status(reply)? else {
             return None;
         };
         let from = value_str(from)?;
+        let [voters_left] = id_lists(lists)?;
         Some(Self {
             seen: count(seen)?,
             derived: Derived {
                 changed: count(changed)?,
-                voters_left: ids(left)?,
-                absent: Vec::new(),
+                voters_left,
+                ..Derived::default()
             },
             next: (!from.is_empty()).then(|| TopCursor {
                 from: from.to_owned(),
@@ -99,34 +120,19 @@ impl ScriptReply for Swept {
     }
 }
 
-/// The derivation script's two answers, one per mode.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DeriveReply {
-    Derived(Derived),
-    Swept(Swept),
-}
-
-impl ScriptReply for DeriveReply {
-    fn read(reply: &Value) -> Option<Self> {
-        Derived::read(reply)
-            .map(Self::Derived)
-            .or_else(|| Swept::read(reply).map(Self::Swept))
-    }
-}
-
-static DERIVE_ARTICLES: LazyLock<Lua<DeriveReply>> = LazyLock::new(|| {
-    Lua::new(
-        "derive-articles",
-        &[
-            KARMA,
-            GROUP_LIST,
-            INDEX_TIME,
-            VOTERS,
-            DERIVE,
-            include_str!("../lua/derive_articles.lua"),
-        ],
-    )
-});
+/// The derivation script, read as its answer to each mode.
+const DERIVE_PARTS: [&str; 6] = [
+    KARMA,
+    GROUP_LIST,
+    INDEX_TIME,
+    VOTERS,
+    DERIVE,
+    include_str!("../lua/derive_articles.lua"),
+];
+static DERIVE_ARTICLES: LazyLock<Lua<Derived>> =
+    LazyLock::new(|| Lua::new("derive-articles", &DERIVE_PARTS));
+static SWEEP_ARTICLES: LazyLock<Lua<Swept>> =
+    LazyLock::new(|| Lua::new("derive-articles", &DERIVE_PARTS));
 
 /// The KEYS and ARGV every derivation shares (see the `.lua` file).
 fn derive_invocation(invocation: &mut ScriptInvocation<'_>) {
@@ -152,63 +158,43 @@ fn derive_invocation(invocation: &mut ScriptInvocation<'_>) {
         .arg(keys::VOTE_SCORE)
         .arg(keys::TOP_STEP)
         .arg(ANNOUNCE_SECS)
-        .arg(INLINE_VOTERS);
+        .arg(SCRIPT_MEMBERS);
     for period in &Period::ALL[..4] {
         invocation.arg(period.secs().unwrap_or(u64::MAX));
     }
     for period in Period::ALL {
         invocation.arg(period.name());
     }
+    invocation.arg(keys::CACHED_SUFFIX);
 }
 
-/// Re-derives the articles named (see `lib/derive.lua`).
-pub async fn derive_articles(conn: &mut Conn, ids: &[ArticleId]) -> AppResult<Derived> {
+/// Re-derives the articles named (see `lib/derive.lua`), the first
+/// `relist` of them with their group lists rebuilt, until the script's
+/// members are spent ([`Derived::rest`], [`Derived::rest_to_relist`]).
+pub async fn derive_articles(
+    conn: &mut Conn,
+    ids: &[ArticleId],
+    relist: usize,
+) -> AppResult<Derived> {
     let mut invocation = DERIVE_ARTICLES.invocation();
     derive_invocation(&mut invocation);
-    invocation.arg("ids");
+    invocation.arg("ids").arg(relist);
     for id in ids {
         invocation.arg(id.0);
     }
-    match DERIVE_ARTICLES.call(&invocation, conn).await? {
-        DeriveReply::Derived(derived) => Ok(derived),
-        DeriveReply::Swept(_) => Err(unexpected("ids")),
-    }
+    DERIVE_ARTICLES.call(&invocation, conn).await
 }
 
-/// A reply of the other mode than the one asked.
-fn unexpected(mode: &str) -> AppError {
-    AppError::Internal(format!(
-        "the derive-articles script answered another mode than {mode}"
-    ))
-}
-
-/// Re-derives up to `batch` articles of `time:` from where the shared
-/// sweep stands (`index:sweep`), and moves it on: one round of the sweep
-/// that catches what notifications missed.
-pub async fn sweep_round(conn: &mut Conn, batch: u64) -> AppResult<Swept> {
-    let mut invocation = DERIVE_ARTICLES.invocation();
-    derive_invocation(&mut invocation);
-    invocation.key(keys::SWEEP).arg("round").arg(batch);
-    match DERIVE_ARTICLES.call(&invocation, conn).await? {
-        DeriveReply::Swept(swept) => Ok(swept),
-        DeriveReply::Derived(_) => Err(unexpected("round")),
-    }
-}
-
-/// Re-derives up to `batch` articles of `time:` from `at` on (a whole
-/// pass at once, see `deriver.rs`).
+/// Re-derives up to `batch` articles of `time:` from `at` on.
 pub async fn sweep_articles(conn: &mut Conn, at: &TopCursor, batch: u64) -> AppResult<Swept> {
-    let mut invocation = DERIVE_ARTICLES.invocation();
+    let mut invocation = SWEEP_ARTICLES.invocation();
     derive_invocation(&mut invocation);
     invocation
         .arg("sweep")
         .arg(&at.from)
         .arg(at.skip)
         .arg(batch);
-    match DERIVE_ARTICLES.call(&invocation, conn).await? {
-        DeriveReply::Swept(swept) => Ok(swept),
-        DeriveReply::Derived(_) => Err(unexpected("sweep")),
-    }
+    SWEEP_ARTICLES.call(&invocation, conn).await
 }
 
 /// One batch of a scan (a voted set's voters indexed, or articles dropped
@@ -264,7 +250,7 @@ pub async fn index_voters(
         .arg(keys::VOTING_WINDOW_SECS)
         .arg(if down { "-" } else { "" })
         .arg(cursor)
-        .arg(VOTER_BATCH)
+        .arg(SCRIPT_MEMBERS)
         .arg(snapshot.unwrap_or(""));
     INDEX_VOTERS.call(&invocation, conn).await
 }
@@ -282,48 +268,51 @@ pub enum GroupMode {
     Remove,
 }
 
-/// What a group derivation answered.
+/// What a group derivation answered, with the articles whose group sets
+/// changed (their group lists are rebuilt by [`derive_articles`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupDerived {
     /// The mirror matches the group.
-    Synced { changed: u64 },
+    Synced { changed: Vec<ArticleId> },
     /// The sets are too large to compare in one script: scan them.
-    Scan { changed: u64 },
+    Scan { changed: Vec<ArticleId> },
     /// One scan batch done; "0" when the scan is over.
-    Cursor { next: String, changed: u64 },
+    Cursor {
+        next: String,
+        changed: Vec<ArticleId>,
+    },
 }
 
 impl ScriptReply for GroupDerived {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("synced", [changed]) => Some(Self::Synced {
-                changed: count(changed)?,
+            ("synced", changed) => Some(Self::Synced {
+                changed: ids(changed)?,
             }),
-            ("scan", [changed]) => Some(Self::Scan {
-                changed: count(changed)?,
+            ("scan", changed) => Some(Self::Scan {
+                changed: ids(changed)?,
             }),
-            ("cursor", [next, changed]) => Some(Self::Cursor {
+            ("cursor", [next, changed @ ..]) => Some(Self::Cursor {
                 next: value_str(next)?.to_owned(),
-                changed: count(changed)?,
+                changed: ids(changed)?,
             }),
             _ => None,
         }
     }
 }
 
-/// Members a group derivation compares whole (both sets together); larger
-/// groups are scanned in batches of [`GROUP_BATCH`].
-pub const GROUP_WHOLE: u64 = 4000;
+impl GroupDerived {
+    pub fn into_changed(self) -> Vec<ArticleId> {
+        match self {
+            Self::Synced { changed } | Self::Scan { changed } | Self::Cursor { changed, .. } => {
+                changed
+            }
+        }
+    }
+}
 
-/// Members per scan batch of a large group.
-pub const GROUP_BATCH: u64 = 1000;
-
-static DERIVE_GROUP: LazyLock<Lua<GroupDerived>> = LazyLock::new(|| {
-    Lua::new(
-        "derive-group",
-        &[GROUP_LIST, include_str!("../lua/derive_group.lua")],
-    )
-});
+static DERIVE_GROUP: LazyLock<Lua<GroupDerived>> =
+    LazyLock::new(|| Lua::new("derive-group", &[include_str!("../lua/derive_group.lua")]));
 
 /// Follows one group's article set (see [`GroupMode`]); `candidates` are
 /// `article:<id>` members touched with it.
@@ -353,8 +342,8 @@ pub async fn derive_group(
             GroupMode::Remove => "remove",
         })
         .arg(cursor)
-        .arg(GROUP_BATCH)
-        .arg(GROUP_WHOLE);
+        .arg(SCRIPT_MEMBERS / 2)
+        .arg(SCRIPT_MEMBERS);
     for &id in candidates {
         invocation.arg(keys::article(id));
     }

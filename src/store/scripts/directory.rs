@@ -1,11 +1,10 @@
 //! The group directory: a page of the groups, largest first, after a
-//! cursor's position, and the upkeep that recounts their sizes
-//! (`lua/directory.lua`, `lua/recount_groups.lua`).
+//! cursor's position (`lua/directory.lua`).
 
 use std::sync::LazyLock;
 
 use super::feeds::FeedReply;
-use super::{Counted, Lua, MAX_TIES};
+use super::{Lua, MAX_TIES};
 use crate::error::AppResult;
 use crate::store::keys;
 use crate::store::Conn;
@@ -15,7 +14,6 @@ use crate::store::Conn;
 static DIRECTORY: LazyLock<Lua<FeedReply>> =
     LazyLock::new(|| Lua::new("directory", &[include_str!("../lua/directory.lua")]));
 
-/// Runs the directory script: `first + 1` groups at most.
 pub async fn directory(
     conn: &mut Conn,
     after: Option<(&str, &str)>,
@@ -30,25 +28,4 @@ pub async fn directory(
         invocation.arg(value).arg(name);
     }
     DIRECTORY.call(&invocation, conn).await
-}
-
-/// Sets the directory's counts of `batch` groups from rank `start` on to
-/// their `group:<name>` sets' sizes (dropping empty ones); answers how many
-/// it looked at. With [`index_groups`](crate::store::Store::index_groups),
-/// how the book's group changes are counted.
-static RECOUNT_GROUPS: LazyLock<Lua<Counted>> = LazyLock::new(|| {
-    Lua::new(
-        "recount-groups",
-        &[include_str!("../lua/recount_groups.lua")],
-    )
-});
-
-pub async fn recount_groups(conn: &mut Conn, start: usize, batch: usize) -> AppResult<u64> {
-    let mut invocation = RECOUNT_GROUPS.invocation();
-    invocation
-        .key(keys::GROUPS_BY_SIZE)
-        .arg(start)
-        .arg(batch)
-        .arg(keys::GROUP_PREFIX);
-    Ok(RECOUNT_GROUPS.call(&invocation, conn).await?.0)
 }

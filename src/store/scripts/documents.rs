@@ -13,7 +13,6 @@ use crate::rate::RateLimit;
 use crate::store::keys;
 use crate::store::Conn;
 
-/// What the registration script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegisterReply {
     /// Kept (a known document: its TTL and place refreshed).
@@ -73,8 +72,6 @@ pub struct RegisterLimits {
     pub max_memory_percent: u8,
 }
 
-/// Runs the registration script for `text` under `sha256_hex`, counted
-/// against `address_key`.
 pub async fn register_document(
     conn: &mut Conn,
     sha256_hex: &str,

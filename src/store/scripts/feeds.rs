@@ -15,8 +15,7 @@ use crate::store::{value_f64, Conn};
 /// stops short (pruning keeps them to a second's worth of posts).
 const FEED_SCAN: usize = 2000;
 
-/// A feed page: the list's size and up to `first + 1` members after the
-/// position asked for, each with its ranking value.
+/// The list's size and up to `first + 1` members, with their values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FeedReply {
     pub total: u64,
@@ -38,18 +37,15 @@ impl ScriptReply for FeedReply {
     }
 }
 
-/// A page of a ranking (`KEYS[1]`), from a rank or right after a position
-/// (a value and a member), with one more member than asked to tell whether
-/// there is a next page. A cached ranking (a group's or a user's) that is
-/// missing is built first from `KEYS[2]` ∩ `KEYS[3]`, as deep group pages
-/// are, and a `TOP_*` one sets its owner's `:cached` marker (`KEYS[4]`) for
-/// as long, which votes test before moving such rankings. Reaching a
-/// position costs `O(log n)` (`ZREVRANK`, or `ZCOUNT` when the member moved
-/// or left), so a deep page costs what the first does.
+/// A page of a ranking, from a rank or right after a position, with one
+/// more member than asked to tell whether there is a next page. A missing
+/// cached ranking (a group's or a user's) is built first, and a `TOP_*`
+/// one sets its owner's `:cached` marker for as long, which votes test
+/// before moving such rankings. Reaching a position costs `O(log n)`, so a
+/// deep page costs what the first does.
 static FEED: LazyLock<Lua<FeedReply>> =
     LazyLock::new(|| Lua::new("feed", &[include_str!("../lua/feed.lua")]));
 
-/// Where a feed page starts.
 pub enum Start<'a> {
     Rank(usize),
     /// Right after this ranking value (written exactly) and member.
@@ -70,7 +66,6 @@ pub struct FeedSource {
     pub marker: Option<String>,
 }
 
-/// Runs the feed script: `first + 1` members at most.
 pub async fn feed(
     conn: &mut Conn,
     source: &FeedSource,

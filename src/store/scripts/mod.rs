@@ -1,41 +1,18 @@
 //! The Lua scripts behind every multi-key write, how each is called, and
-//! what each answers.
+//! what each answers. A script runs atomically, so a write happens entirely
+//! or not at all however many servers race; time comes from Redis' own
+//! clock (`TIME`), so every instance agrees on it.
 //!
-//! A script runs atomically in Redis, so a vote, a post or a group change
-//! happens entirely or not at all, even with many servers and voters racing.
-//! `redis::Script` calls them by SHA (EVALSHA) and loads them again by itself
-//! when Redis answers NOSCRIPT, e.g. after a restart. Time comes from Redis'
-//! own clock (`TIME`) so that every server instance agrees on it.
-//!
-//! **Layout.** Each script's Lua is a file of `src/store/lua/` (`vote.lua`,
-//! `post.lua`, …) and the functions several scripts share are files of
-//! `src/store/lua/lib/` ([`library`]), put in front of the bodies that
-//! call them. Each feature has its module here ([`vote`](mod@vote),
-//! [`post`](mod@post), [`groups`], …): its reply type, its loaded script
-//! and the function that calls it, which is the one place its `KEYS` and
-//! `ARGV` are laid out; the `.lua` file opens with the list of them.
-//!
-//! **Keys.** No script spells a key name. Every key the caller can name is
-//! passed in `KEYS`, built by `keys.rs`; keys a script only learns from data
-//! it reads (a new article id, a voted article's groups, its poster) are
-//! built in Lua from prefixes and suffixes passed in `ARGV`, whose values are
-//! `keys.rs` constants; the event channel comes in `ARGV` too. A unit test
-//! checks that no string in any `.lua` file looks like a key.
-//!
-//! **Numbers.** Nothing is written into the Lua files: the numbers defined
-//! in Rust (the voting window, a vote's score, the group cache's lifetime,
-//! the most groups of an article, the net-vote step, the KEYS per group, …)
-//! come in `ARGV` too, read with `tonumber`, and a shared function that
-//! needs one takes it as a parameter. So each is defined once, in [`keys`]
-//! or the domain.
-//!
-//! **Replies.** Each script answers `{status, values…}` and has its own
-//! reply type ([`VoteReply`], [`PostReply`], …), read in one place
-//! ([`Lua::call`]); a reply no type knows is an [`AppError::Internal`],
-//! logged with the script's name and never shown to the client.
+//! Each script's Lua is a file of `src/store/lua/` (functions several share
+//! are in `lua/lib/`, see [`library`]), loaded by its feature's module here,
+//! whose call function is the one place its `KEYS` and `ARGV` are laid out;
+//! the Lua names them as locals. Every key comes in `KEYS` or is built from
+//! prefixes in `ARGV` (see `keys.rs`), and so does every number defined in
+//! Rust: a unit test checks that no `.lua` file spells a key. Each script
+//! answers `{status, values…}`, read into its own reply type by
+//! [`Lua::call`]; a reply no type knows is an [`AppError::Internal`].
 
 mod accounts;
-mod backfill;
 mod derive;
 mod directory;
 mod documents;
@@ -62,12 +39,11 @@ use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
 
 pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
-pub use backfill::{backfill_votes, Cursor};
 pub use derive::{
-    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, sweep_round, Derived,
+    derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,
     GroupDerived, GroupMode,
 };
-pub use directory::{directory, recount_groups};
+pub use directory::directory;
 pub use documents::{register_document, RegisterLimits, RegisterReply};
 pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
@@ -203,7 +179,7 @@ pub struct Counted(pub u64);
 impl ScriptReply for Counted {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("pruned" | "built" | "indexed", [n]) => Some(Self(value_f64(n)? as u64)),
+            ("pruned" | "indexed", [n]) => Some(Self(value_f64(n)? as u64)),
             _ => None,
         }
     }

@@ -15,7 +15,6 @@ use crate::rate::RateAction;
 use crate::store::keys;
 use crate::store::{value_f64, value_str, Conn};
 
-/// What the post script answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PostReply {
     Limited { retry_after_secs: u64 },
@@ -62,7 +61,6 @@ static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
     )
 });
 
-/// Runs the post script.
 pub async fn post(
     conn: &mut Conn,
     poster: &UserName,

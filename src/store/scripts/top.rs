@@ -17,7 +17,7 @@ use crate::store::Conn;
 static PRUNE_TOP: LazyLock<Lua<Counted>> =
     LazyLock::new(|| Lua::new("prune-top", &[KARMA, include_str!("../lua/prune_top.lua")]));
 
-/// Runs the pruning of one period; answers how many articles left it.
+/// Answers how many articles left the period.
 pub async fn prune_top(
     conn: &mut Conn,
     period: Period,
@@ -46,4 +46,13 @@ pub async fn prune_top(
 pub struct TopCursor {
     pub from: String,
     pub skip: u64,
+}
+
+impl TopCursor {
+    pub fn start() -> Self {
+        Self {
+            from: "-inf".to_owned(),
+            skip: 0,
+        }
+    }
 }

@@ -9,8 +9,8 @@ use tokio::sync::oneshot;
 use votegraph::config::{RateLimit, Settings};
 use votegraph::startup::Application;
 
-use super::redis::{wait_for_top_index, wait_for_vote_index, TestRedis};
-use super::time::{done_if, eventually, poll_until};
+use super::redis::{wait_for_top_index, TestRedis};
+use super::time::{done_if, eventually, eventually_every, poll_until};
 
 /// A server on its own [`TestRedis`], with a client to speak to it; the
 /// server stops when dropped.
@@ -164,15 +164,25 @@ pub fn test_settings_for(redis_url: &str) -> Settings {
 }
 
 /// A server on a fresh [`TestRedis`] with the [`test_settings`], once its
-/// first start's background indexing is done.
+/// first start's background work is done.
 pub async fn spawn_app() -> TestApp {
     let app = spawn_app_on(TestRedis::start().await, |_| {}).await;
-    // A first start indexes the book's votes in the background; waiting
-    // for it keeps that Redis work out of tests that count commands.
+    // Waiting keeps that Redis work out of tests that count commands.
+    wait_for_first_pass(&app.client, &app.address).await;
     let mut conn = app.redis.conn().await;
-    wait_for_vote_index(&mut conn, None).await;
     wait_for_top_index(&mut conn).await;
     app
+}
+
+/// Waits (at most 10 s) until the server at `address` has run its first
+/// full pass over every article and group set (see `deriver.rs`).
+pub async fn wait_for_first_pass(client: &reqwest::Client, address: &str) {
+    let (timeout, every) = (Duration::from_secs(10), Duration::from_millis(50));
+    eventually_every("the first full pass", timeout, every, async || {
+        let deriver = health_at(client, address).await["deriver"].clone();
+        done_if(deriver["passes"].as_u64() >= Some(1), deriver)
+    })
+    .await;
 }
 
 /// A server on a fresh [`TestRedis`], with the [`test_settings`] as

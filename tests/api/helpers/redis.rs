@@ -187,28 +187,3 @@ pub async fn wait_for_top_index(conn: &mut MultiplexedConnection) {
     )
     .await;
 }
-
-/// The marker the vote-index backfill sets when its pass is done.
-pub const VOTE_INDEX_MARKER: &str = "index:user-votes:built";
-
-/// Waits (at most 10 s) until the vote-index backfill has set its marker
-/// to something other than `previous`, and returns it.
-pub async fn wait_for_vote_index(
-    conn: &mut MultiplexedConnection,
-    previous: Option<&str>,
-) -> String {
-    eventually_every(
-        "the vote index backfill to finish",
-        Duration::from_secs(10),
-        Duration::from_millis(50),
-        async || {
-            let marker: Option<String> = redis::cmd("GET")
-                .arg(VOTE_INDEX_MARKER)
-                .query_async(conn)
-                .await
-                .expect("GET");
-            marker.filter(|marker| Some(marker.as_str()) != previous)
-        },
-    )
-    .await
-}

@@ -1,5 +1,6 @@
-//! The sign-up script (the folded-name index awaited, taken names, case
-//! twins, the limit) and the index of existing accounts' folded names.
+//! The sign-up script (the folded-name index awaited, taken names counted,
+//! the limit) and the index of existing accounts' folded names; accounts,
+//! sessions and case twins are tested through the API (`auth.rs`).
 
 use std::collections::HashMap;
 
@@ -22,10 +23,6 @@ async fn sign_up_as(c: &mut Conn, name: &str, token: &str, limit: RateLimit) -> 
     .expect("the sign-up script runs")
 }
 
-async fn exists(c: &mut Conn, key: &str) -> bool {
-    q(c, cmd("EXISTS").arg(key)).await
-}
-
 async fn index_built(c: &mut Conn) {
     let () = q(c, cmd("SET").arg(keys::NAMES_INDEX_BUILT).arg(1)).await;
 }
@@ -42,27 +39,6 @@ async fn sign_ups_wait_for_the_folded_name_index() {
     assert!(!exists(c, &keys::user("alice")).await);
     assert!(!exists(c, RATE).await);
     assert!(!exists(c, &keys::session("t1")).await);
-}
-
-#[tokio::test]
-async fn a_sign_up_creates_the_account_its_session_and_its_folded_name() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    index_built(c).await;
-    assert_eq!(
-        sign_up_as(c, "Alice", "t1", unlimited()).await,
-        SignUpReply::Created
-    );
-    let account: HashMap<String, String> = q(c, cmd("HGETALL").arg(keys::user("Alice"))).await;
-    assert_eq!(account["name"], "Alice");
-    assert_eq!(account["password"], "$argon2id$hash");
-    assert_eq!(account["created"], "1700000000");
-    let session: String = q(c, cmd("GET").arg(keys::session("t1"))).await;
-    assert_eq!(session, "Alice");
-    let ttl: i64 = q(c, cmd("TTL").arg(keys::session("t1"))).await;
-    assert!(ttl > keys::SESSION_TTL_SECS as i64 - 5, "{ttl}");
-    let folded: String = q(c, cmd("HGET").arg(keys::USERS_BY_FOLDED_NAME).arg("alice")).await;
-    assert_eq!(folded, "Alice");
 }
 
 #[tokio::test]

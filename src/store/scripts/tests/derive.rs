@@ -1,10 +1,14 @@
 //! The derivation scripts: an article or group already right costs no
-//! write; outside writes are derived once; the sweep walks in bounded
-//! rounds from a shared place; large voter sets and groups go in batches.
+//! write; the sweep walks in bounded rounds from a shared place; large
+//! voter sets and groups go in batches (a book write derived once, and
+//! counts that follow the voted sets, are tested through the API:
+//! `book_writes.rs`, `vote_counts.rs`).
 
 use super::*;
 use crate::domain::VoteDirection;
+use crate::store::deriver::SWEEP_CALL;
 use crate::store::keys;
+use crate::store::scripts::derive::SCRIPT_MEMBERS;
 
 /// The book's `article_vote`, command for command.
 async fn book_vote(c: &mut Conn, voter: &str, id: u64) {
@@ -55,56 +59,39 @@ async fn votegraphs_own_writes_leave_nothing_to_derive() {
     posted(c, "alice", "one", &["rust"]).await;
     vote_as(c, ArticleId(1), "bob", VoteDirection::Down).await;
     let before = dirty(c).await;
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(derived.changed, 0);
     assert!(derived.voters_left.is_empty());
     let reply = derive_group(c, &group("rust"), GroupMode::Check, "0", &[ArticleId(1)])
         .await
         .unwrap();
-    assert_eq!(reply, GroupDerived::Synced { changed: 0 });
+    assert_eq!(reply, GroupDerived::Synced { changed: vec![] });
     assert_eq!(dirty(c).await, before, "nothing written");
-}
-
-#[tokio::test]
-async fn a_book_vote_is_derived_once() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    posted(c, "alice", "one", &[]).await;
-    book_vote(c, "user:bob", 1).await;
-    let first = derive_articles(c, &[ArticleId(1)]).await.unwrap();
-    assert_eq!(first.changed, 1);
-    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
-    assert_eq!(again.changed, 0, "a second instance finds nothing to do");
-    let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
-    assert!(index.unwrap() > 0.0, "bob's upvote indexed");
-    let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
-    assert_eq!(karma.floor(), 2.0);
 }
 
 #[tokio::test]
 async fn the_sweep_goes_in_bounded_rounds_from_a_shared_place() {
     let redis = TestRedis::start().await;
+    let store = redis.store(None);
     let c = &mut redis.conn().await;
-    for n in 0..5 {
+    let articles = SWEEP_CALL + 5;
+    for n in 0..articles {
         posted(c, "alice", &format!("a{n}"), &[]).await;
     }
-    for id in 1..=5 {
+    for id in 1..=articles {
         book_vote(c, "user:bob", id).await;
     }
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let swept = sweep_round(c, 2).await.unwrap();
-        seen.push((swept.seen, swept.derived.changed));
+    let mut derived = Vec::new();
+    for _ in 0..2 {
+        store.sweep_round(c, 1).await.unwrap();
+        derived.push(store.deriver_stats().derived);
     }
-    assert_eq!(seen, [(2, 2), (2, 2), (1, 1)]);
-    let at: Vec<Option<String>> = q(c, cmd("HMGET").arg(keys::SWEEP).arg("from").arg("skip")).await;
-    assert_eq!(
-        at,
-        [Some("-inf".to_owned()), Some("0".to_owned())],
-        "back to the start"
-    );
-    let swept = sweep_round(c, 2).await.unwrap();
-    assert_eq!((swept.seen, swept.derived.changed), (2, 0), "nothing left");
+    assert_eq!(derived, [SWEEP_CALL, articles]);
+    let at: Vec<String> = q(c, cmd("HMGET").arg(keys::SWEEP).arg("from").arg("skip")).await;
+    assert_eq!(at, ["-inf", "0"], "back to the start");
+    store.sweep_round(c, 1).await.unwrap();
+    assert_eq!(store.deriver_stats().derived, articles, "nothing left");
+    assert_eq!(store.deriver_stats().sweep_rounds, 3);
 }
 
 #[tokio::test]
@@ -112,11 +99,11 @@ async fn a_large_voter_set_is_indexed_in_batches() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     posted(c, "alice", "big", &[]).await;
-    let voters = super::super::derive::INLINE_VOTERS + 500;
+    let voters = SCRIPT_MEMBERS + 500;
     for n in 0..voters {
         book_vote(c, &format!("user:v{n}"), 1).await;
     }
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(
         derived.voters_left,
         [ArticleId(1)],
@@ -126,7 +113,8 @@ async fn a_large_voter_set_is_indexed_in_batches() {
     let mut calls = 0;
     for down in [true, false] {
         loop {
-            let last = (!down).then_some("1501,0");
+            let snapshot = format!("{},0", voters + 1);
+            let last = (!down).then_some(snapshot.as_str());
             let batch = index_voters(c, ArticleId(1), down, &cursor, last)
                 .await
                 .unwrap();
@@ -149,7 +137,7 @@ async fn a_large_voter_set_is_indexed_in_batches() {
         .await;
         assert!(index.is_some(), "v{n}");
     }
-    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert!(again.voters_left.is_empty(), "the sizes were recorded");
 }
 
@@ -157,7 +145,7 @@ async fn a_large_voter_set_is_indexed_in_batches() {
 async fn a_large_group_is_followed_in_scan_batches() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
-    let members = super::super::derive::GROUP_WHOLE + 10;
+    let members = SCRIPT_MEMBERS + 10;
     let mut pipe = redis::pipe();
     for n in 1..=members {
         pipe.cmd("SADD")
@@ -171,7 +159,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
         .unwrap();
     assert_eq!(
         reply,
-        GroupDerived::Scan { changed: 0 },
+        GroupDerived::Scan { changed: vec![] },
         "too large to compare whole"
     );
     let mut cursor = "0".to_owned();
@@ -182,7 +170,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
             .unwrap()
         {
             GroupDerived::Cursor { next, changed } => {
-                added += changed;
+                added += changed.len() as u64;
                 if next == "0" {
                     break;
                 }
@@ -199,7 +187,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
     let reply = derive_group(c, &group("big"), GroupMode::Check, "0", &[])
         .await
         .unwrap();
-    assert_eq!(reply, GroupDerived::Synced { changed: 0 });
+    assert_eq!(reply, GroupDerived::Synced { changed: vec![] });
 }
 
 #[tokio::test]
@@ -213,7 +201,7 @@ async fn a_vote_on_an_article_not_derived_yet_is_counted_once() {
     book_post_rest(c, 1, "t", "user:alice", now).await;
     // votegraph's vote lands before the deriver runs.
     vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(derived.changed, 1);
     let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
     assert_eq!(karma.floor(), 2.0, "the post's upvote and bob's, once each");
@@ -231,13 +219,13 @@ async fn a_book_vote_followed_by_a_votegraph_vote_is_still_derived() {
     vote_as(c, ArticleId(1), "carol", VoteDirection::Up).await;
     let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
     assert_eq!(indexed, "2,0", "alice's and carol's votes, not bob's");
-    let derived = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(derived.changed, 1, "bob's vote reaches the rankings");
     let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
     assert!(index.is_some(), "and bob's myVote");
     let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
     assert_eq!(indexed, "3,0");
-    let again = derive_articles(c, &[ArticleId(1)]).await.unwrap();
+    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
     assert_eq!(again.changed, 0);
 }
 
@@ -251,7 +239,7 @@ async fn an_article_named_before_its_post_is_written_is_answered_absent() {
     posted(c, "alice", "one", &[]).await;
     // The book's post_article, stopped after its first command.
     let () = q(c, cmd("SADD").arg("voted:2").arg("user:bob")).await;
-    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)])
+    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 0)
         .await
         .unwrap();
     assert_eq!(derived.absent, [ArticleId(2)]);
@@ -260,7 +248,64 @@ async fn an_article_named_before_its_post_is_written_is_answered_absent() {
     // The rest of it.
     let now = redis_now(c).await;
     book_post_rest(c, 2, "two", "user:bob", now).await;
-    let derived = derive_articles(c, &[ArticleId(2)]).await.unwrap();
+    let derived = derive_articles(c, &[ArticleId(2)], 0).await.unwrap();
     assert!(derived.absent.is_empty());
     assert_eq!(derived.changed, 1);
+}
+
+/// A group derivation writes the article's group set only; the group list
+/// in the hash is rebuilt by the article's derivation, once for every
+/// group that named it, and a script stops once it went through its
+/// members, leaving the rest to the next.
+#[tokio::test]
+async fn group_lists_are_rebuilt_once_within_a_script_budget() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    posted(c, "alice", "one", &["rust"]).await;
+    posted(c, "alice", "two", &[]).await;
+    let groups = SCRIPT_MEMBERS;
+    let mut pipe = redis::pipe();
+    for g in 0..groups {
+        pipe.cmd("SADD")
+            .arg(format!("group:g{g}"))
+            .arg("article:1")
+            .ignore();
+    }
+    let () = pipe.query_async(c).await.unwrap();
+    for g in 0..groups {
+        let reply = derive_group(
+            c,
+            &group(&format!("g{g}")),
+            GroupMode::Check,
+            "0",
+            &[ArticleId(1)],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            reply,
+            GroupDerived::Synced {
+                changed: vec![ArticleId(1)]
+            }
+        );
+    }
+    let listed: String = q(c, cmd("HGET").arg("article:1").arg("groups")).await;
+    assert_eq!(listed, "rust", "not rebuilt by the group derivations");
+
+    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        derived.rest,
+        [ArticleId(1), ArticleId(2)],
+        "relisting the first spent the script"
+    );
+    assert!(derived.rest_to_relist.is_empty());
+    let listed: String = q(c, cmd("HGET").arg("article:1").arg("groups")).await;
+    assert_eq!(listed.split(',').count() as u64, groups + 1);
+    assert!(listed.starts_with("g0,g1,g10,"), "{listed}");
+    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 0)
+        .await
+        .unwrap();
+    assert!(derived.rest.is_empty(), "both derived");
 }

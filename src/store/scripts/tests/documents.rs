@@ -1,6 +1,6 @@
-//! The register-document script: a new document kept, a known one not
-//! counted, the address', site's and cap's bounds, the memory share, and
-//! expired registrations pruned.
+//! The register-document script's cap and memory share, with the known
+//! documents they spare (the TTL, pruning and limits are tested through the
+//! API, `persisted.rs`).
 
 use super::*;
 use crate::store::keys;
@@ -25,84 +25,6 @@ async fn register(c: &mut Conn, sha: &str, address: &str, limits: RegisterLimits
 
 async fn registered(c: &mut Conn) -> Vec<String> {
     q(c, cmd("ZRANGE").arg(keys::DOCUMENTS).arg(0).arg(-1)).await
-}
-
-async fn exists(c: &mut Conn, key: &str) -> bool {
-    q(c, cmd("EXISTS").arg(key)).await
-}
-
-#[tokio::test]
-async fn a_new_document_is_kept_for_its_ttl() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    // A registration older than the TTL, its key long expired, is pruned.
-    let () = q(
-        c,
-        cmd("ZADD")
-            .arg(keys::DOCUMENTS)
-            .arg(1)
-            .arg(keys::document("old")),
-    )
-    .await;
-
-    assert_eq!(
-        register(c, "a1", "client:1", limits()).await,
-        RegisterReply::Registered
-    );
-    let text: String = q(c, cmd("GET").arg(keys::document("a1"))).await;
-    assert_eq!(text, "{ a1 }");
-    let ttl: i64 = q(c, cmd("TTL").arg(keys::document("a1"))).await;
-    assert!(ttl > 0 && ttl <= 100, "{ttl}");
-    assert_eq!(registered(c).await, [keys::document("a1")]);
-}
-
-#[tokio::test]
-async fn a_known_document_is_not_counted() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let once = RegisterLimits {
-        per_address: limit(1, 60),
-        ..limits()
-    };
-    assert_eq!(
-        register(c, "a1", "client:1", once).await,
-        RegisterReply::Registered
-    );
-    assert_eq!(
-        register(c, "a1", "client:1", once).await,
-        RegisterReply::Registered
-    );
-    let counted: u64 = q(c, cmd("GET").arg("client:1:rate:register-query")).await;
-    assert_eq!(counted, 1);
-    match register(c, "b2", "client:1", once).await {
-        RegisterReply::AddressLimited { retry_after_secs } => {
-            assert!((1..=60).contains(&retry_after_secs))
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(!exists(c, &keys::document("b2")).await);
-}
-
-#[tokio::test]
-async fn the_site_limit_counts_every_address() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let site_once = RegisterLimits {
-        per_site: limit(1, 60),
-        ..limits()
-    };
-    assert_eq!(
-        register(c, "a1", "client:1", site_once).await,
-        RegisterReply::Registered
-    );
-    match register(c, "b2", "client:2", site_once).await {
-        RegisterReply::SiteLimited { retry_after_secs } => {
-            assert!((1..=60).contains(&retry_after_secs))
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(!exists(c, &keys::document("b2")).await);
-    assert_eq!(registered(c).await, [keys::document("a1")]);
 }
 
 #[tokio::test]

@@ -1,13 +1,11 @@
 //! The net-vote rankings' scripts: pruning by period, resumed where it
-//! stopped, and building from the book's `score:` and `time:` in batches.
+//! stopped, and deriving them from the book's `score:` and `time:` (a
+//! batch of the full pass; its batches over runs of one instant are tested
+//! through the API, `book.rs`).
 
 use super::*;
 use crate::domain::VoteDirection;
 use crate::store::keys;
-
-async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
-    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
-}
 
 /// Where the pruning of the day stopped.
 async fn mark(c: &mut Conn) -> Option<String> {
@@ -94,39 +92,4 @@ async fn the_build_derives_net_votes_from_the_books_keys() {
         zscore(c, &keys::top(Period::All), "article:3").await,
         old_value
     );
-}
-
-/// Batches resume at the last post time read, past the articles of it
-/// already done, even when one instant's articles span batches.
-#[tokio::test]
-async fn the_build_resumes_past_articles_of_one_instant() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let now = redis_now(c).await.floor();
-    let t = now - 10.0;
-    for m in ["article:1", "article:2", "article:3"] {
-        let () = q(c, cmd("ZADD").arg(keys::TIME).arg(t).arg(m)).await;
-        let () = q(
-            c,
-            cmd("ZADD")
-                .arg(keys::SCORE)
-                .arg(t + keys::VOTE_SCORE)
-                .arg(m),
-        )
-        .await;
-    }
-    let start = TopCursor {
-        from: "-inf".to_owned(),
-        skip: 0,
-    };
-    let first = sweep_articles(c, &start, 2).await.unwrap();
-    assert_eq!(first.seen, 2);
-    let next = first.next.expect("a next batch");
-    assert_eq!(next.skip, 2);
-    assert_eq!(next.from.parse::<f64>().unwrap(), t);
-    let second = sweep_articles(c, &next, 2).await.unwrap();
-    assert_eq!((second.seen, second.next), (1, None));
-    let all = zset(c, &keys::top(Period::All)).await;
-    assert_eq!(all.len(), 3);
-    assert!(all.iter().all(|(_, v)| *v == keys::TOP_STEP + t));
 }

@@ -1,5 +1,5 @@
-//! The vote script: up, down, a switch, a cleared vote, the closed voting
-//! window, a missing article, the limit, and the cached rankings it moves.
+//! The vote script: the rankings it moves, the articles it finds, the
+//! event it publishes and the lifetimes it gives.
 
 use super::*;
 use crate::domain::VoteDirection;
@@ -15,18 +15,6 @@ async fn counts(conn: &mut Conn, id: ArticleId) -> (i64, i64) {
             .arg("downvotes"),
     )
     .await
-}
-
-async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
-    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
-}
-
-async fn is_member(conn: &mut Conn, key: &str, member: &str) -> bool {
-    q(conn, cmd("SISMEMBER").arg(key).arg(member)).await
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() < 1e-3
 }
 
 /// The post time of article `id`, as `time:` holds it.
@@ -46,141 +34,38 @@ fn top_value(net: f64, t: f64) -> f64 {
     net * keys::TOP_STEP + t.floor()
 }
 
+/// Counts, score, karma, the voted sets and `myVote` through every
+/// direction are tested through the API (`voting.rs`, `my_vote.rs`); here,
+/// the net-vote rankings of every period and the replies.
 #[tokio::test]
-async fn an_upvote_is_counted_once() {
+async fn a_vote_moves_the_net_vote_rankings_and_answers_same_when_repeated() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     let (id, _) = posted(c, "alice", "hello", &[]).await;
     let article = keys::article(id);
     let t = post_time(c, id).await;
-
-    assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::Up).await,
-        VoteReply::Changed
-    );
-    assert_eq!(counts(c, id).await, (2, 0));
-    let score = zscore(c, keys::SCORE, &article).await.unwrap();
-    assert!(close(score, t + 2.0 * keys::VOTE_SCORE), "{score} {t}");
-    assert!(is_member(c, &keys::voted(id), "user:bob").await);
-    assert_eq!(karma(c, "alice").await, 2.0);
-    let indexed = zscore(c, &keys::user_votes("bob"), &article).await.unwrap();
-    assert_eq!(
-        indexed,
-        t.ceil(),
-        "an upvote is indexed as the post time, rounded up"
-    );
-    for period in Period::ALL {
-        let top = zscore(c, &keys::top(period), &article).await;
-        assert_eq!(top, Some(top_value(2.0, t)), "{period:?}");
+    let steps = [
+        (VoteDirection::Neither, VoteReply::Same, 1.0),
+        (VoteDirection::Up, VoteReply::Changed, 2.0),
+        (VoteDirection::Up, VoteReply::Same, 2.0),
+        (VoteDirection::Down, VoteReply::Changed, 0.0),
+        (VoteDirection::Neither, VoteReply::Changed, 1.0),
+    ];
+    for (dir, reply, net) in steps {
+        assert_eq!(vote_as(c, id, "bob", dir).await, reply, "{dir:?}");
+        for period in Period::ALL {
+            let top = zscore(c, &keys::top(period), &article).await;
+            assert_eq!(top, Some(top_value(net, t)), "{dir:?} {period:?}");
+        }
     }
-
-    // The same vote again changes nothing.
-    assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::Up).await,
-        VoteReply::Same
-    );
-    assert_eq!(counts(c, id).await, (2, 0));
-    assert_eq!(zscore(c, keys::SCORE, &article).await, Some(score));
-    assert_eq!(karma(c, "alice").await, 2.0);
 }
 
+/// An article the book wrote without `time:` is found by its hash's
+/// `time`; one without a time at all is missing.
 #[tokio::test]
-async fn a_switch_moves_the_voter_and_two_votes_of_score() {
+async fn a_vote_finds_the_article_by_its_hash_time() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
-    let (id, _) = posted(c, "alice", "hello", &[]).await;
-    let article = keys::article(id);
-    let t = post_time(c, id).await;
-    vote_as(c, id, "bob", VoteDirection::Up).await;
-
-    assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::Down).await,
-        VoteReply::Changed
-    );
-    assert_eq!(counts(c, id).await, (1, 1));
-    let score = zscore(c, keys::SCORE, &article).await.unwrap();
-    assert!(close(score, t), "{score} {t}");
-    assert!(!is_member(c, &keys::voted(id), "user:bob").await);
-    assert!(is_member(c, &keys::downvoted(id), "user:bob").await);
-    // The downvoters' set expires when the voting window closes.
-    let ttl: i64 = q(c, cmd("TTL").arg(keys::downvoted(id))).await;
-    assert!(
-        ttl > 0 && ttl <= keys::VOTING_WINDOW_SECS as i64 + 1,
-        "{ttl}"
-    );
-    let indexed = zscore(c, &keys::user_votes("bob"), &article).await.unwrap();
-    assert_eq!(
-        indexed,
-        -t.ceil(),
-        "a downvote is indexed as minus the post time, rounded up"
-    );
-    assert_eq!(karma(c, "alice").await, 0.0);
-    let top = zscore(c, &keys::top(Period::All), &article).await;
-    assert_eq!(top, Some(top_value(0.0, t)));
-}
-
-#[tokio::test]
-async fn a_cleared_vote_is_taken_back() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let (id, _) = posted(c, "alice", "hello", &[]).await;
-    let article = keys::article(id);
-    let t = post_time(c, id).await;
-    // Clearing a vote never cast changes nothing.
-    assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::Neither).await,
-        VoteReply::Same
-    );
-    vote_as(c, id, "bob", VoteDirection::Up).await;
-
-    assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::Neither).await,
-        VoteReply::Changed
-    );
-    assert_eq!(counts(c, id).await, (1, 0));
-    let score = zscore(c, keys::SCORE, &article).await.unwrap();
-    assert!(close(score, t + keys::VOTE_SCORE));
-    assert!(!is_member(c, &keys::voted(id), "user:bob").await);
-    assert!(!is_member(c, &keys::downvoted(id), "user:bob").await);
-    assert_eq!(zscore(c, &keys::user_votes("bob"), &article).await, None);
-    assert_eq!(karma(c, "alice").await, 1.0);
-}
-
-#[tokio::test]
-async fn a_closed_voting_window_refuses_the_vote() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    let (id, _) = posted(c, "alice", "hello", &[]).await;
-    let week_ago = redis_now(c).await - keys::VOTING_WINDOW_SECS as f64 - 5.0;
-    let () = q(
-        c,
-        cmd("ZADD")
-            .arg(keys::TIME)
-            .arg(week_ago)
-            .arg(keys::article(id)),
-    )
-    .await;
-
-    assert_eq!(
-        vote_as(c, id, "bob", VoteDirection::Up).await,
-        VoteReply::Closed
-    );
-    assert_eq!(counts(c, id).await, (1, 0));
-    assert!(!is_member(c, &keys::voted(id), "user:bob").await);
-}
-
-#[tokio::test]
-async fn a_missing_article_is_answered_missing() {
-    let redis = TestRedis::start().await;
-    let c = &mut redis.conn().await;
-    assert_eq!(
-        vote_as(c, ArticleId(42), "bob", VoteDirection::Up).await,
-        VoteReply::Missing
-    );
-    assert!(!is_member(c, &keys::voted(ArticleId(42)), "user:bob").await);
-
-    // An article the book wrote without `time:` is found by its hash's
-    // `time`; one without a time at all is missing.
     let now = redis_now(c).await;
     let () = q(
         c,
