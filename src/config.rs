@@ -279,6 +279,21 @@ pub struct Settings {
         default_value_t = 86_400
     )]
     pub persisted_query_ttl_secs: u64,
+
+    // --- Trusted documents (see `trusted.rs`) ---
+    /// A manifest of the site's own clients' documents, read at start: id
+    /// → document (GraphQL Codegen, Relay), or Apollo's manifest.
+    #[arg(long, env = "VOTEGRAPH_TRUSTED_DOCUMENTS")]
+    pub trusted_documents: Option<PathBuf>,
+
+    /// Run only the documents of `--trusted-documents`; refuse any other
+    /// (PERSISTED_QUERY_NOT_IN_LIST), and register no persisted query.
+    #[arg(
+        long,
+        env = "VOTEGRAPH_TRUSTED_DOCUMENTS_ONLY",
+        requires = "trusted_documents"
+    )]
+    pub trusted_documents_only: bool,
 }
 
 impl Settings {

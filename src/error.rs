@@ -119,10 +119,15 @@ pub enum AppError {
     /// A variable's value does not coerce to its type (checked up front).
     #[error("{message}")]
     VariableCoercion { message: String, pos: Option<Pos> },
-    /// An unknown persisted query's hash. The message is the protocol's
-    /// constant: urql and others match it, Apollo Client the code.
+    /// An unknown persisted query's hash or `documentId`. The message is
+    /// the protocol's constant: urql and others match it, Apollo Client the
+    /// code.
     #[error("PersistedQueryNotFound")]
     PersistedQueryNotFound,
+    /// Under `--trusted-documents-only`: a document that is not one of the
+    /// trusted documents (Apollo's code for a safelist's refusal).
+    #[error("{0}")]
+    PersistedQueryNotInList(&'static str),
 }
 
 impl AppError {
@@ -189,6 +194,7 @@ impl AppError {
             AppError::InvalidDocument { .. } => ErrorCode::GraphqlValidationFailed,
             AppError::VariableCoercion { .. } => ErrorCode::BadUserInput,
             AppError::PersistedQueryNotFound => ErrorCode::PersistedQueryNotFound,
+            AppError::PersistedQueryNotInList(_) => ErrorCode::PersistedQueryNotInList,
             AppError::NotReplicated { .. } => ErrorCode::NotReplicated,
             AppError::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
         }
@@ -324,6 +330,7 @@ error_codes! {
     GraphqlParseFailed => "GRAPHQL_PARSE_FAILED",
     GraphqlValidationFailed => "GRAPHQL_VALIDATION_FAILED",
     PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
+    PersistedQueryNotInList => "PERSISTED_QUERY_NOT_IN_LIST",
     NotReplicated => "NOT_REPLICATED",
     OutcomeUnknown => "OUTCOME_UNKNOWN",
     PayloadTooLarge => "PAYLOAD_TOO_LARGE",

@@ -37,6 +37,7 @@ mod state;
 mod store;
 pub mod telemetry;
 mod templates;
+mod trusted;
 mod ws;
 
 /// What the benchmark and the tests reach: the Redis keys (to seed and

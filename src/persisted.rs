@@ -1,18 +1,19 @@
 //! Automatic persisted queries, in Apollo's protocol (docs/api.md). The
 //! documents live in Redis, shared by all instances; each process keeps the
 //! texts it has seen (2 MiB at most), so a warm hash costs no round trip.
+//! A request's id is looked up in the trusted documents (`trusted.rs`) first.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_graphql::Value;
-use sha2::Digest;
 
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::graphql::documents::TextBytes;
 use crate::store::{RegisterLimits, Store};
+use crate::trusted::{sha256_hex, sha256_of_id, TrustedDocuments};
 
 /// Texts kept in-process: an app's few distinct queries, and at most this
 /// many bytes of them (the least used go first).
@@ -32,16 +33,13 @@ pub struct PersistedQueries {
     misses: AtomicU64,
     registrations: AtomicU64,
     refused: AtomicU64,
+    trusted: TrustedDocuments,
 }
 
 /// A request that carries a text to register under its (verified) hash,
 /// once the document passed the limits.
 pub struct Registration {
     hash: String,
-}
-
-pub fn sha256_hex(text: &str) -> String {
-    hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
 /// The hash a request's `extensions.persistedQuery` names, if it has one;
@@ -71,7 +69,7 @@ pub fn requested_hash(
 }
 
 impl PersistedQueries {
-    pub fn new(store: Store, limits: PersistedLimits) -> Self {
+    pub fn new(store: Store, limits: PersistedLimits, trusted: TrustedDocuments) -> Self {
         Self {
             store,
             limits,
@@ -84,17 +82,28 @@ impl PersistedQueries {
             misses: AtomicU64::new(0),
             registrations: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            trusted,
         }
     }
 
-    /// Applies the protocol to `request`: a hash alone gets its registered
-    /// text as the query; a hash with a text that hashes to it gets the
-    /// registration to make.
+    /// Gives `request` the text of the document it names by `documentId`
+    /// or hash: a trusted document's, else (unless only trusted documents
+    /// run) a registered one's, or `PERSISTED_QUERY_NOT_FOUND`. With a
+    /// hash and a text, the text must hash to the hash, and the
+    /// registration to make comes back.
     pub async fn resolve(
         &self,
         request: &mut async_graphql::Request,
+        document_id: Option<&str>,
     ) -> AppResult<Option<Registration>> {
-        let Some(hash) = requested_hash(&request.extensions)? else {
+        if self.resolve_trusted(request, document_id)? {
+            return Ok(None);
+        }
+        let hash = match document_id {
+            Some(id) => Some(sha256_of_id(id).ok_or(AppError::PersistedQueryNotFound)?),
+            None => requested_hash(&request.extensions)?,
+        };
+        let Some(hash) = hash else {
             return Ok(None);
         };
         if request.query.is_empty() {
@@ -111,6 +120,41 @@ impl PersistedQueries {
             ));
         }
         Ok(Some(Registration { hash }))
+    }
+
+    /// The trusted documents' part of [`Self::resolve`], which reads no
+    /// Redis (a WebSocket needs the text to tell a subscription): true
+    /// when `request` names or sends a trusted document, whose text it
+    /// now has. Only trusted documents running, any other is refused.
+    pub fn resolve_trusted(
+        &self,
+        request: &mut async_graphql::Request,
+        document_id: Option<&str>,
+    ) -> AppResult<bool> {
+        let requested = requested_hash(&request.extensions)?;
+        let bad = |message: &str| Err(AppError::BadRequest(message.to_owned()));
+        let id = match (document_id, requested.as_deref()) {
+            (Some(_), Some(_)) => {
+                return bad("send documentId or extensions.persistedQuery, not both")
+            }
+            (Some(_), None) if !request.query.is_empty() => {
+                return bad("a request with a documentId sends no query")
+            }
+            (id, hash) => id.or(hash),
+        };
+        match id.and_then(|id| self.trusted.get(id)) {
+            Some(text) if request.query.is_empty() => request.query = text.to_string(),
+            Some(text) if request.query == **text => {}
+            _ if !self.trusted.only => return Ok(false),
+            _ if id.is_none() && self.trusted.get(&sha256_hex(&request.query)).is_some() => {}
+            _ => {
+                return Err(AppError::PersistedQueryNotInList(match id {
+                    Some(_) => "no trusted document has this id",
+                    None => "this server runs only its trusted documents: name one by documentId",
+                }))
+            }
+        }
+        Ok(true)
     }
 
     /// Registers a checked document from `client`. A refusal is the

@@ -21,6 +21,8 @@ use crate::graphql::{Api, Recording, RequestContext};
 /// One request, as a transport read it.
 pub struct PipelineRequest {
     pub request: async_graphql::Request,
+    /// The `documentId` it names its document by, if any.
+    pub document_id: Option<String>,
     /// `Authorization` (`Bearer <token>`), if any.
     pub authorization: Option<String>,
     /// Who sent it, for rate limits.
@@ -151,7 +153,7 @@ impl Admitted {
 async fn admit(api: &Api, mut ask: PipelineRequest) -> Result<Admitted, PipelineResponse> {
     let persisted = &api.state.persisted;
     let registration = persisted
-        .resolve(&mut ask.request)
+        .resolve(&mut ask.request, ask.document_id.as_deref())
         .await
         .map_err(|e| PipelineResponse::refused(None, e))?;
     let checked = api

@@ -28,6 +28,7 @@ use crate::sessions::SessionWatch;
 use crate::state::ReplicaLag;
 use crate::store::{Locator, Store};
 use crate::telemetry::RequestMetrics;
+use crate::trusted::TrustedDocuments;
 use crate::ws::{Shutdown, WebSockets};
 use tokio_util::task::AbortOnDropHandle;
 
@@ -51,6 +52,12 @@ pub struct Application {
 impl Application {
     /// Connects the pieces and binds the listener (its port is known then).
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let guard = Guard::new(settings.documents, &crate::graphql::sdl())?;
+        let (path, only) = (
+            settings.trusted_documents.as_deref(),
+            settings.trusted_documents_only,
+        );
+        let trusted = TrustedDocuments::load(path, only, &guard).await?;
         let redis_timeout = Duration::from_millis(settings.redis_timeout_ms.max(1));
         let (locator, local_redis) = locate_redis(&settings, redis_timeout).await?;
         let store = primary_store(&settings, locator.clone(), redis_timeout)?;
@@ -59,8 +66,7 @@ impl Application {
         let responses = (!settings.no_response_cache)
             .then(|| Arc::new(ResponseCache::new(settings.response_cache_bytes)));
         let cache_upkeep = responses.as_ref().map(|cache| keep_current(cache, &pubsub));
-        let state = shared_state(&settings, &store, pubsub, responses, redis_timeout)?;
-        let guard = Guard::new(settings.documents, &crate::graphql::sdl())?;
+        let state = shared_state(&settings, &store, pubsub, responses, trusted, redis_timeout)?;
         let deadline = Duration::from_millis(settings.request_timeout_ms.max(1));
         let budget = WorkBudget::new(settings.budget);
         let api = build_api(state.clone(), guard, deadline, budget);
@@ -245,8 +251,10 @@ fn shared_state(
     store: &Store,
     pubsub: PubSub,
     responses: Option<Arc<ResponseCache>>,
+    trusted: TrustedDocuments,
     redis_timeout: Duration,
 ) -> anyhow::Result<Arc<AppState>> {
+    let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits(), trusted);
     Ok(Arc::new(AppState {
         store: store.clone(),
         replica: replica_store(settings, redis_timeout)?,
@@ -254,7 +262,7 @@ fn shared_state(
         hasher: PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?,
         pubsub,
         responses,
-        persisted: PersistedQueries::new(store.clone(), settings.persisted_limits()),
+        persisted,
         login: settings.login_limit(),
         rates: settings.rate_limits(),
     }))

@@ -491,10 +491,9 @@ impl State {
         let Some(id) = id.filter(|id| !id.is_empty()) else {
             return Err(self.invalid("subscribe needs an id"));
         };
-        let request = payload
-            .filter(|p| p.get("query").is_some_and(Value::is_string))
-            .and_then(|p| serde_json::from_value(p).ok());
-        let Some(request) = request else {
+        let named = payload.and_then(|p| Some((crate::trusted::document_of(&p).ok()?, p)));
+        let request = named.and_then(|(id, p)| Some((serde_json::from_value(p).ok()?, id)));
+        let Some((mut request, mut document_id)) = request else {
             return Err(self.invalid("invalid subscribe payload"));
         };
         let Some(data) = self.data.clone() else {
@@ -516,6 +515,13 @@ impl State {
                 .send_error(&id, AppError::TooManySubscriptions { max })
                 .await;
         }
+        // A subscription's text is needed to tell it from a query.
+        let persisted = &self.conn.schema.state.persisted;
+        match persisted.resolve_trusted(&mut request, document_id.as_deref()) {
+            Ok(true) => document_id = None,
+            Ok(false) => {}
+            Err(e) => return self.send_error(&id, e).await,
+        }
         let id: Arc<str> = id.into();
         let key = id.clone();
         let payloads = if self.is_subscription(&request) {
@@ -533,6 +539,7 @@ impl State {
             // over HTTP: the same cache, budget and templates.
             let ask = PipelineRequest {
                 request,
+                document_id,
                 authorization: self.authorization.clone(),
                 client: self.conn.client,
                 queries_only: false,

@@ -92,27 +92,12 @@ impl Guard {
     /// Checks `request`; the parsed document comes back for execution
     /// (`None`: no operation can be selected, async-graphql says so).
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
-        let query = request.query.as_str();
-        let limits = &self.limits;
-        if query.len() > limits.max_query_bytes {
-            return Err(AppError::QueryTooComplex(format!(
-                "the document is {} bytes long; at most {} are allowed",
-                query.len(),
-                limits.max_query_bytes
-            )));
-        }
         check_variable_depth(&request.variables)?;
-        let document = match self.documents.get(query) {
-            Some(document) => document,
-            None => {
-                check_shape(query, limits)?;
-                self.documents.parse(query).map_err(parse_error)?
-            }
-        };
+        let document = self.parsed(&request.query, true)?;
         let operation = self.analyze(
             &document,
             request.operation_name.as_deref(),
-            &request.variables,
+            Some(&request.variables),
         )?;
         Ok(operation.map(|(operation, name, cost)| Checked {
             document,
@@ -122,13 +107,47 @@ impl Guard {
         }))
     }
 
-    /// The syntax tree's counts, then the selected operation's variables,
-    /// root fields and cost; `None` when no operation can be selected.
+    /// Checks a document ahead of any request (a trusted document): each
+    /// of its operations, with every variable at its default. The parse is
+    /// not kept: requests fill the cache with what they use.
+    pub fn check_document(&self, query: &str) -> AppResult<()> {
+        let document = self.parsed(query, false)?;
+        for (name, _) in document.operations.iter() {
+            self.analyze(&document, name.map(Name::as_str), None)?;
+        }
+        Ok(())
+    }
+
+    /// The parsed document, within the byte, token and nesting limits;
+    /// kept in the parsed-document cache when `keep`.
+    fn parsed(&self, query: &str, keep: bool) -> AppResult<Arc<ExecutableDocument>> {
+        let limits = &self.limits;
+        if query.len() > limits.max_query_bytes {
+            return Err(AppError::QueryTooComplex(format!(
+                "the document is {} bytes long; at most {} are allowed",
+                query.len(),
+                limits.max_query_bytes
+            )));
+        }
+        if let Some(document) = self.documents.get(query) {
+            return Ok(document);
+        }
+        check_shape(query, limits)?;
+        match keep {
+            true => self.documents.parse(query),
+            false => async_graphql::parser::parse_query(query).map(Arc::new),
+        }
+        .map_err(parse_error)
+    }
+
+    /// The syntax tree's counts, then the selected operation's variables
+    /// (None: not given yet), root fields and cost; `None` when no
+    /// operation can be selected.
     fn analyze(
         &self,
         document: &ExecutableDocument,
         operation_name: Option<&str>,
-        variables: &Variables,
+        variables: Option<&Variables>,
     ) -> AppResult<Option<(OperationType, Option<Name>, u64)>> {
         let limits = &self.limits;
         let document_has = |count, what, max| at_most("the document", count, what, max);
@@ -153,7 +172,11 @@ impl Guard {
             return Ok(None);
         };
         let operation = &operation.node;
-        check_variables(operation, variables)?;
+        let defaults = Variables::default();
+        if let Some(variables) = variables {
+            check_variables(operation, variables)?;
+        }
+        let variables = variables.unwrap_or(&defaults);
         let root = match operation.ty {
             OperationType::Query => "Query",
             OperationType::Mutation => "Mutation",
@@ -176,7 +199,7 @@ impl Guard {
         )?;
         if tally.cost > limits.max_query_cost {
             return Err(AppError::QueryTooComplex(format!(
-                "the query costs {}, more than the limit of {}: each object counts 1 and each list its pageSize or limit, times the count of its parent; ask for smaller pages or fewer nested lists",
+                "the query costs {}, more than the limit of {}: each object counts 1 and each list its pageSize, limit, first or number of ids, times the count of its parent; ask for smaller pages or fewer nested lists",
                 tally.cost, limits.max_query_cost
             )));
         }
@@ -378,6 +401,8 @@ struct FieldCost {
 enum ListSize {
     /// Sized by an argument (`pageSize`, `limit`), with its default.
     Argument { name: String, default: u64 },
+    /// As long as a list argument (`nodes(ids:)`).
+    Length(String),
     /// A list without a size argument: a fixed estimate (introspection).
     Fixed(u64),
 }
@@ -464,6 +489,13 @@ fn field_cost(owner: &str, field: &FieldDefinition) -> FieldCost {
                     .as_ref()
                     .and_then(|v| as_count(&v.node))
                     .unwrap_or(UNSIZED_LIST),
+            })
+            .or_else(|| {
+                let listed = field
+                    .arguments
+                    .iter()
+                    .find(|a| unwrap_type(&a.node.ty.node).1)?;
+                Some(ListSize::Length(listed.node.name.node.to_string()))
             })
             .unwrap_or(ListSize::Fixed(UNSIZED_LIST))
     });
@@ -634,9 +666,26 @@ impl Walk<'_> {
                     .and_then(|value| as_count(&value))
                     .unwrap_or(*default)
             }
+            Some(ListSize::Length(name)) => self.list_length(field, name),
         };
         let inner = self.tally(&field.selection_set.node, &info.type_name)?;
         Ok(count.saturating_mul(inner.cost.saturating_add(info.unit)))
+    }
+
+    /// How many items `field`'s list argument `name` holds as the
+    /// operation runs it.
+    fn list_length(&self, field: &Field, name: &str) -> u64 {
+        let written = field.arguments.iter().find(|(n, _)| n.node == name);
+        // Written out, its items may be variables: count them as written.
+        if let Some((_, DocValue::List(items))) = written.map(|(n, v)| (n, &v.node)) {
+            return items.len() as u64;
+        }
+        match argument(&field.arguments, name, self.operation, self.variables).as_deref() {
+            Some(Value::List(items)) => items.len() as u64,
+            Some(Value::Null) | None => 0,
+            // A single value stands for a list of one.
+            Some(_) => 1,
+        }
     }
 
     fn fragment(&mut self, name: &Name) -> AppResult<Tally> {
@@ -838,7 +887,7 @@ mod tests {
             for (name, field) in fields {
                 let object = model.types.contains_key(&field.type_name);
                 if let (true, Some(ListSize::Fixed(UNSIZED_LIST))) = (object, &field.list) {
-                    panic!("{ty}.{name} is a list with no pageSize or limit argument");
+                    panic!("{ty}.{name} is a list with no size or list argument");
                 }
             }
         }

@@ -63,3 +63,23 @@ impl Loader<String> for StandingLoader {
         Ok(self.store.standings(keys).await?)
     }
 }
+
+/// Whether users exist, for `node(id: "user:…")`.
+pub struct UserLoader {
+    store: Store,
+}
+
+impl UserLoader {
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+impl Loader<String> for UserLoader {
+    type Value = bool;
+    type Error = async_graphql::Error;
+
+    async fn load(&self, keys: &[String]) -> Result<HashMap<String, bool>, Self::Error> {
+        Ok(self.store.known_users(keys).await?)
+    }
+}

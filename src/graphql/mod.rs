@@ -10,12 +10,14 @@ pub mod documents;
 pub mod limits;
 mod loaders;
 mod mutation;
+mod node;
 mod order;
 mod query;
 pub mod shape;
 pub mod shared_subscriptions;
 mod subscription;
 mod types;
+pub mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
+use super::node::{self, Node};
 use super::types::{
     self, Article, ArticleConnection, ArticleOrder, Group, GroupConnection, GroupEdge, PageInfo,
     RankedUser, User,
@@ -95,6 +96,18 @@ impl QueryRoot {
     async fn article_by_slug(&self, ctx: &Context<'_>, slug: String) -> Result<Option<Article>> {
         let record = RequestContext::of(ctx)?.article_by_slug(&slug).await?;
         Ok(record.map(Article))
+    }
+
+    /// The object with this global id (Relay's Global Object
+    /// Identification), or null when there is none or the id is malformed.
+    async fn node(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Node>> {
+        node::load(ctx, &id).await
+    }
+
+    /// The objects with these global ids, in order, null for each unknown
+    /// or malformed one; at most 100 ids.
+    async fn nodes(&self, ctx: &Context<'_>, ids: Vec<ID>) -> Result<Vec<Option<Node>>> {
+        node::load_many(ctx, &ids).await
     }
 
     /// The karma leaderboard: users by karma, ties to whoever reached it first.

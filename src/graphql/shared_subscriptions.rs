@@ -454,6 +454,7 @@ mod tests {
         "Subscription.scoreChanged",
         "User.articles",
         "User.feed",
+        "User.id",
         "User.karma",
         "User.name",
         "User.rank",

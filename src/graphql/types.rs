@@ -185,7 +185,8 @@ pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote"];
 #[Object(serial)]
 impl Article {
     /// The numeric id (`"7"` for the Redis key `article:7`).
-    async fn id(&self) -> ID {
+    // Visible to `node.rs`: the `Node` interface resolves `id` through it.
+    pub(super) async fn id(&self) -> ID {
         ID(self.0.id.to_string())
     }
 
@@ -291,8 +292,18 @@ pub struct GroupEdge {
     pub node: Group,
 }
 
+/// The global ids of users and groups (see `node.rs`): prefixed, so they
+/// never equal an article's numeric id nor each other.
+pub const USER_ID_PREFIX: &str = "user:";
+pub const GROUP_ID_PREFIX: &str = "group:";
+
 #[ComplexObject]
 impl Group {
+    /// Its global id, `group:<name>` (see `Query.node`).
+    pub(super) async fn id(&self) -> ID {
+        ID(format!("{GROUP_ID_PREFIX}{}", self.name))
+    }
+
     /// The group's articles, ranked like the front page.
     async fn articles(
         &self,
@@ -341,6 +352,11 @@ impl From<UserName> for User {
 /// A member of the site.
 #[Object]
 impl User {
+    /// Its global id, `user:<name>` (see `Query.node`).
+    pub(super) async fn id(&self) -> ID {
+        ID(format!("{USER_ID_PREFIX}{}", self.name))
+    }
+
     async fn name(&self) -> &str {
         &self.name
     }

@@ -22,11 +22,12 @@ pub struct BodyLimits {
 /// which destroys the answer. Longer ones are cut at once.
 const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The request a body holds, with the `documentId` it names.
 pub async fn request_from_body(
     headers: &HeaderMap,
     body: Body,
     limits: BodyLimits,
-) -> Result<async_graphql::Request, AppError> {
+) -> Result<(async_graphql::Request, Option<String>), AppError> {
     let media_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -74,8 +75,9 @@ async fn read_body(headers: &HeaderMap, body: Body, limits: BodyLimits) -> Resul
 }
 
 /// One GraphQL request from a JSON body: no batches, and a query text
-/// unless it is an automatic persisted query.
-fn parse_request(bytes: &[u8]) -> Result<async_graphql::Request, AppError> {
+/// unless it names a persisted document (`documentId`, or an automatic
+/// persisted query's hash).
+fn parse_request(bytes: &[u8]) -> Result<(async_graphql::Request, Option<String>), AppError> {
     let value: serde_json::Value = serde_json::from_slice(bytes)
         .map_err(|_| AppError::BadRequest("the request body is not valid JSON".to_owned()))?;
     if value.is_array() {
@@ -83,23 +85,13 @@ fn parse_request(bytes: &[u8]) -> Result<async_graphql::Request, AppError> {
             "batched requests are not supported: send one operation per request".to_owned(),
         ));
     }
-    let persisted = value
-        .get("extensions")
-        .is_some_and(|e| e.get("persistedQuery").is_some());
-    let has_text = match value.get("query") {
-        Some(query) => query.is_string(),
-        None => persisted,
-    };
-    if !has_text {
-        return Err(AppError::BadRequest(
-            "the request needs a query string".to_owned(),
-        ));
-    }
-    serde_json::from_value(value).map_err(|_| {
+    let document_id = crate::trusted::document_of(&value)?;
+    let request = serde_json::from_value(value).map_err(|_| {
         AppError::BadRequest(
             "the request must be {\"query\", \"operationName\", \"variables\", \"extensions\"} with variables an object".to_owned(),
         )
-    })
+    })?;
+    Ok((request, document_id))
 }
 
 async fn drain(reader: impl AsyncRead + Unpin, timeout: Duration) {

@@ -32,7 +32,7 @@ pub async fn graphql_post(
     let headers = req.headers();
     let client = client_addr(req, &trusted);
     match request_from_body(headers, body, *limits.0).await {
-        Ok(request) => execute(&schema, headers, client, Method::POST, request).await,
+        Ok(named) => execute(&schema, headers, client, Method::POST, named).await,
         Err(e) => refusal(e, Media::of(headers)),
     }
 }
@@ -62,7 +62,7 @@ pub async fn graphql_get(
             .unwrap_or_else(error_response);
     }
     match request_from_url(req.uri().query().unwrap_or("")) {
-        Ok(request) => execute(&schema, req.headers(), client, Method::GET, request).await,
+        Ok(named) => execute(&schema, req.headers(), client, Method::GET, named).await,
         Err(e) => refusal(e, Media::of(req.headers())),
     }
 }
@@ -96,11 +96,12 @@ async fn execute(
     headers: &HeaderMap,
     client: ClientAddr,
     method: Method,
-    request: async_graphql::Request,
+    (request, document_id): (async_graphql::Request, Option<String>),
 ) -> Response {
     let wants = Wants::of(headers);
     let ask = PipelineRequest {
         request,
+        document_id,
         authorization: authorization(headers).map(str::to_owned),
         client,
         queries_only: method == Method::GET,
@@ -130,9 +131,10 @@ async fn execute(
     }
 }
 
-fn request_from_url(query: &str) -> Result<async_graphql::Request, AppError> {
+/// The request a GET's query string holds, with the `documentId` it names.
+fn request_from_url(query: &str) -> Result<(async_graphql::Request, Option<String>), AppError> {
     let mut request = async_graphql::Request::new(String::new());
-    let mut has_query = false;
+    let (mut has_query, mut document_id) = (false, None);
     for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
         match key.as_ref() {
             "query" => {
@@ -152,13 +154,18 @@ fn request_from_url(query: &str) -> Result<async_graphql::Request, AppError> {
                     AppError::BadRequest("extensions must be a JSON object".to_owned())
                 })?;
             }
+            "documentId" => {
+                let id = serde_json::Value::String(value.into_owned());
+                document_id = crate::trusted::document_id(Some(&id))?;
+            }
             _ => {}
         }
     }
-    if !has_query && !request.extensions.contains_key("persistedQuery") {
+    let named = document_id.is_some() || request.extensions.contains_key("persistedQuery");
+    if !has_query && !named {
         return Err(AppError::BadRequest(
             "the query parameter is missing".to_owned(),
         ));
     }
-    Ok(request)
+    Ok((request, document_id))
 }

@@ -306,29 +306,55 @@ impl Store {
             .collect())
     }
 
-    /// Karma and rank of many users in one pipelined round trip.
-    pub async fn standings(&self, names: &[String]) -> AppResult<HashMap<String, Standing>> {
-        let mut pipe = redis::pipe();
-        for name in names {
-            let member = keys::user(name);
-            pipe.cmd("ZSCORE").arg(keys::KARMA).arg(&member);
-            pipe.cmd("ZREVRANK").arg(keys::KARMA).arg(&member);
-        }
-        let mut conn = self.conn().await?;
-        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+    /// Whether each of `names` is a user, in one pipelined round trip: one
+    /// with an account, or a poster (every poster has karma).
+    pub async fn known_users(&self, names: &[String]) -> AppResult<HashMap<String, bool>> {
+        let replies = self.per_user(names, |pipe, member| {
+            pipe.cmd("EXISTS").arg(member);
+            pipe.cmd("ZSCORE").arg(keys::KARMA).arg(member);
+        });
+        let replies = replies.await?;
+        let known = |pair: &[Value]| pair[0] == Value::Int(1) || pair[1] != Value::Nil;
         Ok(names
             .iter()
-            .zip(replies.chunks_exact(2))
-            .map(|(name, pair)| {
-                let standing = Standing {
-                    karma: value_f64(&pair[0]).map(karma_of).unwrap_or(0),
-                    rank: match pair[1] {
-                        Value::Int(r) => Some(r as u64 + 1),
-                        _ => None,
-                    },
-                };
-                (name.clone(), standing)
-            })
+            .cloned()
+            .zip(replies.chunks_exact(2).map(known))
             .collect())
+    }
+
+    /// Karma and rank of many users in one pipelined round trip.
+    pub async fn standings(&self, names: &[String]) -> AppResult<HashMap<String, Standing>> {
+        let replies = self.per_user(names, |pipe, member| {
+            pipe.cmd("ZSCORE").arg(keys::KARMA).arg(member);
+            pipe.cmd("ZREVRANK").arg(keys::KARMA).arg(member);
+        });
+        let replies = replies.await?;
+        let standing = |pair: &[Value]| Standing {
+            karma: value_f64(&pair[0]).map(karma_of).unwrap_or(0),
+            rank: match pair[1] {
+                Value::Int(r) => Some(r as u64 + 1),
+                _ => None,
+            },
+        };
+        Ok(names
+            .iter()
+            .cloned()
+            .zip(replies.chunks_exact(2).map(standing))
+            .collect())
+    }
+
+    /// The replies to the commands `add` pipelines for each of `names`
+    /// (given its `user:<name>`), in one round trip.
+    async fn per_user(
+        &self,
+        names: &[String],
+        add: impl Fn(&mut redis::Pipeline, &str),
+    ) -> AppResult<Vec<Value>> {
+        let mut pipe = redis::pipe();
+        for name in names {
+            add(&mut pipe, &keys::user(name));
+        }
+        let mut conn = self.conn().await?;
+        Ok(pipe.query_async(&mut conn).await?)
     }
 }

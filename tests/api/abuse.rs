@@ -107,17 +107,7 @@ async fn the_heaviest_legitimate_documents_pass_and_report_their_cost() {
         let data = app.gql_ok(query, json!({}), Some(&token)).await;
         assert!(data.is_object());
     }
-    let response: Value = app
-        .client
-        .post(format!("{}/graphql", app.address))
-        .header("x-query-cost", "1")
-        .json(&json!({ "query": page }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let response = app.gql_with_cost(&page, json!({})).await;
     assert_eq!(
         response["extensions"]["cost"]["requested"], 200,
         "{response}"

@@ -422,3 +422,20 @@ async fn a_shared_subscription_reads_the_article_once_per_event() {
         "one article read per vote for all 5 subscribers"
     );
 }
+
+#[tokio::test]
+async fn a_page_of_nodes_is_one_batch_per_loader() {
+    let app = seeded_app().await;
+    let mut ids: Vec<String> = (1..=25).map(|i| format!("\"{i}\"")).collect();
+    ids.extend(["\"user:alice\"", "\"group:even\"", "\"nonsense\""].map(str::to_owned));
+    let query = format!(
+        "{{ nodes(ids: [{}]) {{ id ... on Article {{ {ARTICLE_FIELDS} }} }} }}",
+        ids.join(", ")
+    );
+    let cost = cost_of(&app, &query, None).await;
+    let trips = cost.round_trips;
+    assert_eq!(cost.calls("hmget"), 25, "every article was read once");
+    assert_eq!(cost.calls("exists"), 1, "the user was looked up once");
+    // The articles' batch and the users' run side by side.
+    assert!(trips <= 2, "a page of nodes took {trips} round trips");
+}

@@ -32,6 +32,12 @@ fn the_schema_has_the_contracted_shape() {
         "type Query {",
         "type Mutation {",
         "enum ArticleOrder {",
+        "interface Node {",
+        "node(id: ID!): Node",
+        "nodes(ids: [ID!]!): [Node]!",
+        "type Article implements Node {",
+        "type User implements Node {",
+        "type Group implements Node {",
     ] {
         assert!(sdl.contains(line), "schema lacks `{line}`:\n{sdl}");
     }

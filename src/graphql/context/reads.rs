@@ -185,6 +185,13 @@ impl RequestContext {
         self.routing.standings.load_one(name.to_owned()).await
     }
 
+    /// Whether `name` is a user (batched). Not recorded: a sign-up drops
+    /// no cached response, and one lives a second.
+    pub async fn user_exists(&self, name: &str) -> Result<bool> {
+        let known = self.routing.users.load_one(name.to_owned()).await?;
+        Ok(known.unwrap_or(false))
+    }
+
     /// The karma leaderboard; any vote may change it.
     pub async fn top_posters(&self, limit: usize) -> Result<Vec<(String, i64)>> {
         self.recording.record(Deps::any_vote);

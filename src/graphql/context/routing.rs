@@ -7,7 +7,7 @@ use async_graphql::dataloader::DataLoader;
 
 use super::ArticleList;
 use crate::auth::Session;
-use crate::graphql::loaders::{ArticleLoader, StandingLoader};
+use crate::graphql::loaders::{ArticleLoader, StandingLoader, UserLoader};
 use crate::store::Store;
 
 pub(super) struct Routing {
@@ -18,6 +18,7 @@ pub(super) struct Routing {
     pub(super) lagging: Store,
     pub(super) articles: DataLoader<ArticleLoader>,
     pub(super) standings: DataLoader<StandingLoader>,
+    pub(super) users: DataLoader<UserLoader>,
 }
 
 impl Routing {
@@ -41,6 +42,7 @@ impl Routing {
                 tokio::spawn,
             ),
             standings: DataLoader::new(StandingLoader::new(lagging.clone()), tokio::spawn),
+            users: DataLoader::new(UserLoader::new(lagging.clone()), tokio::spawn),
         }
     }
 

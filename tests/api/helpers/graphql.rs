@@ -31,6 +31,17 @@ impl TestApp {
         .await
     }
 
+    /// Like [`TestApp::gql`] (anonymous), asking for `extensions.cost`
+    /// with `X-Query-Cost`.
+    pub async fn gql_with_cost(&self, query: &str, variables: Value) -> Value {
+        let request = self
+            .client
+            .post(format!("{}/graphql", self.address))
+            .header("x-query-cost", "1")
+            .json(&json!({ "query": query, "variables": variables }));
+        request.send().await.unwrap().json().await.unwrap()
+    }
+
     /// Like [`TestApp::gql`], but fails the test on any GraphQL error.
     pub async fn gql_ok(&self, query: &str, variables: Value, token: Option<&str>) -> Value {
         let body = self.gql(query, variables, token).await;
