@@ -13,7 +13,8 @@
 //!
 //! 1. **startup**: `startup` (builds and runs the application), `scrape`
 //!    (what `/metrics` reads from each part), `config` (flags, turned into
-//!    each part's own settings), `local_redis`, `redis_server`.
+//!    each part's own settings), `admin` (`votegraph set-role`),
+//!    `local_redis`, `redis_server`.
 //! 2. **HTTP and WebSocket**: `server` (the accept loop), `http` (the
 //!    route tree: `/graphql` over HTTP, content negotiation, bodies,
 //!    caching headers, `/health`), `ws` (the WebSocket upgrade and the
@@ -33,6 +34,7 @@
 //! 6. **bottom**: `domain` (parse-don't-validate newtypes), `error` (the
 //!    one error type and its codes), `rate` (rate limits), `client_addr`.
 
+pub mod admin;
 mod auth;
 mod budget;
 mod cache;

@@ -181,26 +181,12 @@ async fn locate_redis(
     settings: &Settings,
     redis_timeout: Duration,
 ) -> anyhow::Result<(Locator, Option<LocalRedis>)> {
-    match (
-        &settings.redis_sentinels,
-        &settings.redis_master_name,
-        &settings.redis_url,
-    ) {
-        (Some(sentinels), Some(master), _) => Ok((
-            Locator::sentinel(sentinels, master, redis_timeout)
-                .context("invalid REDIS_SENTINELS")?,
-            None,
-        )),
-        (Some(_), None, _) | (None, Some(_), _) => anyhow::bail!(
-            "REDIS_SENTINELS and REDIS_MASTER_NAME (--redis-sentinels, --redis-master-name) go together: set both or neither"
-        ),
-        (None, None, Some(url)) => Ok((Locator::url(url).context("invalid Redis URL")?, None)),
-        (None, None, None) => {
-            let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
-            let locator = Locator::url(local.url()).context("invalid Redis URL")?;
-            Ok((locator, Some(local)))
-        }
+    if let Some(locator) = settings.configured_redis(redis_timeout)? {
+        return Ok((locator, None));
     }
+    let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
+    let locator = Locator::url(local.url()).context("invalid Redis URL")?;
+    Ok((locator, Some(local)))
 }
 
 /// What the log names when Redis does not answer.
@@ -232,7 +218,9 @@ fn primary_store(
         wait,
     )
     .context("invalid Redis URL")?;
-    Ok(store.with_group_scan_budget(settings.group_scan_budget))
+    Ok(store
+        .with_group_scan_budget(settings.group_scan_budget)
+        .with_moderation(settings.moderation()))
 }
 
 /// The pool of `--redis-replica-url`, which serves reads that may lag.
@@ -447,13 +435,15 @@ fn check_redis(store: Store, source: &'static str) {
 }
 
 /// Feeds `cache` the score events of `pubsub` for as long as the handle
-/// lives: each vote drops the responses it can change, and a loss of
-/// events (missed ones, or a pub/sub connection that was down: a Redis
+/// lives: each vote drops the responses it can change, a moderation (an
+/// article taken out or put back, a ban, a role) drops everything, and a
+/// loss of events (missed ones, or a pub/sub connection that was down: a Redis
 /// restart, a failover) drops everything, since whatever they changed is
 /// unknown.
 fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandle<()> {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = pubsub.subscribe_internal();
+    let mut moderated = pubsub.subscribe_moderated_internal();
     let mut resubscriptions = pubsub.resubscriptions();
     let cache = Arc::downgrade(cache);
     AbortOnDropHandle::new(tokio::spawn(async move {
@@ -465,6 +455,13 @@ fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandl
                         Ok(event) => cache.vote(event),
                         Err(RecvError::Lagged(_)) => cache.invalidate(),
                         Err(RecvError::Closed) => return,
+                    }
+                }
+                event = moderated.recv() => {
+                    let Some(cache) = cache.upgrade() else { return };
+                    match event {
+                        Err(RecvError::Closed) => return,
+                        _ => cache.invalidate(),
                     }
                 }
                 changed = resubscriptions.changed() => {

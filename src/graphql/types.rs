@@ -8,7 +8,7 @@ use chrono::{SecondsFormat, TimeZone, Utc};
 
 use super::connection::PageInfo;
 use super::{ArticleList, RequestContext};
-use crate::domain::Period;
+use crate::domain::{ArticleStatus, Period, Role};
 use crate::domain::{GroupName, PageRequest, UserName};
 use crate::error::AppError;
 use crate::store::{ArticleRecord, Order};
@@ -180,7 +180,14 @@ pub struct Article(pub ArticleRecord);
 /// every subscriber of a shared stream would see the first one's answer
 /// (they see an anonymous caller's); `shared_subscriptions.rs` has a test that lists
 /// every field a subscription can reach, to make adding one a decision.
-pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote"];
+pub const CALLER_DEPENDENT_FIELDS: &[&str] = &[
+    "myVote",
+    "status",
+    "removalReason",
+    "flags",
+    "banned",
+    "bannedUntil",
+];
 
 // Serial: every field is already in memory (only `poster`'s own fields may
 // load anything, and those still batch across the articles of a list), so
@@ -252,6 +259,27 @@ impl Article {
     /// How many times `viewArticle` counted it.
     async fn views(&self) -> i64 {
         self.0.views
+    }
+
+    /// Where moderation left it; null for anyone but moderators and its
+    /// poster.
+    // Depends on the caller, as the next two: in `CALLER_DEPENDENT_FIELDS`.
+    async fn status(&self, ctx: &Context<'_>) -> Result<Option<ArticleStatus>> {
+        let shown = RequestContext::of(ctx)?.sees_moderation_of(&self.0).await?;
+        Ok(shown.then_some(self.0.status))
+    }
+
+    /// Why a moderator removed it; null for anyone but moderators and its
+    /// poster.
+    async fn removal_reason(&self, ctx: &Context<'_>) -> Result<Option<&str>> {
+        let shown = RequestContext::of(ctx)?.sees_moderation_of(&self.0).await?;
+        Ok(self.0.removal_reason.as_deref().filter(|_| shown))
+    }
+
+    /// Flags from distinct users; null for anyone but moderators.
+    async fn flags(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
+        let shown = RequestContext::of(ctx)?.moderates().await?;
+        Ok(shown.then_some(self.0.flags))
     }
 }
 
@@ -383,6 +411,24 @@ impl User {
         Ok(records.into_iter().map(Article).collect())
     }
 
+    /// MEMBER, MODERATOR or ADMIN.
+    async fn role(&self, ctx: &Context<'_>) -> Result<Role> {
+        Ok(RequestContext::of(ctx)?.account(&self.name).await?.role)
+    }
+
+    /// Whether the user is banned now; false for anyone but moderators.
+    // Depends on the caller, as `bannedUntil`: in `CALLER_DEPENDENT_FIELDS`.
+    async fn banned(&self, ctx: &Context<'_>) -> Result<bool> {
+        Ok(self.ban(ctx).await?.is_some())
+    }
+
+    /// When the user's ban ends; null for a ban for good, when not banned,
+    /// and for anyone but moderators.
+    async fn banned_until(&self, ctx: &Context<'_>) -> Result<Option<DateTime>> {
+        let until = self.ban(ctx).await?.flatten();
+        Ok(until.map(|secs| DateTime(secs as f64)))
+    }
+
     /// The user's articles as a feed to scroll (see `Query.feed`).
     async fn feed(
         &self,
@@ -392,6 +438,18 @@ impl User {
         after: Option<String>,
     ) -> Result<ArticleConnection> {
         feed(ctx, ArticleList::User(&self.name), order, first, after).await
+    }
+}
+
+impl User {
+    /// The user's ban in force, as a moderator asking sees it.
+    async fn ban(&self, ctx: &Context<'_>) -> Result<Option<Option<u64>>> {
+        let context = RequestContext::of(ctx)?;
+        if !context.moderates().await? {
+            return Ok(None);
+        }
+        let now = chrono::Utc::now().timestamp() as u64;
+        Ok(context.account(&self.name).await?.banned(now))
     }
 }
 

@@ -21,7 +21,7 @@
 use sha2::Digest;
 
 use crate::client_addr::ClientAddr;
-use crate::domain::{ArticleId, GroupName, Period, Ranking, UserName};
+use crate::domain::{ArticleId, GroupName, ModAction, Period, Ranking, UserName};
 use crate::rate::RateAction;
 
 /// Sorted set `article:<id>` → post time + 432 × net votes (book).
@@ -449,6 +449,68 @@ pub fn document(sha256_hex: &str) -> String {
 /// Members are whole key names, so the script deletes them as they are.
 pub const DOCUMENTS: &str = "document:registered";
 
+/// Pub/sub channel of moderation (JSON `{id, groups, removed}` for an
+/// article taken out or put back, `{user}` for a ban or role change): each
+/// instance drops its cached responses, and `articleRemoved` follows the
+/// removals.
+pub const MODERATED_CHANNEL: &str = "votegraph:moderated";
+
+/// Sorted set `article:<id>` → flags, of the flagged and hidden articles:
+/// the moderators' queue, most flags first.
+pub const MODERATION_QUEUE: &str = "moderation:queue";
+
+/// Set of the admins' names (the last one cannot be banned or demoted).
+pub const ADMINS: &str = "users:admins";
+
+/// The string counter `INCR`ed for a moderation log entry's number.
+pub const MODLOG_LAST_ID: &str = "modlog:last-id";
+/// Prefix of a log entry's hash, before its number (`modlog:12`).
+pub const MODLOG_ENTRY_PREFIX: &str = "modlog:";
+/// Sorted set of every log entry's number (member and score).
+pub const MODLOG: &str = "modlog:all";
+/// Prefix of an action's entries, before its name
+/// (`modlog:action:BAN_USER`).
+pub const MODLOG_ACTION_PREFIX: &str = "modlog:action:";
+/// Suffix of the entries about one article or user, after its member
+/// (`article:7:modlog`, `user:alice:modlog`).
+pub const MODLOG_SUFFIX: &str = ":modlog";
+/// Suffix of a user's articles taken out of every ranking, after the
+/// user's member (`user:alice:articles:out`).
+pub const USER_ARTICLES_OUT_SUFFIX: &str = ":articles:out";
+
+/// `modlog:action:<ACTION>`: the entries of one action.
+pub fn modlog_action(action: ModAction) -> String {
+    format!("{MODLOG_ACTION_PREFIX}{}", action.as_str())
+}
+
+/// `article:<id>:modlog`: the entries about an article.
+pub fn article_modlog(id: ArticleId) -> String {
+    format!("{ARTICLE_PREFIX}{id}{MODLOG_SUFFIX}")
+}
+
+/// `user:<name>:modlog`: the entries about a user (bans, roles).
+pub fn user_modlog(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{MODLOG_SUFFIX}")
+}
+
+/// `article:<id>:flags`: hash `user:<name>` → the flag's reason (empty
+/// without one): one flag per user.
+pub fn article_flags(id: ArticleId) -> String {
+    format!("{ARTICLE_PREFIX}{id}:flags")
+}
+
+/// `user:<name>:sessions`: set of the token hashes of the user's
+/// sessions, so a ban or a role change reaches every one of them.
+pub fn user_sessions(name: &str) -> String {
+    format!("{USER_PREFIX}{name}:sessions")
+}
+
+/// `user:<name>:articles:out`: the user's articles taken out of every
+/// ranking (hidden or removed), by post time.
+pub fn user_articles_out(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{USER_ARTICLES_OUT_SUFFIX}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,6 +580,12 @@ mod tests {
             "client:10.0.0.1:rate:sign-up"
         );
         assert_eq!(session("abc"), "session:abc");
+        assert_eq!(article_modlog(id), "article:7:modlog");
+        assert_eq!(user_modlog("alice"), "user:alice:modlog");
+        assert_eq!(article_flags(id), "article:7:flags");
+        assert_eq!(user_sessions("alice"), "user:alice:sessions");
+        assert_eq!(user_articles_out("alice"), "user:alice:articles:out");
+        assert_eq!(modlog_action(ModAction::BanUser), "modlog:action:BAN_USER");
         assert_eq!(
             (ARTICLE_IDS, SCORE, TIME, KARMA, SLUGS, SLUG_SUFFIXES),
             (

@@ -23,9 +23,10 @@ use crate::client_addr::ClientAddr;
 use crate::domain::{GroupName, UserName, VoteDirection};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::store::{ArticleRecord, List};
+use crate::store::{ArticleRecord, Caller, List};
 
 mod accounts;
+mod moderation;
 mod reads;
 mod recording;
 mod routing;
@@ -145,6 +146,21 @@ impl RequestContext {
         Ok(self
             .session
             .require_user(self.routing.primary_store())
+            .await?)
+    }
+
+    /// The logged-in user and their role, or None (as [`Self::viewer`]).
+    pub async fn caller(&self) -> Result<Option<Caller>> {
+        self.recording.shows_caller();
+        Ok(self.session.caller(self.routing.primary_store()).await?)
+    }
+
+    /// The logged-in user and their role, or `BANNED` or `UNAUTHENTICATED`.
+    pub async fn caller_required(&self) -> Result<Caller> {
+        self.recording.shows_caller();
+        Ok(self
+            .session
+            .require_caller(self.routing.primary_store())
             .await?)
     }
 

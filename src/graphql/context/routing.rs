@@ -7,7 +7,7 @@ use async_graphql::dataloader::DataLoader;
 
 use super::ArticleList;
 use crate::auth::Session;
-use crate::graphql::loaders::{ArticleLoader, StandingLoader};
+use crate::graphql::loaders::{AccountLoader, ArticleLoader, StandingLoader};
 use crate::store::Store;
 
 pub(super) struct Routing {
@@ -16,6 +16,7 @@ pub(super) struct Routing {
     reads: Store,
     articles: DataLoader<ArticleLoader>,
     standings: DataLoader<StandingLoader>,
+    accounts: DataLoader<AccountLoader>,
 }
 
 impl Routing {
@@ -39,6 +40,7 @@ impl Routing {
                 tokio::spawn,
             ),
             standings: DataLoader::new(StandingLoader::new(reads.clone()), tokio::spawn),
+            accounts: DataLoader::new(AccountLoader::new(primary.clone()), tokio::spawn),
         }
     }
 
@@ -67,5 +69,9 @@ impl Routing {
 
     pub(super) fn standings(&self) -> &DataLoader<StandingLoader> {
         &self.standings
+    }
+
+    pub(super) fn accounts(&self) -> &DataLoader<AccountLoader> {
+        &self.accounts
     }
 }

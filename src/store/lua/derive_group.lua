@@ -36,7 +36,14 @@ local function relist(member, add)
   if redis.call('EXISTS', member) == 1 then list_groups(member, groups_key) end
 end
 local function add(member)
-  if redis.call('SADD', mirror, member) == 1 then
+  -- An article a moderator took out keeps the group for its restore only.
+  local out = string.sub(member, 1, #article_prefix) == article_prefix
+    and redis.call('HEXISTS', member, 'status') == 1
+  if out then
+    redis.call('SREM', group, member)
+    relist(member, true)
+    changed = changed + 1
+  elseif redis.call('SADD', mirror, member) == 1 then
     relist(member, true)
     changed = changed + 1
   end

@@ -1,0 +1,176 @@
+//! Moderation through the request context: who may see and do what, each
+//! action one write in the store (its log entry included), then the
+//! response cache dropped (other instances drop theirs on the moderation's
+//! event).
+
+use std::sync::Arc;
+
+use async_graphql::Result;
+use tokio::sync::broadcast;
+
+use super::RequestContext;
+use crate::domain::{ArticleId, Role, UserName};
+use crate::error::AppError;
+use crate::pubsub::ModeratedEvent;
+use crate::store::{
+    no_user, Account, ArticleRecord, Caller, ModLogFilter, ModLogPage, QueuePage, UserAction,
+};
+
+/// What a moderator's action needs.
+const MODERATOR_NEEDED: &str = "this needs the MODERATOR or ADMIN role";
+
+impl RequestContext {
+    /// The caller, who must be a moderator or an admin.
+    async fn moderator(&self) -> Result<Caller> {
+        let caller = self.caller_required().await?;
+        if !caller.role.moderates() {
+            return Err(AppError::Forbidden(MODERATOR_NEEDED).into());
+        }
+        Ok(caller)
+    }
+
+    /// Whether the caller moderates (false when anonymous).
+    pub async fn moderates(&self) -> Result<bool> {
+        Ok(self.caller().await?.is_some_and(|c| c.role.moderates()))
+    }
+
+    /// Whether the caller sees what moderation did to `article`: its
+    /// poster and moderators do.
+    pub async fn sees_moderation_of(&self, article: &ArticleRecord) -> Result<bool> {
+        Ok(self
+            .caller()
+            .await?
+            .is_some_and(|c| c.role.moderates() || c.name.as_str() == article.poster))
+    }
+
+    /// `article` as `article(id:)` shows it: a removed or hidden one only
+    /// to its poster and to moderators. Only those read the caller.
+    pub async fn visible(&self, article: Option<ArticleRecord>) -> Result<Option<ArticleRecord>> {
+        match article {
+            Some(a) if a.status.is_out() && !self.sees_moderation_of(&a).await? => Ok(None),
+            other => Ok(other),
+        }
+    }
+
+    /// Flags `id` as the caller, or takes the flag back.
+    pub async fn flag(
+        &self,
+        id: ArticleId,
+        flagging: bool,
+        reason: Option<&str>,
+    ) -> Result<ArticleRecord> {
+        let caller = self.caller_required().await?;
+        let limit = self.app.rates.flag;
+        let store = self.routing.primary_store();
+        store.flag(&caller, id, flagging, reason, limit).await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    /// Removes (`remove`) or restores `id`.
+    pub async fn moderate_article(
+        &self,
+        id: ArticleId,
+        remove: bool,
+        reason: Option<&str>,
+    ) -> Result<ArticleRecord> {
+        let moderator = self.moderator().await?;
+        let limit = Some(self.app.rates.moderate);
+        let store = self.routing.primary_store();
+        store
+            .moderate_article(&moderator.name, id, remove, reason, limit)
+            .await?;
+        self.invalidate_all();
+        self.reload(id).await
+    }
+
+    /// Bans, unbans or sets the role of the user `name` (any case); a ban
+    /// with `remove_articles` removes each of their articles too.
+    pub async fn moderate_user(
+        &self,
+        name: &UserName,
+        action: UserAction,
+        reason: Option<&str>,
+        remove_articles: bool,
+    ) -> Result<UserName> {
+        let caller = match action {
+            UserAction::SetRole(_) => self.admin().await?,
+            _ => self.moderator().await?,
+        };
+        let store = self.routing.primary_store();
+        let user = match store.account(name).await? {
+            Some((user, _)) => user,
+            None => return Err(no_user(name).into()),
+        };
+        let limit = Some(self.app.rates.moderate);
+        store
+            .moderate_user(Some(&caller), &user, action, reason, limit)
+            .await?;
+        if remove_articles {
+            let reason = reason.unwrap_or_default();
+            store
+                .remove_articles_of(&caller.name, &user, reason)
+                .await?;
+        }
+        self.invalidate_all();
+        Ok(user)
+    }
+
+    async fn admin(&self) -> Result<Caller> {
+        let caller = self.caller_required().await?;
+        if caller.role != Role::Admin {
+            return Err(AppError::Forbidden("changing roles needs the ADMIN role").into());
+        }
+        Ok(caller)
+    }
+
+    /// A page of the moderators' queue, with its articles.
+    pub async fn moderation_queue(
+        &self,
+        first: usize,
+        after: Option<&str>,
+    ) -> Result<(QueuePage, Vec<ArticleRecord>)> {
+        self.moderator().await?;
+        let page = self
+            .routing
+            .primary_store()
+            .moderation_queue(after, first)
+            .await?;
+        let ids: Vec<_> = page.entries.iter().map(|(_, id)| (*id, None)).collect();
+        let mut found = self.routing.articles().loader().load_ranked(&ids).await?;
+        let records = ids.iter().filter_map(|(id, _)| found.remove(id)).collect();
+        Ok((page, records))
+    }
+
+    /// A page of the moderation log. Moderation drops cached responses,
+    /// so the page records nothing.
+    pub async fn modlog(
+        &self,
+        filter: &ModLogFilter,
+        first: usize,
+        after: Option<&str>,
+    ) -> Result<ModLogPage> {
+        Ok(self
+            .routing
+            .primary_store()
+            .modlog(filter, after, first)
+            .await?)
+    }
+
+    /// A user's role and ban (batched).
+    pub async fn account(&self, name: &str) -> Result<Account> {
+        let account = self.routing.accounts().load_one(name.to_owned()).await?;
+        Ok(account.unwrap_or_default())
+    }
+
+    /// Moderations from now on, from the process' one pub/sub connection.
+    pub fn moderated_events(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
+        self.app.pubsub.subscribe_moderated()
+    }
+
+    /// An article for the log, as `article(id:)` shows it.
+    pub async fn logged_article(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
+        let article = self.article(id).await?;
+        self.visible(article).await
+    }
+}
