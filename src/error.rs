@@ -453,7 +453,7 @@ pub type AppResult<T> = Result<T, AppError>;
 /// `secs` (Unix seconds) as an RFC 3339 instant in UTC.
 pub fn rfc3339(secs: u64) -> String {
     chrono::DateTime::from_timestamp(secs as i64, 0)
-        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
         .unwrap_or_default()
 }
 
