@@ -347,29 +347,21 @@ pub enum ModAction {
 }
 
 impl ModAction {
-    pub const ALL: [ModAction; 6] = [
-        ModAction::RemoveArticle,
-        ModAction::RestoreArticle,
-        ModAction::HideArticle,
-        ModAction::BanUser,
-        ModAction::UnbanUser,
-        ModAction::SetRole,
-    ];
-
-    /// The name entries store, as the API spells it.
+    /// The name entries store: the API's.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ModAction::RemoveArticle => "REMOVE_ARTICLE",
-            ModAction::RestoreArticle => "RESTORE_ARTICLE",
-            ModAction::HideArticle => "HIDE_ARTICLE",
-            ModAction::BanUser => "BAN_USER",
-            ModAction::UnbanUser => "UNBAN_USER",
-            ModAction::SetRole => "SET_ROLE",
-        }
+        use async_graphql::resolver_utils::EnumType;
+        Self::items()
+            .iter()
+            .find(|item| item.value == self)
+            .map_or("", |item| item.name)
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|a| a.as_str() == raw)
+        use async_graphql::resolver_utils::EnumType;
+        Self::items()
+            .iter()
+            .find(|item| item.name == raw)
+            .map(|item| item.value)
     }
 }
 

@@ -491,6 +491,11 @@ async fn index_names(store: &Store) {
             tracing::warn!("indexing the accounts' names is slow; the first sign-up will finish it")
         }
     }
+    match tokio::time::timeout(Duration::from_secs(30), store.index_sessions()).await {
+        Ok(Ok(Some(n))) => tracing::info!(sessions = n, "filed the sessions by user"),
+        Ok(Ok(None)) => {}
+        _ => tracing::warn!("filing the sessions by user failed; the next start tries again"),
+    }
 }
 
 async fn shutdown_signal() {

@@ -9,7 +9,7 @@ use futures_util::Stream;
 use super::connection::PageInfo;
 use super::shared_subscriptions::SharedExecution;
 use super::subscription::next_wanted;
-use super::types::{connection_size, Article, ArticleConnection, ArticleEdge, DateTime, User};
+use super::types::{connection_size, Article, ArticleConnection, DateTime, User};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName, ModAction, Role, UserName};
 use crate::error::AppError;
@@ -52,28 +52,10 @@ impl ModerationQuery {
     ) -> Result<ArticleConnection> {
         let first = connection_size(first)?;
         let context = RequestContext::of(ctx)?;
-        let (page, records) = context.moderation_queue(first, after.as_deref()).await?;
-        let mut cursors: std::collections::HashMap<_, _> =
-            page.entries.into_iter().map(|(c, id)| (id, c)).collect();
-        let edges: Vec<ArticleEdge> = records
-            .into_iter()
-            .filter_map(|record| {
-                let cursor = cursors.remove(&record.id)?;
-                Some(ArticleEdge {
-                    cursor,
-                    node: Article(record),
-                })
-            })
-            .collect();
-        let end_cursor = edges.last().map(|edge| edge.cursor.clone());
-        Ok(ArticleConnection {
-            edges,
-            page_info: PageInfo {
-                has_next_page: page.has_next,
-                end_cursor,
-            },
-            total_count: page.total as i64,
-        })
+        Ok(context
+            .moderation_queue(first, after.as_deref())
+            .await?
+            .into())
     }
 
     /// The moderation log, newest first: every action, or those of one

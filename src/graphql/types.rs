@@ -7,6 +7,7 @@ use async_graphql::{
 use chrono::{SecondsFormat, TimeZone, Utc};
 
 use super::connection::PageInfo;
+use super::context::Feed;
 use super::{ArticleList, RequestContext};
 use crate::domain::{ArticleStatus, Period, Role};
 use crate::domain::{GroupName, PageRequest, UserName};
@@ -75,22 +76,28 @@ pub(super) async fn feed(
     let page = RequestContext::of(ctx)?
         .feed(list, order.into(), first, after.as_deref())
         .await?;
-    let end_cursor = page.edges.last().map(|(cursor, _)| cursor.clone());
-    Ok(ArticleConnection {
-        edges: page
-            .edges
-            .into_iter()
-            .map(|(cursor, record)| ArticleEdge {
-                cursor,
-                node: Article(record),
-            })
-            .collect(),
-        page_info: PageInfo {
-            has_next_page: page.has_next,
-            end_cursor,
-        },
-        total_count: page.total as i64,
-    })
+    Ok(page.into())
+}
+
+impl From<Feed> for ArticleConnection {
+    fn from(page: Feed) -> Self {
+        let end_cursor = page.edges.last().map(|(cursor, _)| cursor.clone());
+        ArticleConnection {
+            edges: page
+                .edges
+                .into_iter()
+                .map(|(cursor, record)| ArticleEdge {
+                    cursor,
+                    node: Article(record),
+                })
+                .collect(),
+            page_info: PageInfo {
+                has_next_page: page.has_next,
+                end_cursor,
+            },
+            total_count: page.total as i64,
+        }
+    }
 }
 
 /// A page of articles in a feed (Relay's connection).

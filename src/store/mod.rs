@@ -31,7 +31,7 @@ pub use deriver::DeriverStats;
 pub use feeds::{Cursor, List, Order};
 pub use groups::{DirectoryPage, GroupCursor};
 pub use locator::Locator;
-pub use moderation::{no_user, Account, ModLogPage, ModerationLimits, QueuePage};
+pub use moderation::{no_user, Account, ModerationLimits, Page};
 pub use scripts::RegisterLimits;
 pub use scripts::{ModLogFilter, ModLogRecord, UserAction};
 pub use users::{Caller, LoginLimit, SessionUser, Standing};

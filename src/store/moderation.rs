@@ -55,16 +55,10 @@ impl Account {
     }
 }
 
-/// A page of the moderators' queue: article ids with their cursors.
-pub struct QueuePage {
-    pub entries: Vec<(String, ArticleId)>,
-    pub has_next: bool,
-    pub total: u64,
-}
-
-/// A page of the moderation log: entries with their cursors.
-pub struct ModLogPage {
-    pub entries: Vec<(String, ModLogRecord)>,
+/// A page of the moderators' queue (article ids) or of the log (its
+/// entries), each with its cursor.
+pub struct Page<T> {
+    pub entries: Vec<(String, T)>,
     pub has_next: bool,
     pub total: u64,
 }
@@ -186,7 +180,7 @@ impl Store {
         &self,
         after: Option<&str>,
         first: usize,
-    ) -> AppResult<QueuePage> {
+    ) -> AppResult<Page<ArticleId>> {
         let position = after.map(queue_position).transpose()?;
         let start = match &position {
             Some((value, member)) => Start::After { value, member },
@@ -211,7 +205,7 @@ impl Store {
             .collect();
         let has_next = entries.len() > first;
         entries.truncate(first);
-        Ok(QueuePage {
+        Ok(Page {
             entries,
             has_next,
             total: reply.total,
@@ -224,7 +218,7 @@ impl Store {
         filter: &ModLogFilter,
         after: Option<&str>,
         first: usize,
-    ) -> AppResult<ModLogPage> {
+    ) -> AppResult<Page<ModLogRecord>> {
         let after = after.map(modlog_position).transpose()?;
         let mut conn = self.conn().await?;
         let reply = scripts::modlog_page(&mut conn, filter, after, first).await?;
@@ -235,7 +229,7 @@ impl Store {
             .take(first)
             .map(|entry| (encode_cursor(&["modlog", &entry.n.to_string()]), entry))
             .collect();
-        Ok(ModLogPage {
+        Ok(Page {
             entries,
             has_next,
             total: reply.total,

@@ -224,6 +224,55 @@ impl Store {
         Ok(value.as_deref().and_then(SessionUser::parse))
     }
 
+    /// Files each session of an earlier version (which kept no
+    /// `user:<name>:sessions`) in its user's set, so a ban or a role
+    /// reaches it; once, then its marker says so. One SCAN of the session
+    /// keys, a pipeline per step.
+    pub async fn index_sessions(&self) -> AppResult<Option<u64>> {
+        if self.has_marker(keys::SESSIONS_INDEX_BUILT).await? {
+            return Ok(None);
+        }
+        let (mut cursor, mut filed) = (0u64, 0u64);
+        loop {
+            let mut conn = self.conn().await?;
+            let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}*", keys::SESSION_PREFIX))
+                .arg("COUNT")
+                .arg(1_000)
+                .query_async(&mut conn)
+                .await?;
+            let values: Vec<Option<String>> = match found.is_empty() {
+                true => Vec::new(),
+                false => {
+                    redis::cmd("MGET")
+                        .arg(&found)
+                        .query_async(&mut conn)
+                        .await?
+                }
+            };
+            let mut pipe = redis::pipe();
+            for (key, value) in found.iter().zip(values) {
+                let (Some(hash), Some(name)) = (key.strip_prefix(keys::SESSION_PREFIX), value)
+                else {
+                    continue;
+                };
+                let set = keys::user_sessions(name.split(' ').next().unwrap_or_default());
+                pipe.sadd(&set, hash).ignore();
+                pipe.expire(&set, keys::SESSION_TTL_SECS as i64).ignore();
+                filed += 1;
+            }
+            let () = pipe.query_async(&mut conn).await?;
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        self.set_marker(keys::SESSIONS_INDEX_BUILT).await?;
+        Ok(Some(filed))
+    }
+
     /// Revokes a session; true when one was revoked. The revocation is
     /// published in the same transaction, so every instance ends what was
     /// authenticated with it (see `crate::sessions`).

@@ -310,3 +310,36 @@ async fn a_ban_can_remove_every_article_of_the_user_each_with_its_entry() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_ban_reaches_sessions_started_by_an_earlier_version() {
+    let m = Moderated::start().await;
+    // A session as versions without `user:<name>:sessions` wrote it.
+    let token = "a-token-from-before";
+    let hash = votegraph::token_hash(token);
+    let mut redis = m.app.redis.conn().await;
+    let () = redis::pipe()
+        .set_ex(format!("session:{hash}"), "alice", 3600)
+        .del("index:user-sessions:built")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    // The next instance to start files it.
+    let _third = spawn_server(test_settings(&m.app.redis)).await;
+    let me = m.app.gql_ok(ME, json!({}), Some(token)).await;
+    assert_eq!(me["me"]["name"], "alice");
+
+    let ban = "mutation { banUser(name: \"alice\", reason: \"spam\") { name } }";
+    m.app.gql_ok(ban, json!({}), Some(&m.moderator)).await;
+    let body = m.app.gql("{ me { name } }", json!({}), Some(token)).await;
+    assert!(body["data"]["me"].is_null(), "{body}");
+    let post = m
+        .app
+        .gql(
+            "mutation { post(title: \"t\", link: \"https://e.com/\") { id } }",
+            json!({}),
+            Some(token),
+        )
+        .await;
+    assert_eq!(error_code(&post), "BANNED", "{post}");
+}

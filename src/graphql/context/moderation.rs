@@ -8,12 +8,12 @@ use std::sync::Arc;
 use async_graphql::Result;
 use tokio::sync::broadcast;
 
-use super::RequestContext;
+use super::{Feed, RequestContext};
 use crate::domain::{ArticleId, Role, UserName};
 use crate::error::AppError;
 use crate::pubsub::ModeratedEvent;
 use crate::store::{
-    no_user, Account, ArticleRecord, Caller, ModLogFilter, ModLogPage, QueuePage, UserAction,
+    no_user, Account, ArticleRecord, Caller, ModLogFilter, ModLogRecord, Page, UserAction,
 };
 
 /// What a moderator's action needs.
@@ -125,21 +125,20 @@ impl RequestContext {
     }
 
     /// A page of the moderators' queue, with its articles.
-    pub async fn moderation_queue(
-        &self,
-        first: usize,
-        after: Option<&str>,
-    ) -> Result<(QueuePage, Vec<ArticleRecord>)> {
+    pub async fn moderation_queue(&self, first: usize, after: Option<&str>) -> Result<Feed> {
         self.moderator().await?;
-        let page = self
-            .routing
-            .primary_store()
-            .moderation_queue(after, first)
-            .await?;
+        let store = self.routing.primary_store();
+        let page = store.moderation_queue(after, first).await?;
         let ids: Vec<_> = page.entries.iter().map(|(_, id)| (*id, None)).collect();
         let mut found = self.routing.articles().loader().load_ranked(&ids).await?;
-        let records = ids.iter().filter_map(|(id, _)| found.remove(id)).collect();
-        Ok((page, records))
+        let edges = page.entries.into_iter();
+        Ok(Feed {
+            edges: edges
+                .filter_map(|(c, id)| Some((c, found.remove(&id)?)))
+                .collect(),
+            has_next: page.has_next,
+            total: page.total,
+        })
     }
 
     /// A page of the moderation log. Moderation drops cached responses,
@@ -149,7 +148,7 @@ impl RequestContext {
         filter: &ModLogFilter,
         first: usize,
         after: Option<&str>,
-    ) -> Result<ModLogPage> {
+    ) -> Result<Page<ModLogRecord>> {
         Ok(self
             .routing
             .primary_store()

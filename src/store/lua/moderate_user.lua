@@ -3,8 +3,8 @@
 -- Needs rate_limit, karma and moderation.
 --
 -- KEYS: common, then [12] the account, [13] its sessions, [14] the
--- admins, [15] the caller's counter, [16] the action's index, [17] the
--- user's log.
+-- caller's counter, [15] the action's index, [16] the user's log, [17]
+-- the admins.
 -- ARGV: common (the caller, '' for the command line; the reason), then
 -- [32] the user's name, [33] 'ban', 'unban' or 'role', [34] [35] the rate
 -- limit and its window (empty: not counted), [36] the action's name,
@@ -12,17 +12,17 @@
 -- or the new role, [39] the session prefix, [40] the channel of ended
 -- sessions.
 local c = moderation_context()
-local account, sessions, admins = KEYS[12], KEYS[13], KEYS[14]
+local account, sessions, admins = KEYS[12], KEYS[13], KEYS[17]
 local name, op, value, prefix = ARGV[32], ARGV[33], ARGV[38], ARGV[39]
 if ARGV[34] ~= '' then
-  local wait = rate_limit(KEYS[15], ARGV[34], ARGV[35])
+  local wait = rate_limit(KEYS[14], ARGV[34], ARGV[35])
   if wait > 0 then return {'limited', wait} end
 end
 if redis.call('EXISTS', account) == 0 then return {'missing'} end
 local h = redis.call('HMGET', account, 'role', 'banned_until')
 local role = h[1] or 'member'
 local last_admin = role == 'admin' and redis.call('SCARD', admins) <= 1
-local entry = {action = ARGV[36], index = KEYS[16], subject = KEYS[17], moderator = c.actor,
+local entry = {action = ARGV[36], index = KEYS[15], subject = KEYS[16], moderator = c.actor,
   user = name}
 if op == 'role' then
   if role == value then return {'same'} end

@@ -66,46 +66,52 @@ pub struct Actor<'a> {
     pub limit: Option<RateLimit>,
 }
 
-impl Actor<'_> {
-    /// Its counter of `action` (a key is passed even when not counted).
-    fn counter(&self, action: RateAction) -> String {
-        keys::user_rate(self.name.map_or("", UserName::as_str), action)
-    }
-
-    fn limit_args(&self, invocation: &mut ScriptInvocation<'_>) {
-        match self.limit {
-            Some(limit) => invocation.arg(limit.count()).arg(limit.window_secs()),
-            None => invocation.arg("").arg(""),
-        };
-    }
+/// What a moderation script acts on.
+enum Subject<'a> {
+    Article(ArticleId),
+    User(&'a str),
 }
 
-/// The KEYS and ARGV every moderation script starts with (see
-/// `lua/lib/moderation.lua`).
-fn common(invocation: &mut ScriptInvocation<'_>, limits: ModerationLimits, actor: &Actor<'_>) {
+/// A moderation script's invocation: the KEYS and ARGV every one starts
+/// with (see `lua/lib/moderation.lua`), then its subject's: KEYS [12] the
+/// article or account, [13] its flags or sessions, [14] the actor's
+/// counter of `counted`, [15] `action`'s index, [16] the subject's log;
+/// ARGV [32] the article id or user name, [33] `op`, [34] [35] the actor's
+/// limit (empty: not counted), [36] `action`'s name.
+fn prepare<'a>(
+    lua: &'a Lua<ModerationReply>,
+    (limits, actor): (ModerationLimits, &Actor<'_>),
+    subject: Subject<'_>,
+    (counted, action, op): (RateAction, ModAction, &str),
+) -> ScriptInvocation<'a> {
+    let mut invocation = lua.invocation();
     invocation.key(keys::SCORE).key(keys::TIME);
-    top_keys(invocation);
+    top_keys(&mut invocation);
     invocation
         .key(keys::GROUPS_BY_SIZE)
         .key(keys::MODERATION_QUEUE)
         .key(keys::MODLOG_LAST_ID)
         .key(keys::MODLOG);
+    for arg in [
+        keys::ARTICLE_PREFIX,
+        keys::ARTICLE_GROUPS_SUFFIX,
+        keys::GROUP_PREFIX,
+        keys::GROUP_INDEXED_SUFFIX,
+        keys::ranking_key(Ranking::Score),
+        keys::ranking_key(Ranking::Time),
+        keys::GROUP_TOP_INFIX,
+        keys::USER_PREFIX,
+        keys::USER_ARTICLES_TIME_SUFFIX,
+        keys::USER_ARTICLES_SCORE_SUFFIX,
+        keys::USER_TOP_INFIX,
+        keys::USER_ARTICLES_OUT_SUFFIX,
+        keys::MODLOG_ENTRY_PREFIX,
+        keys::MODLOG_ACTION_PREFIX,
+        keys::MODLOG_SUFFIX,
+    ] {
+        invocation.arg(arg);
+    }
     invocation
-        .arg(keys::ARTICLE_PREFIX)
-        .arg(keys::ARTICLE_GROUPS_SUFFIX)
-        .arg(keys::GROUP_PREFIX)
-        .arg(keys::GROUP_INDEXED_SUFFIX)
-        .arg(keys::ranking_key(Ranking::Score))
-        .arg(keys::ranking_key(Ranking::Time))
-        .arg(keys::GROUP_TOP_INFIX)
-        .arg(keys::USER_PREFIX)
-        .arg(keys::USER_ARTICLES_TIME_SUFFIX)
-        .arg(keys::USER_ARTICLES_SCORE_SUFFIX)
-        .arg(keys::USER_TOP_INFIX)
-        .arg(keys::USER_ARTICLES_OUT_SUFFIX)
-        .arg(keys::MODLOG_ENTRY_PREFIX)
-        .arg(keys::MODLOG_ACTION_PREFIX)
-        .arg(keys::MODLOG_SUFFIX)
         .arg(limits.modlog_max_entries)
         .arg(keys::MODERATED_CHANNEL)
         .arg(keys::VOTE_SCORE)
@@ -116,25 +122,50 @@ fn common(invocation: &mut ScriptInvocation<'_>, limits: ModerationLimits, actor
     for period in &Period::ALL[..4] {
         invocation.arg(period.secs().unwrap_or_default());
     }
+    let actor_name = actor.name.map_or("", UserName::as_str);
     invocation
-        .arg(actor.name.map_or("", UserName::as_str))
+        .arg(actor_name)
         .arg(actor.reason.unwrap_or(""))
         .arg(TRIM_PER_WRITE);
+    let (subject, aux, log, target) = match subject {
+        Subject::Article(id) => (
+            keys::article(id),
+            keys::article_flags(id),
+            keys::article_modlog(id),
+            id.to_string(),
+        ),
+        Subject::User(name) => (
+            keys::user(name),
+            keys::user_sessions(name),
+            keys::user_modlog(name),
+            name.to_owned(),
+        ),
+    };
+    invocation
+        .key(subject)
+        .key(aux)
+        .key(keys::user_rate(actor_name, counted))
+        .key(keys::modlog_action(action))
+        .key(log)
+        .arg(target)
+        .arg(op);
+    match actor.limit {
+        Some(limit) => invocation.arg(limit.count()).arg(limit.window_secs()),
+        None => invocation.arg("").arg(""),
+    };
+    invocation.arg(action.as_str());
+    invocation
+}
+
+/// A moderation script: the shared functions, then `body`.
+fn moderation_script(name: &'static str, body: &str) -> Lua<ModerationReply> {
+    Lua::write(name, &[RATE_LIMIT, KARMA, MODERATION, body])
 }
 
 /// Flags an article, or takes the flag back; the flag that reaches
 /// `--flag-threshold` hides the article (`HIDE_ARTICLE`).
-static FLAG: LazyLock<Lua<ModerationReply>> = LazyLock::new(|| {
-    Lua::write(
-        "flag",
-        &[
-            RATE_LIMIT,
-            KARMA,
-            MODERATION,
-            include_str!("../lua/flag.lua"),
-        ],
-    )
-});
+static FLAG: LazyLock<Lua<ModerationReply>> =
+    LazyLock::new(|| moderation_script("flag", include_str!("../lua/flag.lua")));
 
 /// Runs the flag script as `actor` (whose name and limit it needs).
 pub async fn flag(
@@ -145,35 +176,21 @@ pub async fn flag(
     flagging: bool,
     moderates: bool,
 ) -> AppResult<ModerationReply> {
-    let mut invocation = FLAG.invocation();
-    common(&mut invocation, limits, actor);
+    let op = if flagging { "flag" } else { "unflag" };
+    let call = (RateAction::Flag, ModAction::HideArticle, op);
+    let mut invocation = prepare(&FLAG, (limits, actor), Subject::Article(id), call);
     invocation
-        .key(keys::article(id))
-        .key(keys::article_flags(id))
-        .key(actor.counter(RateAction::Flag))
-        .key(keys::modlog_action(ModAction::HideArticle))
-        .key(keys::article_modlog(id))
-        .arg(id.0)
-        .arg(if flagging { "flag" } else { "unflag" });
-    actor.limit_args(&mut invocation);
-    invocation
-        .arg(limits.flag_threshold)
-        .arg(ModAction::HideArticle.as_str())
-        .arg(if moderates { "1" } else { "" });
+        .arg(if moderates { "1" } else { "" })
+        .arg(limits.flag_threshold);
     FLAG.call(&invocation, conn).await
 }
 
 /// Removes or restores an article (a restore puts it back with the score
 /// it had and clears its flags).
 static MODERATE_ARTICLE: LazyLock<Lua<ModerationReply>> = LazyLock::new(|| {
-    Lua::write(
+    moderation_script(
         "moderate-article",
-        &[
-            RATE_LIMIT,
-            KARMA,
-            MODERATION,
-            include_str!("../lua/moderate_article.lua"),
-        ],
+        include_str!("../lua/moderate_article.lua"),
     )
 });
 
@@ -185,24 +202,13 @@ pub async fn moderate_article(
     id: ArticleId,
     remove: bool,
 ) -> AppResult<ModerationReply> {
-    let action = if remove {
-        ModAction::RemoveArticle
-    } else {
-        ModAction::RestoreArticle
+    let call = match remove {
+        true => (RateAction::Moderate, ModAction::RemoveArticle, "remove"),
+        false => (RateAction::Moderate, ModAction::RestoreArticle, "restore"),
     };
-    let mut invocation = MODERATE_ARTICLE.invocation();
-    common(&mut invocation, limits, actor);
-    invocation
-        .key(keys::article(id))
-        .key(keys::article_flags(id))
-        .key(actor.counter(RateAction::Moderate))
-        .key(keys::modlog_action(action))
-        .key(keys::article_modlog(id))
-        .arg(id.0)
-        .arg(if remove { "remove" } else { "restore" });
-    actor.limit_args(&mut invocation);
-    invocation.arg(action.as_str());
-    MODERATE_ARTICLE.call(&invocation, conn).await
+    let lua = &MODERATE_ARTICLE;
+    let invocation = prepare(lua, (limits, actor), Subject::Article(id), call);
+    lua.call(&invocation, conn).await
 }
 
 /// What is done to a user.
@@ -216,17 +222,8 @@ pub enum UserAction {
 
 /// Bans, unbans or sets a role, the user's sessions rewritten in the same
 /// step (a ban ends them everywhere: see `sessions.rs`).
-static MODERATE_USER: LazyLock<Lua<ModerationReply>> = LazyLock::new(|| {
-    Lua::write(
-        "moderate-user",
-        &[
-            RATE_LIMIT,
-            KARMA,
-            MODERATION,
-            include_str!("../lua/moderate_user.lua"),
-        ],
-    )
-});
+static MODERATE_USER: LazyLock<Lua<ModerationReply>> =
+    LazyLock::new(|| moderation_script("moderate-user", include_str!("../lua/moderate_user.lua")));
 
 /// Runs the ban, unban or role script on `name` as `actor`, whose role
 /// is `role` (an admin's, for the command line).
@@ -238,31 +235,17 @@ pub async fn moderate_user(
     action: UserAction,
 ) -> AppResult<ModerationReply> {
     let (logged, op, value) = match action {
-        UserAction::Ban(until) => (
-            ModAction::BanUser,
-            "ban",
-            until.map_or("forever".to_owned(), |u| u.to_string()),
-        ),
-        UserAction::Unban => (ModAction::UnbanUser, "unban", String::new()),
-        UserAction::SetRole(role) => (ModAction::SetRole, "role", role.as_str().to_owned()),
+        UserAction::Ban(until) => (ModAction::BanUser, "ban", until.map(|u| u.to_string())),
+        UserAction::Unban => (ModAction::UnbanUser, "unban", None),
+        UserAction::SetRole(role) => (ModAction::SetRole, "role", Some(role.as_str().into())),
     };
-    let name = name.as_str();
-    let mut invocation = MODERATE_USER.invocation();
-    common(&mut invocation, limits, actor);
+    let call = (RateAction::Moderate, logged, op);
+    let subject = Subject::User(name.as_str());
+    let mut invocation = prepare(&MODERATE_USER, (limits, actor), subject, call);
     invocation
-        .key(keys::user(name))
-        .key(keys::user_sessions(name))
         .key(keys::ADMINS)
-        .key(actor.counter(RateAction::Moderate))
-        .key(keys::modlog_action(logged))
-        .key(keys::user_modlog(name))
-        .arg(name)
-        .arg(op);
-    actor.limit_args(&mut invocation);
-    invocation
-        .arg(logged.as_str())
         .arg(role.as_str())
-        .arg(value)
+        .arg(value.unwrap_or_else(|| "forever".to_owned()))
         .arg(keys::SESSION_PREFIX)
         .arg(keys::SESSION_ENDED_CHANNEL);
     MODERATE_USER.call(&invocation, conn).await
