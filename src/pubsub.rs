@@ -236,13 +236,6 @@ impl PubSub {
         self.ended.subscribe()
     }
 
-    /// A receiver of moderations from now on, for the server's own use
-    /// (not counted).
-    pub fn subscribe_moderated_internal(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
-        self.internal.fetch_add(1, Ordering::Relaxed);
-        self.moderated.subscribe()
-    }
-
     /// A new receiver of moderations from now on (`articleRemoved`).
     pub fn subscribe_moderated(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
         self.moderated.subscribe()

@@ -443,10 +443,11 @@ fn check_redis(store: Store, source: &'static str) {
 fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandle<()> {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = pubsub.subscribe_internal();
-    let mut moderated = pubsub.subscribe_moderated_internal();
+    let (mut moderated, uncounted) = pubsub.subscribe_moderated_uncounted();
     let mut resubscriptions = pubsub.resubscriptions();
     let cache = Arc::downgrade(cache);
     AbortOnDropHandle::new(tokio::spawn(async move {
+        let _uncounted = uncounted;
         loop {
             tokio::select! {
                 event = events.recv() => {

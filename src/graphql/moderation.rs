@@ -316,7 +316,8 @@ impl ModLogEntry {
         let Some(id) = self.0.article else {
             return Ok(None);
         };
-        let article = RequestContext::of(ctx)?.logged_article(id).await?;
+        let context = RequestContext::of(ctx)?;
+        let article = context.visible(context.article(id).await?).await?;
         Ok(article.map(Article))
     }
 

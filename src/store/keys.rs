@@ -505,8 +505,8 @@ pub fn user_sessions(name: &str) -> String {
     format!("{USER_PREFIX}{name}:sessions")
 }
 
-/// Present once the sessions of earlier versions were filed in their
-/// users' `user:<name>:sessions`; a string holding the Unix second.
+/// Present once every session key was filed in its user's
+/// `user:<name>:sessions`; a string holding the Unix second.
 pub const SESSIONS_INDEX_BUILT: &str = "index:user-sessions:built";
 
 /// `user:<name>:articles:out`: the user's articles taken out of every

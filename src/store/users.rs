@@ -224,10 +224,10 @@ impl Store {
         Ok(value.as_deref().and_then(SessionUser::parse))
     }
 
-    /// Files each session of an earlier version (which kept no
-    /// `user:<name>:sessions`) in its user's set, so a ban or a role
-    /// reaches it; once, then its marker says so. One SCAN of the session
-    /// keys, a pipeline per step.
+    /// Files every session in its user's `user:<name>:sessions`, so a ban
+    /// or a role reaches sessions written without their set (by a server
+    /// that kept none); once, then its marker says so. One SCAN of the
+    /// session keys, a pipeline per step.
     pub async fn index_sessions(&self) -> AppResult<Option<u64>> {
         if self.has_marker(keys::SESSIONS_INDEX_BUILT).await? {
             return Ok(None);
@@ -337,22 +337,17 @@ pub enum SessionUser {
 
 impl SessionUser {
     fn parse(value: &str) -> Option<Self> {
-        let mut words = value.split(' ');
-        let name = UserName::from_stored(words.next()?.to_owned());
-        Some(match (words.next(), words.next()) {
-            (None, _) => Self::Active(Caller {
-                name,
-                role: Role::Member,
-            }),
-            (Some("banned"), Some(until)) => Self::Banned {
+        let (name, rest) = value.split_once(' ').unwrap_or((value, "member"));
+        let name = UserName::from_stored(name.to_owned());
+        Some(match rest.strip_prefix("banned ") {
+            Some(until) => Self::Banned {
                 name,
                 until: until.parse().ok(),
             },
-            (Some(role), None) => Self::Active(Caller {
+            None => Self::Active(Caller {
                 name,
-                role: Role::parse(role)?,
+                role: Role::parse(rest)?,
             }),
-            _ => return None,
         })
     }
 }
@@ -413,5 +408,31 @@ impl Store {
                 (name.clone(), standing)
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_values_carry_the_role_and_the_ban() {
+        let caller = |name: &str, role| {
+            let name = UserName::from_stored(name.to_owned());
+            Some(SessionUser::Active(Caller { name, role }))
+        };
+        assert_eq!(SessionUser::parse("alice"), caller("alice", Role::Member));
+        assert_eq!(SessionUser::parse("bob admin"), caller("bob", Role::Admin));
+        let banned = |until| SessionUser::Banned {
+            name: UserName::from_stored("carol".to_owned()),
+            until,
+        };
+        let parse = SessionUser::parse;
+        assert_eq!(
+            parse("carol banned 1700000000"),
+            Some(banned(Some(1_700_000_000)))
+        );
+        assert_eq!(parse("carol banned forever"), Some(banned(None)));
+        assert_eq!(parse("dave owner"), None);
     }
 }

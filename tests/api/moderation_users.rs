@@ -124,10 +124,7 @@ async fn roles_decide_who_may_act_and_refusals_name_the_role_needed() {
             Some(&m.moderator),
         )
         .await;
-    assert_eq!(
-        refusal(&body),
-        ("FORBIDDEN", "changing roles needs the ADMIN role")
-    );
+    assert_eq!(refusal(&body), ("FORBIDDEN", "this needs the ADMIN role"));
     let ban = "mutation($n: String!) { banUser(name: $n, reason: \"r\") { name } }";
     for name in ["mod2", "root"] {
         let body = m

@@ -16,15 +16,20 @@ use crate::store::{
     no_user, Account, ArticleRecord, Caller, ModLogFilter, ModLogRecord, Page, UserAction,
 };
 
-/// What a moderator's action needs.
-const MODERATOR_NEEDED: &str = "this needs the MODERATOR or ADMIN role";
-
 impl RequestContext {
-    /// The caller, who must be a moderator or an admin.
-    async fn moderator(&self) -> Result<Caller> {
+    /// The caller, who must be an admin or (`needed` a moderator) a
+    /// moderator; `FORBIDDEN` names the role needed.
+    async fn in_role(&self, needed: Role) -> Result<Caller> {
         let caller = self.caller_required().await?;
-        if !caller.role.moderates() {
-            return Err(AppError::Forbidden(MODERATOR_NEEDED).into());
+        let (allowed, message) = match needed {
+            Role::Admin => (caller.role == Role::Admin, "this needs the ADMIN role"),
+            _ => (
+                caller.role.moderates(),
+                "this needs the MODERATOR or ADMIN role",
+            ),
+        };
+        if !allowed {
+            return Err(AppError::Forbidden(message).into());
         }
         Ok(caller)
     }
@@ -74,7 +79,7 @@ impl RequestContext {
         remove: bool,
         reason: Option<&str>,
     ) -> Result<ArticleRecord> {
-        let moderator = self.moderator().await?;
+        let moderator = self.in_role(Role::Moderator).await?;
         let limit = Some(self.app.rates.moderate);
         let store = self.routing.primary_store();
         store
@@ -93,10 +98,11 @@ impl RequestContext {
         reason: Option<&str>,
         remove_articles: bool,
     ) -> Result<UserName> {
-        let caller = match action {
-            UserAction::SetRole(_) => self.admin().await?,
-            _ => self.moderator().await?,
+        let needed = match action {
+            UserAction::SetRole(_) => Role::Admin,
+            _ => Role::Moderator,
         };
+        let caller = self.in_role(needed).await?;
         let store = self.routing.primary_store();
         let user = match store.account(name).await? {
             Some((user, _)) => user,
@@ -116,17 +122,9 @@ impl RequestContext {
         Ok(user)
     }
 
-    async fn admin(&self) -> Result<Caller> {
-        let caller = self.caller_required().await?;
-        if caller.role != Role::Admin {
-            return Err(AppError::Forbidden("changing roles needs the ADMIN role").into());
-        }
-        Ok(caller)
-    }
-
     /// A page of the moderators' queue, with its articles.
     pub async fn moderation_queue(&self, first: usize, after: Option<&str>) -> Result<Feed> {
-        self.moderator().await?;
+        self.in_role(Role::Moderator).await?;
         let store = self.routing.primary_store();
         let page = store.moderation_queue(after, first).await?;
         let ids: Vec<_> = page.entries.iter().map(|(_, id)| (*id, None)).collect();
@@ -165,11 +163,5 @@ impl RequestContext {
     /// Moderations from now on, from the process' one pub/sub connection.
     pub fn moderated_events(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
         self.app.pubsub.subscribe_moderated()
-    }
-
-    /// An article for the log, as `article(id:)` shows it.
-    pub async fn logged_article(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
-        let article = self.article(id).await?;
-        self.visible(article).await
     }
 }
