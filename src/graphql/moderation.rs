@@ -34,6 +34,20 @@ fn reason(raw: Option<String>, required: bool) -> Result<Option<String>> {
     }
 }
 
+/// Removes (`remove`, a reason required) or restores an article.
+async fn moderate_article(
+    ctx: &Context<'_>,
+    article_id: ID,
+    remove: bool,
+    reason: Option<String>,
+) -> Result<Article> {
+    let context = RequestContext::of(ctx)?;
+    let id = ArticleId::parse(&article_id, "articleId")?;
+    let reason = self::reason(reason, remove)?;
+    let record = context.moderate_article(id, remove, reason.as_deref());
+    Ok(Article(record.await?))
+}
+
 fn user_name(raw: &str) -> Result<UserName> {
     Ok(UserName::parse(raw).map_err(|_| AppError::NotFound(format!("no user named {raw:?}")))?)
 }
@@ -138,11 +152,7 @@ impl ModerationMutation {
         article_id: ID,
         reason: String,
     ) -> Result<Article> {
-        let context = RequestContext::of(ctx)?;
-        let id = ArticleId::parse(&article_id, "articleId")?;
-        let reason = self::reason(Some(reason), true)?;
-        let record = context.moderate_article(id, true, reason.as_deref());
-        Ok(Article(record.await?))
+        moderate_article(ctx, article_id, true, Some(reason)).await
     }
 
     /// Puts a removed or hidden article back everywhere with the votes and
@@ -153,11 +163,7 @@ impl ModerationMutation {
         article_id: ID,
         reason: Option<String>,
     ) -> Result<Article> {
-        let context = RequestContext::of(ctx)?;
-        let id = ArticleId::parse(&article_id, "articleId")?;
-        let reason = self::reason(reason, false)?;
-        let record = context.moderate_article(id, false, reason.as_deref());
-        Ok(Article(record.await?))
+        moderate_article(ctx, article_id, false, reason).await
     }
 
     /// Bans a user until `until` (for good without it), ending their
