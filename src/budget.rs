@@ -1,27 +1,13 @@
-//! One process-wide budget for the work in flight, so that any number of
-//! concurrent legal requests keeps memory bounded.
+//! One process-wide budget for the work in flight (docs/security.md, "Work
+//! in flight has one budget"): each query or mutation holds its cost in
+//! units until its response is written, waits a little when it does not
+//! fit, then is refused with `SERVICE_UNAVAILABLE`. Requests over a tenth
+//! of the budget leave that tenth to small ones.
 //!
-//! Each query or mutation is admitted for its cost (the number of objects
-//! its response can hold, from `graphql::limits`, plus one for the request
-//! itself) and holds those units until its response is built and, over
-//! HTTP, written: a response of cost 10,000 is ~1.3 MB of JSON built from
-//! ~20 MB of intermediate values, and the per-request limits alone let 40
-//! such requests in at once (1.5 GB). The budget caps their sum.
-//!
-//! - A request that does not fit waits up to a short time for others to
-//!   finish, then is refused with `SERVICE_UNAVAILABLE` (503,
-//!   `Retry-After`): a client told to come back, never a starved runtime.
-//! - Large requests (more than a tenth of the budget) may fill only the
-//!   other nine tenths, so the last tenth always admits small ones: the
-//!   front page answers while someone runs the maximum query in a loop.
-//! - No queue: a waiter re-checks whenever units are given back, so a
-//!   small request is never stuck behind a large one that does not fit.
-//!   This is why the budget is not a `tokio::sync::Semaphore`, whose
-//!   waiters are served first come, first served.
-//!
-//! Responses served from the response cache are shared and cost nothing;
-//! subscriptions hold nothing between events (their events are small and
-//! their number is bounded by the WebSocket limits).
+//! No queue: a waiter re-checks whenever units come back, so a small
+//! request is never stuck behind a large one that does not fit. That is
+//! why it is not a `tokio::sync::Semaphore`, whose waiters are served
+//! first come, first served.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -55,44 +41,22 @@ struct Inner {
     in_use: Mutex<u64>,
     /// Woken when units are given back.
     returned: Notify,
-    stats: BudgetStats,
-}
-
-/// What `/metrics` reports of the budget.
-#[derive(Default)]
-pub struct BudgetStats {
-    in_use: AtomicU64,
     waiting: AtomicU64,
     admitted: AtomicU64,
     waited: AtomicU64,
     refused: AtomicU64,
 }
 
-impl BudgetStats {
-    /// Units held now.
-    pub fn in_use(&self) -> u64 {
-        self.in_use.load(Ordering::Relaxed)
-    }
-
-    /// Requests waiting for units now.
-    pub fn waiting(&self) -> u64 {
-        self.waiting.load(Ordering::Relaxed)
-    }
-
-    /// Requests admitted, ever.
-    pub fn admitted(&self) -> u64 {
-        self.admitted.load(Ordering::Relaxed)
-    }
-
-    /// Requests admitted after waiting, ever.
-    pub fn waited(&self) -> u64 {
-        self.waited.load(Ordering::Relaxed)
-    }
-
-    /// Requests refused for want of units, ever.
-    pub fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
-    }
+/// What `/metrics` reports of the budget: units held and requests waiting
+/// now; requests admitted, admitted after waiting and refused, ever.
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetStats {
+    pub capacity: u64,
+    pub in_use: u64,
+    pub waiting: u64,
+    pub admitted: u64,
+    pub waited: u64,
+    pub refused: u64,
 }
 
 /// Units held by one admitted request, given back when dropped.
@@ -103,13 +67,8 @@ pub struct Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let inner = &self.budget;
-        {
-            let mut in_use = inner.in_use.lock();
-            *in_use -= self.units;
-            inner.stats.in_use.store(*in_use, Ordering::Relaxed);
-        }
-        inner.returned.notify_waiters();
+        *self.budget.in_use.lock() -= self.units;
+        self.budget.returned.notify_waiters();
     }
 }
 
@@ -122,16 +81,23 @@ impl WorkBudget {
             },
             in_use: Mutex::new(0),
             returned: Notify::new(),
-            stats: BudgetStats::default(),
+            waiting: AtomicU64::new(0),
+            admitted: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }))
     }
 
-    pub fn settings(&self) -> BudgetSettings {
-        self.0.settings
-    }
-
-    pub fn stats(&self) -> &BudgetStats {
-        &self.0.stats
+    pub fn stats(&self) -> BudgetStats {
+        let inner = &self.0;
+        BudgetStats {
+            capacity: inner.settings.capacity,
+            in_use: *inner.in_use.lock(),
+            waiting: inner.waiting.load(Ordering::Relaxed),
+            admitted: inner.admitted.load(Ordering::Relaxed),
+            waited: inner.waited.load(Ordering::Relaxed),
+            refused: inner.refused.load(Ordering::Relaxed),
+        }
     }
 
     /// Admits a request of query cost `cost`, waiting up to the budget's
@@ -142,7 +108,7 @@ impl WorkBudget {
         if let Some(permit) = self.try_admit(units) {
             return Ok(permit);
         }
-        inner.stats.waiting.fetch_add(1, Ordering::Relaxed);
+        inner.waiting.fetch_add(1, Ordering::Relaxed);
         let admitted = tokio::time::timeout(inner.settings.wait, async {
             loop {
                 // Registered before the check, so units given back in
@@ -157,14 +123,14 @@ impl WorkBudget {
             }
         })
         .await;
-        inner.stats.waiting.fetch_sub(1, Ordering::Relaxed);
+        inner.waiting.fetch_sub(1, Ordering::Relaxed);
         match admitted {
             Ok(permit) => {
-                inner.stats.waited.fetch_add(1, Ordering::Relaxed);
+                inner.waited.fetch_add(1, Ordering::Relaxed);
                 Ok(permit)
             }
             Err(_) => {
-                inner.stats.refused.fetch_add(1, Ordering::Relaxed);
+                inner.refused.fetch_add(1, Ordering::Relaxed);
                 Err(AppError::Busy {
                     retry_after_secs: RETRY_AFTER_SECS,
                 })
@@ -184,13 +150,11 @@ impl WorkBudget {
             capacity
         };
         let mut in_use = inner.in_use.lock();
-        let fits = *in_use + units <= room || *in_use == 0;
-        if !fits {
+        if *in_use + units > room && *in_use != 0 {
             return None;
         }
         *in_use += units;
-        inner.stats.in_use.store(*in_use, Ordering::Relaxed);
-        inner.stats.admitted.fetch_add(1, Ordering::Relaxed);
+        inner.admitted.fetch_add(1, Ordering::Relaxed);
         Some(Permit {
             budget: inner.clone(),
             units,
@@ -252,18 +216,18 @@ mod tests {
         // Large: over the reserve of 100; nine tenths hold 899 + 1 units.
         let a = budget.admit(449).await.expect("first large");
         let b = budget.admit(449).await.expect("second large");
-        assert_eq!(budget.stats().in_use(), 900);
+        assert_eq!(budget.stats().in_use, 900);
         let refused = budget.admit(449).await.err().expect("no room");
         assert_eq!(refused.code(), "SERVICE_UNAVAILABLE");
         assert_eq!(refused.retry_after(), Some(1));
         // Small ones still fit in the reserve.
         let small: Vec<_> = futures_util::future::join_all((0..10).map(|_| budget.admit(9))).await;
         assert!(small.iter().all(Result::is_ok));
-        assert_eq!(budget.stats().in_use(), 1_000);
+        assert_eq!(budget.stats().in_use, 1_000);
         assert!(budget.admit(0).await.is_err(), "full");
         drop((a, b, small));
-        assert_eq!(budget.stats().in_use(), 0);
-        assert_eq!(budget.stats().refused(), 2);
+        assert_eq!(budget.stats().in_use, 0);
+        assert_eq!(budget.stats().refused, 2);
     }
 
     #[tokio::test]
@@ -275,11 +239,11 @@ mod tests {
             async move { budget.admit(89).await.map(|_| ()) }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(budget.stats().waiting(), 1);
+        assert_eq!(budget.stats().waiting, 1);
         drop(held);
         waiter.await.unwrap().expect("admitted once the first left");
-        assert_eq!(budget.stats().waited(), 1);
-        assert_eq!(budget.stats().waiting(), 0);
+        assert_eq!(budget.stats().waited, 1);
+        assert_eq!(budget.stats().waiting, 0);
     }
 
     #[tokio::test]

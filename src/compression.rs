@@ -1,13 +1,7 @@
-//! Response compression: which content coding a client gets, and the
-//! codecs at the levels votegraph uses.
-//!
-//! Compression runs on whole bodies in memory rather than as a streaming
-//! middleware, so a compressed form can be kept and served again: the
-//! response cache keeps each cached response's forms beside its body (a
-//! hit never compresses), and the GraphiQL assets are compressed once per
-//! process. API responses use each codec's fastest level: higher ones buy
-//! little on JSON this small, on a path that compresses every logged-in
-//! response (the sizes and times are in docs/performance.md).
+//! Response compression on whole bodies, so a compressed form can be kept
+//! and served again (the response cache keeps each entry's, the GraphiQL
+//! assets are compressed once). API responses use each codec's fastest
+//! level; see docs/performance.md.
 
 use std::io::Write;
 
@@ -17,7 +11,8 @@ use poem::http::{header, HeaderMap};
 /// saved cost more in CPU and headers than they win on the wire.
 pub const MIN_BYTES: usize = 1024;
 
-/// A content coding votegraph can send.
+/// A content coding votegraph can send; `as usize` indexes arrays holding
+/// one form per coding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
     Zstd,
@@ -46,15 +41,6 @@ impl Encoding {
             Encoding::Zstd => "zstd",
             Encoding::Br => "br",
             Encoding::Gzip => "gzip",
-        }
-    }
-
-    /// A dense index, for arrays holding one form per coding.
-    pub fn index(self) -> usize {
-        match self {
-            Encoding::Zstd => 0,
-            Encoding::Br => 1,
-            Encoding::Gzip => 2,
         }
     }
 

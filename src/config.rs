@@ -294,7 +294,7 @@ pub struct Settings {
     /// Most objects a query may return: each object counts 1, each list its
     /// pageSize or limit, times its parent's count. A page of 100 articles
     /// with every field costs 200, topPosters(limit:100) with each user's
-    /// first page 5,200, GraphiQL's introspection query 1,845.
+    /// first page 5,200; GraphiQL's introspection query stays well below.
     #[arg(long, env = "VOTEGRAPH_MAX_QUERY_COST", default_value_t = 10_000)]
     pub max_query_cost: u64,
 

@@ -1,15 +1,12 @@
-//! CORS: which browser origins may call the API, and with which methods.
-//!
-//! votegraph's own middleware rather than poem's, for two things poem's
-//! does not do: every response says `Vary: Origin` (whether a response
-//! carries `Access-Control-Allow-Origin` depends on the request's
-//! `Origin`, so a shared cache must not hand a response made for one
-//! origin, or for none, to another), added to the `Vary` the handler set
-//! rather than replacing it; and a preflight allows only the methods the
-//! API serves, `GET` and `POST`.
+//! CORS: which browser origins may call the API. Our own middleware, not
+//! poem's, because every response must say `Vary: Origin` (added to the
+//! handler's `Vary`, not replacing it), and a preflight allows only `GET`
+//! and `POST`.
 
 use poem::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use poem::{Endpoint, Middleware, Request, Response};
+use std::sync::Arc;
+
+use poem::{Endpoint, Request, Response};
 
 use crate::error::AppError;
 
@@ -46,53 +43,37 @@ impl Cors {
     }
 }
 
-impl<E: Endpoint> Middleware<E> for Cors {
-    type Output = CorsEndpoint<E>;
-
-    fn transform(&self, inner: E) -> Self::Output {
-        CorsEndpoint {
-            inner,
-            cors: self.clone(),
-        }
-    }
-}
-
-pub struct CorsEndpoint<E> {
-    inner: E,
-    cors: Cors,
-}
-
-impl<E: Endpoint> Endpoint for CorsEndpoint<E> {
-    type Output = Response;
-
-    async fn call(&self, req: Request) -> poem::Result<Response> {
-        let origin = req.headers().get(header::ORIGIN).cloned();
-        let mut response = match origin {
-            None => self.inner.get_response(req).await,
-            Some(origin) if !self.cors.allows(&origin) => {
-                refused("this origin may not call the API")
-            }
-            Some(origin) => {
-                let preflight = req.method() == Method::OPTIONS
-                    && req
-                        .headers()
-                        .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
-                let (mut response, allowed) = if preflight {
-                    preflight_response(req.headers())
-                } else {
-                    (self.inner.get_response(req).await, true)
-                };
-                if allowed {
-                    response
-                        .headers_mut()
-                        .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-                }
+/// The middleware: answers preflights and refused origins itself, and
+/// marks every response `Vary: Origin`.
+pub async fn cors<E: Endpoint>(
+    endpoint: Arc<E>,
+    req: Request,
+    cors: Arc<Cors>,
+) -> poem::Result<Response> {
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let mut response = match origin {
+        None => endpoint.get_response(req).await,
+        Some(origin) if !cors.allows(&origin) => refused("this origin may not call the API"),
+        Some(origin) => {
+            let preflight = req.method() == Method::OPTIONS
+                && req
+                    .headers()
+                    .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+            let (mut response, allowed) = if preflight {
+                preflight_response(req.headers())
+            } else {
+                (endpoint.get_response(req).await, true)
+            };
+            if allowed {
                 response
+                    .headers_mut()
+                    .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
             }
-        };
-        add_vary(response.headers_mut(), "Origin");
-        Ok(response)
-    }
+            response
+        }
+    };
+    add_vary(response.headers_mut(), "Origin");
+    Ok(response)
 }
 
 /// The answer to a preflight from an allowed origin, and whether it

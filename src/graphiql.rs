@@ -1,10 +1,7 @@
-//! GraphiQL, served entirely by votegraph so it works offline.
-//!
-//! The page and its vendored JavaScript and CSS (see
-//! `assets/graphiql/README.md`) are compiled into the binary. Queries go to
-//! `/graphql` over HTTP and subscriptions over a WebSocket on the same path;
-//! the WebSocket reads the `Authorization` header from GraphiQL's headers
-//! editor when it connects.
+//! GraphiQL, served by votegraph so it works offline: the page and its
+//! vendored scripts and styles (`assets/graphiql/README.md`) are compiled
+//! in. Subscriptions go over a WebSocket on `/graphql`, which reads
+//! `Authorization` from GraphiQL's headers editor.
 
 use poem::http::{header, HeaderMap, StatusCode};
 use poem::web::{Html, Path};
@@ -17,32 +14,22 @@ use crate::error::AppError;
 /// Bumped with the vendored files, so browsers may cache them for long.
 const ASSET_VERSION: &str = "3.8.3-1";
 
-const ASSETS: [(&str, &str, &[u8]); 5] = [
-    (
-        "graphiql.min.js",
-        "text/javascript; charset=utf-8",
-        include_bytes!("../assets/graphiql/graphiql.min.js"),
-    ),
-    (
-        "graphiql.min.css",
-        "text/css; charset=utf-8",
-        include_bytes!("../assets/graphiql/graphiql.min.css"),
-    ),
-    (
-        "react.production.min.js",
-        "text/javascript; charset=utf-8",
-        include_bytes!("../assets/graphiql/react.production.min.js"),
-    ),
-    (
-        "react-dom.production.min.js",
-        "text/javascript; charset=utf-8",
-        include_bytes!("../assets/graphiql/react-dom.production.min.js"),
-    ),
-    (
-        "graphql-ws.min.js",
-        "text/javascript; charset=utf-8",
-        include_bytes!("../assets/graphiql/graphql-ws.min.js"),
-    ),
+/// A vendored file: its name and bytes.
+macro_rules! asset {
+    ($name:literal) => {
+        (
+            $name,
+            include_bytes!(concat!("../assets/graphiql/", $name)) as &[u8],
+        )
+    };
+}
+
+const ASSETS: [(&str, &[u8]); 5] = [
+    asset!("graphiql.min.js"),
+    asset!("graphiql.min.css"),
+    asset!("react.production.min.js"),
+    asset!("react-dom.production.min.js"),
+    asset!("graphql-ws.min.js"),
 ];
 
 const DEFAULT_QUERY: &str = r#"# Welcome to votegraph. Log in with signUp or logIn, put
@@ -123,24 +110,24 @@ const ASSET_ENCODINGS: [Encoding; 2] = [Encoding::Br, Encoding::Gzip];
 
 /// Each asset's compressed forms, made once per process on first request
 /// (on a blocking thread: the script takes 0.7 s at brotli 9).
-static COMPRESSED: [[OnceCell<Option<bytes::Bytes>>; 2]; 5] = [
-    [OnceCell::const_new(), OnceCell::const_new()],
-    [OnceCell::const_new(), OnceCell::const_new()],
-    [OnceCell::const_new(), OnceCell::const_new()],
-    [OnceCell::const_new(), OnceCell::const_new()],
-    [OnceCell::const_new(), OnceCell::const_new()],
-];
+static COMPRESSED: [[OnceCell<Option<bytes::Bytes>>; 2]; 5] =
+    [const { [const { OnceCell::const_new() }; 2] }; 5];
 
 /// `GET /assets/graphiql/:file`, compressed by `Accept-Encoding`.
 #[handler]
 pub async fn asset(Path(file): Path<String>, headers: &HeaderMap) -> Response {
-    let Some(index) = ASSETS.iter().position(|(name, _, _)| *name == file) else {
+    let Some(index) = ASSETS.iter().position(|(name, _)| *name == file) else {
         return Response::builder()
             .status(StatusCode::NOT_FOUND)
             .content_type("application/json")
             .body(AppError::UnknownPath.into_json_body());
     };
-    let (_, content_type, bytes) = ASSETS[index];
+    let (name, bytes) = ASSETS[index];
+    let content_type = if name.ends_with(".css") {
+        "text/css; charset=utf-8"
+    } else {
+        "text/javascript; charset=utf-8"
+    };
     let response = Response::builder()
         .header(header::CONTENT_TYPE, content_type)
         .header(header::CACHE_CONTROL, "public, max-age=31536000, immutable")

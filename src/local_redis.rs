@@ -1,16 +1,9 @@
-//! A `redis-server` that votegraph runs itself when no `REDIS_URL` is given,
-//! so that one command gives a working server with persistent data.
-//!
-//! It listens only on a unix socket inside the data directory (nothing else
-//! on the machine can reach it), keeps an append-only file there, and is shut
-//! down with a final save when votegraph stops.
-//!
-//! One data directory has one Redis: two Redis processes appending to one
-//! file would corrupt it, and a second one would take the first's socket.
-//! So votegraph holds a lock on `votegraph.lock` in the directory for as
-//! long as it runs (the kernel drops it when the process dies, however it
-//! dies), and refuses to start a Redis where one still answers (one a
-//! killed votegraph left behind).
+//! The `redis-server` votegraph runs itself without `REDIS_URL`: on a unix
+//! socket in the data directory, with an append-only file, saved on stop.
+//! Two Redis processes on one directory would corrupt it, so votegraph
+//! holds a lock on `votegraph.lock` there while it runs (the kernel drops
+//! it however the process dies) and refuses to start where a Redis still
+//! answers.
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +17,6 @@ pub struct LocalRedis {
     _lock: std::fs::File,
 }
 
-/// The lock file in the data directory.
 const LOCK_FILE: &str = "votegraph.lock";
 
 /// Unix socket paths are limited to about 108 bytes by the kernel.

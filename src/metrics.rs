@@ -1,24 +1,13 @@
-//! The process' metrics and their exposition at `GET /metrics`, on the
-//! `prometheus-client` crate (OpenMetrics text).
+//! The metrics registry (`prometheus-client`) and `GET /metrics`.
 //!
-//! Two kinds of metric are registered at startup:
-//! - **recorded** ones, counters and histograms that the part they measure
-//!   owns and adds to as it works (HTTP requests in `telemetry`, Redis
-//!   commands in `store`): a few uncontended atomic additions, never a lock
-//!   on the request path;
-//! - **read** ones ([`Readings`]), sizes and counters a part keeps anyway
-//!   (pool state, cache sizes, subscriptions, the work budget), read from
-//!   its typed stats when a scrape comes.
+//! Recorded metrics are counters the measured part adds to as it works
+//! (atomics, no lock on the request path); read ones ([`Readings`]) are
+//! read from each part's stats when a scrape comes, without a Redis call.
+//! Label values are fixed words, numbers and GraphQL names, none needing
+//! escaping.
 //!
-//! A scrape makes no Redis call. This module knows nothing of the parts: the
-//! server wires them in at startup. Label values are fixed words, numbers
-//! and GraphQL operation names (whose grammar has no quote or backslash),
-//! so none needs escaping.
-//!
-//! Who may read it: on the API's own port only loopback clients that did
-//! not come through a proxy (see [`serves`]), so a server or proxy exposed
-//! to the internet does not publish it by accident; `--metrics-bind` opens a
-//! separate listener for a scraper elsewhere.
+//! On the API's port only direct loopback clients may read it (see
+//! [`serves`]); `--metrics-bind` opens a listener of its own.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -35,7 +24,6 @@ use prometheus_client::registry::Registry;
 
 use crate::error::AppError;
 
-/// The OpenMetrics text format's media type.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The metrics being put together at startup.
@@ -176,14 +164,7 @@ pub fn serves(peer: Option<IpAddr>, headers: &poem::http::HeaderMap) -> bool {
     let direct = !["x-forwarded-for", "forwarded", "x-real-ip"]
         .iter()
         .any(|h| headers.contains_key(*h));
-    direct && peer.is_some_and(|ip| ip.is_loopback() || is_mapped_loopback(ip))
-}
-
-fn is_mapped_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
-        IpAddr::V4(_) => false,
-    }
+    direct && peer.is_some_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// What `GET /metrics` serves, and to whom.

@@ -1,22 +1,10 @@
-//! Automatic persisted queries, in Apollo's protocol.
-//!
-//! A client sends `extensions.persistedQuery {version: 1, sha256Hash}`
-//! instead of the query text. When the hash is unknown the answer is the
-//! error `PERSISTED_QUERY_NOT_FOUND` (message `PersistedQueryNotFound`),
-//! and the client sends the same request again with the text and the hash:
-//! the server checks that the text hashes to it and registers it. From then
-//! on the hash alone works, from any instance, and over `GET` a query is a
-//! short URL a CDN can cache.
-//!
-//! Documents live in Redis (`document:<sha256>`, see `store/documents.rs`):
-//! shared by all instances, at most `--persisted-queries-max` of them, each
-//! expiring `--persisted-query-ttl-secs` after its last registration, and
-//! none longer than `--max-query-bytes` (a registration runs only after the
-//! document passed every limit of `graphql::limits`). In front of Redis,
-//! each process keeps the texts it has seen by hash (at most 2 MiB of them,
-//! the least used going first), so a warm
-//! hash costs no Redis round trip; its parse is then found in the
-//! parsed-document cache like any other text.
+//! Automatic persisted queries, in Apollo's protocol (docs/api.md): a hash
+//! alone runs the text registered under it, or answers
+//! `PERSISTED_QUERY_NOT_FOUND`; a hash with its text registers it once the
+//! document passed every limit. Documents live in Redis
+//! (`store/documents.rs`), shared by all instances; each process keeps the
+//! texts it has seen by hash (2 MiB at most, the least used going first),
+//! so a warm hash costs no round trip.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,22 +15,13 @@ use sha2::Digest;
 
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
+use crate::graphql::documents::TextBytes;
 use crate::store::{RegisterLimits, Store};
 
 /// Texts kept in-process: an app's few distinct queries, and at most this
 /// many bytes of them (the least used go first).
 const LOCAL_EXPECTED_DOCUMENTS: usize = 1024;
 const LOCAL_MAX_TEXT_BYTES: u64 = 2 * 1024 * 1024;
-
-/// A text weighs its bytes.
-#[derive(Clone)]
-struct TextBytes;
-
-impl quick_cache::Weighter<String, Arc<str>> for TextBytes {
-    fn weight(&self, _: &String, text: &Arc<str>) -> u64 {
-        text.len() as u64
-    }
-}
 
 /// How long and how many documents Redis keeps, and how fast and while
 /// how much memory they may be registered.
@@ -53,7 +32,6 @@ pub struct PersistedQueries {
     store: Store,
     limits: PersistedLimits,
     local: quick_cache::sync::Cache<String, Arc<str>, TextBytes>,
-    local_hits: AtomicU64,
     redis_hits: AtomicU64,
     misses: AtomicU64,
     registrations: AtomicU64,
@@ -66,7 +44,6 @@ pub struct Registration {
     hash: String,
 }
 
-/// The lower-case hex SHA-256 of `text`.
 pub fn sha256_hex(text: &str) -> String {
     hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
@@ -107,7 +84,6 @@ impl PersistedQueries {
                 LOCAL_MAX_TEXT_BYTES,
                 TextBytes,
             ),
-            local_hits: AtomicU64::new(0),
             redis_hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             registrations: AtomicU64::new(0),
@@ -160,7 +136,7 @@ impl PersistedQueries {
         match stored {
             Ok(()) => {
                 self.registrations.fetch_add(1, Ordering::Relaxed);
-                self.keep(hash, Arc::from(text));
+                self.local.insert(hash, Arc::from(text));
                 Ok(())
             }
             Err(e @ (AppError::RateLimited { .. } | AppError::RegistrationsPaused { .. })) => {
@@ -177,7 +153,6 @@ impl PersistedQueries {
     /// The text under `hash`: from this process' map, else from Redis.
     async fn lookup(&self, hash: &str) -> AppResult<Option<Arc<str>>> {
         if let Some(text) = self.local.get(hash) {
-            self.local_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(text));
         }
         let Some(text) = self.store.persisted_document(hash).await? else {
@@ -192,12 +167,8 @@ impl PersistedQueries {
         }
         self.redis_hits.fetch_add(1, Ordering::Relaxed);
         let text: Arc<str> = Arc::from(text);
-        self.keep(hash.to_owned(), text.clone());
+        self.local.insert(hash.to_owned(), text.clone());
         Ok(Some(text))
-    }
-
-    fn keep(&self, hash: String, text: Arc<str>) {
-        self.local.insert(hash, text);
     }
 
     /// Counters and sizes, for `/health`.
@@ -206,7 +177,7 @@ impl PersistedQueries {
         serde_json::json!({
             "entries": entries,
             "textBytes": text_bytes,
-            "localHits": self.local_hits.load(Ordering::Relaxed),
+            "localHits": self.local.hits(),
             "redisHits": self.redis_hits.load(Ordering::Relaxed),
             "misses": self.misses.load(Ordering::Relaxed),
             "registrations": self.registrations.load(Ordering::Relaxed),

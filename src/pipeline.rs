@@ -1,13 +1,9 @@
-//! The request pipeline: one GraphQL query or mutation, from its parsed
-//! form to its answer, the same for every transport. HTTP hands it what it
-//! read from a URL or a body; a WebSocket what a `subscribe` message
-//! carried; each turns the [`PipelineResponse`] into its own wire format.
-//!
-//! In order: automatic persisted queries, the document limits, the
-//! transport's own rule (a GET runs queries only), the registration of a
-//! new persisted document, the anonymous response cache (with single
-//! flight), the work budget, logged-in pages from shared templates, then
-//! the execution itself (on the read replica for anonymous queries).
+//! The request pipeline: one GraphQL query or mutation from its parsed form
+//! to its answer, the same for HTTP and WebSocket. In order: persisted
+//! queries, the document limits, the transport's rule (GET runs queries
+//! only), a new persisted document's registration, the response cache (with
+//! single flight), the work budget, logged-in pages from templates, then
+//! execution (on the read replica for anonymous queries).
 
 use std::sync::Arc;
 
@@ -19,8 +15,8 @@ use crate::budget::Permit;
 use crate::cache::{Cached, Computation, Position, ResponseCache};
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, ErrorCode};
-use crate::graphql::limits::{operation_name, Checked};
-use crate::graphql::{Api, Recorded, RequestContext};
+use crate::graphql::limits::Checked;
+use crate::graphql::{Api, Recording, RequestContext};
 
 /// One request, as a transport read it.
 pub struct PipelineRequest {
@@ -35,7 +31,6 @@ pub struct PipelineRequest {
     pub with_cost: bool,
 }
 
-/// What the pipeline answers.
 pub struct PipelineResponse {
     /// The operation that ran or was chosen, for logs and metrics.
     pub operation: Option<(OperationType, Option<Name>)>,
@@ -93,7 +88,6 @@ impl PipelineResponse {
     }
 }
 
-/// Runs `request` through the pipeline's stages, in order.
 pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
     let admitted = match admit(api, request).await {
         Ok(admitted) => admitted,
@@ -105,7 +99,7 @@ pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
     };
     // Past the cache, the request runs (or fills a template): it needs
     // room in the work budget, held until its body is written.
-    let permit = match api.budget().admit(admitted.cost()).await {
+    let permit = match api.budget.admit(admitted.cost()).await {
         Ok(permit) => permit,
         Err(e) => return PipelineResponse::refused(admitted.operation, e),
     };
@@ -126,14 +120,11 @@ pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
 
 /// A request that passed every check before anything runs.
 struct Admitted {
-    request: async_graphql::Request,
+    ask: PipelineRequest,
     /// The parsed document, its operation and its cost; None when it did
     /// not parse or validate (execution then reports why).
     checked: Option<Checked>,
     operation: Option<(OperationType, Option<Name>)>,
-    authorization: Option<String>,
-    client: ClientAddr,
-    with_cost: bool,
 }
 
 impl Admitted {
@@ -141,52 +132,41 @@ impl Admitted {
         self.checked.as_ref().map_or(0, |c| c.cost)
     }
 
-    fn kind(&self) -> Option<OperationType> {
-        self.checked.as_ref().map(|c| c.operation)
-    }
-
     fn is_query(&self) -> bool {
-        self.kind() == Some(OperationType::Query)
+        let query = |c: &Checked| c.operation == OperationType::Query;
+        self.checked.as_ref().is_some_and(query)
     }
 
     /// A query whose answer is the same for anyone who asks it (no
     /// caller, no cost report): the response cache may hold it.
     fn anonymous(&self) -> bool {
-        self.authorization.is_none() && self.is_query() && !self.with_cost
+        self.ask.authorization.is_none() && self.is_query() && !self.ask.with_cost
     }
 
     /// A logged-in query that may be filled from its shared template.
     fn logged_in_query(&self) -> bool {
-        self.authorization.is_some() && self.is_query() && !self.with_cost
+        self.ask.authorization.is_some() && self.is_query() && !self.ask.with_cost
     }
 }
 
 /// Persisted queries, the document limits, the transport's rule and the
 /// registration of a new persisted document: everything that may refuse
 /// a request before it touches the cache.
-async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, PipelineResponse> {
-    let PipelineRequest {
-        mut request,
-        authorization,
-        client,
-        queries_only,
-        with_cost,
-    } = request;
-    let persisted = api.state().persisted();
+async fn admit(api: &Api, mut ask: PipelineRequest) -> Result<Admitted, PipelineResponse> {
+    let persisted = &api.state.persisted;
     let registration = persisted
-        .resolve(&mut request)
+        .resolve(&mut ask.request)
         .await
         .map_err(|e| PipelineResponse::refused(None, e))?;
     let checked = api
-        .guard()
-        .check(&request)
+        .guard
+        .check(&ask.request)
         .map_err(|e| PipelineResponse::refused(None, e))?;
-    let operation = checked.as_ref().map(|c| {
-        let name = operation_name(&c.document, request.operation_name.as_deref());
-        (c.operation, name)
-    });
-    let kind = checked.as_ref().map(|c| c.operation);
-    if queries_only && kind.is_some_and(|op| op != OperationType::Query) {
+    let operation = checked.as_ref().map(|c| (c.operation, c.name.clone()));
+    let not_a_query = checked
+        .as_ref()
+        .is_some_and(|c| c.operation != OperationType::Query);
+    if ask.queries_only && not_a_query {
         return Err(PipelineResponse::refused(
             operation,
             AppError::MethodNotAllowed,
@@ -195,19 +175,16 @@ async fn admit(api: &Api, request: PipelineRequest) -> Result<Admitted, Pipeline
     if let Some(registration) = registration {
         // Only a document that passed every limit is kept.
         let registered = persisted
-            .register(registration, &request.query, client)
+            .register(registration, &ask.request.query, ask.client)
             .await;
         if let Err(e) = registered {
             return Err(PipelineResponse::refused(operation, e));
         }
     }
     Ok(Admitted {
-        request,
+        ask,
         checked,
         operation,
-        authorization,
-        client,
-        with_cost,
     })
 }
 
@@ -228,10 +205,11 @@ async fn look_up_cache(
     api: &Api,
     admitted: &Admitted,
 ) -> Result<Option<Storing>, PipelineResponse> {
-    let Some(cache) = api.state().responses().filter(|_| admitted.anonymous()) else {
+    let cache = api.state.responses.as_ref();
+    let Some(cache) = cache.filter(|_| admitted.anonymous()) else {
         return Ok(None);
     };
-    let key = cache_key(&admitted.request);
+    let key = cache_key(&admitted.ask.request);
     match cache.lookup(&key, api.deadline()).await {
         Ok(body) => {
             let cached = Some((cache.clone(), key));
@@ -257,34 +235,30 @@ async fn execute(
     storing: Option<Storing>,
     permit: Permit,
 ) -> PipelineResponse {
-    let (kind, cost, anonymous) = (admitted.kind(), admitted.cost(), admitted.anonymous());
-    let Admitted {
-        request,
-        checked,
-        operation,
-        authorization,
-        client,
-        with_cost,
-    } = admitted;
+    let (cost, anonymous) = (admitted.cost(), admitted.anonymous());
+    // An anonymous query may read the replica; anything else, the primary.
+    let on_replica = admitted.ask.authorization.is_none() && admitted.is_query();
+    let with_cost = admitted.ask.with_cost && admitted.checked.is_some();
+    let (state, client) = (&api.state, admitted.ask.client);
     let context = match storing {
-        Some(_) => RequestContext::recorded(api.state(), client),
+        Some(_) => RequestContext::recorded(state, client),
         None => {
-            let session = Session::from_authorization(authorization.as_deref());
-            RequestContext::new(api.state(), session, client)
+            let session = Session::from_authorization(admitted.ask.authorization.as_deref());
+            RequestContext::new(state, session, client)
         }
     };
-    // An anonymous query may read the replica; anything else, the primary.
-    let context = if authorization.is_none() && kind == Some(OperationType::Query) {
+    let context = if on_replica {
         context.on_replica()
     } else {
         context
     };
-    let (request, recorded) = context.attach(request);
-    let mut response = api.execute_checked(request, checked).await;
+    let (request, recorded) = context.attach(admitted.ask.request);
+    let mut response = api.execute_checked(request, admitted.checked).await;
     let code = first_code(&response);
-    if with_cost && kind.is_some() {
+    if with_cost {
         report_cost(api, &mut response, cost);
     }
+    let operation = admitted.operation;
     if is_request_error(&response) {
         let outcome = ResponseContent::RequestError(response);
         return PipelineResponse {
@@ -300,11 +274,8 @@ async fn execute(
 
 /// Adds `extensions.cost`: the query's cost and the limit.
 fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
-    let report = serde_json::json!({
-        "requested": cost,
-        "limit": api.guard().limits().max_cost,
-    });
-    let report = async_graphql::Value::from_json(report).unwrap_or_default();
+    let limit = api.guard.limits.max_cost;
+    let report = async_graphql::value!({ "requested": cost, "limit": limit });
     response.extensions.insert("cost".to_owned(), report);
 }
 
@@ -314,7 +285,7 @@ fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
 fn response_body(
     response: &mut async_graphql::Response,
     to_cache: bool,
-    recorded: &Recorded,
+    recorded: &Recording,
     cost: u64,
 ) -> Arc<Cached> {
     let ok = response.is_ok();
@@ -334,7 +305,7 @@ fn response_body(
 fn store(
     storing: Storing,
     ok: bool,
-    recorded: &Recorded,
+    recorded: &Recording,
     body: &Arc<Cached>,
 ) -> (Arc<ResponseCache>, String) {
     let Storing {
@@ -393,16 +364,17 @@ fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
 /// is, it failed, or Redis did (the whole run then reports that properly).
 async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> {
     let cache = api
-        .state()
-        .responses()
+        .state
+        .responses
+        .as_ref()
         .filter(|_| admitted.logged_in_query())?;
     let checked = admitted.checked.clone()?;
-    let request = &admitted.request;
+    let request = &admitted.ask.request;
     let key = format!("\u{1}{}", cache_key(request));
-    let session = Session::from_authorization(admitted.authorization.as_deref());
-    let store = api.state().store();
+    let session = Session::from_authorization(admitted.ask.authorization.as_deref());
+    let store = &api.state.store;
     let (cached, viewer) = futures_util::join!(
-        template(api, cache, &key, admitted.client, request, checked),
+        template(api, cache, &key, admitted.ask.client, request, checked),
         session.user(store)
     );
     let cached = cached?;
@@ -437,7 +409,7 @@ async fn template(
     let mut copy =
         async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
     copy.operation_name = request.operation_name.clone();
-    let (copy, recorded) = RequestContext::recorded(api.state(), client).attach(copy);
+    let (copy, recorded) = RequestContext::recorded(&api.state, client).attach(copy);
     let mut response = api.execute_checked(copy, Some(checked)).await;
     let holes = recorded.holes()?;
     let cached = if holes.shows_caller() {

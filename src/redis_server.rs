@@ -1,24 +1,8 @@
-//! Starts and stops a `redis-server` process: the one the server's local
-//! mode runs, and the ones the tests and the benchmark run.
-//!
-//! A started server answers `PING` before [`RedisServerBuilder::start`]
-//! returns, and is stopped (`SHUTDOWN`, then killed if it lingers) by
-//! [`RedisServer::stop`] or, on every other path, when it is dropped, so
-//! none outlives its owner.
-//!
-//! ```no_run
-//! # async fn run() -> Result<(), votegraph::redis_server::StartError> {
-//! use votegraph::redis_server::RedisServer;
-//! let dir = std::env::temp_dir().join("votegraph-example");
-//! let redis = RedisServer::builder(&dir)
-//!     .unix_socket(dir.join("redis.sock"))
-//!     .start()
-//!     .await?;
-//! println!("{}", redis.url());
-//! redis.stop().await;
-//! # Ok(())
-//! # }
-//! ```
+//! Starts and stops a `redis-server` process: the server's local mode's,
+//! the tests' and the benchmark's. A started server answers `PING` before
+//! [`RedisServerBuilder::start`] returns, and is stopped (`SHUTDOWN`, then
+//! killed if it lingers) by [`RedisServer::stop`] or when dropped, so none
+//! outlives its owner.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -27,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// Where a server listens.
 #[derive(Clone, Debug)]
-pub enum Listen {
+enum Listen {
     /// A unix socket only (TCP off), reachable by this machine's user.
     UnixSocket(PathBuf),
     /// TCP on 127.0.0.1.
@@ -41,11 +25,9 @@ pub struct RedisServerBuilder {
     dir: PathBuf,
     listen: Listen,
     persistent: bool,
-    sentinel_config: Option<PathBuf>,
     args: Vec<OsString>,
     log_file: Option<String>,
     inherit_stderr: bool,
-    ready_within: Duration,
 }
 
 /// Why a server did not start.
@@ -75,6 +57,8 @@ const SAVE_WITHIN: Duration = Duration::from_secs(10);
 const STOP_WITHIN: Duration = Duration::from_secs(2);
 /// How often start-up and stopping look at the process again.
 const POLL: Duration = Duration::from_millis(10);
+/// How long start-up may take before it counts as failed.
+const READY_WITHIN: Duration = Duration::from_secs(5);
 
 impl RedisServer {
     /// A server with its working directory `dir` (where a persistent one
@@ -87,11 +71,9 @@ impl RedisServer {
             listen: Listen::UnixSocket(dir.join("redis.sock")),
             dir,
             persistent: false,
-            sentinel_config: None,
             args: Vec::new(),
             log_file: None,
             inherit_stderr: false,
-            ready_within: Duration::from_secs(5),
         }
     }
 
@@ -107,28 +89,9 @@ impl RedisServer {
 
     /// Stops the server with `SHUTDOWN` (saving first when persistent),
     /// and kills it if it does not exit in time.
-    pub async fn stop(mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if let Ok(client) = redis::Client::open(self.url.as_str()) {
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                // The connection closes as the server exits, so the reply is an error.
-                let _: redis::RedisResult<()> = shutdown_command(self.persistent)
-                    .query_async(&mut conn)
-                    .await;
-            }
-        }
-        let deadline = Instant::now() + self.stop_within();
-        while Instant::now() < deadline {
-            if !matches!(child.try_wait(), Ok(None)) {
-                return;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        tracing::warn!("redis-server did not stop in time; killing it");
-        let _ = child.kill();
-        let _ = child.wait();
+    pub async fn stop(self) {
+        // Dropping stops it, waiting as a blocking thread may.
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
     }
 
     /// Kills the server at once, as a crash would.
@@ -138,17 +101,10 @@ impl RedisServer {
             let _ = child.wait();
         }
     }
+}
 
-    fn stop_within(&self) -> Duration {
-        if self.persistent {
-            SAVE_WITHIN
-        } else {
-            STOP_WITHIN
-        }
-    }
-
-    /// [`Self::stop`] for `Drop`, which cannot wait asynchronously.
-    fn stop_blocking(&mut self) {
+impl Drop for RedisServer {
+    fn drop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -157,30 +113,25 @@ impl RedisServer {
         if let Ok(mut conn) = conn {
             // A paused or busy server must not hold its owner's drop.
             let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
-            let _: redis::RedisResult<()> = shutdown_command(self.persistent).query(&mut conn);
+            let save = if self.persistent { "SAVE" } else { "NOSAVE" };
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg(save).query(&mut conn);
         }
-        let deadline = Instant::now() + self.stop_within();
+        let stop_within = if self.persistent {
+            SAVE_WITHIN
+        } else {
+            STOP_WITHIN
+        };
+        let deadline = Instant::now() + stop_within;
         while Instant::now() < deadline {
             if !matches!(child.try_wait(), Ok(None)) {
                 return;
             }
             std::thread::sleep(POLL);
         }
+        tracing::warn!("redis-server did not stop in time; killing it");
         let _ = child.kill();
         let _ = child.wait();
     }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop_blocking();
-    }
-}
-
-fn shutdown_command(persistent: bool) -> redis::Cmd {
-    let mut cmd = redis::cmd("SHUTDOWN");
-    cmd.arg(if persistent { "SAVE" } else { "NOSAVE" });
-    cmd
 }
 
 impl RedisServerBuilder {
@@ -209,19 +160,6 @@ impl RedisServerBuilder {
         self
     }
 
-    /// Runs as a sentinel (`redis-server CONFIG --sentinel`) with this
-    /// configuration file, which the sentinel rewrites as it learns.
-    pub fn sentinel(mut self, config: impl Into<PathBuf>) -> Self {
-        self.sentinel_config = Some(config.into());
-        self
-    }
-
-    /// One more command-line argument, e.g. `--rename-command`.
-    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
     /// More command-line arguments, after those the builder sets.
     pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
         self.args.extend(args.into_iter().map(Into::into));
@@ -237,12 +175,6 @@ impl RedisServerBuilder {
     /// Shows what the server writes to stderr (before its log file opens).
     pub fn inherit_stderr(mut self, on: bool) -> Self {
         self.inherit_stderr = on;
-        self
-    }
-
-    /// How long start-up may take before it counts as failed.
-    pub fn ready_within(mut self, limit: Duration) -> Self {
-        self.ready_within = limit;
         self
     }
 
@@ -277,9 +209,6 @@ impl RedisServerBuilder {
 
     fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
-        if let Some(config) = &self.sentinel_config {
-            command.arg(config).arg("--sentinel");
-        }
         match &self.listen {
             Listen::UnixSocket(path) => {
                 command.args(["--port", "0", "--unixsocket"]).arg(path);
@@ -292,7 +221,7 @@ impl RedisServerBuilder {
         command.arg("--dir").arg(&self.dir);
         if self.persistent {
             command.args(["--appendonly", "yes"]);
-        } else if self.sentinel_config.is_none() {
+        } else {
             command.args(["--save", "", "--appendonly", "no"]);
         }
         if let Some(log) = &self.log_file {
@@ -311,7 +240,7 @@ impl RedisServerBuilder {
     async fn wait_ready(&self, server: &mut RedisServer) -> Result<(), StartError> {
         let client = redis::Client::open(server.url.as_str())
             .map_err(|e| StartError::Spawn(server.url.clone(), std::io::Error::other(e)))?;
-        let deadline = Instant::now() + self.ready_within;
+        let deadline = Instant::now() + READY_WITHIN;
         while Instant::now() < deadline {
             if let Some(Ok(Some(status))) = server.child.as_mut().map(Child::try_wait) {
                 server.child = None;
@@ -322,7 +251,7 @@ impl RedisServerBuilder {
             }
             tokio::time::sleep(POLL).await;
         }
-        Err(StartError::NotReady(self.ready_within))
+        Err(StartError::NotReady(READY_WITHIN))
     }
 }
 
@@ -412,7 +341,7 @@ mod tests {
         let dir = temp_dir("refused");
         let started = Instant::now();
         let err = RedisServer::builder(&dir)
-            .arg("--no-such-option")
+            .args(["--no-such-option"])
             .start()
             .await
             .unwrap_err();

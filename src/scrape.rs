@@ -11,7 +11,6 @@ use crate::metrics::{resident_bytes, MetricsBuilder, Readings};
 use crate::telemetry::RequestMetrics;
 use crate::ws::WebSockets;
 
-/// Registers every metric of the server.
 pub fn register(
     metrics: &mut MetricsBuilder,
     requests: &RequestMetrics,
@@ -19,7 +18,7 @@ pub fn register(
     sockets: &WebSockets,
 ) {
     requests.register(metrics);
-    api.state().store().redis_metrics().register(metrics);
+    api.state.store.redis_metrics().register(metrics);
     let api = api.clone();
     let sockets = sockets.clone();
     let started = SystemTime::now();
@@ -33,9 +32,9 @@ pub fn register(
 }
 
 fn redis(r: &mut Readings<'_>, api: &Api) {
-    let state = api.state();
-    if state.replica().is_some() {
-        let lag = state.replica_lag();
+    let state = &api.state;
+    if state.replica.is_some() {
+        let lag = &state.replica_lag;
         r.gauge(
             "votegraph_redis_replica_lag_bytes",
             "Bytes of replication stream the read replica has not applied yet (-1: unknown), measured every second.",
@@ -47,7 +46,7 @@ fn redis(r: &mut Readings<'_>, api: &Api) {
             f64::from(u8::from(lag.link_up())),
         );
     }
-    let store = state.store();
+    let store = &state.store;
     let pool = store.pool_state();
     let stats = &pool.statistics;
     r.gauge(
@@ -88,8 +87,9 @@ fn redis(r: &mut Readings<'_>, api: &Api) {
 
 fn caches(r: &mut Readings<'_>, api: &Api) {
     let responses = api
-        .state()
-        .responses()
+        .state
+        .responses
+        .as_ref()
         .map(|cache| cache.stats())
         .unwrap_or_default();
     r.counters(
@@ -125,7 +125,7 @@ fn caches(r: &mut Readings<'_>, api: &Api) {
         "Cached responses dropped because a vote could change them.",
         responses.evicted_by_votes,
     );
-    let documents = api.guard().document_stats();
+    let documents = api.guard.documents.stats();
     r.counters(
         "votegraph_document_cache_requests",
         "Lookups in the parsed-document cache, by result (hit, miss).",
@@ -147,11 +147,11 @@ fn caches(r: &mut Readings<'_>, api: &Api) {
 }
 
 fn live(r: &mut Readings<'_>, api: &Api, sockets: &WebSockets) {
-    let sessions = sockets.sessions();
+    let sessions = &sockets.sessions;
     r.gauge(
         "votegraph_websocket_connections",
         "Open GraphQL WebSocket connections.",
-        sockets.open_connections() as f64,
+        sockets.connections.total() as f64,
     );
     r.gauge(
         "votegraph_websocket_logins",
@@ -163,7 +163,7 @@ fn live(r: &mut Readings<'_>, api: &Api, sockets: &WebSockets) {
         "WebSocket connections closed (4403) because their login ended: logOut, expiry or revocation.",
         sessions.ended_sockets(),
     );
-    let pubsub = api.state().pubsub();
+    let pubsub = &api.state.pubsub;
     r.gauge(
         "votegraph_subscriptions",
         "Live GraphQL subscriptions in this process.",
@@ -198,37 +198,36 @@ fn live(r: &mut Readings<'_>, api: &Api, sockets: &WebSockets) {
 }
 
 fn budget(r: &mut Readings<'_>, api: &Api) {
-    let budget = api.budget();
-    let stats = budget.stats();
+    let stats = api.budget.stats();
     r.gauge(
         "votegraph_work_budget_units",
         "The work budget (--work-budget), in query-cost units.",
-        budget.settings().capacity as f64,
+        stats.capacity as f64,
     );
     r.gauge(
         "votegraph_work_in_flight_units",
         "Query-cost units held by admitted queries and mutations now.",
-        stats.in_use() as f64,
+        stats.in_use as f64,
     );
     r.gauge(
         "votegraph_work_waiting_requests",
         "Requests waiting for room in the work budget now.",
-        stats.waiting() as f64,
+        stats.waiting as f64,
     );
     r.counter(
         "votegraph_work_admitted",
         "Queries and mutations admitted to run.",
-        stats.admitted(),
+        stats.admitted,
     );
     r.counter(
         "votegraph_work_waited",
         "Queries and mutations admitted after waiting for room.",
-        stats.waited(),
+        stats.waited,
     );
     r.counter(
         "votegraph_work_refused",
         "Requests refused with SERVICE_UNAVAILABLE: no room in the work budget in time.",
-        stats.refused(),
+        stats.refused,
     );
 }
 

@@ -1,24 +1,9 @@
-//! The HTTP server loop: accepts connections and serves them with hyper,
-//! with the bounds poem's own `Server` does not offer.
-//!
-//! - **At most `max_connections` open connections** (WebSockets included,
-//!   since the permit travels with the socket into the upgrade). Past it a
-//!   new connection gets a short `503` JSON error and is closed, so a flood
-//!   of half-open connections costs an accept each, not a buffer each.
-//! - **At most `max_per_client` of them from one address**, so one client
-//!   cannot take every slot; past it a `429`. Trusted proxies (a load
-//!   balancer carries everyone's connections) are not counted.
-//! - **Headers within `header_timeout`**: a client that sends half a header
-//!   and waits is dropped; the same timer closes idle keep-alive
-//!   connections (hyper arms it whenever it waits for a request head).
-//! - **Headers of at most 64 KiB** (request target, names and values):
-//!   past it a `431` JSON error, and the connection closes.
-//! - HTTP/1.1 only: behind a load balancer that is what arrives, and h2c
-//!   would need its own set of bounds.
-//!
-//! Body size and body read time are bounded where bodies are read
-//! (`http/body.rs`). On shutdown the listener closes, connections finish the
-//! request in flight (up to a grace period) and the loop returns.
+//! The HTTP accept loop over hyper, with the bounds poem's own `Server`
+//! does not offer (docs/security.md, "HTTP"): connections in all and per
+//! client address (an upgraded WebSocket keeps its place), the header
+//! timeout (which also closes idle keep-alive connections) and the header
+//! size. HTTP/1.1 only: behind a load balancer that is what arrives, and
+//! h2c would need bounds of its own.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -53,14 +38,14 @@ pub struct ServerLimits {
 
 const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-/// Open connections per peer address. Entries are removed at zero, so the
-/// map holds only addresses with a connection open (at most
-/// `max_connections` of them).
+/// Open connections (or WebSockets) per client address. Entries are
+/// removed at zero, so the map holds only addresses with one open.
 #[derive(Default, Clone)]
-struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
+pub(crate) struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
 
 impl PerClient {
-    fn admit(&self, ip: IpAddr, max: usize) -> Option<ClientSlot> {
+    /// A slot for one more from `ip`, or None when it holds `max` already.
+    pub(crate) fn admit(&self, ip: IpAddr, max: usize) -> Option<ClientSlot> {
         let mut counts = self.0.lock();
         let count = counts.entry(ip).or_insert(0);
         if *count >= max {
@@ -72,10 +57,16 @@ impl PerClient {
             ip,
         })
     }
+
+    /// Open over every address.
+    pub(crate) fn total(&self) -> usize {
+        self.0.lock().values().sum()
+    }
 }
 
-/// One connection's place in its address' count, given back on drop.
-struct ClientSlot {
+/// One connection's place in its address' count, given back on drop
+/// (however it ends, even if an upgrade never completes).
+pub(crate) struct ClientSlot {
     counts: PerClient,
     ip: IpAddr,
 }
@@ -317,4 +308,29 @@ async fn serve_connection(
     }
     connection.as_mut().graceful_shutdown();
     let _ = connection.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_given_back_and_empty_entries_removed() {
+        let counts = PerClient::default();
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let a = counts.admit(ip, 2);
+        let b = counts.admit(ip, 2);
+        assert!(a.is_some() && b.is_some());
+        assert!(counts.admit(ip, 2).is_none(), "third connection refused");
+        assert!(
+            counts.admit([10, 0, 0, 1].into(), 2).is_some(),
+            "per address"
+        );
+        drop(a);
+        let c = counts.admit(ip, 2);
+        assert!(c.is_some(), "a closed connection frees its slot");
+        assert_eq!(counts.total(), 2);
+        drop((b, c));
+        assert!(counts.0.lock().is_empty(), "no entry left at zero");
+    }
 }

@@ -1,20 +1,10 @@
-//! Ended sessions end everywhere: the WebSockets authenticated with a
-//! login token are closed (4403) once that token stops being valid, on
-//! every instance, within a second.
-//!
-//! An HTTP request looks its token up each time, so a revoked token stops
-//! working at once there. A WebSocket authenticates once, at
-//! `connection_init`, and may live for days; so each instance keeps the
-//! token hashes of its open authenticated sockets here and ends them:
-//!
-//! - **at once** when `logOut` on any instance publishes the hash on
-//!   `votegraph:session-ended` (pub/sub, one connection per process);
-//! - **within [`SWEEP_INTERVAL`]** otherwise: a sweep asks Redis, in one
-//!   pipelined round trip per 1,000 tokens, which sessions still exist. It
-//!   catches expiry, a session key deleted by hand, and a `logOut` whose
-//!   message was lost (pub/sub delivers at most once).
-//!
-//! A sweep that cannot reach Redis ends nothing: an outage is not a logout.
+//! Ended logins close their WebSockets (4403) on every instance within a
+//! second (docs/api.md). A socket authenticates once and may live for days,
+//! so each instance watches the token hashes of its sockets: `logOut`
+//! announces the hash over pub/sub, and a sweep every [`SWEEP_INTERVAL`]
+//! asks Redis which sessions still exist, catching expiry and lost
+//! announcements. A sweep that cannot reach Redis ends nothing: an outage
+//! is not a logout.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,14 +33,10 @@ pub struct SessionWatch {
     _task: Arc<AbortOnDropHandle<()>>,
 }
 
-/// The sockets using one login, by socket id.
-type Sockets = HashMap<u64, watch::Sender<bool>>;
-
 #[derive(Default)]
 struct Inner {
-    /// Token hash → the sockets using it.
-    open: Mutex<HashMap<Arc<str>, Sockets>>,
-    next_id: AtomicU64,
+    /// Token hash → the channel its sockets watch (one receiver each).
+    open: Mutex<HashMap<Arc<str>, watch::Sender<bool>>>,
     ended: AtomicU64,
 }
 
@@ -59,7 +45,6 @@ struct Inner {
 pub struct Watched {
     inner: Arc<Inner>,
     hash: Arc<str>,
-    id: u64,
     ended: watch::Receiver<bool>,
 }
 
@@ -74,11 +59,13 @@ impl Watched {
 impl Drop for Watched {
     fn drop(&mut self) {
         let mut open = self.inner.open.lock();
-        if let Some(sockets) = open.get_mut(&self.hash) {
-            sockets.remove(&self.id);
-            if sockets.is_empty() {
-                open.remove(&self.hash);
-            }
+        // Not ended, the entry is this socket's channel, whose receiver is
+        // still alive here: one receiver means the last.
+        let last = open
+            .get(&self.hash)
+            .is_some_and(|s| s.receiver_count() == 1);
+        if last && !*self.ended.borrow() {
+            open.remove(&self.hash);
         }
     }
 }
@@ -98,20 +85,15 @@ impl SessionWatch {
 
     /// Watches the session of `token_hash` for one socket.
     pub fn watch(&self, token_hash: &str) -> Watched {
-        let (sender, ended) = watch::channel(false);
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let hash: Arc<str> = Arc::from(token_hash);
-        self.inner
-            .open
-            .lock()
+        let mut open = self.inner.open.lock();
+        let sender = open
             .entry(hash.clone())
-            .or_default()
-            .insert(id, sender);
+            .or_insert_with(|| watch::channel(false).0);
         Watched {
             inner: self.inner.clone(),
             hash,
-            id,
-            ended,
+            ended: sender.subscribe(),
         }
     }
 
@@ -129,12 +111,10 @@ impl SessionWatch {
 impl Inner {
     /// Tells every socket of `hash` that its session ended.
     fn end(&self, hash: &str) {
-        if let Some(sockets) = self.open.lock().remove(hash) {
-            self.ended
-                .fetch_add(sockets.len() as u64, Ordering::Relaxed);
-            for sender in sockets.values() {
-                sender.send_replace(true);
-            }
+        if let Some(sender) = self.open.lock().remove(hash) {
+            let sockets = sender.receiver_count() as u64;
+            self.ended.fetch_add(sockets, Ordering::Relaxed);
+            sender.send_replace(true);
         }
     }
 
@@ -171,5 +151,33 @@ async fn sweep_once(inner: &Inner, store: &Store) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_is_watched_while_a_socket_uses_it() {
+        let watch = SessionWatch {
+            inner: Arc::default(),
+            _task: Arc::new(AbortOnDropHandle::new(tokio::spawn(async {}))),
+        };
+        let (a, b) = (watch.watch("h"), watch.watch("h"));
+        assert_eq!(watch.sessions(), 1);
+        drop(a);
+        assert_eq!(watch.sessions(), 1);
+        drop(b);
+        assert_eq!(watch.sessions(), 0, "no entry left once its sockets close");
+        let (mut c, d) = (watch.watch("h"), watch.watch("h"));
+        watch.inner.end("h");
+        c.ended().await;
+        assert_eq!(watch.ended_sockets(), 2);
+        let e = watch.watch("h");
+        drop(d);
+        assert_eq!(watch.sessions(), 1, "an ended socket leaves a new entry be");
+        drop((c, e));
+        assert_eq!(watch.sessions(), 0);
     }
 }

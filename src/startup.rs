@@ -16,7 +16,7 @@ use crate::cache::ResponseCache;
 use crate::config::Settings;
 use crate::cors::Cors;
 use crate::graphql::limits::Guard;
-use crate::graphql::{build_api, Api, AppState};
+use crate::graphql::{build_api, AppState};
 use crate::http::{self, BodyLimits, Served};
 use crate::local_redis::LocalRedis;
 use crate::metrics::{self, MetricsBuilder};
@@ -25,6 +25,7 @@ use crate::pubsub::PubSub;
 use crate::scrape;
 use crate::server::{self, ServerLimits};
 use crate::sessions::SessionWatch;
+use crate::state::ReplicaLag;
 use crate::store::{Locator, Store};
 use crate::telemetry::RequestMetrics;
 use crate::ws::{Shutdown, WebSockets};
@@ -32,24 +33,15 @@ use tokio_util::task::AbortOnDropHandle;
 
 /// A bound, ready-to-run server.
 pub struct Application {
+    settings: Settings,
     listener: TcpListener,
-    port: u16,
     route: BoxEndpoint<'static>,
-    limits: ServerLimits,
     local_redis: Option<LocalRedis>,
+    state: Arc<AppState>,
     /// Tells open WebSockets to close when the server stops.
     shutdown: Shutdown,
-    /// How long a WebSocket's goodbye may take, as any write.
-    send_timeout: Duration,
-    /// For the vote-index backfill started with the server.
-    store: Store,
-    reconcile_votes: bool,
-    top_upkeep: Duration,
-    /// The shared state (for the replica's lag sampler).
-    state: Arc<AppState>,
     /// `/health` says `draining` during the shutdown grace period.
     draining: http::Draining,
-    grace: Duration,
     /// The `--metrics-bind` listener and its one route.
     metrics_listener: Option<(TcpListener, BoxEndpoint<'static>)>,
     /// Feeds the response cache its events (see [`keep_current`]).
@@ -69,12 +61,23 @@ impl Application {
             .then(|| Arc::new(ResponseCache::new(settings.response_cache_bytes)));
         let cache_upkeep = responses.as_ref().map(|cache| keep_current(cache, &pubsub));
         let state = shared_state(&settings, &store, pubsub, responses, redis_timeout)?;
-        let api = api(&settings, state.clone())?;
-        check_redis(store.clone(), redis_source(&local_redis));
+        let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
+        let deadline = Duration::from_millis(settings.request_timeout_ms.max(1));
+        let budget = WorkBudget::new(settings.budget());
+        let api = build_api(state.clone(), guard, deadline, budget);
+        check_redis(store.clone(), local_redis.is_some());
         let shutdown = Shutdown::default();
-        let sockets = web_sockets(&settings, &api, &shutdown);
+        let sessions = SessionWatch::start(store, &state.pubsub);
+        let (limits, pubsub) = (settings.ws_limits(), state.pubsub.clone());
+        let sockets = WebSockets::new(limits, shutdown.clone(), pubsub, sessions);
         let requests = Arc::new(RequestMetrics::default());
-        let metrics = metrics_endpoint(&settings, &requests, &api, &sockets);
+        let mut registry = MetricsBuilder::default();
+        scrape::register(&mut registry, &requests, &api, &sockets);
+        let metrics = metrics::Endpoint {
+            metrics: registry.finish(),
+            open: false,
+            on_api_port: settings.trusted_proxies.is_empty() || settings.metrics_on_api_port,
+        };
         let metrics_listener = metrics_listener(&settings, &metrics).await?;
         let draining = http::Draining::default();
         let route = http::routes(Served {
@@ -82,33 +85,32 @@ impl Application {
             sockets,
             metrics,
             trusted: settings.trusted_proxies.clone(),
-            body_limits: body_limits(&settings),
+            body_limits: BodyLimits {
+                max_bytes: settings.max_body_bytes,
+                timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
+            },
             draining: draining.clone(),
             cors: Cors::new(&settings.cors_origins),
             requests,
         });
-        let (listener, port) = bind(&settings.bind).await?;
+        let listener = TcpListener::bind(&settings.bind)
+            .await
+            .with_context(|| format!("binding {}", settings.bind))?;
         Ok(Self {
+            settings,
             listener,
-            port,
             route,
-            limits: server_limits(&settings),
             local_redis,
-            shutdown,
-            send_timeout: settings.ws_limits().send_timeout,
-            store,
-            reconcile_votes: settings.reconcile_votes,
-            top_upkeep: Duration::from_millis(settings.top_upkeep_ms),
-            draining,
             state,
-            grace: Duration::from_millis(settings.shutdown_grace_ms),
+            shutdown,
+            draining,
             metrics_listener,
             _cache_upkeep: cache_upkeep,
         })
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.listener.local_addr().map_or(0, |addr| addr.port())
     }
 
     /// The port of the `--metrics-bind` listener, if there is one.
@@ -126,39 +128,37 @@ impl Application {
     /// (up to 10 s), closes every WebSocket with 1001 and stops the local
     /// Redis, if any.
     pub async fn run_until(self, signal: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
-        tracing::info!(port = self.port, "votegraph listening");
+        tracing::info!(port = self.port(), "votegraph listening");
+        let settings = &self.settings;
+        let store = &self.state.store;
         // Runs beside the server and stops with it.
+        let top_upkeep = Duration::from_millis(settings.top_upkeep_ms);
         let background = (
-            self.store.start_vote_index_backfill(self.reconcile_votes),
-            self.store
-                .start_top_index(self.reconcile_votes, self.top_upkeep),
+            store.start_vote_index_backfill(settings.reconcile_votes),
+            store.start_top_index(settings.reconcile_votes, top_upkeep),
             // Follows the writes of other clients (the book's code) as they come.
-            self.store.start_deriver(),
+            store.start_deriver(),
             sample_replica_lag(&self.state),
         );
         let (stopping, stopped) = tokio::sync::watch::channel(false);
-        let signal = drain_then_stop(
-            signal,
-            self.draining.clone(),
-            self.grace,
-            self.shutdown.clone(),
-            stopping,
-        );
+        let grace = Duration::from_millis(settings.shutdown_grace_ms);
+        let shutdown = self.shutdown.clone();
+        let signal = drain_then_stop(signal, self.draining, grace, shutdown, stopping);
+        let limits = ServerLimits {
+            max_connections: settings.max_connections,
+            max_per_client: settings.max_connections_per_client,
+            header_timeout: Duration::from_millis(settings.header_timeout_ms.max(1)),
+            trusted: settings.trusted_proxies.clone(),
+        };
         let metrics = self
             .metrics_listener
-            .map(|(listener, route)| serve_metrics(listener, route, &self.limits, stopped));
-        let served = server::serve(
-            self.listener,
-            self.route,
-            self.limits,
-            signal,
-            Duration::from_secs(10),
-        )
-        .await;
+            .map(|(listener, route)| serve_metrics(listener, route, &limits, stopped));
+        let grace = Duration::from_secs(10);
+        let served = server::serve(self.listener, self.route, limits, signal, grace).await;
         drop(background);
         // The serve loop waited for every connection, upgraded ones
         // included; this only bounds a socket still saying goodbye.
-        let goodbyes = self.send_timeout + Duration::from_secs(2);
+        let goodbyes = settings.ws_limits().send_timeout + Duration::from_secs(2);
         if tokio::time::timeout(goodbyes, self.shutdown.connections_closed())
             .await
             .is_err()
@@ -187,15 +187,6 @@ async fn locate_redis(
     let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
     let locator = Locator::url(local.url()).context("invalid Redis URL")?;
     Ok((locator, Some(local)))
-}
-
-/// What the log names when Redis does not answer.
-fn redis_source(local_redis: &Option<LocalRedis>) -> &'static str {
-    if local_redis.is_some() {
-        "the local redis-server"
-    } else {
-        "REDIS_URL"
-    }
 }
 
 /// The pool of the primary, which every write goes to.
@@ -247,56 +238,17 @@ fn shared_state(
     responses: Option<Arc<ResponseCache>>,
     redis_timeout: Duration,
 ) -> anyhow::Result<Arc<AppState>> {
-    let persisted = PersistedQueries::new(store.clone(), settings.persisted_limits());
-    let hasher = PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?;
-    let state = AppState::new(
-        store.clone(),
-        hasher,
+    Ok(Arc::new(AppState {
+        store: store.clone(),
+        replica: replica_store(settings, redis_timeout)?,
+        replica_lag: ReplicaLag::default(),
+        hasher: PasswordHasher::new(settings.argon2_memory_kib, settings.argon2_iterations)?,
         pubsub,
         responses,
-        persisted,
-        settings.login_limit(),
-        settings.rate_limits(),
-    );
-    Ok(state.with_replica(replica_store(settings, redis_timeout)?))
-}
-
-/// The schema with its document limits, deadline and work budget.
-fn api(settings: &Settings, state: Arc<AppState>) -> anyhow::Result<Api> {
-    let guard = Guard::new(settings.document_limits(), &crate::graphql::sdl())?;
-    Ok(build_api(
-        state,
-        guard,
-        Duration::from_millis(settings.request_timeout_ms.max(1)),
-        WorkBudget::new(settings.budget()),
-    ))
-}
-
-/// The WebSocket limits and connections, closed by `shutdown`.
-fn web_sockets(settings: &Settings, api: &Api, shutdown: &Shutdown) -> WebSockets {
-    let sessions = SessionWatch::start(api.state().store().clone(), api.state().pubsub());
-    WebSockets::new(
-        settings.ws_limits(),
-        shutdown.clone(),
-        api.state().pubsub().clone(),
-        sessions,
-    )
-}
-
-/// `/metrics`, reading every part.
-fn metrics_endpoint(
-    settings: &Settings,
-    requests: &Arc<RequestMetrics>,
-    api: &Api,
-    sockets: &WebSockets,
-) -> metrics::Endpoint {
-    let mut registry = MetricsBuilder::default();
-    scrape::register(&mut registry, requests, api, sockets);
-    metrics::Endpoint {
-        metrics: registry.finish(),
-        open: false,
-        on_api_port: settings.trusted_proxies.is_empty() || settings.metrics_on_api_port,
-    }
+        persisted: PersistedQueries::new(store.clone(), settings.persisted_limits()),
+        login: settings.login_limit(),
+        rates: settings.rate_limits(),
+    }))
 }
 
 /// The `--metrics-bind` listener and its one route, open to any client.
@@ -320,43 +272,15 @@ async fn metrics_listener(
     Ok(Some((listener, route)))
 }
 
-fn body_limits(settings: &Settings) -> BodyLimits {
-    BodyLimits {
-        max_bytes: settings.max_body_bytes,
-        timeout: Duration::from_millis(settings.body_timeout_ms.max(1)),
-    }
-}
-
-fn server_limits(settings: &Settings) -> ServerLimits {
-    ServerLimits {
-        max_connections: settings.max_connections,
-        max_per_client: settings.max_connections_per_client,
-        header_timeout: Duration::from_millis(settings.header_timeout_ms.max(1)),
-        trusted: settings.trusted_proxies.clone(),
-    }
-}
-
-/// The API listener and its port.
-async fn bind(address: &str) -> anyhow::Result<(TcpListener, u16)> {
-    let listener = TcpListener::bind(address)
-        .await
-        .with_context(|| format!("binding {address}"))?;
-    let port = listener
-        .local_addr()
-        .context("listener has no address")?
-        .port();
-    Ok((listener, port))
-}
-
 /// The replica's lag, measured every second for /health and /metrics.
 fn sample_replica_lag(state: &Arc<AppState>) -> Option<AbortOnDropHandle<()>> {
-    let replica = state.replica().cloned()?;
+    let replica = state.replica.clone()?;
     let state = state.clone();
     Some(AbortOnDropHandle::new(tokio::spawn(async move {
         let mut ticks = tokio::time::interval(Duration::from_secs(1));
         loop {
             ticks.tick().await;
-            state.replica_lag().sample(state.store(), &replica).await;
+            state.replica_lag.sample(&state.store, &replica).await;
         }
     })))
 }
@@ -421,7 +345,12 @@ const METRICS_CONNECTIONS: usize = 16;
 /// it does not: a wrong `REDIS_URL` shows in the log at startup, not only
 /// as "storage unavailable" on the first request. The server starts either
 /// way and serves once Redis answers.
-fn check_redis(store: Store, source: &'static str) {
+fn check_redis(store: Store, local: bool) {
+    let source = if local {
+        "the local redis-server"
+    } else {
+        "REDIS_URL"
+    };
     tokio::spawn(async move {
         match store.check().await {
             Ok(()) => tracing::info!(redis = %store.address(), "redis answers"),

@@ -1,8 +1,6 @@
-//! What every request of the process shares, registered once: the store
-//! (and the read replica), the password hasher, the pub/sub hub, the
-//! response cache, the persisted queries and the write limits. The HTTP
-//! routes, the WebSocket loop, the request pipeline and the resolvers'
-//! request context all reach it from the API.
+//! What every request of the process shares, registered once and reached
+//! from the API by the HTTP routes, the WebSocket loop, the request
+//! pipeline and the resolvers' request context.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -14,9 +12,6 @@ use crate::pubsub::PubSub;
 use crate::rate::RateLimits;
 use crate::store::{LoginLimit, Store};
 
-/// What every request of this process shares, registered once: the HTTP
-/// routes, the WebSocket loop and the resolvers (through their
-/// request context) all reach it from the API.
 pub struct AppState {
     pub(crate) store: Store,
     /// `--redis-replica-url`: where anonymous reads of the site's rankings
@@ -29,69 +24,6 @@ pub struct AppState {
     pub(crate) persisted: PersistedQueries,
     pub(crate) login: LoginLimit,
     pub(crate) rates: RateLimits,
-}
-
-impl AppState {
-    pub fn new(
-        store: Store,
-        hasher: PasswordHasher,
-        pubsub: PubSub,
-        responses: Option<Arc<ResponseCache>>,
-        persisted: PersistedQueries,
-        login: LoginLimit,
-        rates: RateLimits,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            store,
-            replica: None,
-            replica_lag: ReplicaLag::default(),
-            hasher,
-            pubsub,
-            responses,
-            persisted,
-            login,
-            rates,
-        })
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// Adds a read replica (see `RequestContext::on_replica`).
-    pub fn with_replica(self: Arc<Self>, replica: Option<Store>) -> Arc<Self> {
-        match Arc::try_unwrap(self) {
-            Ok(mut state) => {
-                state.replica = replica;
-                Arc::new(state)
-            }
-            Err(shared) => shared,
-        }
-    }
-
-    /// The read replica, when configured.
-    pub fn replica(&self) -> Option<&Store> {
-        self.replica.as_ref()
-    }
-
-    /// The replica's last measured state (see [`ReplicaLag`]).
-    pub fn replica_lag(&self) -> &ReplicaLag {
-        &self.replica_lag
-    }
-
-    pub fn pubsub(&self) -> &PubSub {
-        &self.pubsub
-    }
-
-    /// The anonymous response cache, when enabled.
-    pub fn responses(&self) -> Option<&Arc<ResponseCache>> {
-        self.responses.as_ref()
-    }
-
-    /// The automatic persisted queries' documents.
-    pub fn persisted(&self) -> &PersistedQueries {
-        &self.persisted
-    }
 }
 
 /// How far the read replica is behind the primary, measured every second

@@ -1,12 +1,7 @@
 //! Logs and per-request telemetry: the log format, request ids, the access
-//! log line and the HTTP and GraphQL request metrics.
-//!
-//! Every HTTP request runs in a `request` span carrying its request id, so
-//! each log line written while serving it (a Redis failure, a WebSocket's
-//! lines long after the upgrade) names the request it belongs to, and the
-//! same id goes back in the `X-Request-Id` response header for the client
-//! to quote. An id a proxy or client sends is kept when it is sane, so one
-//! id follows a request through every hop.
+//! log line and the HTTP and GraphQL request metrics. Every request runs in
+//! a span carrying its id (kept from `X-Request-Id` when sane, so one id
+//! follows a request through every hop), so each of its log lines names it.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -24,7 +19,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::error::ErrorCode;
 use crate::metrics::{buckets, MetricsBuilder};
 
 /// The request id header, read from requests and set on every response.
@@ -92,75 +86,30 @@ const REQUEST_BOUNDS_US: &[u64] = &[
     2_500_000, 5_000_000, 10_000_000,
 ];
 
-/// The kind of a GraphQL operation, as a label; `none` when the request
-/// failed before an operation was chosen (malformed JSON, a syntax error).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OperationKind {
-    Query,
-    Mutation,
-    Subscription,
-    None,
-}
+/// A GraphQL operation's type and name (None: anonymous).
+pub type Operation = (OperationType, Option<async_graphql::Name>);
 
-impl OperationKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            OperationKind::Query => "query",
-            OperationKind::Mutation => "mutation",
-            OperationKind::Subscription => "subscription",
-            OperationKind::None => "none",
-        }
+/// The type label of a request's operation; `none` when it failed before
+/// one was chosen (malformed JSON, a syntax error).
+fn type_label(operation: Option<&Operation>) -> &'static str {
+    match operation.map(|(kind, _)| kind) {
+        Some(OperationType::Query) => "query",
+        Some(OperationType::Mutation) => "mutation",
+        Some(OperationType::Subscription) => "subscription",
+        None => "none",
     }
 }
 
-impl From<OperationType> for OperationKind {
-    fn from(kind: OperationType) -> Self {
-        match kind {
-            OperationType::Query => OperationKind::Query,
-            OperationType::Mutation => OperationKind::Mutation,
-            OperationType::Subscription => OperationKind::Subscription,
-        }
-    }
-}
-
-/// What a GraphQL request was, as far as the metrics care.
-#[derive(Debug, Clone, Default)]
-pub struct Operation {
-    pub kind: Option<OperationKind>,
-    /// The operation's name (None: anonymous), when `kind` is known.
-    pub name: Option<async_graphql::Name>,
-}
-
-/// Routes with series of their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    Graphql,
-    Health,
-    Metrics,
-    Graphiql,
-    Other,
-}
-
-impl Route {
-    pub fn of(path: &str) -> Self {
-        match path {
-            "/graphql" => Route::Graphql,
-            "/health" => Route::Health,
-            "/metrics" => Route::Metrics,
-            "/" => Route::Graphiql,
-            p if p.starts_with("/assets/graphiql/") => Route::Graphiql,
-            _ => Route::Other,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Route::Graphql => "graphql",
-            Route::Health => "health",
-            Route::Metrics => "metrics",
-            Route::Graphiql => "graphiql",
-            Route::Other => "other",
-        }
+/// The route label of `path`: the routes with series of their own, or
+/// `other`.
+fn route_label(path: &str) -> &'static str {
+    match path {
+        "/graphql" => "graphql",
+        "/health" => "health",
+        "/metrics" => "metrics",
+        "/" => "graphiql",
+        p if p.starts_with("/assets/graphiql/") => "graphiql",
+        _ => "other",
     }
 }
 
@@ -261,8 +210,7 @@ impl RequestMetrics {
     }
 
     /// One HTTP request, answered with `status` after `elapsed`.
-    pub fn http(&self, route: Route, status: StatusCode, elapsed: std::time::Duration) {
-        let route = route.label();
+    pub fn http(&self, route: &'static str, status: StatusCode, elapsed: std::time::Duration) {
         self.http
             .get_or_create(&HttpLabels {
                 route,
@@ -276,12 +224,17 @@ impl RequestMetrics {
 
     /// One GraphQL request over HTTP: its operation, the code of its first
     /// error (`OK` without errors) and its time.
-    pub fn graphql(&self, operation: &Operation, code: &'static str, elapsed: std::time::Duration) {
-        let kind = operation.kind.unwrap_or(OperationKind::None).label();
-        let name = match (&operation.kind, &operation.name) {
-            (None, _) => self.labels[1].clone(),
-            (Some(_), None) => self.labels[0].clone(),
-            (Some(_), Some(name)) => self.name(name.as_str()),
+    pub fn graphql(
+        &self,
+        operation: Option<&Operation>,
+        code: &'static str,
+        elapsed: std::time::Duration,
+    ) {
+        let kind = type_label(operation);
+        let name = match operation {
+            None => self.labels[1].clone(),
+            Some((_, None)) => self.labels[0].clone(),
+            Some((_, Some(name))) => self.name(name.as_str()),
         };
         self.graphql
             .get_or_create(&GraphqlLabels {
@@ -313,17 +266,12 @@ impl RequestMetrics {
         names.insert(name.into(), label.clone());
         label
     }
-
-    /// Operation names with series of their own so far.
-    pub fn operation_names(&self) -> usize {
-        self.names.read().len()
-    }
 }
 
 /// What the handlers tell the middleware about a GraphQL request.
 #[derive(Default)]
 struct Outcome {
-    operation: Operation,
+    operation: Option<Operation>,
     code: Option<&'static str>,
 }
 
@@ -336,13 +284,12 @@ tokio::task_local! {
 
 /// Records which operation the current request runs (no-op outside one).
 pub fn note_operation(operation: Operation) {
-    let _ = OUTCOME.try_with(|o| o.borrow_mut().operation = operation);
+    let _ = OUTCOME.try_with(|o| o.borrow_mut().operation = Some(operation));
 }
 
 /// Records the current request's outcome code, the `extensions.code` of
 /// its first error (no-op outside a request).
-pub fn note_code(code: &str) {
-    let code = ErrorCode::parse(code).map_or(OTHER_CODE, ErrorCode::as_str);
+pub fn note_code(code: &'static str) {
     let _ = OUTCOME.try_with(|o| o.borrow_mut().code = Some(code));
 }
 
@@ -358,7 +305,7 @@ pub async fn access_log<E: Endpoint>(
     metrics: Arc<RequestMetrics>,
 ) -> poem::Result<Response> {
     let id = request_id(req.headers());
-    let route = Route::of(req.uri().path());
+    let route = route_label(req.uri().path());
     let span = tracing::info_span!(
         "request",
         request_id = %id,
@@ -387,20 +334,21 @@ pub async fn access_log<E: Endpoint>(
     }
     let ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3;
     let _entered = span.enter();
-    if route == Route::Graphql && status != StatusCode::SWITCHING_PROTOCOLS {
+    if route == "graphql" && status != StatusCode::SWITCHING_PROTOCOLS {
         let code = outcome
             .code
             .unwrap_or(if status.is_success() { OK } else { OTHER_CODE });
-        metrics.graphql(&outcome.operation, code, elapsed);
-        let operation = outcome.operation.name.as_ref().map(|n| {
+        let operation = outcome.operation.as_ref();
+        metrics.graphql(operation, code, elapsed);
+        let name = operation.and_then(|(_, name)| name.as_ref()).map(|n| {
             let name = n.as_str();
-            &name[..name.floor_char_boundary(64)]
+            &name[..name.floor_char_boundary(MAX_NAME_BYTES)]
         });
         tracing::info!(
             status = status.as_u16(),
             ms,
-            operation_type = outcome.operation.kind.map(OperationKind::label),
-            operation,
+            operation_type = operation.map(|_| type_label(operation)),
+            operation = name,
             code,
             "served"
         );

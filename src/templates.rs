@@ -1,21 +1,9 @@
-//! Logged-in pages from shared templates: the response of a logged-in
-//! query differs from an anonymous one only in `myVote`, so it is computed
-//! once, anonymously, with a hole where each `myVote` goes, kept in the
-//! response cache like an anonymous page, and filled per reader with one
-//! `ZMSCORE` of their vote index.
-//!
-//! Why: without a template a logged-in reader's page runs the whole
-//! executor and reads every article for every request; with one it costs
-//! the session lookup, one command for the votes and a copy of the body.
-//! The template follows the anonymous cache's rules (see `cache/`): it
-//! records what it shows, is never older than a second, and a vote drops
-//! it when it may change it. The reader's own votes are read fresh on
-//! every request.
-//!
-//! What may be a template is decided while it is computed, not by a list:
-//! a resolver that asks the request context who the caller is (`me`)
-//! marks the document personal, and such documents run whole for every
-//! request.
+//! Logged-in pages from shared templates (docs/api.md, "Cached pages"): a
+//! logged-in query's response differs from an anonymous one only in
+//! `myVote`, so it is computed once, anonymously, with a hole where each
+//! `myVote` goes, kept in the response cache and filled per reader with
+//! their votes. A resolver that asks who the caller is (`me`) marks the
+//! document personal; such documents run whole for every request.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -197,7 +185,6 @@ impl Template {
     }
 }
 
-/// The value at `path` in `data`.
 fn slot<'a>(data: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
     path.iter()
         .try_fold(data, |value, step| match (value, step) {

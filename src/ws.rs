@@ -1,28 +1,15 @@
 //! votegraph's own GraphQL-over-WebSocket server, for `graphql-transport-ws`
-//! (graphql-ws' PROTOCOL.md) and the legacy `graphql-ws`
-//! (subscriptions-transport-ws).
-//!
-//! async-graphql's built-in loop trusts its clients: it waits forever for
-//! `connection_init`, turns a bad token into an anonymous connection, lets a
-//! duplicate id silently replace a running subscription and has no limits.
-//! A public server needs each of those bounded, so this loop enforces the
-//! protocol's close codes, caps what one connection or one address may hold,
-//! drops clients that stop reading, and says goodbye (1001) on shutdown.
-//! Queries and mutations run through the request pipeline, exactly as over
-//! HTTP (limits, response cache, work budget, templates); subscriptions
-//! through [`Api`], so every rule the executor applies applies here too.
-//!
-//! A subscription whose result cannot depend on its caller joins a shared
-//! stream ([`SharedStreams`]): its events arrive already serialised, and
-//! the frame is assembled around them (`{"id":…,"type":"next","payload":…}`)
-//! rather than serialised again for every subscriber.
+//! and the legacy `graphql-ws`. async-graphql's loop waits forever for
+//! `connection_init`, turns a bad token into an anonymous connection, lets
+//! a duplicate id replace a running subscription and has no limits; this
+//! one keeps the protocol's close codes and the limits of docs/api.md
+//! ("WebSocket limits and close codes"), and says goodbye (1001) on
+//! shutdown. Queries and mutations run through the request pipeline, as
+//! over HTTP; subscriptions through [`Api`], or a shared stream
+//! ([`SharedStreams`]) whose events come serialised once for all.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 use std::time::Duration;
 
 use async_graphql::http::{WebSocketProtocols as Protocol, ALL_WEBSOCKET_PROTOCOLS};
@@ -38,14 +25,14 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::auth::token_hash;
-use crate::auth::Session;
+use crate::auth::{token_hash, Session};
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, AppResult};
 use crate::graphql::shared_subscriptions::SharedStreams;
 use crate::graphql::{Api, RequestContext};
 use crate::pipeline::{self, PipelineRequest, ResponseContent};
 use crate::pubsub::PubSub;
+use crate::server::{ClientSlot, PerClient};
 use crate::sessions::{SessionWatch, Watched};
 use crate::store::Store;
 
@@ -82,38 +69,27 @@ pub struct Limits {
 }
 
 /// Process-wide WebSocket state, shared with the upgrade handler as poem
-/// data: the limits, the count of connections per address, the shared
-/// subscription streams and the shutdown notifier.
+/// data.
 #[derive(Clone)]
 pub struct WebSockets {
     limits: Limits,
-    connections: ConnectionCounts,
-    shared: SharedStreams,
+    pub(crate) connections: PerClient,
+    pub(crate) shared: SharedStreams,
     shutdown: Shutdown,
-    sessions: SessionWatch,
+    /// Ends the connections whose login ended.
+    pub(crate) sessions: SessionWatch,
 }
 
 impl WebSockets {
-    /// `pubsub` counts the subscribers of shared streams; `sessions` ends
-    /// the connections whose login ended.
+    /// `pubsub` counts the subscribers of shared streams.
     pub fn new(limits: Limits, shutdown: Shutdown, pubsub: PubSub, sessions: SessionWatch) -> Self {
         Self {
             limits,
-            connections: ConnectionCounts::default(),
+            connections: PerClient::default(),
             shared: SharedStreams::new(limits.max_shared_streams, pubsub),
             shutdown,
             sessions,
         }
-    }
-
-    /// The watched logins of open connections, for `/metrics`.
-    pub fn sessions(&self) -> &SessionWatch {
-        &self.sessions
-    }
-
-    /// The shared subscription streams, for `/health`.
-    pub fn shared_stats(&self) -> Value {
-        self.shared.stats()
     }
 
     /// Tungstenite refuses larger messages itself, before buffering them.
@@ -130,30 +106,6 @@ impl WebSockets {
             .max_write_buffer_size(1024 * 1024)
             .max_message_size(Some(max))
             .max_frame_size(Some(max))
-    }
-
-    /// A slot for one more connection from `client`, or `None` when that
-    /// address holds as many as it may. Clients whose address is unknown
-    /// are not counted.
-    fn admit(&self, client: Option<IpAddr>) -> Option<ConnectionSlot> {
-        let Some(ip) = client else {
-            return Some(ConnectionSlot { held: None });
-        };
-        let mut counts = self.connections.lock();
-        let count = counts.entry(ip).or_insert(0);
-        if *count >= self.limits.max_connections_per_client {
-            return None;
-        }
-        *count += 1;
-        Some(ConnectionSlot {
-            held: Some((self.connections.clone(), ip)),
-        })
-    }
-
-    /// Open WebSocket connections (those whose address is known), for
-    /// `/metrics`.
-    pub fn open_connections(&self) -> usize {
-        self.connections.lock().values().sum()
     }
 
     /// Upgrades `GET /graphql` to a GraphQL WebSocket for `client`; a
@@ -180,13 +132,24 @@ impl WebSockets {
                 "not a valid WebSocket upgrade: Sec-WebSocket-Key and Sec-WebSocket-Version: 13 are required".to_owned(),
             ));
         };
-        let Some(slot) = self.admit(Some(client.ip())) else {
+        let max = self.limits.max_connections_per_client;
+        let Some(slot) = self.connections.admit(client.ip(), max) else {
             return Err(AppError::TooManyConnections {
                 websocket: true,
                 retry_after_secs: CONNECTION_RETRY_AFTER_SECS,
             });
         };
-        let connection = self.connection(schema.clone(), protocol.0, header_auth, client, slot);
+        let connection = Connection {
+            schema: schema.clone(),
+            protocol: protocol.0,
+            header_auth,
+            client,
+            limits: self.limits,
+            shared: self.shared.clone(),
+            shutdown: self.shutdown.listen(),
+            sessions: self.sessions.clone(),
+            _slot: slot,
+        };
         // The connection outlives the request; its log lines keep the
         // request's span (and request id).
         let span = tracing::Span::current();
@@ -196,66 +159,11 @@ impl WebSockets {
             .on_upgrade(move |socket| connection.run(socket).instrument(span))
             .into_response())
     }
-
-    /// Everything one upgraded connection needs, captured before the upgrade.
-    fn connection(
-        &self,
-        schema: Api,
-        protocol: Protocol,
-        header_auth: Option<String>,
-        client: ClientAddr,
-        slot: ConnectionSlot,
-    ) -> Connection {
-        Connection {
-            schema,
-            protocol,
-            header_auth,
-            client,
-            limits: self.limits,
-            shared: self.shared.clone(),
-            shutdown: self.shutdown.listen(),
-            sessions: self.sessions.clone(),
-            _slot: slot,
-        }
-    }
 }
 
-/// Live connections per client address. Entries are removed at zero, so
-/// the map holds only addresses with a connection open.
-#[derive(Clone, Default)]
-struct ConnectionCounts(Arc<Mutex<HashMap<IpAddr, usize>>>);
-
-impl ConnectionCounts {
-    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<IpAddr, usize>> {
-        self.0.lock()
-    }
-}
-
-/// One counted connection; dropping it (however the connection ends, even
-/// if the upgrade never completes) gives the slot back.
-pub struct ConnectionSlot {
-    held: Option<(ConnectionCounts, IpAddr)>,
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        if let Some((counts, ip)) = self.held.take() {
-            if let Entry::Occupied(mut entry) = counts.lock().entry(ip) {
-                *entry.get_mut() -= 1;
-                if *entry.get() == 0 {
-                    entry.remove();
-                }
-            }
-        }
-    }
-}
-
-/// Tells open WebSockets that the server is stopping.
-///
-/// poem's graceful shutdown waits for HTTP requests, but an upgraded
-/// connection has left poem's hands: without this, sockets would just be cut
-/// when the process exits, and clients could not tell a restart from a
-/// network failure.
+/// Tells open WebSockets that the server is stopping: an upgraded
+/// connection has left poem's graceful shutdown, and a socket cut when the
+/// process exits looks like a network failure to its client.
 #[derive(Clone)]
 pub struct Shutdown(Arc<watch::Sender<bool>>);
 
@@ -295,7 +203,7 @@ pub struct Connection {
     shared: SharedStreams,
     shutdown: watch::Receiver<bool>,
     sessions: SessionWatch,
-    _slot: ConnectionSlot,
+    _slot: ClientSlot,
 }
 
 impl Connection {
@@ -308,14 +216,7 @@ impl Connection {
                 send_timeout: self.limits.send_timeout,
             },
             incoming,
-            protocol: self.protocol,
-            schema: self.schema,
-            header_auth: self.header_auth,
-            client: self.client,
-            limits: self.limits,
-            shared: self.shared,
-            shutdown: self.shutdown,
-            sessions: self.sessions,
+            conn: self,
             login: None,
             init_received: false,
             data: None,
@@ -328,7 +229,6 @@ impl Connection {
     }
 }
 
-/// Why a connection ends.
 enum End {
     /// The client went away or cannot be written to: nothing more to send.
     Gone,
@@ -398,9 +298,7 @@ const INTERNAL: Refusal = Refusal {
 struct Incoming {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
     payload: Option<Value>,
 }
 
@@ -424,7 +322,6 @@ enum Payload {
 
 type Item = (Arc<str>, Option<Payload>);
 
-/// What woke the connection's loop.
 enum Event {
     Shutdown,
     InitTimeout,
@@ -437,14 +334,7 @@ enum Event {
 struct State {
     out: Outbox,
     incoming: SplitStream<WebSocketStream>,
-    protocol: Protocol,
-    schema: Api,
-    header_auth: Option<String>,
-    client: ClientAddr,
-    limits: Limits,
-    shared: SharedStreams,
-    shutdown: watch::Receiver<bool>,
-    sessions: SessionWatch,
+    conn: Connection,
     /// The login this connection was authenticated with, watched until it
     /// ends (None: anonymous).
     login: Option<Watched>,
@@ -463,14 +353,14 @@ struct State {
 
 impl State {
     async fn serve(&mut self) -> End {
-        let init_deadline = tokio::time::sleep(self.limits.init_timeout);
+        let init_deadline = tokio::time::sleep(self.conn.limits.init_timeout);
         tokio::pin!(init_deadline);
-        let period = self.limits.keep_alive;
+        let period = self.conn.limits.keep_alive;
         let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
-                _ = self.shutdown.wait_for(|stopping| *stopping) => Event::Shutdown,
+                _ = self.conn.shutdown.wait_for(|stopping| *stopping) => Event::Shutdown,
                 _ = &mut init_deadline, if !self.init_received => Event::InitTimeout,
                 frame = self.incoming.next() => Event::Frame(frame),
                 Some((id, response)) = self.streams.next(), if !self.streams.is_empty() => {
@@ -486,7 +376,7 @@ impl State {
                 Event::Frame(frame) => self.on_frame(frame).await,
                 Event::Response(id, response) => self.on_response(id, response).await,
                 Event::KeepAlive => {
-                    let ping = match self.protocol {
+                    let ping = match self.conn.protocol {
                         Protocol::SubscriptionsTransportWS => {
                             Message::Text(r#"{"type":"ka"}"#.into())
                         }
@@ -561,7 +451,7 @@ impl State {
         let Ok(message) = serde_json::from_slice::<Incoming>(bytes) else {
             return Err(self.invalid("invalid message"));
         };
-        let transport = self.protocol == Protocol::GraphQLWS;
+        let transport = self.conn.protocol == Protocol::GraphQLWS;
         match (message.kind.as_str(), transport) {
             ("connection_init", _) => self.init(message.payload).await,
             ("subscribe", true) | ("start", false) => {
@@ -595,12 +485,12 @@ impl State {
             Some(Value::Object(fields)) => payload_authorization(fields),
             Some(_) => return Err(self.invalid("connection_init payload must be an object")),
         };
-        let auth = from_payload.or_else(|| self.header_auth.clone());
-        let session = match authenticate(self.schema.state().store(), auth.as_deref()).await {
+        let auth = from_payload.or_else(|| self.conn.header_auth.clone());
+        let session = match authenticate(&self.conn.schema.state.store, auth.as_deref()).await {
             Ok(session) => {
                 self.login = session
                     .token()
-                    .map(|token| self.sessions.watch(&token_hash(token)));
+                    .map(|token| self.conn.sessions.watch(&token_hash(token)));
                 self.authorization = session.token().and(auth);
                 session
             }
@@ -611,7 +501,8 @@ impl State {
             }
         };
         self.data = Some(Arc::new(
-            RequestContext::new(self.schema.state(), session, self.client).into_connection_data(),
+            RequestContext::new(&self.conn.schema.state, session, self.conn.client)
+                .into_connection_data(),
         ));
         self.send("connection_ack", None, None::<()>).await
     }
@@ -631,7 +522,7 @@ impl State {
         };
         if self.operations.contains_key(id.as_str()) {
             let message = format!("Subscriber for {} already exists", echo(&id));
-            return match self.protocol {
+            return match self.conn.protocol {
                 Protocol::GraphQLWS => Err(End::close(4409, message)),
                 Protocol::SubscriptionsTransportWS => {
                     self.send_error(&id, AppError::bad_input("id", message))
@@ -639,8 +530,8 @@ impl State {
                 }
             };
         }
-        if self.operations.len() >= self.limits.max_subscriptions {
-            let max = self.limits.max_subscriptions;
+        if self.operations.len() >= self.conn.limits.max_subscriptions {
+            let max = self.conn.limits.max_subscriptions;
             return self
                 .send_error(&id, AppError::TooManySubscriptions { max })
                 .await;
@@ -648,9 +539,10 @@ impl State {
         let id: Arc<str> = id.into();
         let key = id.clone();
         let payloads = if self.is_subscription(&request) {
-            match self.shared.join(&self.schema, request) {
+            match self.conn.shared.join(&self.conn.schema, request) {
                 Ok(shared) => shared.map(Payload::Shared).boxed(),
                 Err(request) => self
+                    .conn
                     .schema
                     .execute_stream(*request, Some(data))
                     .map(|response| Payload::Own(Box::new(response)))
@@ -662,11 +554,11 @@ impl State {
             let ask = PipelineRequest {
                 request,
                 authorization: self.authorization.clone(),
-                client: self.client,
+                client: self.conn.client,
                 queries_only: false,
                 with_cost: false,
             };
-            let api = self.schema.clone();
+            let api = self.conn.schema.clone();
             stream::once(async move { answered(pipeline::run(&api, ask).await) }).boxed()
         };
         let responses = payloads
@@ -683,7 +575,7 @@ impl State {
     /// is not one: its refusal comes from the pipeline).
     fn is_subscription(&self, request: &async_graphql::Request) -> bool {
         matches!(
-            self.schema.guard().check(request),
+            self.conn.schema.guard.check(request),
             Ok(Some(checked)) if checked.operation == OperationType::Subscription
         )
     }
@@ -700,7 +592,7 @@ impl State {
     }
 
     async fn on_response(&mut self, id: Arc<str>, response: Option<Payload>) -> Result<(), End> {
-        let kind = match self.protocol {
+        let kind = match self.conn.protocol {
             Protocol::GraphQLWS => "next",
             Protocol::SubscriptionsTransportWS => "data",
         };
@@ -724,7 +616,7 @@ impl State {
     /// `graphql-transport-ws`, a single one in the legacy protocol.
     async fn send_error(&mut self, id: &str, error: AppError) -> Result<(), End> {
         let error = error.into_server_error();
-        match self.protocol {
+        match self.conn.protocol {
             Protocol::GraphQLWS => self.send("error", Some(id), Some([error])).await,
             Protocol::SubscriptionsTransportWS => self.send("error", Some(id), Some(error)).await,
         }
@@ -747,7 +639,8 @@ impl State {
         End::Close {
             code: refusal.code,
             reason: refusal.reason.to_owned(),
-            notice: (self.protocol == Protocol::SubscriptionsTransportWS).then_some(refusal.legacy),
+            notice: (self.conn.protocol == Protocol::SubscriptionsTransportWS)
+                .then_some(refusal.legacy),
         }
     }
 
@@ -903,11 +796,6 @@ mod tests {
         }
     }
 
-    /// A hub whose listener fails at once and retries in the background.
-    fn pubsub() -> PubSub {
-        PubSub::start(crate::store::Locator::url("redis://127.0.0.1:1").unwrap())
-    }
-
     #[test]
     fn shared_frames_match_serialised_ones() {
         let payload = r#"{"data":{"scoreChanged":{"votes":2}}}"#;
@@ -922,43 +810,5 @@ mod tests {
             .unwrap();
             assert_eq!(assembled, serialised);
         }
-    }
-
-    #[tokio::test]
-    async fn slots_are_given_back_and_empty_entries_removed() {
-        let limits = Limits {
-            keep_alive: Duration::from_secs(1),
-            init_timeout: Duration::from_secs(1),
-            send_timeout: Duration::from_secs(1),
-            max_message_bytes: 1024,
-            max_subscriptions: 1,
-            max_connections_per_client: 2,
-            max_shared_streams: 0,
-        };
-        let pubsub = pubsub();
-        let store = Store::new(
-            crate::store::Locator::url("redis://127.0.0.1:1").unwrap(),
-            1,
-            Duration::from_millis(10),
-            Duration::from_millis(10),
-            None,
-        )
-        .unwrap();
-        let sessions = SessionWatch::start(store, &pubsub);
-        let ws = WebSockets::new(limits, Shutdown::default(), pubsub, sessions);
-        let ip: IpAddr = [127, 0, 0, 1].into();
-        let a = ws.admit(Some(ip));
-        let b = ws.admit(Some(ip));
-        assert!(a.is_some() && b.is_some());
-        assert!(ws.admit(Some(ip)).is_none(), "third connection refused");
-        assert!(
-            ws.admit(Some([10, 0, 0, 1].into())).is_some(),
-            "per address"
-        );
-        drop(a);
-        let c = ws.admit(Some(ip));
-        assert!(c.is_some(), "a closed connection frees its slot");
-        drop((b, c));
-        assert!(ws.connections.lock().is_empty(), "no entry left at zero");
     }
 }

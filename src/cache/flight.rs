@@ -11,20 +11,14 @@ use tokio::sync::watch;
 
 use super::{Cached, Position};
 
-/// Responses being computed: the first request that misses an entry
-/// computes it, and the requests that miss the same entry meanwhile wait
-/// for its body instead of computing it again. When a front page expires,
-/// 64 clients then cost one execution, not 64 (the latency spike of a
-/// cache miss under load). The map holds one entry per key being computed,
-/// so it is bounded by the requests in flight.
-///
-/// A request joins only a computation that started at the cache's current
-/// [`Position`]: after a vote or a write it computes afresh, so a client
-/// that voted never reads a page computed before its vote.
+/// Responses being computed, one per key, so bounded by the requests in
+/// flight. A request joins only a computation that started at the cache's
+/// current [`Position`]: after a vote or a write it computes afresh, so a
+/// client that voted never reads a page computed before its vote.
 #[derive(Default, Clone)]
 pub(super) struct Flights(Arc<Mutex<HashMap<String, (Position, BodyReceiver)>>>);
 
-/// Where the computed body arrives: None until it does.
+/// None until the computed body arrives.
 type BodyReceiver = watch::Receiver<Option<Arc<Cached>>>;
 
 /// What a request that missed the cache does.
@@ -36,8 +30,6 @@ pub enum Flight {
 }
 
 impl Flights {
-    /// Joins the computation of `key` started at the cache's `now`, or
-    /// starts one.
     pub(super) fn join(&self, key: &str, now: Position) -> Flight {
         let mut flights = self.0.lock();
         if let Some((started, receiver)) = flights.get(key) {

@@ -1,52 +1,23 @@
-//! An in-process cache of whole responses to anonymous queries (front
-//! pages, group pages, single articles), for readers who are not logged in.
+//! The in-process cache of whole responses to anonymous queries, and of
+//! logged-in queries' templates (`templates.rs`); the rules it keeps are in
+//! docs/api.md, "Cached pages".
 //!
-//! Semantics, in order of strength:
-//! - a cached response is never older than [`MAX_AGE`] (1 s): posts, group
-//!   and slug changes made through other instances show within a second;
-//! - every score change reaches the responses it can change when its pub/sub
-//!   event arrives, so a vote anywhere is never hidden longer than the
-//!   delivery of its event (the same moment subscribers see it); a vote
-//!   through this instance does so before its mutation answers. Each response
-//!   records what it shows ([`Deps`]): the articles, the articles and scores
-//!   of each score-ordered page, and whether it shows karma, ranks or
-//!   cursors. A vote moves one article's score by at most 864, so a page it
-//!   leaves wholly above or wholly below stays valid; any response the
-//!   vote may change is dropped, and the next reader computes it anew;
-//! - every other write through this instance (except a page view) drops the
-//!   whole cache at once, so a client reads its own writes;
-//! - only anonymous requests whose operation is a query are cached, and only
-//!   responses without errors. A logged-in query's entry is its template
-//!   (computed anonymously, with a hole per `myVote`, filled per reader: see
-//!   `templates.rs`), under the same rules; a query that reads the
-//!   caller (`me`) is never cached.
+//! Each entry records what it shows ([`Deps`]), so a vote drops only what
+//! it may change; any other write through this instance drops everything.
+//! A response is stored only if nothing that drops it happened while it was
+//! computed: invalidations move a generation counter on, and the last
+//! [`RECENT_VOTES`] votes are kept to check against.
 //!
-//! Requests that miss one entry together share one computation of it
-//! ([`Flight`]): an expiring front page costs one execution, not one per
-//! waiting client.
-//!
-//! Each entry is a [`Cached`] body with its validator (an `ETag`) and the
-//! compressed forms made for it so far (made on the first request that
-//! asks for each coding, then served as they are), all counted in the
-//! cache's byte budget.
-//!
-//! Whole-cache invalidation empties the entries and moves a generation
-//! counter on: a response is stored only if no invalidation, and no vote
-//! that affects it, happened while it was computed (the last 1,024 votes
-//! are remembered for that check).
-//!
-//! Full, the cache evicts the least recently used entries one at a time
-//! (by bytes and by count), so distinct one-off queries push each other
-//! out, not the pages everyone reads.
-//!
-//! Its own LRU, not `quick_cache`: CLOCK-Pro admits the first entries of
-//! a filling cache as hot and keeps them while new ones churn, so the
-//! least recently used entry is not the one that goes.
+//! Full, it evicts the least recently used entries one at a time (by bytes
+//! and by count), so one-off queries push each other out, not the pages
+//! everyone reads. An `lru` list, not `quick_cache`: CLOCK-Pro keeps a
+//! filling cache's first entries while new ones churn.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use lru::LruCache;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
@@ -62,11 +33,9 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this age an entry is computed again ahead of its expiry (see
 /// [`ResponseCache::lookup`]).
 const REFRESH_AFTER: Duration = Duration::from_millis(750);
-/// Past this many entries the least recently used one is evicted (distinct
-/// anonymous queries are few in practice: pages of a few lists).
+/// Past this many entries the least recently used one is evicted.
 const MAX_ENTRIES: usize = 4096;
-/// Default for the bytes the cache may hold (bodies, keys, and the keys'
-/// copies in the indexes); past it the least recently used entries go.
+/// Default for the bytes the cache may hold (see [`Entries::footprint`]).
 pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What a cached response shows that a vote can change, recorded while the
@@ -85,8 +54,8 @@ pub struct Deps {
 struct Window {
     /// Only votes on articles of this group can move it; None: any article.
     group: Option<String>,
-    /// Lowest score on the page; -∞ when the page is not full (an article
-    /// rising from anywhere below may join it).
+    /// Lowest score on the page; -∞ when it is not full (an article rising
+    /// from anywhere below may join it).
     min: f64,
     max: f64,
 }
@@ -156,21 +125,16 @@ struct Entry {
     stored: Instant,
     cached: Arc<Cached>,
     deps: Deps,
-    /// When it was last stored or read ([`Entries::tick`]): the least
-    /// recently used entry is evicted first.
-    used: u64,
     /// Its footprint when stored (see [`Entries::footprint`]).
     size: usize,
 }
 
-/// A response body as it is served: the bytes, a strong validator (made
-/// when first asked for), and its compressed forms (one per [`Encoding`],
-/// made on demand).
+/// A response body as it is served, with its `ETag`'s tag and compressed
+/// forms, each made when first asked for and then kept.
 #[derive(Debug)]
 pub struct Cached {
     body: bytes::Bytes,
-    /// Whether the response had no errors (only those are cached, by this
-    /// cache or by HTTP caches).
+    /// No errors: only such responses are cached, here or by HTTP caches.
     ok: bool,
     tag: OnceLock<String>,
     encoded: Mutex<[Option<bytes::Bytes>; 3]>,
@@ -178,15 +142,13 @@ pub struct Cached {
     kind: EntryKind,
 }
 
-/// What a cache entry holds (see [`crate::templates`]).
 #[derive(Debug)]
 enum EntryKind {
-    /// An anonymous response.
     Anonymous,
-    /// Its template, whose anonymous form is the body.
+    /// A logged-in query's template, whose anonymous form is the body.
     Template(Template),
-    /// The query reads who the caller is: it runs whole every time. The
-    /// entry remembers that, so it is not tried as a template again.
+    /// A logged-in query that reads who the caller is: it runs whole every
+    /// time, and is not tried as a template again.
     NotTemplatable,
 }
 
@@ -222,7 +184,6 @@ impl Cached {
         }
     }
 
-    /// The template, for a logged-in query's entry that has one.
     pub fn as_template(&self) -> Option<&Template> {
         match &self.kind {
             EntryKind::Template(t) => Some(t),
@@ -254,9 +215,7 @@ impl Cached {
         self.ok
     }
 
-    /// The first 128 bits of the body's SHA-256, in hex: it changes
-    /// whenever the body does, and the `ETag` is built from it. Computed
-    /// once, so a cached response is hashed once, not per request.
+    /// The first 128 bits of the body's SHA-256, in hex, computed once.
     pub fn tag(&self) -> &str {
         self.tag.get_or_init(|| {
             use sha2::Digest;
@@ -265,9 +224,8 @@ impl Cached {
         })
     }
 
-    /// The compressed form already made for `encoding`, if any.
     fn encoded(&self, encoding: Encoding) -> Option<bytes::Bytes> {
-        self.encoded.lock()[encoding.index()].clone()
+        self.encoded.lock()[encoding as usize].clone()
     }
 
     /// Bytes held by the compressed forms.
@@ -286,59 +244,42 @@ pub struct Position {
 /// Votes remembered to check responses computed while they happened.
 const RECENT_VOTES: usize = 1024;
 
+/// Votes seen so far, and the last [`RECENT_VOTES`] of them.
 #[derive(Default)]
 struct Votes {
-    /// Votes seen so far, and the last [`RECENT_VOTES`] of them.
     count: u64,
     recent: VecDeque<Arc<ScoreEvent>>,
 }
 
-/// The entries, indexed so that a vote finds what it affects without
-/// looking at every entry, and ordered by use so that a full cache makes
-/// room by evicting the least recently used ones, one at a time: a flood
-/// of distinct queries pushes out other rarely read pages, never the hot
-/// front page.
-#[derive(Default)]
+/// The entries, least recently used first, indexed so that a vote finds
+/// what it affects without looking at every entry.
 struct Entries {
-    map: HashMap<String, Entry>,
-    /// Keys by last use ([`Entry::used`]), oldest first.
-    by_use: BTreeMap<u64, String>,
-    /// A counter standing for time in [`Entries::by_use`].
-    tick: u64,
+    map: LruCache<String, Entry>,
     /// Article id → keys of entries showing it.
     by_article: HashMap<String, HashSet<String>>,
     /// Keys of entries with score windows or karma, checked on every vote.
     checked_by_every_vote: HashSet<String>,
-    /// Bytes held: bodies, their compressed forms, keys and every copy of
-    /// a key in the indexes.
+    /// Footprints and compressed forms held.
     bytes: usize,
 }
 
-impl Entries {
-    fn clear(&mut self) {
-        *self = Entries::default();
-    }
-
-    /// What storing `entry` under `key` costs in bytes, indexes included.
-    fn footprint(key: &str, entry: &Entry) -> usize {
-        let copies = 1 + 1 + entry.deps.ids.len() + 1;
-        entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 160
-    }
-
-    fn next_tick(&mut self) -> u64 {
-        self.tick += 1;
-        self.tick
-    }
-
-    /// The entry under `key`, marked as just used.
-    fn touch(&mut self, key: &str) -> Option<&Entry> {
-        let tick = self.next_tick();
-        let entry = self.map.get_mut(key)?;
-        let old = std::mem::replace(&mut entry.used, tick);
-        if let Some(key) = self.by_use.remove(&old) {
-            self.by_use.insert(tick, key);
+impl Default for Entries {
+    fn default() -> Self {
+        Self {
+            map: LruCache::unbounded(),
+            by_article: HashMap::new(),
+            checked_by_every_vote: HashSet::new(),
+            bytes: 0,
         }
-        self.map.get(key)
+    }
+}
+
+impl Entries {
+    /// What storing `entry` under `key` costs in bytes: the body, the
+    /// key and its copies in the indexes, and a guess at the rest.
+    fn footprint(key: &str, entry: &Entry) -> usize {
+        let copies = 1 + entry.deps.ids.len() + 1;
+        entry.cached.size() + TAG_LEN + key.len() * copies + entry.deps.ids.len() * 16 + 160
     }
 
     fn insert(&mut self, key: String, mut entry: Entry, max_bytes: usize) {
@@ -351,7 +292,10 @@ impl Entries {
         while !self.map.is_empty()
             && (self.map.len() >= MAX_ENTRIES || self.bytes + size > max_bytes)
         {
-            self.evict_oldest();
+            if let Some((oldest, _)) = self.map.peek_lru() {
+                let oldest = oldest.clone();
+                self.remove(&oldest);
+            }
         }
         for id in &entry.deps.ids {
             self.by_article
@@ -362,23 +306,14 @@ impl Entries {
         if entry.deps.any_vote || !entry.deps.windows.is_empty() {
             self.checked_by_every_vote.insert(key.clone());
         }
-        entry.used = self.next_tick();
         entry.size = size;
-        self.by_use.insert(entry.used, key.clone());
         self.bytes += size;
-        self.map.insert(key, entry);
-    }
-
-    fn evict_oldest(&mut self) {
-        if let Some((_, key)) = self.by_use.pop_first() {
-            self.remove(&key);
-        }
+        self.map.put(key, entry);
     }
 
     /// Removes `key`'s entry and every index's copy of its key.
     fn remove(&mut self, key: &str) -> Option<Entry> {
-        let entry = self.map.remove(key)?;
-        self.by_use.remove(&entry.used);
+        let entry = self.map.pop(key)?;
         for id in &entry.deps.ids {
             if let Some(keys) = self.by_article.get_mut(id) {
                 keys.remove(key);
@@ -393,7 +328,7 @@ impl Entries {
         Some(entry)
     }
 
-    /// Removes the entries `event` may change. Returns how many.
+    /// Removes the entries `event` may change; how many.
     fn vote(&mut self, event: &ScoreEvent) -> usize {
         let mut affected: Vec<String> = self
             .by_article
@@ -405,7 +340,7 @@ impl Entries {
                 .iter()
                 .filter(|key| {
                     self.map
-                        .get(key.as_str())
+                        .peek(key.as_str())
                         .is_some_and(|entry| entry.deps.affected_by(event))
                 })
                 .cloned(),
@@ -436,10 +371,8 @@ pub struct ResponseCache {
 }
 
 impl ResponseCache {
-    /// An empty cache of at most `max_bytes`. It is passive: whoever owns
-    /// it feeds it the score events ([`ResponseCache::vote`]) and the
-    /// losses of events ([`ResponseCache::invalidate`]); the server does
-    /// so from its pub/sub hub (see `startup`).
+    /// An empty cache of at most `max_bytes`, fed the score events and
+    /// their losses by its owner (`startup`).
     pub fn new(max_bytes: usize) -> Self {
         Self {
             max_bytes,
@@ -459,7 +392,7 @@ impl ResponseCache {
     /// Drops everything (any write but a vote).
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.entries.lock().clear();
+        *self.entries.lock() = Entries::default();
         self.invalidations.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -488,11 +421,11 @@ impl ResponseCache {
         let mut entries = self.entries.lock();
         let age = entries
             .map
-            .get(key)
+            .peek(key)
             .map(|e| (e.generation == generation, e.stored.elapsed()));
         match age {
             Some((true, age)) if age < MAX_AGE => {
-                entries.touch(key).map(|e| (e.cached.clone(), age))
+                entries.map.get(key).map(|e| (e.cached.clone(), age))
             }
             Some(_) => {
                 // Expired: its bytes go now, not when it is evicted.
@@ -564,12 +497,12 @@ impl ResponseCache {
         let mut entries = self.entries.lock();
         let current = entries
             .map
-            .get(key)
+            .peek(key)
             .is_some_and(|e| Arc::ptr_eq(&e.cached, cached));
         if current && entries.bytes + form.len() <= self.max_bytes {
             let mut forms = cached.encoded.lock();
-            if forms[encoding.index()].is_none() {
-                forms[encoding.index()] = Some(form.clone());
+            if forms[encoding as usize].is_none() {
+                forms[encoding as usize] = Some(form.clone());
                 entries.bytes += form.len();
             }
         }
@@ -598,14 +531,12 @@ impl ResponseCache {
                 stored: Instant::now(),
                 cached,
                 deps,
-                used: 0,
                 size: 0,
             },
             self.max_bytes,
         );
     }
 
-    /// Counters so far, for `/health` and the benchmark.
     pub fn stats(&self) -> CacheStats {
         let (entries, bytes) = {
             let e = self.entries.lock();
@@ -624,7 +555,6 @@ impl ResponseCache {
     }
 }
 
-/// The response cache's size and counters, for `/health` and `/metrics`.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheStats {
@@ -645,24 +575,19 @@ mod tests {
     #[test]
     fn a_flood_of_distinct_queries_evicts_the_least_used_not_the_hot_page() {
         let cache = ResponseCache::new(1024 * 1024);
-        let put = |key: &str, body: Vec<u8>| {
-            cache.put(
-                key.to_owned(),
-                cache.position(),
-                Deps::default(),
-                Arc::new(Cached::new(bytes::Bytes::from(body))),
-            )
-        };
-        put("front page", vec![b'f'; 20_000]);
+        put(&cache, "front page", cached(vec![b'f'; 20_000]));
         for i in 0..(2 * MAX_ENTRIES) {
-            put(&format!("one-off {i}"), vec![b'x'; 1_000 + i % 7]);
+            put(
+                &cache,
+                &format!("one-off {i}"),
+                cached(vec![b'x'; 1_000 + i % 7]),
+            );
             if i % 100 == 0 {
                 assert!(cache.get("front page").is_some(), "evicted after {i}");
             }
             let entries = cache.entries.lock();
             assert!(entries.map.len() <= MAX_ENTRIES);
             assert!(entries.bytes <= 1024 * 1024);
-            assert_eq!(entries.by_use.len(), entries.map.len());
         }
         assert!(cache.get("front page").is_some());
         assert!(cache.get("one-off 0").is_none(), "the oldest went first");
@@ -682,13 +607,8 @@ mod tests {
             let key = format!("k{i}");
             let mut body = noise.clone();
             body[0] = i as u8;
-            let cached = Arc::new(Cached::new(bytes::Bytes::from(body)));
-            cache.put(
-                key.clone(),
-                cache.position(),
-                Deps::default(),
-                cached.clone(),
-            );
+            let cached = cached(body);
+            put(&cache, &key, cached.clone());
             for encoding in Encoding::ALL {
                 cache.encoded(&key, &cached, encoding);
             }
@@ -696,13 +616,7 @@ mod tests {
         }
         assert!(cache.get("k199").is_some(), "recent entries are kept");
         // An entry larger than a sixteenth of the budget is not kept at all.
-        let huge = bytes::Bytes::from(vec![b'x'; 100_000]);
-        cache.put(
-            "huge".into(),
-            cache.position(),
-            Deps::default(),
-            cached(huge),
-        );
+        put(&cache, "huge", cached(vec![b'x'; 100_000]));
         assert!(cache.get("huge").is_none());
     }
 
@@ -710,8 +624,8 @@ mod tests {
     fn compressed_forms_are_made_once_and_kept_with_the_entry() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
         let text = br#"{"data":{"articles":[{"id":"1"}]}}"#.repeat(100);
-        let kept = cached(bytes::Bytes::from(text));
-        cache.put("k".into(), cache.position(), Deps::default(), kept.clone());
+        let kept = cached(text);
+        put(&cache, "k", kept.clone());
         let before = cache.entries.lock().bytes;
         let first = cache.encoded("k", &kept, Encoding::Br).unwrap();
         assert!(first.len() < kept.body().len() / 10);
@@ -723,18 +637,23 @@ mod tests {
             .unwrap();
         assert_eq!(first.as_ptr(), second.as_ptr());
         // A body that is no longer the entry's is compressed but not kept.
-        let stray = cached(bytes::Bytes::from(vec![b'y'; 5_000]));
+        let stray = cached(vec![b'y'; 5_000]);
         cache.encoded("k", &stray, Encoding::Gzip);
         assert!(stray.encoded(Encoding::Gzip).is_none());
         assert_eq!(cache.entries.lock().bytes, after);
     }
 
-    fn cached(body: bytes::Bytes) -> Arc<Cached> {
-        Arc::new(Cached::new(body))
+    fn cached(body: impl Into<bytes::Bytes>) -> Arc<Cached> {
+        Arc::new(Cached::new(body.into()))
     }
 
     fn body(text: &'static str) -> Arc<Cached> {
-        cached(bytes::Bytes::from_static(text.as_bytes()))
+        cached(text)
+    }
+
+    /// Stores `cached` under `key`, computed from now on.
+    fn put(cache: &ResponseCache, key: &str, cached: Arc<Cached>) {
+        cache.put(key.to_owned(), cache.position(), Deps::default(), cached);
     }
 
     fn vote(id: &str, score: f64, groups: &[&str]) -> Arc<ScoreEvent> {
@@ -786,7 +705,7 @@ mod tests {
     #[tokio::test]
     async fn an_ageing_entry_is_computed_again_by_one_reader_while_the_others_are_served() {
         let cache = ResponseCache::new(DEFAULT_MAX_BYTES);
-        cache.put("k".into(), cache.position(), Deps::default(), body("old"));
+        put(&cache, "k", body("old"));
         let patience = Duration::from_millis(10);
         assert!(cache.lookup("k", patience).await.is_ok());
         std::thread::sleep(REFRESH_AFTER);
@@ -802,7 +721,7 @@ mod tests {
                 .expect("served meanwhile");
             assert_eq!(served.body().as_ref(), b"old");
         }
-        cache.put("k".into(), cache.position(), Deps::default(), body("new"));
+        put(&cache, "k", body("new"));
         computation.publish(body("new"));
         let served = cache.lookup("k", patience).await.ok().unwrap();
         assert_eq!(served.body().as_ref(), b"new");

@@ -76,7 +76,7 @@ impl Printer<'_> {
                 );
                 if let Some(default) = &variable.default_value {
                     self.out.push('=');
-                    self.value(&default.node.clone().into_value(), 0)?;
+                    self.value(&default.node.clone().into_value())?;
                 }
                 self.directives(&variable.directives)?;
             }
@@ -159,60 +159,31 @@ impl Printer<'_> {
                 self.out.push(',');
             }
             let _ = write!(self.out, "{}:", name.node);
-            self.value(&value.node, 0)?;
+            self.value(&value.node)?;
         }
         self.out.push(')');
         self.check()
     }
 
-    fn value(&mut self, value: &Value, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        match value {
-            Value::Variable(name) => {
-                let _ = write!(self.out, "${name}");
-            }
-            Value::Null => self.out.push_str("null"),
-            Value::Number(n) => {
-                let _ = write!(self.out, "{n}");
-            }
-            Value::String(s) => {
-                self.out.push_str(&serde_json::to_string(s).ok()?);
-            }
-            Value::Boolean(b) => {
-                let _ = write!(self.out, "{b}");
-            }
-            Value::Binary(bytes) => {
-                // Not in GraphQL's syntax; written for completeness.
-                let _ = write!(self.out, "<{}>", hex::encode(bytes));
-            }
-            Value::Enum(name) => self.out.push_str(name),
-            Value::List(items) => {
-                self.out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        self.out.push(',');
-                    }
-                    self.value(item, depth + 1)?;
-                }
-                self.out.push(']');
-            }
-            Value::Object(fields) => {
-                let mut sorted: Vec<_> = fields.iter().collect();
-                sorted.sort_by(|a, b| a.0.cmp(b.0));
-                self.out.push('{');
-                for (i, (name, field)) in sorted.into_iter().enumerate() {
-                    if i > 0 {
-                        self.out.push(',');
-                    }
-                    let _ = write!(self.out, "{name}:");
-                    self.value(field, depth + 1)?;
-                }
-                self.out.push('}');
-            }
-        }
+    /// A value, input objects' fields sorted by name.
+    fn value(&mut self, value: &Value) -> Option<()> {
+        let mut value = value.clone();
+        sort_fields(&mut value);
+        let _ = write!(self.out, "{value}");
         self.check()
+    }
+}
+
+/// Sorts every input object's fields by name. The document limits bound
+/// how deeply values nest.
+fn sort_fields(value: &mut Value) {
+    match value {
+        Value::List(items) => items.iter_mut().for_each(sort_fields),
+        Value::Object(fields) => {
+            fields.sort_keys();
+            fields.values_mut().for_each(sort_fields);
+        }
+        _ => {}
     }
 }
 

@@ -1,13 +1,9 @@
-//! Parsed documents by query text. Clients send the same few documents
-//! over and over; parsing one costs more than cloning its syntax tree.
-//!
-//! Bounded in bytes: the texts kept add up to at most
-//! [`MAX_DOCUMENT_TEXT_BYTES`] (a syntax tree is a small multiple of its
-//! text), and past it the least used documents go, one at a time
-//! (`quick_cache`'s CLOCK-Pro), so a flood of distinct documents costs
-//! re-parsing them, never memory, and never the hot ones.
+//! Parsed documents by query text: clients send the same few documents,
+//! and parsing one costs more than cloning its tree. At most
+//! [`MAX_DOCUMENT_TEXT_BYTES`] of text; past it the least used go
+//! (`quick_cache`), so a flood of distinct documents costs re-parsing,
+//! never memory, and never the hot ones.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_graphql::parser::types::ExecutableDocument;
@@ -20,9 +16,10 @@ const MAX_CACHED_DOCUMENT: usize = 16 * 1024;
 const EXPECTED_DOCUMENTS: usize = 1024;
 pub const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
 
-/// A document weighs its text's bytes.
+/// A parsed document, or a persisted query's text by its hash, weighs its
+/// text's bytes.
 #[derive(Clone)]
-struct TextBytes;
+pub struct TextBytes;
 
 impl Weighter<Arc<str>, Arc<ExecutableDocument>> for TextBytes {
     fn weight(&self, text: &Arc<str>, _: &Arc<ExecutableDocument>) -> u64 {
@@ -30,37 +27,31 @@ impl Weighter<Arc<str>, Arc<ExecutableDocument>> for TextBytes {
     }
 }
 
+impl Weighter<String, Arc<str>> for TextBytes {
+    fn weight(&self, _: &String, text: &Arc<str>) -> u64 {
+        text.len() as u64
+    }
+}
+
 pub struct DocumentCache {
     documents: Cache<Arc<str>, Arc<ExecutableDocument>, TextBytes>,
-    hits: AtomicU64,
-    misses: AtomicU64,
 }
 
 impl Default for DocumentCache {
     fn default() -> Self {
-        Self {
-            documents: Cache::with_weighter(
-                EXPECTED_DOCUMENTS,
-                MAX_DOCUMENT_TEXT_BYTES as u64,
-                TextBytes,
-            ),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-        }
+        let documents = Cache::with_weighter(
+            EXPECTED_DOCUMENTS,
+            MAX_DOCUMENT_TEXT_BYTES as u64,
+            TextBytes,
+        );
+        Self { documents }
     }
 }
 
 impl DocumentCache {
     /// The cached parse of `query`, if any.
     pub fn get(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
-        let found = self.documents.get(query);
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        self.documents.get(query)
     }
 
     /// Parses `query` and keeps it; the parser's error when it does not
@@ -82,8 +73,8 @@ impl DocumentCache {
         DocumentStats {
             entries: self.documents.len() as u64,
             text_bytes: self.documents.weight(),
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: self.documents.hits(),
+            misses: self.documents.misses(),
         }
     }
 }

@@ -1,41 +1,28 @@
-//! What a GraphQL document may ask for, checked before anything runs.
+//! What a GraphQL document may ask for, checked before anything runs
+//! (docs/security.md, "Documents are priced before they run").
 //!
 //! Depth alone does not bound a document's work: four nested lists of 100
-//! are 10^8 articles in 230 bytes, 500 aliases repeat one list 500 times,
-//! and a fragment spreading the next one twice, twenty times over, expands
-//! to a million fields in under a kilobyte. So every request passes
-//! [`Guard::check`] before validation and execution, in this order, each
-//! step bounding the cost of the next:
-//!
-//! 1. the text: bytes, then tokens (a lexer pass that stops at the limit),
-//!    before the parser allocates anything;
-//! 2. the syntax tree: operations, fragments, fragment spreads and aliases,
-//!    counted as written (not expanded);
-//! 3. the selected operation: its root fields and its **cost**, with every
-//!    fragment expanded. Cost is the number of objects the response can
-//!    hold (GitHub's node limit): an object field costs 1, a list field its
-//!    `pageSize`/`limit` argument (or its default), and both are multiplied
-//!    by the count of their parent. A fragment's cost is computed once and
-//!    multiplied, so a fragment bomb is priced in microseconds, not
-//!    expanded;
-//! 4. the variables: one the operation does not declare is refused, so
-//!    junk cannot ride along (or become part of a response-cache key).
-//!
-//! A rejected document never reaches async-graphql's validator (some of
-//! whose rules are quadratic in the number of fields), the executor, or
-//! Redis.
+//! are 10^8 articles in 230 bytes, and a fragment spreading the next one
+//! twice, twenty times over, expands to a million fields. So
+//! [`Guard::check`] bounds, each step the cost of the next: the text (bytes,
+//! then tokens and nesting in one lexer pass), the syntax tree as written
+//! (operations, fragments, spreads, aliases), then the selected operation's
+//! root fields and **cost**, with each fragment priced once however often
+//! it is spread. A refused document never reaches async-graphql's
+//! validator (some of whose rules are quadratic), the executor or Redis.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::parser::types::{
-    BaseType, DocumentOperations, ExecutableDocument, FieldDefinition, OperationDefinition,
-    OperationType, Selection, SelectionSet, ServiceDocument, Type, TypeKind, TypeSystemDefinition,
+    BaseType, DocumentOperations, ExecutableDocument, Field, FieldDefinition, OperationDefinition,
+    OperationType, Selection, SelectionSet, Type, TypeKind, TypeSystemDefinition,
 };
 use async_graphql::{Name, Positioned, Value, Variables};
 use async_graphql_value::Value as DocValue;
 
-use super::documents::{DocumentCache, DocumentStats};
+use super::documents::DocumentCache;
 use super::shape;
 use crate::error::{AppError, AppResult};
 
@@ -52,35 +39,21 @@ pub struct DocumentLimits {
     pub max_operations: usize,
 }
 
-impl Default for DocumentLimits {
-    fn default() -> Self {
-        Self {
-            max_bytes: 32 * 1024,
-            max_tokens: 5_000,
-            max_cost: 10_000,
-            max_aliases: 50,
-            max_root_fields: 50,
-            max_fragments: 50,
-            max_spreads: 500,
-            max_operations: 10,
-        }
-    }
-}
-
-/// A request that passed every limit.
 #[derive(Clone)]
 pub struct Checked {
     pub document: Arc<ExecutableDocument>,
     pub operation: OperationType,
+    /// The operation's name (None: the document's only, anonymous one).
+    pub name: Option<Name>,
     pub cost: u64,
 }
 
 /// Checks requests against the limits, with the schema's cost model and
 /// the parsed-document cache.
 pub struct Guard {
-    limits: DocumentLimits,
+    pub(crate) limits: DocumentLimits,
     model: CostModel,
-    documents: DocumentCache,
+    pub(crate) documents: DocumentCache,
 }
 
 impl Guard {
@@ -93,24 +66,14 @@ impl Guard {
         })
     }
 
-    pub fn limits(&self) -> &DocumentLimits {
-        &self.limits
-    }
-
-    /// The parsed-document cache's size, for `/health`.
-    pub fn document_stats(&self) -> DocumentStats {
-        self.documents.stats()
-    }
-
     /// Checks `request`; the parsed document comes back for execution
     /// (`None` when no operation can be selected: async-graphql reports
-    /// that itself). A document that does not parse is refused here with a
-    /// readable message and its position (see [`parse_error`]).
+    /// that itself).
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         let query = request.query.as_str();
         let limits = &self.limits;
         if query.len() > limits.max_bytes {
-            return Err(too_complex(format!(
+            return Err(AppError::QueryTooComplex(format!(
                 "the document is {} bytes long; at most {} are allowed",
                 query.len(),
                 limits.max_bytes
@@ -129,36 +92,27 @@ impl Guard {
             request.operation_name.as_deref(),
             &request.variables,
         )?;
-        Ok(operation.map(|(operation, cost)| Checked {
+        Ok(operation.map(|(operation, name, cost)| Checked {
             document,
             operation,
+            name,
             cost,
         }))
     }
 
-    /// Steps 2 to 4 of the module doc. `None` when the operation cannot be
-    /// selected (async-graphql reports that itself).
+    /// The syntax tree's counts, then the selected operation's variables,
+    /// root fields and cost; `None` when no operation can be selected.
     fn analyze(
         &self,
         document: &ExecutableDocument,
         operation_name: Option<&str>,
         variables: &Variables,
-    ) -> AppResult<Option<(OperationType, u64)>> {
+    ) -> AppResult<Option<(OperationType, Option<Name>, u64)>> {
         let limits = &self.limits;
+        let document_has = |count, what, max| at_most("the document", count, what, max);
         let operations = document.operations.iter().count();
-        if operations > limits.max_operations {
-            return Err(too_complex(format!(
-                "the document has {operations} operations; at most {} are allowed",
-                limits.max_operations
-            )));
-        }
-        if document.fragments.len() > limits.max_fragments {
-            return Err(too_complex(format!(
-                "the document has {} fragments; at most {} are allowed",
-                document.fragments.len(),
-                limits.max_fragments
-            )));
-        }
+        document_has(operations, "operations", limits.max_operations)?;
+        document_has(document.fragments.len(), "fragments", limits.max_fragments)?;
         let mut counts = SyntaxCounts::default();
         for (_, op) in document.operations.iter() {
             counts.selection_set(&op.node.selection_set.node);
@@ -166,70 +120,63 @@ impl Guard {
         for fragment in document.fragments.values() {
             counts.selection_set(&fragment.node.selection_set.node);
         }
-        if counts.aliases > limits.max_aliases {
-            return Err(too_complex(format!(
-                "the document has {} aliases; at most {} are allowed",
-                counts.aliases, limits.max_aliases
-            )));
-        }
-        if counts.spreads > limits.max_spreads {
-            return Err(too_complex(format!(
-                "the document has {} fragment spreads; at most {} are allowed",
-                counts.spreads, limits.max_spreads
-            )));
-        }
+        document_has(counts.aliases, "aliases", limits.max_aliases)?;
+        document_has(counts.spreads, "fragment spreads", limits.max_spreads)?;
 
-        let Some(operation) = select_operation(document, operation_name) else {
+        let Some((name, operation)) = select_operation(document, operation_name) else {
             return Ok(None);
         };
         let operation = &operation.node;
         check_variables(operation, variables)?;
         let root = match operation.ty {
-            OperationType::Query => self.model.query.as_str(),
-            OperationType::Mutation => self.model.mutation.as_str(),
-            OperationType::Subscription => self.model.subscription.as_str(),
+            OperationType::Query => "Query",
+            OperationType::Mutation => "Mutation",
+            OperationType::Subscription => "Subscription",
         };
         let mut walk = Walk {
             model: &self.model,
             document,
             operation,
             variables,
-            fragment_costs: HashMap::new(),
-            fragment_fields: HashMap::new(),
+            fragments: HashMap::new(),
             visiting: Vec::new(),
         };
-        let root_fields = walk.root_fields(&operation.selection_set.node)?;
-        if root_fields > limits.max_root_fields as u64 {
-            return Err(too_complex(format!(
-                "the operation has {root_fields} root fields; at most {} are allowed",
-                limits.max_root_fields
+        let tally = walk.tally(&operation.selection_set.node, root)?;
+        at_most(
+            "the operation",
+            tally.fields,
+            "root fields",
+            limits.max_root_fields,
+        )?;
+        if tally.cost > limits.max_cost {
+            return Err(AppError::QueryTooComplex(format!(
+                "the query costs {}, more than the limit of {}: each object counts 1 and each list its pageSize or limit, times the count of its parent; ask for smaller pages or fewer nested lists",
+                tally.cost, limits.max_cost
             )));
         }
-        let cost = walk.cost(&operation.selection_set.node, root)?;
-        if cost > limits.max_cost {
-            return Err(too_complex(format!(
-                "the query costs {cost}, more than the limit of {}: each object counts 1 and each list its pageSize or limit, times the count of its parent; ask for smaller pages or fewer nested lists",
-                limits.max_cost
-            )));
-        }
-        Ok(Some((operation.ty, cost)))
+        Ok(Some((operation.ty, name.cloned(), tally.cost)))
     }
 }
 
-/// Deepest nesting of list and object values (arguments, variables and
-/// their defaults, directive arguments) and of list types. Real inputs
-/// nest two or three levels; the bound keeps every recursive walk over a
-/// value (parser, validator, coercion, drop) a few dozen frames deep.
+/// Refuses a document with more than `max` of something.
+fn at_most(subject: &str, count: usize, what: &str, max: usize) -> AppResult<()> {
+    if count > max {
+        return Err(AppError::QueryTooComplex(format!(
+            "{subject} has {count} {what}; at most {max} are allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// Deepest nesting of list and object values and of list types: real
+/// inputs nest two or three levels, and every walk over a value recurses.
 pub const MAX_VALUE_DEPTH: usize = 32;
 
-/// Deepest selection-set nesting the parser is given: its own limit. The
-/// validator's field-depth limit (see [`crate::graphql`]) then reports a
-/// too-deep query in terms of fields; this bound only keeps the parse
-/// itself (which recurses before the parser's check) from going deeper.
+/// Deepest selection-set nesting the parser is given: its own limit, which
+/// it checks only after recursing. The validator's depth limit then speaks
+/// in fields.
 pub const MAX_SELECTION_DEPTH: usize = 64;
 
-/// Refuses a text with too many tokens or too deep a nesting, from one
-/// lexer pass (see [`shape`]), before the parser allocates or recurses.
 fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
     let bounds = shape::Bounds {
         tokens: limits.max_tokens,
@@ -238,27 +185,26 @@ fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
     };
     let found = shape::scan(query, &bounds);
     if found.tokens > bounds.tokens {
-        return Err(too_complex(format!(
+        return Err(AppError::QueryTooComplex(format!(
             "the document has more than {} tokens",
             limits.max_tokens
         )));
     }
     if found.value_depth > bounds.value_depth {
-        return Err(too_complex(format!(
+        return Err(AppError::QueryTooComplex(format!(
             "a value or type in the document is nested more than {MAX_VALUE_DEPTH} levels deep (lists and input objects); at most {MAX_VALUE_DEPTH} are allowed"
         )));
     }
     if found.selection_depth > bounds.selection_depth {
-        return Err(too_complex(format!(
+        return Err(AppError::QueryTooComplex(format!(
             "selection sets are nested more than {MAX_SELECTION_DEPTH} levels deep; at most {MAX_SELECTION_DEPTH} are allowed"
         )));
     }
     Ok(())
 }
 
-/// Refuses variables nested deeper than [`MAX_VALUE_DEPTH`]: they reach
-/// the same recursive walks as the document's own values. Iterative, so
-/// the check itself has no depth to fear.
+/// Refuses variables nested deeper than [`MAX_VALUE_DEPTH`], iteratively:
+/// they reach the same recursive walks as the document's own values.
 fn check_variable_depth(variables: &Variables) -> AppResult<()> {
     let mut pending: Vec<(&Value, usize)> = variables.values().map(|v| (v, 0)).collect();
     while let Some((value, depth)) = pending.pop() {
@@ -268,7 +214,7 @@ fn check_variable_depth(variables: &Variables) -> AppResult<()> {
             _ => continue,
         };
         if depth + 1 > MAX_VALUE_DEPTH {
-            return Err(too_complex(format!(
+            return Err(AppError::QueryTooComplex(format!(
                 "a variable's value is nested more than {MAX_VALUE_DEPTH} levels deep (lists and objects); at most {MAX_VALUE_DEPTH} are allowed"
             )));
         }
@@ -277,14 +223,9 @@ fn check_variable_depth(variables: &Variables) -> AppResult<()> {
     Ok(())
 }
 
-fn too_complex(message: String) -> AppError {
-    AppError::QueryTooComplex(message)
-}
-
-/// The parser's error as a client should read it. A syntax error's own
-/// message is pest's report, which quotes the document with an ASCII
-/// arrow (` --> 1:17 | … ^---`); only its last line, what was expected, is
-/// kept, and the position goes to `locations`.
+/// The parser's error as a client should read it: of pest's report, which
+/// quotes the document with an ASCII arrow, only the last line (what was
+/// expected) is kept, and the position goes to `locations`.
 fn parse_error(error: async_graphql::parser::Error) -> AppError {
     use async_graphql::parser::Error;
     let pos = error.positions().next();
@@ -306,7 +247,7 @@ fn parse_error(error: async_graphql::parser::Error) -> AppError {
             }
         }
         Error::RecursionLimitExceeded => {
-            too_complex("the document is nested too deeply".to_owned())
+            AppError::QueryTooComplex("the document is nested too deeply".to_owned())
         }
         other => AppError::InvalidDocument {
             message: other.to_string(),
@@ -315,27 +256,20 @@ fn parse_error(error: async_graphql::parser::Error) -> AppError {
     }
 }
 
-/// The name of the operation a request runs: None for a document's only,
-/// anonymous operation.
-pub fn operation_name(document: &ExecutableDocument, requested: Option<&str>) -> Option<Name> {
-    match (&document.operations, requested) {
-        (DocumentOperations::Single(_), _) => None,
-        (DocumentOperations::Multiple(ops), Some(requested)) => {
-            ops.keys().find(|n| n.as_str() == requested).cloned()
-        }
-        (DocumentOperations::Multiple(ops), None) => ops.keys().next().cloned(),
-    }
-}
-
-/// The operation a request runs: the named one, or the only one.
+/// The operation a request runs, with its name: the named one, or the
+/// only one (None: the document's only, anonymous operation).
 pub(crate) fn select_operation<'a>(
     document: &'a ExecutableDocument,
     name: Option<&str>,
-) -> Option<&'a Positioned<OperationDefinition>> {
+) -> Option<(Option<&'a Name>, &'a Positioned<OperationDefinition>)> {
     match (&document.operations, name) {
-        (DocumentOperations::Single(op), _) => Some(op),
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name),
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next(),
+        (DocumentOperations::Single(op), _) => Some((None, op)),
+        (DocumentOperations::Multiple(ops), Some(name)) => {
+            ops.get_key_value(name).map(|(name, op)| (Some(name), op))
+        }
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
+            ops.iter().next().map(|(name, op)| (Some(name), op))
+        }
         (DocumentOperations::Multiple(_), None) => None,
     }
 }
@@ -410,8 +344,6 @@ impl SyntaxCounts {
 struct FieldCost {
     /// The named type it returns (lists unwrapped).
     type_name: String,
-    /// Leaves (scalars, enums, lists of them) cost nothing of their own.
-    leaf: bool,
     list: Option<ListSize>,
     /// What one object costs: 1, but 0 for the introspection objects that
     /// are not in a list (`type`, `ofType`…), which are static and small;
@@ -428,13 +360,11 @@ enum ListSize {
     Fixed(u64),
 }
 
-/// The schema's fields by type, read from its SDL once at start-up, plus
-/// the introspection types (which the SDL leaves out).
+/// The schema's object types and their fields, read from its SDL once at
+/// start-up, plus the introspection types (which the SDL leaves out).
+/// Fields of other types (scalars, enums) cost nothing of their own.
 struct CostModel {
     types: HashMap<String, HashMap<String, FieldCost>>,
-    query: String,
-    mutation: String,
-    subscription: String,
 }
 
 /// Arguments that size a list field.
@@ -452,41 +382,39 @@ impl CostModel {
     fn from_sdl(sdl: &str) -> AppResult<Self> {
         let document = async_graphql::parser::parse_schema(sdl)
             .map_err(|e| AppError::Internal(format!("cost model: the SDL does not parse: {e}")))?;
-        let sdl = SdlTypes::read(&document);
-        let type_count = sdl.objects.len() as u64 + sdl.leaves.len() as u64 + INTROSPECTION_TYPES;
-        let max_fields = sdl
-            .objects
-            .iter()
-            .map(|(_, fields)| fields.len() as u64)
-            .max()
-            .unwrap_or(1);
-        let max_args = sdl
-            .objects
-            .iter()
-            .flat_map(|(_, fields)| fields.iter().map(|f| f.node.arguments.len() as u64))
-            .max()
-            .unwrap_or(1)
-            .max(INTROSPECTION_MAX_ARGS);
-        let mut types: HashMap<String, HashMap<String, FieldCost>> = HashMap::new();
-        for (name, fields) in &sdl.objects {
+        // The built-in scalars, which the SDL leaves out, and the
+        // introspection types.
+        let mut type_count = 5 + INTROSPECTION_TYPES;
+        let (mut max_fields, mut max_args) = (1, INTROSPECTION_MAX_ARGS);
+        let mut types = HashMap::new();
+        for definition in &document.definitions {
+            let TypeSystemDefinition::Type(ty) = definition else {
+                continue;
+            };
+            let fields = match &ty.node.kind {
+                TypeKind::Scalar | TypeKind::Enum(_) => {
+                    type_count += 1;
+                    continue;
+                }
+                TypeKind::Object(object) => &object.fields,
+                TypeKind::Interface(interface) => &interface.fields,
+                TypeKind::Union(_) | TypeKind::InputObject(_) => continue,
+            };
+            type_count += 1;
+            max_fields = max_fields.max(fields.len() as u64);
+            let owner = ty.node.name.node.as_str();
             let costs = fields
                 .iter()
                 .map(|field| {
                     let field = &field.node;
-                    let cost = field_cost(name, field, &sdl.leaves);
-                    (field.name.node.to_string(), cost)
+                    max_args = max_args.max(field.arguments.len() as u64);
+                    (field.name.node.to_string(), field_cost(owner, field))
                 })
                 .collect();
-            types.insert(name.clone(), costs);
+            types.insert(owner.to_owned(), costs);
         }
-        let [query, mutation, subscription] = sdl.roots;
-        add_introspection(&mut types, &query, type_count, max_fields, max_args);
-        Ok(Self {
-            types,
-            query,
-            mutation,
-            subscription,
-        })
+        add_introspection(&mut types, type_count, max_fields, max_args);
+        Ok(Self { types })
     }
 
     fn field(&self, type_name: &str, field: &str) -> Option<&FieldCost> {
@@ -494,56 +422,8 @@ impl CostModel {
     }
 }
 
-/// What a schema's SDL defines, as the cost model reads it.
-struct SdlTypes<'a> {
-    /// The query, mutation and subscription roots' type names.
-    roots: [String; 3],
-    /// Scalars and enums: fields of these types cost their own unit only.
-    leaves: Vec<String>,
-    /// Objects and interfaces with their fields.
-    objects: Vec<(String, &'a Vec<Positioned<FieldDefinition>>)>,
-}
-
-impl<'a> SdlTypes<'a> {
-    fn read(document: &'a ServiceDocument) -> Self {
-        let mut sdl = Self {
-            roots: ["Query", "Mutation", "Subscription"].map(str::to_owned),
-            leaves: ["String", "Int", "Float", "Boolean", "ID"]
-                .map(str::to_owned)
-                .to_vec(),
-            objects: Vec::new(),
-        };
-        for definition in &document.definitions {
-            match definition {
-                TypeSystemDefinition::Schema(schema) => {
-                    let s = &schema.node;
-                    let roots = [&s.query, &s.mutation, &s.subscription];
-                    for (root, named) in sdl.roots.iter_mut().zip(roots) {
-                        if let Some(named) = named {
-                            *root = named.node.to_string();
-                        }
-                    }
-                }
-                TypeSystemDefinition::Type(ty) => {
-                    let name = ty.node.name.node.to_string();
-                    match &ty.node.kind {
-                        TypeKind::Scalar | TypeKind::Enum(_) => sdl.leaves.push(name),
-                        TypeKind::Object(object) => sdl.objects.push((name, &object.fields)),
-                        TypeKind::Interface(i) => sdl.objects.push((name, &i.fields)),
-                        TypeKind::Union(_) | TypeKind::InputObject(_) => {}
-                    }
-                }
-                TypeSystemDefinition::Directive(_) => {}
-            }
-        }
-        sdl
-    }
-}
-
-/// The cost of `field` of the type `owner`.
-fn field_cost(owner: &str, field: &FieldDefinition, leaves: &[String]) -> FieldCost {
+fn field_cost(owner: &str, field: &FieldDefinition) -> FieldCost {
     let (type_name, is_list) = unwrap_type(&field.ty.node);
-    let leaf = leaves.contains(&type_name);
     // A Relay connection (`feed(first:)`) is sized by its `first`, and its
     // `edges` count once inside it: a page of n edges costs n × an edge.
     let connection = owner.ends_with(CONNECTION_SUFFIX);
@@ -569,7 +449,6 @@ fn field_cost(owner: &str, field: &FieldDefinition, leaves: &[String]) -> FieldC
     });
     FieldCost {
         type_name,
-        leaf,
         list,
         unit: 1,
     }
@@ -599,20 +478,17 @@ const MAX_ENUM_VALUES: u64 = 19;
 /// a nested `fields { type { fields … } }` abuse costs what it would.
 fn add_introspection(
     types: &mut HashMap<String, HashMap<String, FieldCost>>,
-    query: &str,
     type_count: u64,
     max_fields: u64,
     max_args: u64,
 ) {
     let object = |t: &str| FieldCost {
         type_name: t.to_owned(),
-        leaf: false,
         list: None,
         unit: 0,
     };
     let list = |t: &str, n: u64| FieldCost {
         type_name: t.to_owned(),
-        leaf: false,
         list: Some(ListSize::Fixed(n)),
         unit: 1,
     };
@@ -623,7 +499,7 @@ fn add_introspection(
         }
     };
     add(
-        query,
+        "Query",
         vec![
             ("__schema", object("__Schema")),
             ("__type", object("__Type")),
@@ -658,10 +534,31 @@ fn add_introspection(
         ],
     );
     add("__InputValue", vec![("type", object("__Type"))]);
+    add("__EnumValue", vec![]);
     add(
         "__Directive",
         vec![("args", list("__InputValue", max_args))],
     );
+}
+
+/// An argument's value as the operation runs it: a literal, or a
+/// variable's value (or its default), borrowed where it can be.
+pub(crate) fn argument<'a>(
+    arguments: &'a [(Positioned<Name>, Positioned<DocValue>)],
+    name: &str,
+    operation: &'a OperationDefinition,
+    variables: &'a Variables,
+) -> Option<Cow<'a, Value>> {
+    let (_, value) = arguments.iter().find(|(n, _)| n.node == name)?;
+    let DocValue::Variable(variable) = &value.node else {
+        return value.node.clone().into_const().map(Cow::Owned);
+    };
+    if let Some(value) = variables.get(variable) {
+        return Some(Cow::Borrowed(value));
+    }
+    let definitions = &operation.variable_definitions;
+    let definition = definitions.iter().find(|d| d.node.name.node == *variable)?;
+    Some(Cow::Borrowed(&definition.node.default_value.as_ref()?.node))
 }
 
 fn as_count(value: &Value) -> Option<u64> {
@@ -674,50 +571,38 @@ fn as_count(value: &Value) -> Option<u64> {
     }
 }
 
-/// One cost computation over one operation.
+/// What a selection set holds: what it costs, and its fields (fragments
+/// expanded), which at the root are the operation's root fields.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    cost: u64,
+    fields: usize,
+}
+
 struct Walk<'a> {
     model: &'a CostModel,
     document: &'a ExecutableDocument,
     operation: &'a OperationDefinition,
     variables: &'a Variables,
-    /// Cost of one instance of each fragment's selection set.
-    fragment_costs: HashMap<Name, u64>,
-    /// Fields each fragment contributes where it is spread.
-    fragment_fields: HashMap<Name, u64>,
+    /// Each fragment's tally, computed once however often it is spread.
+    fragments: HashMap<Name, Tally>,
     /// Fragments being expanded, to refuse cycles (which validation would
     /// refuse too, but only after this walk).
     visiting: Vec<Name>,
 }
 
 impl Walk<'_> {
-    /// Cost of one instance of `set` on an object of type `type_name`.
-    fn cost(&mut self, set: &SelectionSet, type_name: &str) -> AppResult<u64> {
-        let mut total: u64 = 0;
+    /// The tally of one instance of `set` on an object of type `type_name`.
+    fn tally(&mut self, set: &SelectionSet, type_name: &str) -> AppResult<Tally> {
+        let mut total = Tally::default();
         for item in &set.items {
-            let cost = match &item.node {
-                Selection::Field(field) => {
-                    let field = &field.node;
-                    let Some(info) = self.model.field(type_name, field.name.node.as_str()) else {
-                        // `__typename`, or a field validation will refuse.
-                        continue;
-                    };
-                    if info.leaf {
-                        continue;
-                    }
-                    let count = match &info.list {
-                        None => 1,
-                        Some(ListSize::Fixed(n)) => *n,
-                        Some(ListSize::Argument { name, default }) => {
-                            self.argument_count(field, name).unwrap_or(*default)
-                        }
-                    };
-                    let (info_type, unit) = (info.type_name.clone(), info.unit);
-                    let inner = self.cost(&field.selection_set.node, &info_type)?;
-                    count.saturating_mul(inner.saturating_add(unit))
-                }
+            let part = match &item.node {
+                Selection::Field(field) => Tally {
+                    cost: self.field_cost(&field.node, type_name)?,
+                    fields: 1,
+                },
                 Selection::FragmentSpread(spread) => {
-                    let name = &spread.node.fragment_name.node;
-                    self.fragment_cost(name)?
+                    self.fragment(&spread.node.fragment_name.node)?
                 }
                 Selection::InlineFragment(inline) => {
                     let inline = &inline.node;
@@ -726,95 +611,59 @@ impl Walk<'_> {
                         .as_ref()
                         .map(|c| c.node.on.node.to_string())
                         .unwrap_or_else(|| type_name.to_owned());
-                    self.cost(&inline.selection_set.node, &on)?
+                    self.tally(&inline.selection_set.node, &on)?
                 }
             };
-            total = total.saturating_add(cost);
+            total.cost = total.cost.saturating_add(part.cost);
+            total.fields = total.fields.saturating_add(part.fields);
         }
         Ok(total)
     }
 
-    fn fragment_cost(&mut self, name: &Name) -> AppResult<u64> {
-        if let Some(cost) = self.fragment_costs.get(name) {
-            return Ok(*cost);
-        }
-        let Some(fragment) = self.document.fragments.get(name) else {
+    /// What `field` of an object of type `type_name` costs, its own
+    /// selection included.
+    fn field_cost(&mut self, field: &Field, type_name: &str) -> AppResult<u64> {
+        let model = self.model;
+        // None: `__typename`, or a field validation will refuse.
+        let Some(info) = model.field(type_name, field.name.node.as_str()) else {
             return Ok(0);
         };
-        self.enter(name)?;
-        let on = fragment.node.type_condition.node.on.node.to_string();
-        let cost = self.cost(&fragment.node.selection_set.node, &on);
-        self.visiting.pop();
-        let cost = cost?;
-        self.fragment_costs.insert(name.clone(), cost);
-        Ok(cost)
+        if !model.types.contains_key(&info.type_name) {
+            return Ok(0);
+        }
+        let count = match &info.list {
+            None => 1,
+            Some(ListSize::Fixed(n)) => *n,
+            Some(ListSize::Argument { name, default }) => {
+                argument(&field.arguments, name, self.operation, self.variables)
+                    .and_then(|value| as_count(&value))
+                    .unwrap_or(*default)
+            }
+        };
+        let inner = self.tally(&field.selection_set.node, &info.type_name)?;
+        Ok(count.saturating_mul(inner.cost.saturating_add(info.unit)))
     }
 
-    fn enter(&mut self, name: &Name) -> AppResult<()> {
+    fn fragment(&mut self, name: &Name) -> AppResult<Tally> {
+        if let Some(tally) = self.fragments.get(name) {
+            return Ok(*tally);
+        }
+        let Some(fragment) = self.document.fragments.get(name) else {
+            return Ok(Tally::default());
+        };
         if self.visiting.contains(name) {
-            return Err(too_complex(format!(
+            return Err(AppError::QueryTooComplex(format!(
                 "fragment {} spreads itself",
                 name.as_str()
             )));
         }
         self.visiting.push(name.clone());
-        Ok(())
-    }
-
-    /// Fields selected at the root, through fragments.
-    fn root_fields(&mut self, set: &SelectionSet) -> AppResult<u64> {
-        let mut total: u64 = 0;
-        for item in &set.items {
-            let n = match &item.node {
-                Selection::Field(_) => 1,
-                Selection::InlineFragment(inline) => {
-                    self.root_fields(&inline.node.selection_set.node)?
-                }
-                Selection::FragmentSpread(spread) => {
-                    let name = &spread.node.fragment_name.node;
-                    match self.fragment_fields.get(name) {
-                        Some(n) => *n,
-                        None => {
-                            let Some(fragment) = self.document.fragments.get(name) else {
-                                continue;
-                            };
-                            self.enter(name)?;
-                            let n = self.root_fields(&fragment.node.selection_set.node);
-                            self.visiting.pop();
-                            let n = n?;
-                            self.fragment_fields.insert(name.clone(), n);
-                            n
-                        }
-                    }
-                }
-            };
-            total = total.saturating_add(n);
-        }
-        Ok(total)
-    }
-
-    /// The value of a size argument: a literal, or a variable's value (or
-    /// the variable's default).
-    fn argument_count(
-        &self,
-        field: &async_graphql::parser::types::Field,
-        name: &str,
-    ) -> Option<u64> {
-        let (_, value) = field.arguments.iter().find(|(n, _)| n.node == name)?;
-        match &value.node {
-            DocValue::Variable(var) => match self.variables.get(var) {
-                Some(v) => as_count(v),
-                None => self
-                    .operation
-                    .variable_definitions
-                    .iter()
-                    .find(|d| d.node.name.node == *var)
-                    .and_then(|d| d.node.default_value.as_ref())
-                    .and_then(|v| as_count(&v.node)),
-            },
-            DocValue::Number(n) => as_count(&Value::Number(n.clone())),
-            _ => None,
-        }
+        let on = fragment.node.type_condition.node.on.node.to_string();
+        let tally = self.tally(&fragment.node.selection_set.node, &on);
+        self.visiting.pop();
+        let tally = tally?;
+        self.fragments.insert(name.clone(), tally);
+        Ok(tally)
     }
 }
 
@@ -822,8 +671,14 @@ impl Walk<'_> {
 mod tests {
     use super::*;
 
+    /// The limits' defaults, as the flags give them.
+    fn defaults() -> DocumentLimits {
+        use clap::Parser;
+        crate::config::Settings::parse_from(["votegraph"]).document_limits()
+    }
+
     fn guard() -> Guard {
-        Guard::new(DocumentLimits::default(), &crate::graphql::sdl()).unwrap()
+        Guard::new(defaults(), &crate::graphql::sdl()).unwrap()
     }
 
     fn cost(query: &str) -> AppResult<u64> {
@@ -906,10 +761,7 @@ mod tests {
         assert_eq!(top_cost, 100 * (1 + 1 + 25 * 2));
         let introspection = include_str!("../../tests/api/introspection.graphql");
         let c = cost(introspection).unwrap();
-        assert!(
-            c < DocumentLimits::default().max_cost / 2,
-            "introspection costs {c}"
-        );
+        assert!(c < defaults().max_cost / 2, "introspection costs {c}");
         assert!(c > 500, "introspection is not free: {c}");
     }
 
@@ -967,7 +819,7 @@ mod tests {
         assert!(many_tokens.len() < 32 * 1024 * 3);
         let limits = DocumentLimits {
             max_bytes: 1 << 20,
-            ..DocumentLimits::default()
+            ..defaults()
         };
         let g = Guard::new(limits, &crate::graphql::sdl()).unwrap();
         let err = g.check(&async_graphql::Request::new(many_tokens)).err();
@@ -998,7 +850,8 @@ mod tests {
         let model = CostModel::from_sdl(&crate::graphql::sdl()).unwrap();
         for (ty, fields) in &model.types {
             for (name, field) in fields {
-                if let (false, Some(ListSize::Fixed(UNSIZED_LIST))) = (field.leaf, &field.list) {
+                let object = model.types.contains_key(&field.type_name);
+                if let (true, Some(ListSize::Fixed(UNSIZED_LIST))) = (object, &field.list) {
                     panic!("{ty}.{name} is a list with no pageSize or limit argument");
                 }
             }

@@ -22,9 +22,7 @@ impl ArticleLoader {
     pub fn new(store: Store, session: Arc<Session>) -> Self {
         Self { store, session }
     }
-}
 
-impl ArticleLoader {
     /// Loads the articles of a ranking page, with the scores its read
     /// already gave (see [`Ranked`]).
     pub async fn load_ranked(
@@ -49,7 +47,7 @@ impl Loader<ArticleId> for ArticleLoader {
     }
 }
 
-/// Loads users' roles and bans by name.
+/// Users' roles and bans, by name.
 pub struct AccountLoader {
     store: Store,
 }
@@ -69,7 +67,6 @@ impl Loader<String> for AccountLoader {
     }
 }
 
-/// Loads users' karma and rank by name.
 pub struct StandingLoader {
     store: Store,
 }

@@ -5,7 +5,6 @@
 //! directly) and wrap the records in output types.
 
 mod canonical;
-pub mod connection;
 mod context;
 pub mod documents;
 pub mod limits;
@@ -29,7 +28,7 @@ use futures_util::StreamExt;
 use limits::Checked;
 
 pub use crate::state::AppState;
-pub use context::{ArticleList, Recorded, RequestContext};
+pub use context::{ArticleList, Recording, RequestContext};
 use moderation::{ModerationMutation, ModerationQuery, ModerationSubscription};
 use mutation::MutationRoot;
 use query::QueryRoot;
@@ -111,35 +110,21 @@ pub fn sdl() -> String {
 #[derive(Clone)]
 pub struct Api {
     schema: AppSchema,
-    state: Arc<AppState>,
-    guard: Arc<limits::Guard>,
+    /// What every request shares (store, caches, event hub, limits).
+    pub(crate) state: Arc<AppState>,
+    pub(crate) guard: Arc<limits::Guard>,
     deadline: Duration,
-    budget: WorkBudget,
+    /// Every query and mutation is admitted against it (see
+    /// [`crate::budget`]): over HTTP by the pipeline once it knows it must
+    /// run, holding the permit until the body is written; over a WebSocket
+    /// by the executor.
+    pub(crate) budget: WorkBudget,
 }
 
 impl Api {
-    /// What every request shares (store, caches, event hub, limits).
-    pub fn state(&self) -> &Arc<AppState> {
-        &self.state
-    }
-
-    /// The document limits, for transports that check a request before
-    /// deciding how to serve it (the HTTP path's response cache).
-    pub fn guard(&self) -> &limits::Guard {
-        &self.guard
-    }
-
     /// How long one query or mutation may run.
     pub fn deadline(&self) -> Duration {
         self.deadline
-    }
-
-    /// The budget every query and mutation is admitted against (see
-    /// [`crate::budget`]). Over HTTP the pipeline admits a request once it
-    /// knows it must run (not for a cached answer) and holds the permit
-    /// until the body is written; over a WebSocket the executor does.
-    pub fn budget(&self) -> &WorkBudget {
-        &self.budget
     }
 
     /// Runs a request that already passed [`limits::Guard::check`], with
@@ -200,7 +185,7 @@ impl Ordering {
     }
 
     fn apply(&self, response: &mut Response) {
-        if let Some(operation) =
+        if let Some((_, operation)) =
             limits::select_operation(&self.document, self.operation_name.as_deref())
         {
             order::in_document_order(

@@ -6,10 +6,9 @@
 use async_graphql::{Context, Object, Result, SimpleObject, Subscription, ID};
 use futures_util::Stream;
 
-use super::connection::PageInfo;
 use super::shared_subscriptions::SharedExecution;
 use super::subscription::next_wanted;
-use super::types::{connection_size, Article, ArticleConnection, DateTime, User};
+use super::types::{connection_size, Article, ArticleConnection, DateTime, PageInfo, User};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName, ModAction, Role, UserName};
 use crate::error::AppError;

@@ -1,31 +1,22 @@
-//! Puts a response's object keys in document order.
+//! Puts a response's object keys in document order, as the spec asks.
+//! async-graphql inserts each field when it completes (async-graphql#612),
+//! so `{ b: articleCount a: articles { id } c: __typename }` comes back as
+//! `c, b, a`.
 //!
-//! The GraphQL spec wants every object serialized with its fields in the
-//! order the document asks for them (CollectFields order). async-graphql
-//! resolves an object's fields concurrently and inserts each one into the
-//! result map when it *completes* (`FuturesUnordered` in
-//! `resolve_container`), so `{ b: articleCount a: articles { id } c:
-//! __typename }` comes back as `c, b, a`: the typename is ready at once,
-//! the count needs one Redis reply and the list two. That is upstream issue
-//! async-graphql#612, open since 2021.
-//!
-//! The fix here runs after execution: each object's keys are collected
-//! from the selection sets that produced it (fragments expanded in place,
-//! `@skip`/`@include` applied, the first occurrence of a response key
-//! deciding its place) and the map is rebuilt in that order when it is
-//! not already. The work is linear in the response (a list's items share
-//! one plan) and in the document (a fragment spread twice in one
-//! selection set is collected once). Cached responses are stored already
-//! ordered, so a cache hit pays nothing.
+//! After execution, each object's keys are collected from the selection
+//! sets that produced it (fragments expanded, `@skip`/`@include` applied,
+//! a key's first occurrence deciding its place) and the map is rebuilt
+//! when out of order. A list's items share one plan, and cached responses
+//! are stored ordered.
 
 use async_graphql::indexmap::IndexMap;
 use async_graphql::parser::types::{
     Directive, ExecutableDocument, OperationDefinition, Selection, SelectionSet,
 };
 use async_graphql::{Name, Positioned, Value, Variables};
-use async_graphql_value::Value as DocValue;
 
-/// Reorders `data`, the result of `operation` in `document`.
+use super::limits::argument;
+
 pub fn in_document_order(
     data: &mut Value,
     document: &ExecutableDocument,
@@ -158,38 +149,14 @@ impl<'a> Walk<'a> {
     fn skipped(&self, directives: &[Positioned<Directive>]) -> bool {
         directives.iter().any(|d| {
             let d = &d.node;
-            let condition = d
-                .arguments
-                .iter()
-                .find(|(name, _)| name.node == "if")
-                .and_then(|(_, v)| self.boolean(&v.node));
+            let condition = argument(&d.arguments, "if", self.operation, self.variables);
+            let condition = condition.as_deref();
             match d.name.node.as_str() {
-                "skip" => condition == Some(true),
-                "include" => condition == Some(false),
+                "skip" => condition == Some(&Value::Boolean(true)),
+                "include" => condition == Some(&Value::Boolean(false)),
                 _ => false,
             }
         })
-    }
-
-    fn boolean(&self, value: &DocValue) -> Option<bool> {
-        match value {
-            DocValue::Boolean(b) => Some(*b),
-            DocValue::Variable(name) => match self.variables.get(name) {
-                Some(Value::Boolean(b)) => Some(*b),
-                Some(_) => None,
-                None => self
-                    .operation
-                    .variable_definitions
-                    .iter()
-                    .find(|d| d.node.name.node == *name)
-                    .and_then(|d| d.node.default_value.as_ref())
-                    .and_then(|v| match &v.node {
-                        Value::Boolean(b) => Some(*b),
-                        _ => None,
-                    }),
-            },
-            _ => None,
-        }
     }
 }
 

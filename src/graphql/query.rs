@@ -2,13 +2,12 @@
 
 use async_graphql::{Context, Object, Result, ID};
 
-use super::connection::PageInfo;
 use super::types::{
-    self, Article, ArticleConnection, ArticleOrder, Group, GroupConnection, GroupEdge, RankedUser,
-    User,
+    self, Article, ArticleConnection, ArticleOrder, Group, GroupConnection, GroupEdge, PageInfo,
+    RankedUser, User,
 };
 use super::{ArticleList, RequestContext};
-use crate::domain::{parse_limit, ArticleId, GroupName, PageRequest};
+use crate::domain::{parse_limit, ArticleId, GroupName};
 use crate::store::GroupCursor;
 
 #[derive(Default)]
@@ -25,11 +24,7 @@ impl QueryRoot {
         #[graphql(default = 1)] page: i32,
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
-        let page = PageRequest::parse(page, page_size)?;
-        let records = RequestContext::of(ctx)?
-            .ranked(ArticleList::Site, order.into(), page)
-            .await?;
-        Ok(records.into_iter().map(Article).collect())
+        types::ranked(ctx, ArticleList::Site, order, page, page_size).await
     }
 
     /// The site's articles as a feed to scroll (Relay connection): each

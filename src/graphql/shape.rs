@@ -1,20 +1,12 @@
-//! One lexer pass over a document's text, before the parser sees it: how
-//! many tokens it has and how deeply it nests.
+//! One lexer pass over a document's text, before the parser sees it: its
+//! tokens and how deeply it nests. The parser and every later walk of the
+//! tree recurse per nesting level, and a few KB of nested brackets would
+//! overflow a thread's stack, so nesting is measured iteratively first,
+//! stopping as soon as a limit is passed.
 //!
-//! The parser (pest, then async-graphql's tree builder) and every later
-//! walk over the tree (validation, execution, serialisation, drop) recurse
-//! once per nesting level. A 5 KB document of 2,400 nested brackets
-//! overflows a worker thread's stack and aborts the whole process, so
-//! nesting has to be known before anything recursive runs. This pass is
-//! iterative, allocates nothing and stops as soon as a limit is passed.
-//!
-//! Two kinds of nesting are told apart by where a bracket opens:
-//! - **selection sets**: `{` outside any parentheses;
-//! - **values and types**: `[` and `{` inside parentheses (arguments,
-//!   directive arguments, variable definitions with their types and
-//!   defaults); GraphQL has no parentheses inside a value, so the
-//!   innermost `(` starts a value's nesting at zero. A `[` outside
-//!   parentheses is a syntax error, but counts as a value too.
+//! A `{` outside parentheses opens a selection set; `[` and `{` inside them
+//! nest a value or type. Values hold no parentheses, so the innermost `(`
+//! starts a value's nesting at zero.
 
 /// What the lexer found, up to where it stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,7 +37,6 @@ impl Shape {
     }
 }
 
-/// Scans `text` until its end or until a count passes `bounds`.
 pub fn scan(text: &str, bounds: &Bounds) -> Shape {
     let b = text.as_bytes();
     let mut shape = Shape::default();

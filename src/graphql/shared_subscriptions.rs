@@ -1,47 +1,22 @@
-//! Subscriptions executed once per distinct document and shared by all
-//! their subscribers.
+//! Subscriptions run once per distinct meaning and shared by all their
+//! subscribers (docs/api.md, "Shared subscriptions"): one resolution and
+//! one serialisation per event, however many subscribe.
 //!
-//! Thousands of clients usually subscribe with the same few documents
-//! (`scoreChanged { votes article { title } }`). Run one stream per
-//! subscriber and every vote is resolved (the article read from Redis) and
-//! serialised to JSON once per subscriber; run it once per distinct
-//! request and it costs the same for one subscriber or five thousand.
+//! - Shared: a subscription whose document selects none of
+//!   [`CALLER_DEPENDENT_FIELDS`] anywhere (a cheap, conservative test).
+//! - Key: the operation's [`canonical`] print, its name and the variables
+//!   as JSON with sorted keys.
+//! - One task per key runs it through the [`Api`] as an anonymous caller
+//!   and fans each payload out over a broadcast of [`CAPACITY`]; a slow
+//!   subscriber skips the oldest. The last subscriber out stops it; one
+//!   that ends by itself (it failed to start) leaves the registry first, so
+//!   a new subscriber runs it afresh and sees its own error.
+//! - Bounds: `max_streams` keys, each at most [`MAX_KEY_BYTES`]; past
+//!   either a subscription runs unshared.
 //!
-//! - **What is shared**: a subscription operation whose result cannot
-//!   depend on the caller, i.e. whose document selects none of
-//!   [`CALLER_DEPENDENT_FIELDS`] (anywhere in the document, any operation
-//!   or fragment: a cheap, conservative test). Anything else, and queries
-//!   and mutations sent over a socket, run per subscriber as before.
-//! - **Key**: the operation's meaning, not its text: its canonical print
-//!   (see [`canonical`]; comments, whitespace, argument order and named
-//!   versus inline fragments do not count), the operation name and the
-//!   variables as canonical JSON (object keys sorted). Clients of either
-//!   WebSocket protocol that ask for the same thing share one stream,
-//!   however their documents are written; different fields, aliases or
-//!   variables are a different stream.
-//! - **Execution**: the first subscriber of a key starts one task that runs
-//!   the operation through the [`Api`] (the same limits and error codes)
-//!   as an anonymous caller (no session), serialises each response once
-//!   and fans it out over a `tokio::sync::broadcast` of [`CAPACITY`]
-//!   payloads; later subscribers of the key join it and get events from
-//!   then on. Errors an event yields (the article vanished) are part of the
-//!   shared response, like its data, as neither depends on the caller.
-//! - **Slow subscribers** skip the oldest payloads once they are
-//!   [`CAPACITY`] behind, and never hold up the others.
-//! - **Lifetime**: when the last subscriber leaves, the task is aborted and
-//!   the entry removed; when the operation ends by itself (it failed to
-//!   start, e.g. an invalid argument) the entry is removed first, so a new
-//!   subscriber runs it afresh and sees its own error.
-//! - **Bounds**: at most `max_streams` distinct shared streams
-//!   (`--ws-max-shared-streams`); a new key past it runs unshared (the
-//!   subscriber is served as before, only without sharing) and is counted
-//!   in `/health`. Keys longer than [`MAX_KEY_BYTES`] run unshared too, so
-//!   the registry's memory is bounded by both.
-//!
-//! A shared execution's one pub/sub receiver is not a client subscription;
-//! the subscribers it serves are counted instead (see [`PubSub`]), from the
-//! moment the resolver has subscribed, so `/health`'s `subscriptions` still
-//! means "client subscriptions that receive events from now on".
+//! The task's one pub/sub receiver is not a client subscription; the
+//! subscribers it serves are counted instead (see [`PubSub`]), from the
+//! moment the resolver has subscribed.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -81,7 +56,8 @@ const LISTED_STREAMS: usize = 10;
 pub struct SharedStreams(Arc<Registry>);
 
 struct Registry {
-    streams: Mutex<HashMap<Arc<Key>, Arc<Entry>>>,
+    /// By key: the operation's canonical print and its variables.
+    streams: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
     max_streams: usize,
     pubsub: PubSub,
     /// Subscriptions that could have been shared but ran unshared because
@@ -89,24 +65,8 @@ struct Registry {
     unshared_at_limit: AtomicU64,
 }
 
-/// What makes two requests the same stream.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Key {
-    document: Box<str>,
-    operation: Option<Box<str>>,
-    /// Canonical JSON: object keys sorted.
-    variables: Box<str>,
-}
-
-impl Key {
-    fn len(&self) -> usize {
-        self.document.len() + self.operation.as_ref().map_or(0, |o| o.len()) + self.variables.len()
-    }
-}
-
-/// One shared stream.
 struct Entry {
-    key: Arc<Key>,
+    key: Arc<str>,
     state: Mutex<EntryState>,
 }
 
@@ -166,7 +126,6 @@ impl SharedStreams {
             return Err(Box::new(request));
         }
         let (sender, receiver) = broadcast::channel(CAPACITY);
-        let key = Arc::new(key);
         let entry = Arc::new(Entry {
             key: key.clone(),
             state: Mutex::new(EntryState {
@@ -180,7 +139,7 @@ impl SharedStreams {
         // Nobody in particular: no session, and an address no client has.
         let anonymous = ClientAddr::from(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let mut data =
-            RequestContext::new(api.state(), Session::from_authorization(None), anonymous)
+            RequestContext::new(&api.state, Session::from_authorization(None), anonymous)
                 .into_connection_data();
         data.insert(SharedExecution {
             entry: entry.clone(),
@@ -222,13 +181,7 @@ impl SharedStreams {
     /// Removes `entry` from the registry (if it is still there) and closes
     /// it to joiners.
     fn detach(&self, entry: &Arc<Entry>) {
-        let mut streams = self.0.streams.lock();
-        if streams
-            .get(&entry.key)
-            .is_some_and(|current| Arc::ptr_eq(current, entry))
-        {
-            streams.remove(&entry.key);
-        }
+        forget(&mut self.0.streams.lock(), entry);
         entry.state.lock().sender = None;
     }
 
@@ -290,17 +243,22 @@ impl Drop for Member {
             registry.pubsub.remove_shared(1);
         }
         if state.subscribers == 0 {
-            if streams
-                .get(&self.entry.key)
-                .is_some_and(|current| Arc::ptr_eq(current, &self.entry))
-            {
-                streams.remove(&self.entry.key);
-            }
+            forget(&mut streams, &self.entry);
             state.sender = None;
             if let Some(task) = state.task.take() {
                 task.abort();
             }
         }
+    }
+}
+
+/// Takes `entry` out of `streams` if it is still the one under its key.
+fn forget(streams: &mut HashMap<Arc<str>, Arc<Entry>>, entry: &Arc<Entry>) {
+    if streams
+        .get(&entry.key)
+        .is_some_and(|current| Arc::ptr_eq(current, entry))
+    {
+        streams.remove(&entry.key);
     }
 }
 
@@ -375,30 +333,27 @@ async fn run(
 }
 
 /// The key of `request` if it is to be shared.
-fn shareable_key(api: &Api, request: &Request) -> Option<Key> {
-    let checked = api.guard().check(request).ok()??;
+fn shareable_key(api: &Api, request: &Request) -> Option<Arc<str>> {
+    let checked = api.guard.check(request).ok()??;
     if checked.operation != OperationType::Subscription || !caller_independent(&checked.document) {
         return None;
     }
     key(request, &checked.document)
 }
 
-/// The key of `request`: its operation's canonical print (see
-/// [`canonical`]: comments, whitespace and argument order do not make a
-/// new stream), the operation name and the variables; None when longer
-/// than [`MAX_KEY_BYTES`].
-fn key(request: &Request, document: &ExecutableDocument) -> Option<Key> {
+/// The key of `request`: its operation's canonical print (which names the
+/// operation) and its variables as JSON with sorted keys; None past
+/// [`MAX_KEY_BYTES`].
+fn key(request: &Request, document: &ExecutableDocument) -> Option<Arc<str>> {
     let name = request.operation_name.as_deref();
-    let operation = &select_operation(document, name)?.node;
-    let printed = canonical::operation(document, operation, name, MAX_KEY_BYTES)?;
+    let operation = &select_operation(document, name)?.1.node;
+    let mut key = canonical::operation(document, operation, name, MAX_KEY_BYTES)?;
     let mut variables = serde_json::to_value(&request.variables).ok()?;
     variables.sort_all_objects();
-    let key = Key {
-        document: printed.into(),
-        operation: name.map(Into::into),
-        variables: variables.to_string().into(),
-    };
-    (key.len() <= MAX_KEY_BYTES).then_some(key)
+    // A print escapes control characters, so the separator is its own.
+    key.push('\0');
+    key.push_str(&variables.to_string());
+    (key.len() <= MAX_KEY_BYTES).then(|| key.into())
 }
 
 /// Whether no field of `document` (any operation, any fragment, used or
@@ -470,7 +425,7 @@ mod tests {
         Request::new(query).variables(Variables::from_json(variables))
     }
 
-    fn key_of(request: &Request) -> Option<Key> {
+    fn key_of(request: &Request) -> Option<Arc<str>> {
         let document = async_graphql::parser::parse_query(&request.query).unwrap();
         key(request, &document)
     }

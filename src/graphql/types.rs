@@ -6,7 +6,6 @@ use async_graphql::{
 };
 use chrono::{SecondsFormat, TimeZone, Utc};
 
-use super::connection::PageInfo;
 use super::context::Feed;
 use super::{ArticleList, RequestContext};
 use crate::domain::{ArticleStatus, Period, Role};
@@ -61,8 +60,22 @@ pub(super) fn connection_size(first: i32) -> Result<usize> {
     Ok(first as usize)
 }
 
-/// The largest `first` of a connection's page.
 pub const FEED_MAX: i32 = 100;
+
+/// A page of a ranked list, as the `articles` fields read it.
+pub(super) async fn ranked(
+    ctx: &Context<'_>,
+    list: ArticleList<'_>,
+    order: ArticleOrder,
+    page: i32,
+    page_size: i32,
+) -> Result<Vec<Article>> {
+    let page = PageRequest::parse(page, page_size)?;
+    let records = RequestContext::of(ctx)?
+        .ranked(list, order.into(), page)
+        .await?;
+    Ok(records.into_iter().map(Article).collect())
+}
 
 /// A page of a feed, as a Relay connection.
 pub(super) async fn feed(
@@ -98,6 +111,18 @@ impl From<Feed> for ArticleConnection {
             total_count: page.total as i64,
         }
     }
+}
+
+// Shared by every connection: Relay and Apollo's `relayStylePagination`
+// recognise this exact shape.
+/// Where a page of a connection ends and whether there is more after it
+/// (Relay's `PageInfo`, forward pagination only).
+#[derive(SimpleObject, Debug, Clone, PartialEq, Eq)]
+pub struct PageInfo {
+    /// True when a page requested with `after: endCursor` would not be empty.
+    pub has_next_page: bool,
+    /// The cursor of the last edge of this page; null when the page is empty.
+    pub end_cursor: Option<String>,
 }
 
 /// A page of articles in a feed (Relay's connection).
@@ -341,11 +366,7 @@ impl Group {
         #[graphql(default = 1)] page: i32,
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
-        let page = PageRequest::parse(page, page_size)?;
-        let records = RequestContext::of(ctx)?
-            .ranked(ArticleList::Group(&self.group), order.into(), page)
-            .await?;
-        Ok(records.into_iter().map(Article).collect())
+        ranked(ctx, ArticleList::Group(&self.group), order, page, page_size).await
     }
 
     /// The group's articles as a feed to scroll: cursors hold positions
@@ -411,11 +432,7 @@ impl User {
         #[graphql(default = 1)] page: i32,
         #[graphql(default = 25)] page_size: i32,
     ) -> Result<Vec<Article>> {
-        let page = PageRequest::parse(page, page_size)?;
-        let records = RequestContext::of(ctx)?
-            .ranked(ArticleList::User(&self.name), order.into(), page)
-            .await?;
-        Ok(records.into_iter().map(Article).collect())
+        ranked(ctx, ArticleList::User(&self.name), order, page, page_size).await
     }
 
     /// MEMBER, MODERATOR or ADMIN.

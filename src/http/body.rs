@@ -23,7 +23,6 @@ pub struct BodyLimits {
 /// ones are cut at once.
 const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The GraphQL request a POST body holds.
 pub async fn request_from_body(
     headers: &HeaderMap,
     body: Body,
@@ -119,16 +118,10 @@ async fn read_limited(
     reader: &mut (impl AsyncRead + Unpin),
     limit: usize,
 ) -> Result<Bytes, ReadBodyError> {
-    let mut data = bytes::BytesMut::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = reader.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(data.freeze());
-        }
-        if data.len() + n > limit {
-            return Err(ReadBodyError::PayloadTooLarge);
-        }
-        data.extend_from_slice(&buf[..n]);
+    let mut data = Vec::new();
+    reader.take(limit as u64 + 1).read_to_end(&mut data).await?;
+    if data.len() > limit {
+        return Err(ReadBodyError::PayloadTooLarge);
     }
+    Ok(data.into())
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use poem::http::{header, HeaderMap, Method as HttpMethod};
+use poem::http::{header, HeaderMap, Method};
 use poem::web::Data;
 use poem::{handler, Body, Endpoint, IntoResponse, Request, RequestBody, Response};
 
@@ -14,17 +14,11 @@ use crate::client_addr::{ClientAddr, TrustedProxies};
 use crate::error::AppError;
 use crate::graphql::Api;
 use crate::pipeline::{self, PipelineRequest, ResponseContent};
-use crate::telemetry::{self, Operation};
+use crate::telemetry;
 use crate::ws::WebSockets;
 
 /// Asks for `extensions.cost` in the response (any value).
 pub const COST_HEADER: &str = "x-query-cost";
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Method {
-    Get,
-    Post,
-}
 
 /// `POST /graphql`.
 #[handler]
@@ -38,7 +32,7 @@ pub async fn graphql_post(
     let headers = req.headers();
     let client = client_addr(req, &trusted);
     match request_from_body(headers, body, *limits.0).await {
-        Ok(request) => execute(&schema, headers, client, Method::Post, request).await,
+        Ok(request) => execute(&schema, headers, client, Method::POST, request).await,
         Err(e) => refusal(e, Media::of(headers)),
     }
 }
@@ -68,7 +62,7 @@ pub async fn graphql_get(
             .unwrap_or_else(error_response);
     }
     match request_from_url(req.uri().query().unwrap_or("")) {
-        Ok(request) => execute(&schema, req.headers(), client, Method::Get, request).await,
+        Ok(request) => execute(&schema, req.headers(), client, Method::GET, request).await,
         Err(e) => refusal(e, Media::of(req.headers())),
     }
 }
@@ -79,10 +73,7 @@ pub async fn graphql_other_methods<E: Endpoint>(
     endpoint: Arc<E>,
     req: Request,
 ) -> poem::Result<Response> {
-    if matches!(
-        *req.method(),
-        HttpMethod::GET | HttpMethod::POST | HttpMethod::HEAD
-    ) {
+    if matches!(*req.method(), Method::GET | Method::POST | Method::HEAD) {
         return endpoint.call(req).await.map(IntoResponse::into_response);
     }
     Ok(error_response(AppError::UnsupportedMethod))
@@ -114,15 +105,12 @@ async fn execute(
         request,
         authorization: authorization(headers).map(str::to_owned),
         client,
-        queries_only: method == Method::Get,
+        queries_only: method == Method::GET,
         with_cost: headers.contains_key(COST_HEADER),
     };
     let answer = pipeline::run(schema, ask).await;
-    if let Some((kind, name)) = answer.operation {
-        telemetry::note_operation(Operation {
-            kind: Some(kind.into()),
-            name,
-        });
+    if let Some(operation) = answer.operation {
+        telemetry::note_operation(operation);
     }
     if let Some(code) = answer.code {
         telemetry::note_code(code);
@@ -137,18 +125,13 @@ async fn execute(
             permit,
         } => {
             // Only an anonymous GET query may be kept by shared HTTP caches.
-            let public = anonymous && method == Method::Get;
+            let public = anonymous && method == Method::GET;
             let entry = cached.as_ref().map(|(cache, key)| (&**cache, key.as_str()));
-            let response = reply(headers, wants, &body, entry, public);
-            match permit {
-                Some(permit) => held(response, permit),
-                None => response,
-            }
+            held(reply(headers, wants, &body, entry, public), permit)
         }
     }
 }
 
-/// A GraphQL request from a GET URL's query string.
 fn request_from_url(query: &str) -> Result<async_graphql::Request, AppError> {
     let mut request = async_graphql::Request::new(String::new());
     let mut has_query = false;

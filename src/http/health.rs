@@ -43,7 +43,7 @@ pub async fn health(
         let body = serde_json::json!({ "status": "draining" });
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
-    let redis = match tokio::time::timeout(PING_TIMEOUT, schema.state().store().ping()).await {
+    let redis = match tokio::time::timeout(PING_TIMEOUT, schema.state.store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("timed out".to_owned()),
@@ -60,23 +60,23 @@ pub async fn health(
 
 /// The body of `/health`: Redis' status and what each part reports.
 fn report(schema: &Api, ws: &WebSockets, redis_ok: bool) -> serde_json::Value {
-    let state = schema.state();
+    let state = &schema.state;
     serde_json::json!({
         "status": if redis_ok { "ok" } else { "unavailable" },
-        "subscriptions": state.pubsub().subscribers(),
-        "sharedSubscriptions": ws.shared_stats(),
-        "responseCache": state.responses().map(|c| c.stats()),
-        "documentCache": schema.guard().document_stats(),
-        "persistedQueries": state.persisted().stats(),
+        "subscriptions": state.pubsub.subscribers(),
+        "sharedSubscriptions": ws.shared.stats(),
+        "responseCache": state.responses.as_ref().map(|c| c.stats()),
+        "documentCache": schema.guard.documents.stats(),
+        "persistedQueries": state.persisted.stats(),
         // Following other clients' writes (the book's code): notifications
         // "on", or "refused" / "down" while the sweep alone follows them
         // (see docs/operations.md), and the queue of what waits.
-        "deriver": state.store().deriver_stats(),
+        "deriver": state.store.deriver_stats(),
         // Measured every second; lagBytes -1 until known.
-        "replica": state.replica().map(|replica| serde_json::json!({
+        "replica": state.replica.as_ref().map(|replica| serde_json::json!({
             "address": replica.address(),
-            "linkUp": state.replica_lag().link_up(),
-            "lagBytes": state.replica_lag().bytes(),
+            "linkUp": state.replica_lag.link_up(),
+            "lagBytes": state.replica_lag.bytes(),
         })),
     })
 }

@@ -1,10 +1,5 @@
-//! HTTP endpoints: GraphQL over HTTP, the WebSocket upgrade, the health
-//! check, the metrics and the GraphiQL page, as one route tree.
-//!
-//! The HTTP contract (see docs/api.md, "The HTTP contract"): media types
-//! negotiated from `Accept`, a JSON GraphQL error with a code for every
-//! refusal, automatic persisted queries (`persisted.rs`), caching headers
-//! (`Cache-Control`, `ETag`, `304`) and compression by `Accept-Encoding`.
+//! The route tree of the API port: GraphQL over HTTP (the contract is in
+//! docs/api.md), the WebSocket upgrade, `/health`, `/metrics` and GraphiQL.
 
 mod body;
 mod cache_headers;
@@ -23,7 +18,7 @@ pub use body::BodyLimits;
 pub use health::Draining;
 
 use crate::client_addr::TrustedProxies;
-use crate::cors::Cors;
+use crate::cors::{self, Cors};
 use crate::error::AppError;
 use crate::graphiql;
 use crate::graphql::Api;
@@ -31,7 +26,6 @@ use crate::metrics;
 use crate::telemetry::{self, RequestMetrics};
 use crate::ws::WebSockets;
 
-/// What the endpoints serve from.
 pub struct Served {
     pub api: Api,
     pub sockets: WebSockets,
@@ -45,7 +39,7 @@ pub struct Served {
 
 /// The route tree of the API port, behind CORS and the access log.
 pub fn routes(served: Served) -> BoxEndpoint<'static> {
-    let requests = served.requests;
+    let (requests, cors) = (served.requests, Arc::new(served.cors));
     Route::new()
         .at("/", get(graphiql::page))
         .at("/assets/graphiql/:file", get(graphiql::asset))
@@ -65,7 +59,7 @@ pub fn routes(served: Served) -> BoxEndpoint<'static> {
         .data(served.api)
         .catch_error(async |_: NotFoundError| response::error_response(AppError::UnknownPath))
         .catch_error(async |_: MethodNotAllowedError| response::error_response(AppError::GetOnly))
-        .with(served.cors)
+        .around(move |endpoint, req| cors::cors(endpoint, req, cors.clone()))
         .around(move |endpoint, req| telemetry::access_log(endpoint, req, requests.clone()))
         .boxed()
 }

@@ -67,7 +67,10 @@ pub fn reply(
 }
 
 /// `response` with its body holding `permit` until it is written.
-pub fn held(response: Response, permit: Permit) -> Response {
+pub fn held(response: Response, permit: Option<Permit>) -> Response {
+    let Some(permit) = permit else {
+        return response;
+    };
     type BoxBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>;
     let (parts, body) = response.into_parts();
     let body = BoxBody::new(HeldBody::new(BoxBody::from(body), permit));

@@ -8,7 +8,6 @@ use crate::domain::{Password, UserName};
 use crate::error::AppError;
 use crate::state::AppState;
 
-/// The account flows, for one request's caller.
 pub struct Accounts<'a> {
     pub(super) app: &'a AppState,
     pub(super) session: &'a Session,

@@ -1,18 +1,8 @@
-//! The one door resolvers go through: the process' [`AppState`], and each
-//! request's [`RequestContext`] in front of the [`Store`](crate::store::Store).
-//!
-//! Anonymous responses are cached whole (see [`crate::cache`]), which is
-//! only correct if the cache learns everything a response shows and every
-//! write drops what it changes. Those duties live here, not in resolvers:
-//! every read of the context records what it returns, and every write
-//! invalidates what it changes. Resolvers never see the store or the cache,
-//! so a new resolver cannot show data the cache does not know about, nor
-//! write without invalidating.
-//!
-//! The context is made of parts, one job each: where reads go
-//! ([`routing`]), what the response shows ([`recording`]) and the account
-//! flows ([`accounts`]); its reads and writes are in [`reads`] and
-//! [`writes`].
+//! The one door resolvers go through. Anonymous responses are cached whole,
+//! which is only correct if the cache learns everything a response shows
+//! and every write drops what it changes; so every read here records what
+//! it returns, and every write invalidates what it changes. Resolvers never
+//! see the store or the cache, so a new one cannot get this wrong.
 
 use std::sync::Arc;
 
@@ -20,10 +10,10 @@ use async_graphql::{Context, Result};
 
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::domain::{GroupName, UserName, VoteDirection};
+use crate::domain::{UserName, VoteDirection};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::store::{ArticleRecord, Caller, List};
+use crate::store::{ArticleRecord, Caller};
 
 mod accounts;
 mod moderation;
@@ -32,18 +22,10 @@ mod recording;
 mod routing;
 mod writes;
 
+pub use crate::store::List as ArticleList;
 pub use accounts::{invalid_credentials, Accounts};
-pub use recording::Recorded;
-use recording::Recording;
+pub use recording::Recording;
 use routing::Routing;
-
-/// Which ranked list of articles a page comes from.
-#[derive(Clone, Copy, Debug)]
-pub enum ArticleList<'a> {
-    Site,
-    Group(&'a GroupName),
-    User(&'a str),
-}
 
 /// One request's view of the application: its caller, its own loaders (so
 /// batching never mixes requests and nothing is cached between them), and,
@@ -110,8 +92,8 @@ impl RequestContext {
     /// Attaches the context to a GraphQL request; the handle it returns
     /// gives what the response showed, once it ran (None when not
     /// recorded).
-    pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recorded) {
-        let recorded = self.recording.handle();
+    pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recording) {
+        let recorded = self.recording.clone();
         (request.data(self), recorded)
     }
 
@@ -134,7 +116,7 @@ impl RequestContext {
     /// The logged-in user, looked up once per request.
     pub async fn viewer(&self) -> Result<Option<UserName>> {
         self.recording.shows_caller();
-        Ok(self.session.user(self.routing.primary_store()).await?)
+        Ok(self.session.user(&self.routing.primary).await?)
     }
 
     /// The logged-in user, or `UNAUTHENTICATED`. Writes check it again
@@ -143,25 +125,19 @@ impl RequestContext {
     /// lookup is made once per request).
     pub async fn viewer_required(&self) -> Result<UserName> {
         self.recording.shows_caller();
-        Ok(self
-            .session
-            .require_user(self.routing.primary_store())
-            .await?)
+        Ok(self.session.require_user(&self.routing.primary).await?)
     }
 
     /// The logged-in user and their role, or None (as [`Self::viewer`]).
     pub async fn caller(&self) -> Result<Option<Caller>> {
         self.recording.shows_caller();
-        Ok(self.session.caller(self.routing.primary_store()).await?)
+        Ok(self.session.caller(&self.routing.primary).await?)
     }
 
     /// The logged-in user and their role, or `BANNED` or `UNAUTHENTICATED`.
     pub async fn caller_required(&self) -> Result<Caller> {
         self.recording.shows_caller();
-        Ok(self
-            .session
-            .require_caller(self.routing.primary_store())
-            .await?)
+        Ok(self.session.require_caller(&self.routing.primary).await?)
     }
 
     /// The caller's vote on `article`. A template leaves a hole there,
@@ -176,14 +152,4 @@ pub struct Feed {
     pub edges: Vec<(String, ArticleRecord)>,
     pub has_next: bool,
     pub total: u64,
-}
-
-impl<'a> From<ArticleList<'a>> for List<'a> {
-    fn from(list: ArticleList<'a>) -> Self {
-        match list {
-            ArticleList::Site => List::Site,
-            ArticleList::Group(g) => List::Group(g),
-            ArticleList::User(u) => List::User(u),
-        }
-    }
 }

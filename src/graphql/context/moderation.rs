@@ -66,7 +66,7 @@ impl RequestContext {
     ) -> Result<ArticleRecord> {
         let caller = self.caller_required().await?;
         let limit = self.app.rates.flag;
-        let store = self.routing.primary_store();
+        let store = &self.routing.primary;
         store.flag(&caller, id, flagging, reason, limit).await?;
         self.invalidate_all();
         self.reload(id).await
@@ -81,7 +81,7 @@ impl RequestContext {
     ) -> Result<ArticleRecord> {
         let moderator = self.in_role(Role::Moderator).await?;
         let limit = Some(self.app.rates.moderate);
-        let store = self.routing.primary_store();
+        let store = &self.routing.primary;
         store
             .moderate_article(&moderator.name, id, remove, reason, limit)
             .await?;
@@ -103,7 +103,7 @@ impl RequestContext {
             _ => Role::Moderator,
         };
         let caller = self.in_role(needed).await?;
-        let store = self.routing.primary_store();
+        let store = &self.routing.primary;
         let user = match store.account(name).await? {
             Some((user, _)) => user,
             None => return Err(no_user(name).into()),
@@ -125,10 +125,10 @@ impl RequestContext {
     /// A page of the moderators' queue, with its articles.
     pub async fn moderation_queue(&self, first: usize, after: Option<&str>) -> Result<Feed> {
         self.in_role(Role::Moderator).await?;
-        let store = self.routing.primary_store();
+        let store = &self.routing.primary;
         let page = store.moderation_queue(after, first).await?;
         let ids: Vec<_> = page.entries.iter().map(|(_, id)| (*id, None)).collect();
-        let mut found = self.routing.articles().loader().load_ranked(&ids).await?;
+        let mut found = self.routing.articles.loader().load_ranked(&ids).await?;
         let edges = page.entries.into_iter();
         Ok(Feed {
             edges: edges
@@ -147,16 +147,12 @@ impl RequestContext {
         first: usize,
         after: Option<&str>,
     ) -> Result<Page<ModLogRecord>> {
-        Ok(self
-            .routing
-            .primary_store()
-            .modlog(filter, after, first)
-            .await?)
+        Ok(self.routing.primary.modlog(filter, after, first).await?)
     }
 
     /// A user's role and ban (batched).
     pub async fn account(&self, name: &str) -> Result<Account> {
-        let account = self.routing.accounts().load_one(name.to_owned()).await?;
+        let account = self.routing.accounts.load_one(name.to_owned()).await?;
         Ok(account.unwrap_or_default())
     }
 

@@ -28,7 +28,7 @@ impl RequestContext {
         order: Order,
         page: PageRequest,
     ) -> Result<Vec<ArticleRecord>> {
-        let store = self.routing.primary_store();
+        let store = &self.routing.primary;
         let ids = async {
             let ranking = match (order, list) {
                 // Rankings pruned by period or cached: read by the feed
@@ -39,19 +39,14 @@ impl RequestContext {
                     return self
                         .routing
                         .store_for(list)
-                        .ranked_page(list.into(), order, start as usize, size)
+                        .ranked_page(list, order, start as usize, size)
                         .await;
                 }
                 (Order::Score, _) => Ranking::Score,
                 (Order::Time, _) => Ranking::Time,
             };
             match list {
-                ArticleList::Site => {
-                    self.routing
-                        .lagging_store()
-                        .ranking_page(ranking, page)
-                        .await
-                }
+                ArticleList::Site => self.routing.lagging.ranking_page(ranking, page).await,
                 ArticleList::Group(group) => store.group_page(group, ranking, page).await,
                 ArticleList::User(name) => Ok(unscored(store.user_newest_page(name, page).await?)),
             }
@@ -66,8 +61,7 @@ impl RequestContext {
     /// lookup only warms the session for the loader (a template's is
     /// anonymous): it shows nothing of the caller by itself.
     async fn with_session<T>(&self, read: impl Future<Output = AppResult<T>>) -> Result<T> {
-        let (read, viewer) =
-            futures_util::join!(read, self.session.user(self.routing.primary_store()));
+        let (read, viewer) = futures_util::join!(read, self.session.user(&self.routing.primary));
         viewer?;
         Ok(read?)
     }
@@ -85,7 +79,7 @@ impl RequestContext {
     ) -> Result<Vec<ArticleRecord>> {
         self.recording
             .record(|deps| ids.iter().for_each(|(id, _)| deps.article(&id.to_string())));
-        let mut found = self.routing.articles().loader().load_ranked(ids).await?;
+        let mut found = self.routing.articles.loader().load_ranked(ids).await?;
         let articles: Vec<ArticleRecord> =
             ids.iter().filter_map(|(id, _)| found.remove(id)).collect();
         match order {
@@ -116,15 +110,14 @@ impl RequestContext {
         after: Option<&str>,
     ) -> Result<Feed> {
         let position = after
-            .map(|cursor| Cursor::decode(cursor, order, &list.into()))
+            .map(|cursor| Cursor::decode(cursor, order, &list))
             .transpose()?;
         let page = self
-            .with_session(self.routing.store_for(list).feed(
-                list.into(),
-                order,
-                position.as_ref(),
-                first,
-            ))
+            .with_session(
+                self.routing
+                    .store_for(list)
+                    .feed(list, order, position.as_ref(), first),
+            )
             .await?;
         let ids: Vec<Ranked> = page.entries.iter().map(|(ranked, _)| *ranked).collect();
         let full = page.has_next || ids.len() == first;
@@ -132,7 +125,7 @@ impl RequestContext {
         let mut cursors: std::collections::HashMap<_, _> = page
             .entries
             .iter()
-            .map(|((id, _), position)| (*id, Cursor::encode(order, &list.into(), position)))
+            .map(|((id, _), position)| (*id, Cursor::encode(order, &list, position)))
             .collect();
         let edges = records
             .into_iter()
@@ -148,7 +141,7 @@ impl RequestContext {
     /// One article (batched with the request's other single-article reads).
     pub async fn article(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
         self.recording.record(|deps| deps.article(&id.to_string()));
-        self.routing.articles().load_one(id).await
+        self.routing.articles.load_one(id).await
     }
 
     /// One article, read at once: for a resolver that knows no other read
@@ -158,7 +151,7 @@ impl RequestContext {
         self.recording.record(|deps| deps.article(&id.to_string()));
         Ok(self
             .routing
-            .articles()
+            .articles
             .loader()
             .load_ranked(&[(id, None)])
             .await?
@@ -166,12 +159,7 @@ impl RequestContext {
     }
 
     pub async fn article_by_slug(&self, slug: &str) -> Result<Option<ArticleRecord>> {
-        match self
-            .routing
-            .primary_store()
-            .article_id_by_slug(slug)
-            .await?
-        {
+        match self.routing.primary.article_id_by_slug(slug).await? {
             Some(id) => self.article(id).await,
             None => Ok(None),
         }
@@ -180,11 +168,11 @@ impl RequestContext {
     /// Number of ranked articles. A post through any instance invalidates
     /// cached responses, so counts need no record.
     pub async fn article_count(&self) -> Result<u64> {
-        Ok(self.routing.lagging_store().article_count().await?)
+        Ok(self.routing.lagging.article_count().await?)
     }
 
     pub async fn group_count(&self, group: &GroupName) -> Result<u64> {
-        Ok(self.routing.primary_store().group_count(group).await?)
+        Ok(self.routing.primary.group_count(group).await?)
     }
 
     /// A page of the group directory after the cursor `after`. Votes do
@@ -193,7 +181,7 @@ impl RequestContext {
         let position = after.map(GroupCursor::decode).transpose()?;
         Ok(self
             .routing
-            .lagging_store()
+            .lagging
             .groups_page(position.as_ref(), first)
             .await?)
     }
@@ -201,13 +189,13 @@ impl RequestContext {
     /// A user's karma and rank (batched); any vote may change them.
     pub async fn standing(&self, name: &str) -> Result<Option<Standing>> {
         self.recording.record(Deps::any_vote);
-        self.routing.standings().load_one(name.to_owned()).await
+        self.routing.standings.load_one(name.to_owned()).await
     }
 
     /// The karma leaderboard; any vote may change it.
     pub async fn top_posters(&self, limit: usize) -> Result<Vec<(String, i64)>> {
         self.recording.record(Deps::any_vote);
-        Ok(self.routing.lagging_store().top_posters(limit).await?)
+        Ok(self.routing.lagging.top_posters(limit).await?)
     }
 
     /// Score changes from now on, from the process' one pub/sub connection.

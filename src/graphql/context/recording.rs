@@ -12,9 +12,10 @@ use crate::store::ArticleRecord;
 use crate::templates::Holes;
 
 /// A request's record of what it shows; empty (recording nothing) for a
-/// request whose response is not cached.
-#[derive(Default)]
-pub(super) struct Recording {
+/// request whose response is not cached. A clone reads it once the request
+/// ran (see [`RequestContext::attach`](super::RequestContext::attach)).
+#[derive(Default, Clone)]
+pub struct Recording {
     deps: Option<DepsCollector>,
     /// Set when the request computes a template.
     holes: Option<Arc<Holes>>,
@@ -28,11 +29,6 @@ impl Recording {
             deps: Some(DepsCollector::default()),
             holes: Some(Arc::default()),
         }
-    }
-
-    /// The handle that reads the record once the request ran.
-    pub(super) fn handle(&self) -> Recorded {
-        Recorded(self.deps.clone(), self.holes.clone())
     }
 
     pub(super) fn record(&self, f: impl FnOnce(&mut Deps)) {
@@ -64,22 +60,14 @@ impl Recording {
             None => article.my_vote,
         }
     }
-}
 
-/// What a response showed, taken once it ran (see
-/// [`RequestContext::attach`](super::RequestContext::attach)).
-pub struct Recorded(Option<DepsCollector>, Option<Arc<Holes>>);
-
-impl Recorded {
     pub fn take(&self) -> Option<Deps> {
-        self.0
+        self.deps
             .as_ref()
             .map(|deps| std::mem::take(&mut *deps.lock()))
     }
 
-    /// A recorded response's holes (see
-    /// [`RequestContext::recorded`](super::RequestContext::recorded)).
     pub fn holes(&self) -> Option<&Holes> {
-        self.1.as_deref()
+        self.holes.as_deref()
     }
 }

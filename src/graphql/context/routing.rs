@@ -11,12 +11,15 @@ use crate::graphql::loaders::{AccountLoader, ArticleLoader, StandingLoader};
 use crate::store::Store;
 
 pub(super) struct Routing {
-    primary: Store,
-    /// Where reads of the site's rankings, of articles and of karma go.
-    reads: Store,
-    articles: DataLoader<ArticleLoader>,
-    standings: DataLoader<StandingLoader>,
-    accounts: DataLoader<AccountLoader>,
+    /// Writes and reads that must see them.
+    pub(super) primary: Store,
+    /// Reads that may lag: the site's rankings, articles, karma, counts,
+    /// the directory.
+    pub(super) lagging: Store,
+    pub(super) articles: DataLoader<ArticleLoader>,
+    pub(super) standings: DataLoader<StandingLoader>,
+    /// Roles and bans, from the primary.
+    pub(super) accounts: DataLoader<AccountLoader>,
 }
 
 impl Routing {
@@ -31,47 +34,25 @@ impl Routing {
         Self::reading(&self.primary, replica, session)
     }
 
-    fn reading(primary: &Store, reads: &Store, session: &Arc<Session>) -> Self {
+    fn reading(primary: &Store, lagging: &Store, session: &Arc<Session>) -> Self {
         Self {
             primary: primary.clone(),
-            reads: reads.clone(),
+            lagging: lagging.clone(),
             articles: DataLoader::new(
-                ArticleLoader::new(reads.clone(), session.clone()),
+                ArticleLoader::new(lagging.clone(), session.clone()),
                 tokio::spawn,
             ),
-            standings: DataLoader::new(StandingLoader::new(reads.clone()), tokio::spawn),
+            standings: DataLoader::new(StandingLoader::new(lagging.clone()), tokio::spawn),
             accounts: DataLoader::new(AccountLoader::new(primary.clone()), tokio::spawn),
         }
-    }
-
-    /// Writes and reads that must see them.
-    pub(super) fn primary_store(&self) -> &Store {
-        &self.primary
-    }
-
-    /// Reads that may lag: the site's rankings, counts, the directory.
-    pub(super) fn lagging_store(&self) -> &Store {
-        &self.reads
     }
 
     /// Where reads of `list` go: the site's rankings may be read from the
     /// replica; a group's or a user's may have to be built (a write).
     pub(super) fn store_for(&self, list: ArticleList<'_>) -> &Store {
         match list {
-            ArticleList::Site => &self.reads,
+            ArticleList::Site => &self.lagging,
             _ => &self.primary,
         }
-    }
-
-    pub(super) fn articles(&self) -> &DataLoader<ArticleLoader> {
-        &self.articles
-    }
-
-    pub(super) fn standings(&self) -> &DataLoader<StandingLoader> {
-        &self.standings
-    }
-
-    pub(super) fn accounts(&self) -> &DataLoader<AccountLoader> {
-        &self.accounts
     }
 }

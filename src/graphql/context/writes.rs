@@ -21,7 +21,7 @@ impl RequestContext {
         let user = self.viewer_required().await?;
         let id = self
             .routing
-            .primary_store()
+            .primary
             .post_article(&user, title, link, groups, self.app.rates.post)
             .await?;
         self.invalidate_all();
@@ -34,7 +34,7 @@ impl RequestContext {
         let caller = self.caller_required().await?;
         let changed = self
             .routing
-            .primary_store()
+            .primary
             .vote(id, &caller, direction, self.app.rates.vote)
             .await?;
         let article = self.reload(id).await?;
@@ -54,7 +54,7 @@ impl RequestContext {
     pub async fn rename_slug(&self, id: ArticleId, slug: &Slug) -> Result<ArticleRecord> {
         let caller = self.caller_required().await?;
         self.routing
-            .primary_store()
+            .primary
             .rename_slug(id, &caller, slug, self.app.rates.rename_slug)
             .await?;
         self.invalidate_all();
@@ -69,7 +69,7 @@ impl RequestContext {
     ) -> Result<ArticleRecord> {
         let caller = self.caller_required().await?;
         self.routing
-            .primary_store()
+            .primary
             .set_groups(id, &caller, add, remove, self.app.rates.set_groups)
             .await?;
         self.invalidate_all();
@@ -80,16 +80,14 @@ impl RequestContext {
     /// cached pages: counts seen by anonymous readers may lag by a cache
     /// entry's age.
     pub async fn view(&self, id: ArticleId) -> Result<ArticleRecord> {
-        self.session
-            .refuse_banned(self.routing.primary_store())
-            .await?;
+        self.session.refuse_banned(&self.routing.primary).await?;
         let viewer = match self.caller().await? {
             Some(caller) => Viewer::User(caller),
             None => Viewer::Client(self.client),
         };
         let limits = &self.app.rates;
         self.routing
-            .primary_store()
+            .primary
             .view_article(id, &viewer, limits.view, limits.view_window_secs)
             .await?;
         self.reload(id).await
