@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::config::{Command, Settings};
-use crate::domain::UserName;
-use crate::store::{Store, UserAction};
+use crate::domain::{Role, UserName};
+use crate::store::{Actor, Store, UserAction};
 
 /// Runs `command`; an error ends the process with a non-zero status.
 pub async fn run(command: Command, settings: &Settings) -> anyhow::Result<()> {
@@ -28,9 +28,13 @@ pub async fn run(command: Command, settings: &Settings) -> anyhow::Result<()> {
     let (user, _) = store.account(&typed).await?.with_context(unknown)?;
     let reason = format!("set to {}", role.as_str());
     let action = UserAction::SetRole(role);
-    let changed = store
-        .moderate_user(None, &user, action, Some(&reason), None)
-        .await?;
+    let actor = Actor {
+        name: None,
+        role: Role::Admin,
+        reason: Some(&reason),
+        limit: None,
+    };
+    let changed = store.moderate_user(&actor, &user, action).await?;
     let verb = if changed { "is now" } else { "was already" };
     println!("{} {verb} {}", user.as_str(), role.as_str());
     Ok(())

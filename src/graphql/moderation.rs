@@ -3,7 +3,7 @@
 //! `articleRemoved` (a subscription), merged into the roots; and what
 //! `Article` and `User` show of moderation, to whom.
 
-use async_graphql::{Context, Object, Result, SimpleObject, Subscription, ID};
+use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject, Subscription, ID};
 use futures_util::Stream;
 
 use super::shared_subscriptions::SharedExecution;
@@ -102,7 +102,7 @@ impl ModerationQuery {
                 .into_iter()
                 .map(|(cursor, entry)| ModLogEdge {
                     cursor,
-                    node: ModLogEntry(entry),
+                    node: entry.into(),
                 })
                 .collect(),
             page_info: PageInfo {
@@ -282,57 +282,54 @@ pub struct ModLogEdge {
     pub node: ModLogEntry,
 }
 
-pub struct ModLogEntry(ModLogRecord);
-
 /// One moderation action, written with it; never edited or deleted (the
 /// oldest go past `--modlog-max-entries`).
-#[Object]
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct ModLogEntry {
+    id: ID,
+    at: DateTime,
+    action: ModAction,
+    reason: Option<String>,
+    /// The user banned, unbanned or given a role.
+    user: Option<User>,
+    /// A ban's end; null for a ban for good and other actions.
+    until: Option<DateTime>,
+    #[graphql(skip)]
+    record: ModLogRecord,
+}
+
+impl From<ModLogRecord> for ModLogEntry {
+    fn from(record: ModLogRecord) -> Self {
+        Self {
+            id: ID(record.n.to_string()),
+            at: DateTime(record.at),
+            action: record.action,
+            reason: record.reason.clone(),
+            user: record.user.clone().map(|name| User { name }),
+            until: record.until.map(|secs| DateTime(secs as f64)),
+            record,
+        }
+    }
+}
+
+#[ComplexObject]
 impl ModLogEntry {
-    async fn id(&self) -> ID {
-        ID(self.0.n.to_string())
-    }
-
-    async fn at(&self) -> DateTime {
-        DateTime(self.0.at)
-    }
-
-    async fn action(&self) -> ModAction {
-        self.0.action
-    }
-
-    async fn reason(&self) -> Option<&str> {
-        self.0.reason.as_deref()
-    }
-
     /// Who acted; shown to moderators only (null for everyone else, and
     /// for the command line and flags).
     async fn moderator(&self, ctx: &Context<'_>) -> Result<Option<User>> {
         let shown = RequestContext::of(ctx)?.moderates().await?;
-        Ok(self
-            .0
-            .moderator
-            .clone()
-            .filter(|_| shown)
-            .map(|name| User { name }))
+        let name = self.record.moderator.clone().filter(|_| shown);
+        Ok(name.map(|name| User { name }))
     }
 
     /// The article acted on, as `article(id:)` shows it.
     async fn article(&self, ctx: &Context<'_>) -> Result<Option<Article>> {
-        let Some(id) = self.0.article else {
+        let Some(id) = self.record.article else {
             return Ok(None);
         };
         let context = RequestContext::of(ctx)?;
         let article = context.visible(context.article(id).await?).await?;
         Ok(article.map(Article))
-    }
-
-    /// The user banned, unbanned or given a role.
-    async fn user(&self) -> Option<User> {
-        self.0.user.clone().map(|name| User { name })
-    }
-
-    /// A ban's end; null for a ban for good and other actions.
-    async fn until(&self) -> Option<DateTime> {
-        self.0.until.map(|secs| DateTime(secs as f64))
     }
 }

@@ -33,7 +33,7 @@ pub use groups::{DirectoryPage, GroupCursor};
 pub use locator::Locator;
 pub use moderation::{no_user, Account, ModerationLimits, Page};
 pub use scripts::RegisterLimits;
-pub use scripts::{ModLogFilter, ModLogRecord, UserAction};
+pub use scripts::{Actor, ModLogFilter, ModLogRecord, UserAction};
 pub use users::{Caller, LoginLimit, SessionUser, Standing};
 
 use parking_lot::Mutex;

@@ -15,14 +15,12 @@ use std::collections::HashMap;
 
 use redis::Value;
 
-use super::feeds::{cursor_fields, cursor_value, encode_cursor, malformed_cursor};
-use super::scripts::{
-    self, Actor, FeedSource, ModLogFilter, ModLogRecord, ModerationReply, Start, UserAction,
-};
-use super::{keys, not_found, value_str, Caller, Store};
+use super::feeds::{cursor_fields, encode_cursor, malformed_cursor};
+use super::scripts::{self, Actor, ModLogFilter, ModLogRecord, ModerationReply, UserAction};
+use super::{keys, not_found, value_str, Store};
 use crate::domain::{ArticleId, Ranking, Role, UserName};
 use crate::error::{AppError, AppResult};
-use crate::rate::{RateAction, RateLimit, RateScope};
+use crate::rate::{RateAction, RateScope};
 
 /// `--flag-threshold` and `--modlog-max-entries`.
 #[derive(Debug, Clone, Copy)]
@@ -55,8 +53,7 @@ impl Account {
     }
 }
 
-/// A page of the moderators' queue (article ids) or of the log (its
-/// entries), each with its cursor.
+/// A page of the moderation log: its entries, each with its cursor.
 pub struct Page<T> {
     pub entries: Vec<(String, T)>,
     pub has_next: bool,
@@ -73,76 +70,46 @@ impl Store {
         self
     }
 
-    /// Flags an article as `caller` (`flagging`), or takes the flag back.
-    pub async fn flag(
-        &self,
-        caller: &Caller,
-        id: ArticleId,
-        flagging: bool,
-        reason: Option<&str>,
-        limit: RateLimit,
-    ) -> AppResult<()> {
-        let actor = Actor {
-            name: Some(&caller.name),
-            reason,
-            limit: Some(limit),
-        };
-        let moderates = caller.role.moderates();
+    /// Flags an article as `actor` (`flagging`), or takes the flag back.
+    pub async fn flag(&self, actor: &Actor<'_>, id: ArticleId, flagging: bool) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let reply = scripts::flag(&mut conn, self.moderation, &actor, id, flagging, moderates);
+        let reply = scripts::flag(&mut conn, self.moderation, actor, id, flagging);
         outcome(reply.await?, RateAction::Flag, || not_found(id)).map(drop)
     }
 
-    /// Removes (`remove`) or restores an article as `moderator`, counted
-    /// against `limit` when there is one. False when it was already so.
+    /// Removes (`remove`) or restores an article. False when it was
+    /// already so.
     pub async fn moderate_article(
         &self,
-        moderator: &UserName,
+        actor: &Actor<'_>,
         id: ArticleId,
         remove: bool,
-        reason: Option<&str>,
-        limit: Option<RateLimit>,
     ) -> AppResult<bool> {
-        let actor = Actor {
-            name: Some(moderator),
-            reason,
-            limit,
-        };
         let mut conn = self.conn().await?;
-        let reply = scripts::moderate_article(&mut conn, self.moderation, &actor, id, remove);
+        let reply = scripts::moderate_article(&mut conn, self.moderation, actor, id, remove);
         outcome(reply.await?, RateAction::Moderate, || not_found(id))
     }
 
-    /// Bans, unbans or sets the role of `name` as `caller` (None: the
-    /// command line, acting as an admin). False when it was already so.
+    /// Bans, unbans or sets the role of `name`. False when it was already
+    /// so.
     pub async fn moderate_user(
         &self,
-        caller: Option<&Caller>,
+        actor: &Actor<'_>,
         name: &UserName,
         action: UserAction,
-        reason: Option<&str>,
-        limit: Option<RateLimit>,
     ) -> AppResult<bool> {
-        let actor = Actor {
-            name: caller.map(|c| &c.name),
-            reason,
-            limit,
-        };
-        let role = caller.map_or(Role::Admin, |c| c.role);
         let mut conn = self.conn().await?;
-        let reply =
-            scripts::moderate_user(&mut conn, self.moderation, (&actor, role), name, action);
+        let reply = scripts::moderate_user(&mut conn, self.moderation, actor, name, action);
         outcome(reply.await?, RateAction::Moderate, || no_user(name))
     }
 
     /// Removes every article of `name`, hidden ones included, each as
     /// `removeArticle` does (with its own log entry), in batches.
-    pub async fn remove_articles_of(
-        &self,
-        moderator: &UserName,
-        name: &UserName,
-        reason: &str,
-    ) -> AppResult<()> {
+    pub async fn remove_articles_of(&self, actor: &Actor<'_>, name: &UserName) -> AppResult<()> {
+        let actor = Actor {
+            limit: None,
+            ..*actor
+        };
         let name = name.as_str();
         // The taken-out ones first: removing a visible one moves it there.
         for (key, leaving) in [
@@ -162,9 +129,7 @@ impl Store {
                     break;
                 }
                 for id in members.iter().filter_map(|m| keys::article_id(m)) {
-                    let removed = self
-                        .moderate_article(moderator, id, true, Some(reason), None)
-                        .await;
+                    let removed = self.moderate_article(&actor, id, true).await;
                     // A removed visible article leaves the set read.
                     if !(leaving && matches!(removed, Ok(true))) {
                         start += 1;
@@ -173,43 +138,6 @@ impl Store {
             }
         }
         Ok(())
-    }
-
-    /// A page of the moderators' queue, most flags first, after `after`.
-    pub async fn moderation_queue(
-        &self,
-        after: Option<&str>,
-        first: usize,
-    ) -> AppResult<Page<ArticleId>> {
-        let position = after.map(queue_position).transpose()?;
-        let start = match &position {
-            Some((value, member)) => Start::After { value, member },
-            None => Start::Rank(0),
-        };
-        let source = FeedSource {
-            key: keys::MODERATION_QUEUE.to_owned(),
-            build: None,
-            min_time: 0,
-            marker: None,
-        };
-        let mut conn = self.conn().await?;
-        let reply = scripts::feed(&mut conn, &source, start, first).await?;
-        let mut entries: Vec<(String, ArticleId)> = reply
-            .members
-            .iter()
-            .filter_map(|(member, flags)| {
-                let id = keys::article_id(member)?;
-                let cursor = encode_cursor(&["queue", &format!("{flags:?}"), &id.to_string()]);
-                Some((cursor, id))
-            })
-            .collect();
-        let has_next = entries.len() > first;
-        entries.truncate(first);
-        Ok(Page {
-            entries,
-            has_next,
-            total: reply.total,
-        })
     }
 
     /// A page of the moderation log, newest first, after `after`.
@@ -290,18 +218,6 @@ fn outcome(
 
 pub fn no_user(name: &UserName) -> AppError {
     AppError::NotFound(format!("no user named {:?}", name.as_str()))
-}
-
-/// A queue cursor's flag count and member.
-fn queue_position(cursor: &str) -> AppResult<(String, String)> {
-    match cursor_fields(cursor)?.as_slice() {
-        [kind, value, id] if kind == "queue" => {
-            let id: u64 = id.parse().map_err(|_| malformed_cursor())?;
-            let value = format!("{:?}", cursor_value(value)?);
-            Ok((value, keys::article(ArticleId(id))))
-        }
-        _ => Err(malformed_cursor()),
-    }
 }
 
 /// A log cursor's entry number.

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use async_graphql::Result;
 use tokio::sync::broadcast;
 
-use super::{Feed, RequestContext};
+use super::{ArticleList, Feed, RequestContext};
 use crate::domain::{ArticleId, Role, UserName};
 use crate::error::AppError;
 use crate::pubsub::ModeratedEvent;
+use crate::rate::RateLimit;
 use crate::store::{
-    no_user, Account, ArticleRecord, Caller, ModLogFilter, ModLogRecord, Page, UserAction,
+    no_user, Account, Actor, ArticleRecord, Caller, ModLogFilter, ModLogRecord, Order, Page,
+    UserAction,
 };
 
 impl RequestContext {
@@ -65,9 +67,8 @@ impl RequestContext {
         reason: Option<&str>,
     ) -> Result<ArticleRecord> {
         let caller = self.caller_required().await?;
-        let limit = self.app.rates.flag;
-        let store = &self.routing.primary;
-        store.flag(&caller, id, flagging, reason, limit).await?;
+        let actor = acting(&caller, reason, self.app.rates.flag);
+        self.routing.primary.flag(&actor, id, flagging).await?;
         self.invalidate_all();
         self.reload(id).await
     }
@@ -80,11 +81,9 @@ impl RequestContext {
         reason: Option<&str>,
     ) -> Result<ArticleRecord> {
         let moderator = self.in_role(Role::Moderator).await?;
-        let limit = Some(self.app.rates.moderate);
+        let actor = acting(&moderator, reason, self.app.rates.moderate);
         let store = &self.routing.primary;
-        store
-            .moderate_article(&moderator.name, id, remove, reason, limit)
-            .await?;
+        store.moderate_article(&actor, id, remove).await?;
         self.invalidate_all();
         self.reload(id).await
     }
@@ -108,15 +107,10 @@ impl RequestContext {
             Some((user, _)) => user,
             None => return Err(no_user(name).into()),
         };
-        let limit = Some(self.app.rates.moderate);
-        store
-            .moderate_user(Some(&caller), &user, action, reason, limit)
-            .await?;
+        let actor = acting(&caller, reason, self.app.rates.moderate);
+        store.moderate_user(&actor, &user, action).await?;
         if remove_articles {
-            let reason = reason.unwrap_or_default();
-            store
-                .remove_articles_of(&caller.name, &user, reason)
-                .await?;
+            store.remove_articles_of(&actor, &user).await?;
         }
         self.invalidate_all();
         Ok(user)
@@ -125,18 +119,8 @@ impl RequestContext {
     /// A page of the moderators' queue, with its articles.
     pub async fn moderation_queue(&self, first: usize, after: Option<&str>) -> Result<Feed> {
         self.in_role(Role::Moderator).await?;
-        let store = &self.routing.primary;
-        let page = store.moderation_queue(after, first).await?;
-        let ids: Vec<_> = page.entries.iter().map(|(_, id)| (*id, None)).collect();
-        let mut found = self.routing.articles.loader().load_ranked(&ids).await?;
-        let edges = page.entries.into_iter();
-        Ok(Feed {
-            edges: edges
-                .filter_map(|(c, id)| Some((c, found.remove(&id)?)))
-                .collect(),
-            has_next: page.has_next,
-            total: page.total,
-        })
+        self.feed(ArticleList::Queue, Order::Score, first, after)
+            .await
     }
 
     /// A page of the moderation log. Moderation drops cached responses,
@@ -159,5 +143,15 @@ impl RequestContext {
     /// Moderations from now on, from the process' one pub/sub connection.
     pub fn moderated_events(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
         self.app.pubsub.subscribe_moderated()
+    }
+}
+
+/// `caller` acting for `reason`, counted against `limit`.
+fn acting<'a>(caller: &'a Caller, reason: Option<&'a str>, limit: RateLimit) -> Actor<'a> {
+    Actor {
+        name: Some(&caller.name),
+        role: caller.role,
+        reason,
+        limit: Some(limit),
     }
 }

@@ -57,10 +57,12 @@ impl ScriptReply for ModerationReply {
     }
 }
 
-/// Who acts (None: the command line) and why, as the log records it.
+/// Who acts (None: the command line, as an admin) and why, as the log
+/// records it.
 #[derive(Clone, Copy)]
 pub struct Actor<'a> {
     pub name: Option<&'a UserName>,
+    pub role: Role,
     pub reason: Option<&'a str>,
     /// The actor's counter's limit; None: not counted.
     pub limit: Option<RateLimit>,
@@ -174,13 +176,12 @@ pub async fn flag(
     actor: &Actor<'_>,
     id: ArticleId,
     flagging: bool,
-    moderates: bool,
 ) -> AppResult<ModerationReply> {
     let op = if flagging { "flag" } else { "unflag" };
     let call = (RateAction::Flag, ModAction::HideArticle, op);
     let mut invocation = prepare(&FLAG, (limits, actor), Subject::Article(id), call);
     invocation
-        .arg(if moderates { "1" } else { "" })
+        .arg(if actor.role.moderates() { "1" } else { "" })
         .arg(limits.flag_threshold);
     FLAG.call(&invocation, conn).await
 }
@@ -225,12 +226,11 @@ pub enum UserAction {
 static MODERATE_USER: LazyLock<Lua<ModerationReply>> =
     LazyLock::new(|| moderation_script("moderate-user", include_str!("../lua/moderate_user.lua")));
 
-/// Runs the ban, unban or role script on `name` as `actor`, whose role
-/// is `role` (an admin's, for the command line).
+/// Runs the ban, unban or role script on `name` as `actor`.
 pub async fn moderate_user(
     conn: &mut Conn,
     limits: ModerationLimits,
-    (actor, role): (&Actor<'_>, Role),
+    actor: &Actor<'_>,
     name: &UserName,
     action: UserAction,
 ) -> AppResult<ModerationReply> {
@@ -244,7 +244,7 @@ pub async fn moderate_user(
     let mut invocation = prepare(&MODERATE_USER, (limits, actor), subject, call);
     invocation
         .key(keys::ADMINS)
-        .arg(role.as_str())
+        .arg(actor.role.as_str())
         .arg(value.unwrap_or_else(|| "forever".to_owned()))
         .arg(keys::SESSION_PREFIX)
         .arg(keys::SESSION_ENDED_CHANNEL);
@@ -325,21 +325,23 @@ pub async fn modlog_page(
     after: Option<u64>,
     first: usize,
 ) -> AppResult<ModLogReply> {
-    let (index, action, user, article) = match filter {
+    let mut wanted = [
+        filter.action.map_or("", ModAction::as_str).to_owned(),
+        filter.user.clone().unwrap_or_default(),
+        filter.article.map_or(String::new(), |id| id.to_string()),
+    ];
+    // The index read stands for its own filter.
+    let (index, implied) = match filter {
         ModLogFilter {
             article: Some(id), ..
-        } => (
-            keys::article_modlog(*id),
-            filter.action,
-            filter.user.as_deref(),
-            None,
-        ),
-        ModLogFilter { user: Some(u), .. } => (keys::user_modlog(u), filter.action, None, None),
+        } => (keys::article_modlog(*id), 2),
+        ModLogFilter { user: Some(u), .. } => (keys::user_modlog(u), 1),
         ModLogFilter {
             action: Some(a), ..
-        } => (keys::modlog_action(*a), None, None, None),
-        _ => (keys::MODLOG.to_owned(), None, None, None),
+        } => (keys::modlog_action(*a), 0),
+        _ => (keys::MODLOG.to_owned(), 0),
     };
+    wanted[implied].clear();
     let mut invocation = MODLOG_PAGE.invocation();
     invocation
         .key(index)
@@ -347,8 +349,6 @@ pub async fn modlog_page(
         .arg(first)
         .arg(after.map_or("+inf".to_owned(), |n| n.to_string()))
         .arg(MODLOG_SCAN)
-        .arg(action.map_or("", ModAction::as_str))
-        .arg(user.unwrap_or(""))
-        .arg(article.map_or(String::new(), |id: ArticleId| id.to_string()));
+        .arg(&wanted[..]);
     MODLOG_PAGE.call(&invocation, conn).await
 }
