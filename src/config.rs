@@ -244,18 +244,15 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_RATE_RENAME_SLUG", default_value = "10/3600")]
     pub rate_rename_slug: RateLimit,
 
-    /// flag and unflag calls per user: a reader reporting what they see,
-    /// not a script flagging a site away.
+    /// flag and unflag calls per user.
     #[arg(long, env = "VOTEGRAPH_RATE_FLAG", default_value = "20/3600")]
     pub rate_flag: RateLimit,
 
-    /// Moderation mutations (removeArticle, restoreArticle, banUser,
-    /// unbanUser, setRole) per moderator: room for clearing a spam wave.
+    /// Other moderation mutations per moderator: room for a spam wave.
     #[arg(long, env = "VOTEGRAPH_RATE_MODERATION", default_value = "600/3600")]
     pub rate_moderation: RateLimit,
 
-    /// Flags (from distinct users) that hide an article until a moderator
-    /// removes or restores it.
+    /// Flags (from distinct users) that hide an article.
     #[arg(long, env = "VOTEGRAPH_FLAG_THRESHOLD", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub flag_threshold: u32,
@@ -265,7 +262,6 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub modlog_max_entries: u64,
 
-    /// A command to run instead of the server.
     #[command(subcommand)]
     pub command: Option<Command>,
 

@@ -25,7 +25,7 @@ pub enum AppError {
     #[error("{0}")]
     Forbidden(&'static str),
     /// The account is banned until `until` (Unix seconds), or for good.
-    #[error("{}", banned_message(*.until))]
+    #[error("this account is banned{}", .until.map(|u| format!(" until {}", rfc3339(u))).unwrap_or_default())]
     Banned { until: Option<u64> },
     #[error("{0}")]
     NotFound(String),
@@ -455,13 +455,6 @@ pub fn rfc3339(secs: u64) -> String {
     chrono::DateTime::from_timestamp(secs as i64, 0)
         .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
         .unwrap_or_default()
-}
-
-fn banned_message(until: Option<u64>) -> String {
-    match until {
-        Some(secs) => format!("this account is banned until {}", rfc3339(secs)),
-        None => "this account is banned".to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -449,68 +449,48 @@ pub fn document(sha256_hex: &str) -> String {
 /// Members are whole key names, so the script deletes them as they are.
 pub const DOCUMENTS: &str = "document:registered";
 
-/// Pub/sub channel of moderation (JSON `{id, groups, removed}` for an
-/// article taken out or put back, `{user}` for a ban or role change): each
-/// instance drops its cached responses, and `articleRemoved` follows the
-/// removals.
+// Moderation (docs/keyspace.md says what each holds).
+/// Pub/sub channel of articles taken out or put back, bans and roles.
 pub const MODERATED_CHANNEL: &str = "votegraph:moderated";
-
-/// Sorted set `article:<id>` → flags, of the flagged and hidden articles:
-/// the moderators' queue, most flags first.
+/// Sorted set `article:<id>` → flags: the moderators' queue.
 pub const MODERATION_QUEUE: &str = "moderation:queue";
-
-/// Set of the admins' names (the last one cannot be banned or demoted).
+/// Set of the admins' names.
 pub const ADMINS: &str = "users:admins";
-
-/// The string counter `INCR`ed for a moderation log entry's number.
+/// The log's entry counter, entries (`modlog:<n>`), all entries, and
+/// an action's (`modlog:action:<ACTION>`).
 pub const MODLOG_LAST_ID: &str = "modlog:last-id";
-/// Prefix of a log entry's hash, before its number (`modlog:12`).
 pub const MODLOG_ENTRY_PREFIX: &str = "modlog:";
-/// Sorted set of every log entry's number (member and score).
 pub const MODLOG: &str = "modlog:all";
-/// Prefix of an action's entries, before its name
-/// (`modlog:action:BAN_USER`).
 pub const MODLOG_ACTION_PREFIX: &str = "modlog:action:";
-/// Suffix of the entries about one article or user, after its member
-/// (`article:7:modlog`, `user:alice:modlog`).
+/// The entries about an article or a user, after its member.
 pub const MODLOG_SUFFIX: &str = ":modlog";
-/// Suffix of a user's articles taken out of every ranking, after the
-/// user's member (`user:alice:articles:out`).
+/// A user's articles taken out of every ranking, after the user's member.
 pub const USER_ARTICLES_OUT_SUFFIX: &str = ":articles:out";
+/// Present once every session was filed in its `user:<name>:sessions`.
+pub const SESSIONS_INDEX_BUILT: &str = "index:user-sessions:built";
 
-/// `modlog:action:<ACTION>`: the entries of one action.
 pub fn modlog_action(action: ModAction) -> String {
     format!("{MODLOG_ACTION_PREFIX}{}", action.as_str())
 }
 
-/// `article:<id>:modlog`: the entries about an article.
 pub fn article_modlog(id: ArticleId) -> String {
     format!("{ARTICLE_PREFIX}{id}{MODLOG_SUFFIX}")
 }
 
-/// `user:<name>:modlog`: the entries about a user (bans, roles).
 pub fn user_modlog(name: &str) -> String {
     format!("{USER_PREFIX}{name}{MODLOG_SUFFIX}")
 }
 
-/// `article:<id>:flags`: hash `user:<name>` → the flag's reason (empty
-/// without one): one flag per user.
+/// `article:<id>:flags`: hash `user:<name>` → the flag's reason.
 pub fn article_flags(id: ArticleId) -> String {
     format!("{ARTICLE_PREFIX}{id}:flags")
 }
 
-/// `user:<name>:sessions`: set of the token hashes of the user's
-/// sessions, so a ban or a role change reaches every one of them.
+/// `user:<name>:sessions`: the token hashes of the user's sessions.
 pub fn user_sessions(name: &str) -> String {
     format!("{USER_PREFIX}{name}:sessions")
 }
 
-/// Present once every session key was filed in its user's
-/// `user:<name>:sessions`; a string holding the Unix second.
-pub const SESSIONS_INDEX_BUILT: &str = "index:user-sessions:built";
-
-/// `user:<name>:articles:out`: the user's articles taken out of every
-/// ranking (hidden or removed), by post time.
 pub fn user_articles_out(name: &str) -> String {
     format!("{USER_PREFIX}{name}{USER_ARTICLES_OUT_SUFFIX}")
 }

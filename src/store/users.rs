@@ -410,29 +410,3 @@ impl Store {
             .collect())
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_values_carry_the_role_and_the_ban() {
-        let caller = |name: &str, role| {
-            let name = UserName::from_stored(name.to_owned());
-            Some(SessionUser::Active(Caller { name, role }))
-        };
-        assert_eq!(SessionUser::parse("alice"), caller("alice", Role::Member));
-        assert_eq!(SessionUser::parse("bob admin"), caller("bob", Role::Admin));
-        let banned = |until| SessionUser::Banned {
-            name: UserName::from_stored("carol".to_owned()),
-            until,
-        };
-        let parse = SessionUser::parse;
-        assert_eq!(
-            parse("carol banned 1700000000"),
-            Some(banned(Some(1_700_000_000)))
-        );
-        assert_eq!(parse("carol banned forever"), Some(banned(None)));
-        assert_eq!(parse("dave owner"), None);
-    }
-}
