@@ -158,11 +158,11 @@ async fn every_action_writes_its_entry_and_no_refusal_writes_one() {
         error_code(&m.app.gql(by_member, json!({}), Some(&m.alice)).await),
         "FORBIDDEN"
     );
-    let blank = "mutation { removeArticle(articleId: \"1\", reason: \"  \") { id } }";
-    assert_eq!(
-        error_code(&m.app.gql(blank, json!({}), Some(&m.moderator)).await),
-        "BAD_USER_INPUT"
-    );
+    let remove = "mutation($r: String!) { removeArticle(articleId: \"1\", reason: $r) { id } }";
+    for reason in ["  ".to_owned(), "x".repeat(501)] {
+        let body = m.app.gql(remove, json!({ "r": reason }), Some(&m.moderator)).await;
+        assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
+    }
     assert_eq!(total().await, expected);
     m.restore(&ids[0]).await;
     m.restore(&ids[0]).await;
