@@ -160,7 +160,10 @@ async fn every_action_writes_its_entry_and_no_refusal_writes_one() {
     );
     let remove = "mutation($r: String!) { removeArticle(articleId: \"1\", reason: $r) { id } }";
     for reason in ["  ".to_owned(), "x".repeat(501)] {
-        let body = m.app.gql(remove, json!({ "r": reason }), Some(&m.moderator)).await;
+        let body = m
+            .app
+            .gql(remove, json!({ "r": reason }), Some(&m.moderator))
+            .await;
         assert_eq!(error_code(&body), "BAD_USER_INPUT", "{body}");
     }
     assert_eq!(total().await, expected);
