@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 
 use crate::domain::{Password, UserName};
 use crate::error::{AppError, AppResult};
-use crate::store::Store;
+use crate::store::{Caller, SessionUser, Store};
 
 /// A fresh login token: 32 random bytes, hex-encoded.
 pub fn new_token() -> String {
@@ -105,10 +105,11 @@ impl PasswordHasher {
 /// The caller of one request, looked up in Redis only when a resolver asks.
 ///
 /// Anonymous reads therefore cost no session lookup, and a request that asks
-/// several times looks up once.
+/// several times looks up once. The session's value carries the caller's
+/// role and a ban, so neither costs another lookup.
 pub struct Session {
     token: Option<String>,
-    user: OnceCell<Option<UserName>>,
+    user: OnceCell<Option<SessionUser>>,
 }
 
 impl Session {
@@ -131,8 +132,8 @@ impl Session {
         self.token.as_deref()
     }
 
-    /// The logged-in user, or None for no token or an unknown/expired one.
-    pub async fn user(&self, store: &Store) -> AppResult<Option<UserName>> {
+    /// What the token's session holds, looked up once.
+    async fn stored(&self, store: &Store) -> AppResult<Option<&SessionUser>> {
         let user = self
             .user
             .get_or_try_init(|| async {
@@ -142,13 +143,29 @@ impl Session {
                 }
             })
             .await?;
-        Ok(user.clone())
+        Ok(user.as_ref())
     }
 
-    /// The logged-in user, or UNAUTHENTICATED.
-    pub async fn require_user(&self, store: &Store) -> AppResult<UserName> {
-        match self.user(store).await? {
-            Some(user) => Ok(user),
+    /// The logged-in user and their role, or None for no token or an
+    /// unknown, expired or banned one.
+    pub async fn caller(&self, store: &Store) -> AppResult<Option<Caller>> {
+        Ok(match self.stored(store).await? {
+            Some(SessionUser::Active(caller)) => Some(caller.clone()),
+            _ => None,
+        })
+    }
+
+    /// The logged-in user (see [`Session::caller`]).
+    pub async fn user(&self, store: &Store) -> AppResult<Option<UserName>> {
+        Ok(self.caller(store).await?.map(|caller| caller.name))
+    }
+
+    /// The logged-in user and role; BANNED while the token's account is
+    /// banned, else UNAUTHENTICATED.
+    pub async fn require_caller(&self, store: &Store) -> AppResult<Caller> {
+        self.refuse_banned(store).await?;
+        match self.caller(store).await? {
+            Some(caller) => Ok(caller),
             None if self.token.is_some() => Err(AppError::Unauthenticated(
                 "the login token is invalid or expired; log in again",
             )),
@@ -157,4 +174,25 @@ impl Session {
             )),
         }
     }
+
+    /// The logged-in user, or BANNED or UNAUTHENTICATED.
+    pub async fn require_user(&self, store: &Store) -> AppResult<UserName> {
+        Ok(self.require_caller(store).await?.name)
+    }
+
+    /// BANNED while the token's account is banned; Ok for any other token.
+    pub async fn refuse_banned(&self, store: &Store) -> AppResult<()> {
+        match self.stored(store).await? {
+            Some(SessionUser::Banned { until, .. }) if until.is_none_or(|u| u > unix_now()) => {
+                Err(AppError::Banned { until: *until })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

@@ -6,8 +6,12 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use anyhow::Context as _;
+
 use crate::client_addr::TrustedProxies;
+use crate::domain::Role;
 pub use crate::rate::{RateLimit, RateLimits};
+use crate::store::Locator;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -184,6 +188,27 @@ pub struct Settings {
     #[arg(long, env = "VOTEGRAPH_RATE_RENAME_SLUG", default_value = "10/3600")]
     pub rate_rename_slug: RateLimit,
 
+    /// flag and unflag calls per user.
+    #[arg(long, env = "VOTEGRAPH_RATE_FLAG", default_value = "20/3600")]
+    pub rate_flag: RateLimit,
+
+    /// Other moderation mutations per moderator: room for a spam wave.
+    #[arg(long, env = "VOTEGRAPH_RATE_MODERATION", default_value = "600/3600")]
+    pub rate_moderation: RateLimit,
+
+    /// Flags (from distinct users) that hide an article.
+    #[arg(long, env = "VOTEGRAPH_FLAG_THRESHOLD", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub flag_threshold: u32,
+
+    /// Entries the moderation log keeps: the newest this many.
+    #[arg(long, env = "VOTEGRAPH_MODLOG_MAX_ENTRIES", default_value_t = 1_000_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub modlog_max_entries: u64,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Seconds during which a user posting a link they already posted gets
     /// their first article back (no second article, no second upvote), as
     /// Hacker News does for reposts; so a retried post never doubles. 0
@@ -296,6 +321,23 @@ pub struct Settings {
     pub trusted_documents_only: bool,
 }
 
+/// What `votegraph` can run instead of the server (see `admin.rs`).
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Sets a user's role, e.g. `votegraph set-role alice admin`.
+    SetRole {
+        /// The user's name (any letter case).
+        name: String,
+        /// member, moderator or admin.
+        #[arg(value_parser = parse_role)]
+        role: Role,
+    },
+}
+
+fn parse_role(raw: &str) -> Result<Role, String> {
+    Role::parse(raw).ok_or_else(|| format!("unknown role {raw:?}: member, moderator or admin"))
+}
+
 impl Settings {
     /// Settings for tests and tools: every default, the given Redis and bind.
     pub fn for_redis(redis_url: &str) -> Self {
@@ -325,7 +367,36 @@ impl Settings {
             vote: self.rate_vote,
             set_groups: self.rate_set_groups,
             rename_slug: self.rate_rename_slug,
+            flag: self.rate_flag,
+            moderate: self.rate_moderation,
             view_window_secs: self.view_window_secs.max(1),
+        }
+    }
+
+    /// The Redis the settings name: Sentinel or a URL; None for neither.
+    pub fn configured_redis(&self, redis_timeout: Duration) -> anyhow::Result<Option<Locator>> {
+        match (
+            &self.redis_sentinels,
+            &self.redis_master_name,
+            &self.redis_url,
+        ) {
+            (Some(sentinels), Some(master), _) => Ok(Some(
+                Locator::sentinel(sentinels, master, redis_timeout)
+                    .context("invalid REDIS_SENTINELS")?,
+            )),
+            (Some(_), None, _) | (None, Some(_), _) => anyhow::bail!(
+                "REDIS_SENTINELS and REDIS_MASTER_NAME (--redis-sentinels, --redis-master-name) go together: set both or neither"
+            ),
+            (None, None, Some(url)) => Ok(Some(Locator::url(url).context("invalid Redis URL")?)),
+            (None, None, None) => Ok(None),
+        }
+    }
+
+    /// What moderation writes keep to (see `store::moderation`).
+    pub fn moderation(&self) -> crate::store::ModerationLimits {
+        crate::store::ModerationLimits {
+            flag_threshold: self.flag_threshold,
+            modlog_max_entries: self.modlog_max_entries,
         }
     }
 

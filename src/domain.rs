@@ -247,6 +247,106 @@ impl Period {
     }
 }
 
+/// What a user may do beyond posting, voting and flagging.
+#[derive(async_graphql::Enum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// Posts, votes and flags.
+    #[default]
+    Member,
+    /// Also removes and restores articles, bans members, reads the queue.
+    Moderator,
+    /// Also bans moderators and admins, and sets roles.
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Member => "member",
+            Role::Moderator => "moderator",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// A stored or typed role (`member`, `moderator`, `admin`).
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Role::Member, Role::Moderator, Role::Admin]
+            .into_iter()
+            .find(|role| role.as_str() == raw)
+    }
+
+    /// Moderators and admins.
+    pub fn moderates(self) -> bool {
+        self != Role::Member
+    }
+}
+
+/// Where moderation left an article.
+#[derive(async_graphql::Enum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArticleStatus {
+    /// In every view, unflagged.
+    #[default]
+    Visible,
+    /// Has flags, still in every view.
+    Flagged,
+    /// Flags reached `--flag-threshold`: out of every public view until a
+    /// moderator removes or restores it.
+    Hidden,
+    /// Removed by a moderator.
+    Removed,
+}
+
+impl ArticleStatus {
+    /// From the article hash's `status` field and flag count.
+    pub fn of(status: Option<&str>, flags: i64) -> Self {
+        match status {
+            Some("removed") => Self::Removed,
+            Some(_) => Self::Hidden,
+            None if flags > 0 => Self::Flagged,
+            None => Self::Visible,
+        }
+    }
+
+    /// Out of every ranking and public view.
+    pub fn is_out(self) -> bool {
+        matches!(self, Self::Hidden | Self::Removed)
+    }
+}
+
+/// What a moderation log entry records.
+#[derive(async_graphql::Enum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModAction {
+    /// A moderator removed an article.
+    RemoveArticle,
+    /// A moderator restored a removed or hidden article.
+    RestoreArticle,
+    /// Flags reached `--flag-threshold`.
+    HideArticle,
+    BanUser,
+    UnbanUser,
+    /// An admin (or the operator, with `votegraph set-role`) set a role.
+    SetRole,
+}
+
+impl ModAction {
+    /// The name entries store: the API's.
+    pub fn as_str(self) -> &'static str {
+        use async_graphql::resolver_utils::EnumType;
+        Self::items()
+            .iter()
+            .find(|item| item.value == self)
+            .map_or("", |item| item.name)
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        use async_graphql::resolver_utils::EnumType;
+        Self::items()
+            .iter()
+            .find(|item| item.name == raw)
+            .map(|item| item.value)
+    }
+}
+
 /// The direction of one user's vote on one article: up, down, or neither
 /// (no vote, or one taken back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,6 +21,9 @@ pub enum AppError {
     Unauthenticated(&'static str),
     #[error("{0}")]
     Forbidden(&'static str),
+    /// The account is banned until `until` (Unix seconds), or for good.
+    #[error("this account is banned{}", .until.map(|u| format!(" until {}", rfc3339(u))).unwrap_or_default())]
+    Banned { until: Option<u64> },
     #[error("{0}")]
     NotFound(String),
     #[error("voting on this article closed one week after it was posted")]
@@ -165,6 +168,7 @@ impl AppError {
             AppError::BadInput { .. } => ErrorCode::BadUserInput,
             AppError::Unauthenticated(_) => ErrorCode::Unauthenticated,
             AppError::Forbidden(_) => ErrorCode::Forbidden,
+            AppError::Banned { .. } => ErrorCode::Banned,
             AppError::NotFound(_) => ErrorCode::NotFound,
             AppError::VotingClosed => ErrorCode::VotingClosed,
             AppError::SlugTaken(_) => ErrorCode::SlugTaken,
@@ -319,6 +323,7 @@ error_codes! {
     BadUserInput => "BAD_USER_INPUT",
     Unauthenticated => "UNAUTHENTICATED",
     Forbidden => "FORBIDDEN",
+    Banned => "BANNED",
     NotFound => "NOT_FOUND",
     VotingClosed => "VOTING_CLOSED",
     SlugTaken => "SLUG_TAKEN",
@@ -389,6 +394,9 @@ pub fn assign_code(error: &mut ServerError) {
         if let AppError::BadInput { field, .. } = app {
             ext.set("field", *field);
         }
+        if let AppError::Banned { until } = app {
+            ext.set("until", until.map(rfc3339));
+        }
         if let Some(secs) = app.retry_after() {
             ext.set("retryAfter", secs);
         }
@@ -421,6 +429,13 @@ fn truncate_message(message: &mut String) {
 }
 
 pub type AppResult<T> = Result<T, AppError>;
+
+/// `secs` (Unix seconds) as an RFC 3339 instant in UTC.
+pub fn rfc3339(secs: u64) -> String {
+    chrono::DateTime::from_timestamp(secs as i64, 0)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+        .unwrap_or_default()
+}
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@
 //! only from those below it (docs/architecture.md); `layers.rs` fails on any
 //! import cycle.
 
+pub mod admin;
 mod auth;
 mod budget;
 mod cache;

@@ -27,7 +27,10 @@ async fn return_freed_memory() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let settings = Settings::parse();
+    let mut settings = Settings::parse();
+    if let Some(command) = settings.command.take() {
+        return votegraph::admin::run(command, &settings).await;
+    }
     telemetry::init_logging(settings.log_format);
     tokio::spawn(return_freed_memory());
     let app = Application::build(settings).await?;

@@ -21,7 +21,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 
-use crate::store::keys::{POSTED_CHANNEL, SCORE_CHANNEL, SESSION_ENDED_CHANNEL};
+use crate::store::keys::{MODERATED_CHANNEL, POSTED_CHANNEL, SCORE_CHANNEL, SESSION_ENDED_CHANNEL};
 use crate::store::Locator;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -58,6 +58,18 @@ pub struct PostedEvent {
     pub at: f64,
     #[serde(default, deserialize_with = "groups_list")]
     pub groups: Vec<String>,
+}
+
+/// A moderation, as the moderation scripts publish it: an article taken
+/// out (`removed`) or put back, or a user banned, unbanned or given a role.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ModeratedEvent {
+    /// The article id, as text, for an article's moderation.
+    pub id: Option<String>,
+    #[serde(default, deserialize_with = "groups_list")]
+    pub groups: Vec<String>,
+    #[serde(default)]
+    pub removed: bool,
 }
 
 /// A number sent as a JSON number or, to keep all its digits, as a string.
@@ -105,6 +117,7 @@ pub struct PubSub {
     posts: broadcast::Sender<Arc<PostedEvent>>,
     /// Ended sessions' token hashes (see `sessions.rs`).
     ended: broadcast::Sender<Arc<str>>,
+    moderated: broadcast::Sender<Arc<ModeratedEvent>>,
     resubscriptions: watch::Receiver<u64>,
     stats: Arc<PubSubStats>,
     /// Receivers held by the server itself (the response cache), which are
@@ -133,12 +146,14 @@ impl PubSub {
         let (tx, _) = broadcast::channel(CAPACITY);
         let (posts, _) = broadcast::channel(CAPACITY);
         let (ended, _) = broadcast::channel(CAPACITY);
+        let (moderated, _) = broadcast::channel(CAPACITY);
         let stats = Arc::new(PubSubStats::default());
         let (resubscribed, resubscriptions) = watch::channel(0);
         let hub = Hub {
             scores: tx.clone(),
             posts: posts.clone(),
             ended: ended.clone(),
+            moderated: moderated.clone(),
             stats: stats.clone(),
             resubscribed,
         };
@@ -147,6 +162,7 @@ impl PubSub {
             tx,
             posts,
             ended,
+            moderated,
             resubscriptions,
             stats,
             internal: Arc::default(),
@@ -184,6 +200,19 @@ impl PubSub {
         self.ended.subscribe()
     }
 
+    /// A new receiver of moderations from now on (`articleRemoved`).
+    pub fn subscribe_moderated(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
+        self.moderated.subscribe()
+    }
+
+    /// Like [`PubSub::subscribe_uncounted`], for moderations.
+    pub fn subscribe_moderated_uncounted(
+        &self,
+    ) -> (broadcast::Receiver<Arc<ModeratedEvent>>, Uncounted) {
+        self.internal.fetch_add(1, Ordering::Relaxed);
+        (self.moderated.subscribe(), Uncounted(self.internal.clone()))
+    }
+
     /// Changes each time the connection is subscribed again after a loss
     /// (a Redis restart, a failover): the events published meanwhile were
     /// lost, so what was derived from them (cached pages) must go.
@@ -218,6 +247,7 @@ impl PubSub {
     pub fn subscribers(&self) -> usize {
         (self.tx.receiver_count()
             + self.posts.receiver_count()
+            + self.moderated.receiver_count()
             + self.shared.load(Ordering::Relaxed))
         .saturating_sub(self.internal.load(Ordering::Relaxed))
     }
@@ -228,6 +258,7 @@ struct Hub {
     scores: broadcast::Sender<Arc<ScoreEvent>>,
     posts: broadcast::Sender<Arc<PostedEvent>>,
     ended: broadcast::Sender<Arc<str>>,
+    moderated: broadcast::Sender<Arc<ModeratedEvent>>,
     stats: Arc<PubSubStats>,
     /// Counts subscriptions made after the first (see
     /// [`PubSub::resubscriptions`]).
@@ -243,6 +274,10 @@ impl Hub {
         let sent: Result<(), String> = if channel == SESSION_ENDED_CHANNEL {
             std::str::from_utf8(payload)
                 .map(|hash| drop(self.ended.send(Arc::from(hash))))
+                .map_err(|e| e.to_string())
+        } else if channel == MODERATED_CHANNEL {
+            serde_json::from_slice::<ModeratedEvent>(payload)
+                .map(|e| drop(self.moderated.send(Arc::new(e))))
                 .map_err(|e| e.to_string())
         } else if channel == POSTED_CHANNEL {
             serde_json::from_slice::<PostedEvent>(payload)
@@ -275,7 +310,12 @@ async fn listen(locator: Locator, hub: Hub) {
         let pubsub = async { locator.client().await?.get_async_pubsub().await };
         match pubsub.await {
             Ok(mut pubsub) => match pubsub
-                .subscribe(&[SCORE_CHANNEL, POSTED_CHANNEL, SESSION_ENDED_CHANNEL])
+                .subscribe(&[
+                    SCORE_CHANNEL,
+                    POSTED_CHANNEL,
+                    SESSION_ENDED_CHANNEL,
+                    MODERATED_CHANNEL,
+                ])
                 .await
             {
                 Ok(()) => {

@@ -17,6 +17,9 @@ pub enum RateAction {
     Vote,
     SetGroups,
     RenameSlug,
+    Flag,
+    /// Removing, restoring, banning, unbanning, setting roles.
+    Moderate,
     /// Registering a new automatic persisted query.
     RegisterQuery,
 }
@@ -31,6 +34,8 @@ impl RateAction {
             RateAction::Vote => "vote",
             RateAction::SetGroups => "set-groups",
             RateAction::RenameSlug => "rename-slug",
+            RateAction::Flag => "flag",
+            RateAction::Moderate => "moderate",
             RateAction::RegisterQuery => "register-query",
         }
     }
@@ -45,6 +50,8 @@ impl RateAction {
             RateAction::Vote => "votes",
             RateAction::SetGroups => "group changes",
             RateAction::RenameSlug => "slug renames",
+            RateAction::Flag => "flags",
+            RateAction::Moderate => "moderation actions",
             RateAction::RegisterQuery => "persisted-query registrations",
         }
     }
@@ -132,6 +139,10 @@ pub struct RateLimits {
     pub vote: RateLimit,
     pub set_groups: RateLimit,
     pub rename_slug: RateLimit,
+    /// flag and unflag.
+    pub flag: RateLimit,
+    /// Every moderation mutation but flags.
+    pub moderate: RateLimit,
     /// How long a viewer's repeated views of one article are not counted.
     pub view_window_secs: u64,
 }

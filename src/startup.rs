@@ -184,26 +184,12 @@ async fn locate_redis(
     settings: &Settings,
     redis_timeout: Duration,
 ) -> anyhow::Result<(Locator, Option<LocalRedis>)> {
-    match (
-        &settings.redis_sentinels,
-        &settings.redis_master_name,
-        &settings.redis_url,
-    ) {
-        (Some(sentinels), Some(master), _) => Ok((
-            Locator::sentinel(sentinels, master, redis_timeout)
-                .context("invalid REDIS_SENTINELS")?,
-            None,
-        )),
-        (Some(_), None, _) | (None, Some(_), _) => anyhow::bail!(
-            "REDIS_SENTINELS and REDIS_MASTER_NAME (--redis-sentinels, --redis-master-name) go together: set both or neither"
-        ),
-        (None, None, Some(url)) => Ok((Locator::url(url).context("invalid Redis URL")?, None)),
-        (None, None, None) => {
-            let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
-            let locator = Locator::url(local.url()).context("invalid Redis URL")?;
-            Ok((locator, Some(local)))
-        }
+    if let Some(locator) = settings.configured_redis(redis_timeout)? {
+        return Ok((locator, None));
     }
+    let local = LocalRedis::start(&settings.redis_server, &settings.data_dir).await?;
+    let locator = Locator::url(local.url()).context("invalid Redis URL")?;
+    Ok((locator, Some(local)))
 }
 
 /// The pool of the primary, which every write goes to.
@@ -226,7 +212,9 @@ fn primary_store(
         wait,
     )
     .context("invalid Redis URL")?;
-    Ok(store.with_group_scan_budget(settings.group_scan_budget))
+    Ok(store
+        .with_group_scan_budget(settings.group_scan_budget)
+        .with_moderation(settings.moderation()))
 }
 
 /// The pool of `--redis-replica-url`, which serves reads that may lag.
@@ -378,16 +366,19 @@ fn check_redis(store: Store, local: bool) {
 }
 
 /// Feeds `cache` the score events of `pubsub` for as long as the handle
-/// lives: each vote drops the responses it can change, and a loss of
-/// events (missed ones, or a pub/sub connection that was down: a Redis
+/// lives: each vote drops the responses it can change, a moderation (an
+/// article taken out or put back, a ban, a role) drops everything, and a
+/// loss of events (missed ones, or a pub/sub connection that was down: a Redis
 /// restart, a failover) drops everything, since whatever they changed is
 /// unknown.
 fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandle<()> {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = pubsub.subscribe_internal();
+    let (mut moderated, uncounted) = pubsub.subscribe_moderated_uncounted();
     let mut resubscriptions = pubsub.resubscriptions();
     let cache = Arc::downgrade(cache);
     AbortOnDropHandle::new(tokio::spawn(async move {
+        let _uncounted = uncounted;
         loop {
             tokio::select! {
                 event = events.recv() => {
@@ -396,6 +387,13 @@ fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandl
                         Ok(event) => cache.vote(event),
                         Err(RecvError::Lagged(_)) => cache.invalidate(),
                         Err(RecvError::Closed) => return,
+                    }
+                }
+                event = moderated.recv() => {
+                    let Some(cache) = cache.upgrade() else { return };
+                    match event {
+                        Err(RecvError::Closed) => return,
+                        _ => cache.invalidate(),
                     }
                 }
                 changed = resubscriptions.changed() => {
@@ -423,6 +421,11 @@ async fn index_names(store: &Store) {
         Err(_) => {
             tracing::warn!("indexing the accounts' names is slow; the first sign-up will finish it")
         }
+    }
+    match tokio::time::timeout(Duration::from_secs(30), store.index_sessions()).await {
+        Ok(Ok(Some(n))) => tracing::info!(sessions = n, "filed the sessions by user"),
+        Ok(Ok(None)) => {}
+        _ => tracing::warn!("filing the sessions by user failed; the next start tries again"),
     }
 }
 

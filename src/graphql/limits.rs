@@ -760,6 +760,15 @@ mod tests {
             10 * (1 + 1 + 1 + 5 + 1)
         );
         rejected("{ a: feed(first: 100) { edges { node { poster { feed(first: 100) { edges { node { id } } } } } } } }");
+        // The moderation log and queue are priced as feeds.
+        assert_eq!(
+            cost(
+                "{ modLog(first: 10) { edges { node { id moderator { name } article { id } } } } }"
+            )
+            .unwrap(),
+            10 * (4 + 1)
+        );
+        assert_eq!(cost("{ moderationQueue { totalCount } }").unwrap(), 25);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use async_graphql::dataloader::Loader;
 
 use crate::auth::Session;
 use crate::domain::ArticleId;
-use crate::store::{ArticleRecord, Ranked, Standing, Store};
+use crate::store::{Account, ArticleRecord, Ranked, Standing, Store};
 
 /// Loads articles, with the caller's vote on each when logged in.
 pub struct ArticleLoader {
@@ -42,6 +42,26 @@ impl Loader<ArticleId> for ArticleLoader {
     ) -> Result<HashMap<ArticleId, ArticleRecord>, Self::Error> {
         let entries: Vec<Ranked> = keys.iter().map(|&id| (id, None)).collect();
         self.load_ranked(&entries).await
+    }
+}
+
+/// Users' roles and bans, by name.
+pub struct AccountLoader {
+    store: Store,
+}
+
+impl AccountLoader {
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+impl Loader<String> for AccountLoader {
+    type Value = Account;
+    type Error = async_graphql::Error;
+
+    async fn load(&self, keys: &[String]) -> Result<HashMap<String, Account>, Self::Error> {
+        Ok(self.store.accounts(keys).await?)
     }
 }
 

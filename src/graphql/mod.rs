@@ -9,6 +9,7 @@ mod context;
 pub mod documents;
 pub mod limits;
 mod loaders;
+mod moderation;
 mod mutation;
 mod node;
 mod order;
@@ -23,13 +24,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::parser::types::{ExecutableDocument, OperationType};
-use async_graphql::{Executor, Response, Schema};
+use async_graphql::{Executor, MergedObject, MergedSubscription, Response, Schema, SchemaBuilder};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use limits::Checked;
 
 pub use crate::state::AppState;
 pub use context::{ArticleList, Recording, RequestContext};
+use moderation::{ModerationMutation, ModerationQuery, ModerationSubscription};
 use mutation::MutationRoot;
 use query::QueryRoot;
 use subscription::SubscriptionRoot;
@@ -37,7 +39,26 @@ use subscription::SubscriptionRoot;
 use crate::budget::WorkBudget;
 use crate::error::AppError;
 
-pub type AppSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
+pub type AppSchema = Schema<Query, Mutation, Subscription>;
+
+/// Reads: rankings, articles, groups, users, moderation.
+#[derive(MergedObject, Default)]
+pub struct Query(QueryRoot, ModerationQuery);
+
+/// Writes: accounts, posts, votes, groups, slugs, views and moderation. A
+/// mutation that fails writes nothing, except with `OUTCOME_UNKNOWN`
+/// (storage did not answer: it may have been applied) or `NOT_REPLICATED`
+/// (it was applied). Retrying any mutation after `OUTCOME_UNKNOWN` is
+/// safe: a repeated vote, group change, rename, view, logOut or moderation
+/// changes nothing more, a repeated post returns the first article, and a
+/// repeated signUp finds the name taken (logIn with the same password
+/// tells whether it was applied).
+#[derive(MergedObject, Default)]
+pub struct Mutation(MutationRoot, ModerationMutation);
+
+/// Live updates over WebSocket (`graphql-transport-ws` or `graphql-ws`).
+#[derive(MergedSubscription, Default)]
+pub struct Subscription(SubscriptionRoot, ModerationSubscription);
 
 /// Deeper documents are rejected before execution; GraphiQL's introspection
 /// query needs 13 levels.
@@ -52,9 +73,7 @@ pub fn build_api(
     deadline: Duration,
     budget: WorkBudget,
 ) -> Api {
-    let schema = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
-        .limit_depth(MAX_DEPTH)
-        .finish();
+    let schema = builder().finish();
     Api {
         schema,
         state,
@@ -66,9 +85,17 @@ pub fn build_api(
 
 /// The SDL of the schema, as committed in `schema.graphql`.
 pub fn sdl() -> String {
-    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
-        .finish()
-        .sdl()
+    builder().finish().sdl()
+}
+
+/// The schema with its depth limit, before any extension.
+fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+    )
+    .limit_depth(MAX_DEPTH)
 }
 
 /// The schema as the transports run it: every request passes the document

@@ -11,6 +11,7 @@ use super::RequestContext;
 use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, UserName};
 use crate::error::AppError;
 
+#[derive(Default)]
 pub struct MutationRoot;
 
 /// Writes: accounts, posts, votes, groups, slugs and views. A mutation that
@@ -20,7 +21,7 @@ pub struct MutationRoot;
 /// group change, rename, view or logOut changes nothing more, a repeated
 /// post returns the first article, and a repeated signUp finds the name
 /// taken (logIn with the same password tells whether it was applied).
-#[Object(name = "Mutation")]
+#[Object]
 impl MutationRoot {
     /// Creates an account and logs it in. Limited per client address.
     async fn sign_up(

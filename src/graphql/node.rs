@@ -25,8 +25,8 @@ pub enum Node {
 /// Most ids one `nodes` call takes, like a page's size.
 pub const NODES_MAX: usize = 100;
 
-/// The object with global id `id`; None when there is none or the id is
-/// malformed. A group, as `Query.group` answers, is any valid name (one
+/// The object with global id `id`; None when there is none, the id is
+/// malformed, or the article is out of view as `Query.article` says. A group, as `Query.group` answers, is any valid name (one
 /// with no articles is empty).
 pub(super) async fn load(ctx: &Context<'_>, id: &str) -> Result<Option<Node>> {
     let context = RequestContext::of(ctx)?;
@@ -44,10 +44,10 @@ pub(super) async fn load(ctx: &Context<'_>, id: &str) -> Result<Option<Node>> {
     }
     // Only the id as `Article.id` writes it: a refetch answers that id.
     match ArticleId::parse(id, "id") {
-        Ok(article) if article.to_string() == id => Ok(context
-            .article(article)
-            .await?
-            .map(|a| Node::Article(Article(a)))),
+        Ok(article) if article.to_string() == id => {
+            let article = context.visible(context.article(article).await?).await?;
+            Ok(article.map(|a| Node::Article(Article(a))))
+        }
         _ => Ok(None),
     }
 }

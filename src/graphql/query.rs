@@ -11,10 +11,11 @@ use super::{ArticleList, RequestContext};
 use crate::domain::{parse_count, ArticleId, GroupName};
 use crate::store::GroupCursor;
 
+#[derive(Default)]
 pub struct QueryRoot;
 
 /// Reads: rankings, articles, groups, users.
-#[Object(name = "Query")]
+#[Object]
 impl QueryRoot {
     /// The site's ranked list of articles.
     async fn articles(
@@ -46,10 +47,15 @@ impl QueryRoot {
         Ok(RequestContext::of(ctx)?.article_count().await? as i64)
     }
 
-    /// One article, or null when there is none with that id.
+    /// One article, or null when there is none with that id (or it was
+    /// removed or hidden, but for its poster and moderators).
     async fn article(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Article>> {
         let id = ArticleId::parse(&id, "id")?;
-        Ok(RequestContext::of(ctx)?.article(id).await?.map(Article))
+        let context = RequestContext::of(ctx)?;
+        Ok(context
+            .visible(context.article(id).await?)
+            .await?
+            .map(Article))
     }
 
     /// A group by name; an unknown group is empty, not an error.
@@ -92,10 +98,11 @@ impl QueryRoot {
         })
     }
 
-    /// The article with this slug, or null.
+    /// The article with this slug, or null (as `article`).
     async fn article_by_slug(&self, ctx: &Context<'_>, slug: String) -> Result<Option<Article>> {
-        let record = RequestContext::of(ctx)?.article_by_slug(&slug).await?;
-        Ok(record.map(Article))
+        let context = RequestContext::of(ctx)?;
+        let record = context.article_by_slug(&slug).await?;
+        Ok(context.visible(record).await?.map(Article))
     }
 
     /// The object with this global id (Relay's Global Object

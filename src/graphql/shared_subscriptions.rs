@@ -29,7 +29,7 @@ pub use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::pubsub::{PostedEvent, PubSub, ScoreEvent, Uncounted};
+use crate::pubsub::{ModeratedEvent, PostedEvent, PubSub, ScoreEvent, Uncounted};
 
 /// Payloads (each one `Arc` for all) a shared stream keeps for its slowest
 /// subscriber; one further behind skips the oldest.
@@ -265,6 +265,13 @@ impl SharedExecution {
         taken
     }
 
+    /// Like [`SharedExecution::subscribe`], for moderations.
+    pub fn subscribe_moderated(&self) -> (broadcast::Receiver<Arc<ModeratedEvent>>, Uncounted) {
+        let taken = self.pubsub.subscribe_moderated_uncounted();
+        self.go_live();
+        taken
+    }
+
     /// From now on the subscribers are counted as served by this execution.
     fn go_live(&self) {
         let mut state = self.entry.state.lock();
@@ -425,14 +432,17 @@ mod tests {
     /// depends on the caller.
     const REVIEWED: &[&str] = &[
         "Article.downvotes",
+        "Article.flags",
         "Article.groups",
         "Article.id",
         "Article.link",
         "Article.myVote",
         "Article.postedAt",
         "Article.poster",
+        "Article.removalReason",
         "Article.score",
         "Article.slug",
+        "Article.status",
         "Article.title",
         "Article.views",
         "Article.votes",
@@ -451,13 +461,17 @@ mod tests {
         "ScoreChange.score",
         "ScoreChange.votes",
         "Subscription.articlePosted",
+        "Subscription.articleRemoved",
         "Subscription.scoreChanged",
         "User.articles",
+        "User.banned",
+        "User.bannedUntil",
         "User.feed",
         "User.id",
         "User.karma",
         "User.name",
         "User.rank",
+        "User.role",
     ];
 
     /// A field added where a subscription reaches fails this test until

@@ -12,10 +12,11 @@ use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};
 use crate::pubsub::{PostedEvent, ScoreEvent};
 
+#[derive(Default)]
 pub struct SubscriptionRoot;
 
 /// Live updates over WebSocket (`graphql-transport-ws` or `graphql-ws`).
-#[Subscription(name = "Subscription")]
+#[Subscription]
 impl SubscriptionRoot {
     /// Every score change from now on: all of them, one article's, or those
     /// of articles in one group (both filters may be combined). A client
@@ -97,7 +98,8 @@ impl SubscriptionRoot {
                     // failed read, is skipped rather than ending the stream.
                     match reader.load_ranked(&[(id, None)]).await {
                         Ok(mut found) => {
-                            if let Some(record) = found.remove(&id) {
+                            let record = found.remove(&id).filter(|r| !r.status.is_out());
+                            if let Some(record) = record {
                                 let state = ((receiver, uncounted), group, reader);
                                 return Some((Article(record), state));
                             }
@@ -112,7 +114,7 @@ impl SubscriptionRoot {
 
 /// Follows `receiver` through lagging (a slow subscriber skips what it
 /// missed) until the channel closes, keeping the events `wanted` says.
-async fn next_wanted<T>(
+pub(super) async fn next_wanted<T>(
     receiver: &mut tokio::sync::broadcast::Receiver<Arc<T>>,
     wanted: impl Fn(&T) -> bool,
 ) -> Option<Arc<T>> {

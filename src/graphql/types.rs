@@ -6,8 +6,9 @@ use async_graphql::{
 };
 use chrono::{SecondsFormat, TimeZone, Utc};
 
+use super::context::Feed;
 use super::{ArticleList, RequestContext};
-use crate::domain::Period;
+use crate::domain::{ArticleStatus, Period, Role};
 use crate::domain::{GroupName, PageRequest, UserName};
 use crate::store::{ArticleRecord, Order};
 
@@ -78,22 +79,28 @@ pub(super) async fn feed(
     let page = RequestContext::of(ctx)?
         .feed(list, order.into(), first, after.as_deref())
         .await?;
-    let end_cursor = page.edges.last().map(|(cursor, _)| cursor.clone());
-    Ok(ArticleConnection {
-        edges: page
-            .edges
-            .into_iter()
-            .map(|(cursor, record)| ArticleEdge {
-                cursor,
-                node: Article(record),
-            })
-            .collect(),
-        page_info: PageInfo {
-            has_next_page: page.has_next,
-            end_cursor,
-        },
-        total_count: page.total as i64,
-    })
+    Ok(page.into())
+}
+
+impl From<Feed> for ArticleConnection {
+    fn from(page: Feed) -> Self {
+        let end_cursor = page.edges.last().map(|(cursor, _)| cursor.clone());
+        ArticleConnection {
+            edges: page
+                .edges
+                .into_iter()
+                .map(|(cursor, record)| ArticleEdge {
+                    cursor,
+                    node: Article(record),
+                })
+                .collect(),
+            page_info: PageInfo {
+                has_next_page: page.has_next,
+                end_cursor,
+            },
+            total_count: page.total as i64,
+        }
+    }
 }
 
 // Shared by every connection: Relay and Apollo's `relayStylePagination`
@@ -177,7 +184,14 @@ pub struct Article(pub ArticleRecord);
 /// every subscriber of a shared stream would see the first one's answer
 /// (they see an anonymous caller's); `shared_subscriptions.rs` has a test that lists
 /// every field a subscription can reach, to make adding one a decision.
-pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote"];
+pub const CALLER_DEPENDENT_FIELDS: &[&str] = &[
+    "myVote",
+    "status",
+    "removalReason",
+    "flags",
+    "banned",
+    "bannedUntil",
+];
 
 // Serial: every field is in memory (`poster`'s still batch), and
 // async-graphql's per-object `FuturesUnordered` costs more than it overlaps.
@@ -248,6 +262,27 @@ impl Article {
     /// How many times `viewArticle` counted it.
     async fn views(&self) -> i64 {
         self.0.views
+    }
+
+    /// Where moderation left it; null for anyone but moderators and its
+    /// poster.
+    // Depends on the caller, as the next two: in `CALLER_DEPENDENT_FIELDS`.
+    async fn status(&self, ctx: &Context<'_>) -> Result<Option<ArticleStatus>> {
+        let shown = RequestContext::of(ctx)?.sees_moderation_of(&self.0).await?;
+        Ok(shown.then_some(self.0.status))
+    }
+
+    /// Why a moderator removed it; null for anyone but moderators and its
+    /// poster.
+    async fn removal_reason(&self, ctx: &Context<'_>) -> Result<Option<&str>> {
+        let shown = RequestContext::of(ctx)?.sees_moderation_of(&self.0).await?;
+        Ok(self.0.removal_reason.as_deref().filter(|_| shown))
+    }
+
+    /// Flags from distinct users; null for anyone but moderators.
+    async fn flags(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
+        let shown = RequestContext::of(ctx)?.moderates().await?;
+        Ok(shown.then_some(self.0.flags))
     }
 }
 
@@ -386,6 +421,24 @@ impl User {
         ranked(ctx, ArticleList::User(&self.name), order, page, page_size).await
     }
 
+    /// MEMBER, MODERATOR or ADMIN.
+    async fn role(&self, ctx: &Context<'_>) -> Result<Role> {
+        Ok(RequestContext::of(ctx)?.account(&self.name).await?.role)
+    }
+
+    /// Whether the user is banned now; false for anyone but moderators.
+    // Depends on the caller, as `bannedUntil`: in `CALLER_DEPENDENT_FIELDS`.
+    async fn banned(&self, ctx: &Context<'_>) -> Result<bool> {
+        Ok(self.ban(ctx).await?.is_some())
+    }
+
+    /// When the user's ban ends; null for a ban for good, when not banned,
+    /// and for anyone but moderators.
+    async fn banned_until(&self, ctx: &Context<'_>) -> Result<Option<DateTime>> {
+        let until = self.ban(ctx).await?.flatten();
+        Ok(until.map(|secs| DateTime(secs as f64)))
+    }
+
     /// The user's articles as a feed to scroll (see `Query.feed`).
     async fn feed(
         &self,
@@ -395,6 +448,18 @@ impl User {
         after: Option<String>,
     ) -> Result<ArticleConnection> {
         feed(ctx, ArticleList::User(&self.name), order, first, after).await
+    }
+}
+
+impl User {
+    /// The user's ban in force, as a moderator asking sees it.
+    async fn ban(&self, ctx: &Context<'_>) -> Result<Option<Option<u64>>> {
+        let context = RequestContext::of(ctx)?;
+        if !context.moderates().await? {
+            return Ok(None);
+        }
+        let now = chrono::Utc::now().timestamp() as u64;
+        Ok(context.account(&self.name).await?.banned(now))
     }
 }
 

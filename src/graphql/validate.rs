@@ -6,20 +6,14 @@ use std::sync::Arc;
 
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextExecute};
 use async_graphql::parser::types::DocumentOperations;
-use async_graphql::{Request, Response, Schema, Value};
-
-use super::{MutationRoot, QueryRoot, SubscriptionRoot, MAX_DEPTH};
+use async_graphql::{Request, Response, Value};
 
 /// The schema, with execution replaced by an empty answer.
 pub struct Validator(super::AppSchema);
 
 impl Default for Validator {
     fn default() -> Self {
-        let schema = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
-            .limit_depth(MAX_DEPTH)
-            .extension(ValidateOnly)
-            .finish();
-        Self(schema)
+        Self(super::builder().extension(ValidateOnly).finish())
     }
 }
 

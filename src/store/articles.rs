@@ -7,12 +7,12 @@ use redis::Value;
 use super::keys;
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
 use super::votes::votes_from_reply;
-use super::{value_f64, value_str, Store};
+use super::{value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
-use crate::domain::Ranking;
 use crate::domain::{
     ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName, VoteDirection,
 };
+use crate::domain::{ArticleStatus, Ranking};
 use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;
 use crate::rate::RateScope;
@@ -37,6 +37,11 @@ pub struct ArticleRecord {
     pub views: i64,
     /// The viewer's vote; None when nobody is logged in.
     pub my_vote: Option<VoteDirection>,
+    pub status: ArticleStatus,
+    /// Flags from distinct users (for moderators).
+    pub flags: i64,
+    /// Why a moderator removed it.
+    pub removal_reason: Option<String>,
 }
 
 /// Who views an article: each viewer counts once per view window, and
@@ -44,7 +49,7 @@ pub struct ArticleRecord {
 /// anonymous.
 #[derive(Debug, Clone)]
 pub enum Viewer {
-    User(UserName),
+    User(Caller),
     Client(ClientAddr),
 }
 
@@ -52,14 +57,14 @@ impl Viewer {
     /// The member in `article:<id>:viewers`.
     fn member(&self) -> String {
         match self {
-            Viewer::User(name) => keys::member(name),
+            Viewer::User(caller) => keys::member(&caller.name),
             Viewer::Client(addr) => keys::client(*addr),
         }
     }
 
     fn rate_key(&self) -> String {
         match self {
-            Viewer::User(name) => keys::user_rate(name.as_str(), RateAction::View),
+            Viewer::User(caller) => keys::user_rate(caller.name.as_str(), RateAction::View),
             Viewer::Client(addr) => keys::client_rate(*addr, RateAction::View),
         }
     }
@@ -267,12 +272,13 @@ impl Store {
     pub async fn rename_slug(
         &self,
         id: ArticleId,
-        caller: &UserName,
+        caller: &Caller,
         slug: &Slug,
         limit: RateLimit,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        match scripts::rename_slug(&mut conn, id, caller, slug, limit).await? {
+        let moderates = caller.role.moderates();
+        match scripts::rename_slug(&mut conn, id, &caller.name, slug, limit, moderates).await? {
             RenameSlugReply::Renamed => Ok(()),
             RenameSlugReply::Limited { retry_after_secs } => {
                 Err(user_limited(RateAction::RenameSlug, retry_after_secs))
@@ -302,6 +308,7 @@ impl Store {
             viewer.rate_key(),
             limit,
             view_window_secs,
+            matches!(viewer, Viewer::User(caller) if caller.role.moderates()),
         )
         .await?;
         match reply {
@@ -362,12 +369,13 @@ impl Store {
     pub async fn vote(
         &self,
         id: ArticleId,
-        voter: &UserName,
+        voter: &Caller,
         direction: VoteDirection,
         limit: RateLimit,
     ) -> AppResult<bool> {
         let mut conn = self.conn().await?;
-        match scripts::vote(&mut conn, id, voter, direction, limit).await? {
+        let moderates = voter.role.moderates();
+        match scripts::vote(&mut conn, id, &voter.name, direction, limit, moderates).await? {
             VoteReply::Changed => Ok(true),
             VoteReply::Same => Ok(false),
             VoteReply::Missing => Err(not_found(id)),
@@ -383,13 +391,15 @@ impl Store {
     pub async fn set_groups(
         &self,
         id: ArticleId,
-        caller: &UserName,
+        caller: &Caller,
         add: &[GroupName],
         remove: &[GroupName],
         limit: RateLimit,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        match scripts::set_groups(&mut conn, id, caller, add, remove, limit).await? {
+        let moderates = caller.role.moderates();
+        let name = &caller.name;
+        match scripts::set_groups(&mut conn, id, name, add, remove, limit, moderates).await? {
             SetGroupsReply::Done => Ok(()),
             SetGroupsReply::Limited { retry_after_secs } => {
                 Err(user_limited(RateAction::SetGroups, retry_after_secs))
@@ -404,6 +414,9 @@ impl Store {
             SetGroupsReply::Missing => Err(not_found(id)),
             SetGroupsReply::Forbidden => Err(AppError::Forbidden(
                 "only the poster of an article can change its groups",
+            )),
+            SetGroupsReply::Out => Err(AppError::Forbidden(
+                "a removed or hidden article's groups cannot change: restore it first",
             )),
         }
     }
@@ -420,7 +433,7 @@ fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
 /// The hash fields the API shows, in the order `HMGET` returns them.
 /// Asking for them by name halves the reply next to HGETALL (no field
 /// names), which the profile of a front page showed as reply parsing.
-pub const ARTICLE_FIELDS: [&str; 9] = [
+pub const ARTICLE_FIELDS: [&str; 12] = [
     "title",
     "link",
     "poster",
@@ -433,6 +446,10 @@ pub const ARTICLE_FIELDS: [&str; 9] = [
     // hold one), kept by the post and set-groups scripts beside the
     // `article:<id>:groups` set, so a page reads them with the hash.
     "groups",
+    // Moderation: absent on an article nobody flagged or removed.
+    "status",
+    "flags",
+    "removal_reason",
 ];
 
 /// Builds a record from `HMGET` of [`ARTICLE_FIELDS`] and the score (from
@@ -476,6 +493,9 @@ fn parse_article(id: ArticleId, hash: &Value, score: &Value) -> Option<(ArticleR
         slug: (!slug.is_empty()).then(|| slug.to_owned()),
         views: number(7) as i64,
         my_vote: None,
+        status: ArticleStatus::of(value_str(&values[9]), number(10) as i64),
+        flags: number(10) as i64,
+        removal_reason: value_str(&values[11]).map(str::to_owned),
     };
     Some((record, listed.is_some()))
 }

@@ -57,6 +57,8 @@ pub enum List<'a> {
     Site,
     Group(&'a GroupName),
     User(&'a str),
+    /// The moderators' queue, by flags (in any order: it has one).
+    Queue,
 }
 
 impl List<'_> {
@@ -65,6 +67,7 @@ impl List<'_> {
             List::Site => "site".to_owned(),
             List::Group(g) => format!("group:{}", g.as_str()),
             List::User(u) => format!("user:{u}"),
+            List::Queue => "queue".to_owned(),
         }
     }
 
@@ -81,6 +84,7 @@ impl List<'_> {
             _ => None,
         };
         let (key, build) = match (self, order) {
+            (List::Queue, _) => (keys::MODERATION_QUEUE.to_owned(), None),
             (List::Site, Order::Score) => (keys::SCORE.to_owned(), None),
             (List::Site, Order::Time) => (keys::TIME.to_owned(), None),
             (List::Site, Order::Top(p)) => (keys::top(p), None),
@@ -276,7 +280,9 @@ impl Store {
             .iter()
             .filter_map(|(member, value)| {
                 let id = keys::article_id(member)?;
-                let score = (order == Order::Score).then_some(*value);
+                // The queue's values are flags, not scores.
+                let scored = order == Order::Score && !matches!(list, List::Queue);
+                let score = scored.then_some(*value);
                 Some(((id, score), Position { value: *value, id }))
             })
             .collect();

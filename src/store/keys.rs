@@ -8,7 +8,7 @@
 use sha2::Digest;
 
 use crate::client_addr::ClientAddr;
-use crate::domain::{ArticleId, GroupName, Period, Ranking, UserName};
+use crate::domain::{ArticleId, GroupName, ModAction, Period, Ranking, UserName};
 use crate::rate::RateAction;
 
 pub const SCORE: &str = "score:";
@@ -314,6 +314,52 @@ pub fn document(sha256_hex: &str) -> String {
 /// Members are whole key names, so the script deletes them as they are.
 pub const DOCUMENTS: &str = "document:registered";
 
+// Moderation (docs/keyspace.md says what each holds).
+/// Pub/sub channel of articles taken out or put back, bans and roles.
+pub const MODERATED_CHANNEL: &str = "votegraph:moderated";
+/// Sorted set `article:<id>` → flags: the moderators' queue.
+pub const MODERATION_QUEUE: &str = "moderation:queue";
+/// Set of the admins' names.
+pub const ADMINS: &str = "users:admins";
+/// The log's entry counter, entries (`modlog:<n>`), all entries, and
+/// an action's (`modlog:action:<ACTION>`).
+pub const MODLOG_LAST_ID: &str = "modlog:last-id";
+pub const MODLOG_ENTRY_PREFIX: &str = "modlog:";
+pub const MODLOG: &str = "modlog:all";
+pub const MODLOG_ACTION_PREFIX: &str = "modlog:action:";
+/// The entries about an article or a user, after its member.
+pub const MODLOG_SUFFIX: &str = ":modlog";
+/// A user's articles taken out of every ranking, after the user's member.
+pub const USER_ARTICLES_OUT_SUFFIX: &str = ":articles:out";
+/// Present once every session was filed in its `user:<name>:sessions`.
+pub const SESSIONS_INDEX_BUILT: &str = "index:user-sessions:built";
+
+pub fn modlog_action(action: ModAction) -> String {
+    format!("{MODLOG_ACTION_PREFIX}{}", action.as_str())
+}
+
+pub fn article_modlog(id: ArticleId) -> String {
+    format!("{ARTICLE_PREFIX}{id}{MODLOG_SUFFIX}")
+}
+
+pub fn user_modlog(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{MODLOG_SUFFIX}")
+}
+
+/// `article:<id>:flags`: hash `user:<name>` → the flag's reason.
+pub fn article_flags(id: ArticleId) -> String {
+    format!("{ARTICLE_PREFIX}{id}:flags")
+}
+
+/// `user:<name>:sessions`: the token hashes of the user's sessions.
+pub fn user_sessions(name: &str) -> String {
+    format!("{USER_PREFIX}{name}:sessions")
+}
+
+pub fn user_articles_out(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{USER_ARTICLES_OUT_SUFFIX}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +429,12 @@ mod tests {
             "client:10.0.0.1:rate:sign-up"
         );
         assert_eq!(session("abc"), "session:abc");
+        assert_eq!(article_modlog(id), "article:7:modlog");
+        assert_eq!(user_modlog("alice"), "user:alice:modlog");
+        assert_eq!(article_flags(id), "article:7:flags");
+        assert_eq!(user_sessions("alice"), "user:alice:sessions");
+        assert_eq!(user_articles_out("alice"), "user:alice:articles:out");
+        assert_eq!(modlog_action(ModAction::BanUser), "modlog:action:BAN_USER");
         assert_eq!(
             (ARTICLE_IDS, SCORE, TIME, KARMA, SLUGS, SLUG_SUFFIXES),
             (

@@ -11,6 +11,7 @@ mod feeds;
 mod groups;
 pub mod keys;
 mod locator;
+mod moderation;
 mod scripts;
 mod users;
 mod votes;
@@ -30,8 +31,10 @@ pub use deriver::DeriverStats;
 pub use feeds::{Cursor, List, Order};
 pub use groups::{DirectoryPage, GroupCursor};
 pub use locator::Locator;
+pub use moderation::{no_user, Account, ModerationLimits, Page};
 pub use scripts::RegisterLimits;
-pub use users::{LoginLimit, Standing};
+pub use scripts::{Actor, ModLogFilter, ModLogRecord, UserAction};
+pub use users::{Caller, LoginLimit, SessionUser, Standing};
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -272,6 +275,8 @@ pub struct Store {
     /// Membership checks a cold group page may spend before the group's
     /// ranking is built with ZINTERSTORE instead (see the group-page script).
     group_scan_budget: u32,
+    /// The flag threshold and the log's bound.
+    moderation: ModerationLimits,
     /// Held while the folded-name index is built (see
     /// [`Store::build_name_index`]).
     name_index: Arc<tokio::sync::Mutex<()>>,
@@ -324,6 +329,7 @@ impl Store {
             shared,
             pool_size: max_size.max(1),
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
+            moderation: ModerationLimits::default(),
             name_index: Arc::default(),
             locator,
             derive: Arc::default(),

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::keys;
-use super::scripts::{self, LoginAttemptReply, SignUpReply};
+use super::scripts::{self, LogInReply, LoginAttemptReply, SignUpReply};
 use super::{value_f64, Store};
 use crate::client_addr::ClientAddr;
-use crate::domain::UserName;
+use crate::domain::{Role, UserName};
 use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
@@ -204,34 +204,73 @@ impl Store {
     }
 
     /// Starts a session after a successful logIn, forgetting the name's
-    /// counted attempts in the same step.
+    /// counted attempts in the same step; BANNED, starting nothing, while
+    /// the account is banned.
     pub async fn create_session(&self, token_hash: &str, name: &UserName) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        let () = redis::pipe()
-            .atomic()
-            .cmd("SET")
-            .arg(keys::session(token_hash))
-            .arg(name.as_str())
-            .arg("EX")
-            .arg(keys::SESSION_TTL_SECS)
-            .ignore()
-            .cmd("DEL")
-            .arg(keys::login_attempts(name.folded().as_str()))
-            .ignore()
-            .query_async(&mut conn)
-            .await
-            .map_err(AppError::of_write)?;
-        Ok(())
+        match scripts::log_in(&mut conn, name, token_hash).await? {
+            LogInReply::Started => Ok(()),
+            LogInReply::Banned { until } => Err(AppError::Banned { until }),
+        }
     }
 
-    /// The user a token hash belongs to, while the session lives.
-    pub async fn session_user(&self, token_hash: &str) -> AppResult<Option<UserName>> {
+    /// Who a token hash's session is, while it lives.
+    pub async fn session_user(&self, token_hash: &str) -> AppResult<Option<SessionUser>> {
         let mut conn = self.conn().await?;
-        let name: Option<String> = redis::cmd("GET")
+        let value: Option<String> = redis::cmd("GET")
             .arg(keys::session(token_hash))
             .query_async(&mut conn)
             .await?;
-        Ok(name.map(UserName::from_stored))
+        Ok(value.as_deref().and_then(SessionUser::parse))
+    }
+
+    /// Files every session in its user's `user:<name>:sessions`, so a ban
+    /// or a role reaches sessions written without their set (by a server
+    /// that kept none); once, then its marker says so. One SCAN of the
+    /// session keys, a pipeline per step.
+    pub async fn index_sessions(&self) -> AppResult<Option<u64>> {
+        if self.has_marker(keys::SESSIONS_INDEX_BUILT).await? {
+            return Ok(None);
+        }
+        let (mut cursor, mut filed) = (0u64, 0u64);
+        loop {
+            let mut conn = self.conn().await?;
+            let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{}*", keys::SESSION_PREFIX))
+                .arg("COUNT")
+                .arg(1_000)
+                .query_async(&mut conn)
+                .await?;
+            let values: Vec<Option<String>> = match found.is_empty() {
+                true => Vec::new(),
+                false => {
+                    redis::cmd("MGET")
+                        .arg(&found)
+                        .query_async(&mut conn)
+                        .await?
+                }
+            };
+            let mut pipe = redis::pipe();
+            for (key, value) in found.iter().zip(values) {
+                let (Some(hash), Some(name)) = (key.strip_prefix(keys::SESSION_PREFIX), value)
+                else {
+                    continue;
+                };
+                let set = keys::user_sessions(name.split(' ').next().unwrap_or_default());
+                pipe.sadd(&set, hash).ignore();
+                pipe.expire(&set, keys::SESSION_TTL_SECS as i64).ignore();
+                filed += 1;
+            }
+            let () = pipe.query_async(&mut conn).await?;
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        self.set_marker(keys::SESSIONS_INDEX_BUILT).await?;
+        Ok(Some(filed))
     }
 
     /// Revokes a session; true when one was revoked. The revocation is
@@ -254,23 +293,62 @@ impl Store {
     }
 
     /// Which of `token_hashes` no longer have a session (logged out,
-    /// expired, deleted), in one round trip.
+    /// expired, deleted, banned), in one round trip.
     pub async fn ended_sessions<'a>(&self, token_hashes: &[&'a str]) -> AppResult<Vec<&'a str>> {
         if token_hashes.is_empty() {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
         for hash in token_hashes {
-            pipe.cmd("EXISTS").arg(keys::session(hash));
+            pipe.cmd("GET").arg(keys::session(hash));
         }
         let mut conn = self.conn().await?;
-        let exists: Vec<bool> = pipe.query_async(&mut conn).await?;
+        let values: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
         Ok(token_hashes
             .iter()
-            .zip(exists)
-            .filter(|(_, exists)| !exists)
+            .zip(values)
+            .filter(|(_, value)| {
+                !matches!(
+                    value.as_deref().and_then(SessionUser::parse),
+                    Some(SessionUser::Active(_))
+                )
+            })
             .map(|(hash, _)| *hash)
             .collect())
+    }
+}
+
+/// A logged-in user and their role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: UserName,
+    pub role: Role,
+}
+
+/// Who a session is, as its value says: `<name>` (a member),
+/// `<name> <role>`, or `<name> banned <end>` (Unix seconds, or `forever`)
+/// once its account was banned. The value is rewritten when the role
+/// changes or a ban comes, so a request learns both with its one lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionUser {
+    Active(Caller),
+    Banned { name: UserName, until: Option<u64> },
+}
+
+impl SessionUser {
+    fn parse(value: &str) -> Option<Self> {
+        let (name, rest) = value.split_once(' ').unwrap_or((value, "member"));
+        let name = UserName::from_stored(name.to_owned());
+        Some(match rest.strip_prefix("banned ") {
+            Some(until) => Self::Banned {
+                name,
+                until: until.parse().ok(),
+            },
+            None => Self::Active(Caller {
+                name,
+                role: Role::parse(rest)?,
+            }),
+        })
     }
 }
 

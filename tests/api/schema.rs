@@ -38,6 +38,23 @@ fn the_schema_has_the_contracted_shape() {
         "type Article implements Node {",
         "type User implements Node {",
         "type Group implements Node {",
+        // Moderation's contract.
+        "role: Role!",
+        "banned: Boolean!",
+        "bannedUntil: DateTime",
+        "status: ArticleStatus",
+        "removalReason: String",
+        "flags: Int",
+        "setRole(name: String!, role: Role!): User!",
+        "flag(articleId: ID!, reason: String): Article!",
+        "unflag(articleId: ID!): Article!",
+        "removeArticle(articleId: ID!, reason: String!): Article!",
+        "restoreArticle(articleId: ID!, reason: String): Article!",
+        "banUser(name: String!, reason: String!, until: DateTime, removeArticles: Boolean! = false): User!",
+        "unbanUser(name: String!, reason: String): User!",
+        "moderationQueue(first: Int! = 25, after: String): ArticleConnection!",
+        "modLog(first: Int! = 25, after: String, action: ModAction, user: String, articleId: ID): ModLogConnection!",
+        "articleRemoved(group: String): ID!",
     ] {
         assert!(sdl.contains(line), "schema lacks `{line}`:\n{sdl}");
     }

@@ -13,9 +13,10 @@ use crate::client_addr::ClientAddr;
 use crate::domain::{UserName, VoteDirection};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::store::ArticleRecord;
+use crate::store::{ArticleRecord, Caller};
 
 mod accounts;
+mod moderation;
 mod reads;
 mod recording;
 mod routing;
@@ -114,6 +115,18 @@ impl RequestContext {
     pub async fn viewer_required(&self) -> Result<UserName> {
         self.recording.shows_caller();
         Ok(self.session.require_user(&self.routing.primary).await?)
+    }
+
+    /// The logged-in user and their role, or None (as [`Self::viewer`]).
+    pub async fn caller(&self) -> Result<Option<Caller>> {
+        self.recording.shows_caller();
+        Ok(self.session.caller(&self.routing.primary).await?)
+    }
+
+    /// The logged-in user and their role, or `BANNED` or `UNAUTHENTICATED`.
+    pub async fn caller_required(&self) -> Result<Caller> {
+        self.recording.shows_caller();
+        Ok(self.session.require_caller(&self.routing.primary).await?)
     }
 
     /// The caller's vote on `article`. A template leaves a hole there,

@@ -30,7 +30,9 @@ impl RequestContext {
             let ranking = match (order, list) {
                 // Rankings pruned by period or cached: read by the feed
                 // script, which builds a missing cache.
-                (Order::Top(_), _) | (Order::Score, ArticleList::User(_)) => {
+                (Order::Top(_), _)
+                | (Order::Score, ArticleList::User(_))
+                | (_, ArticleList::Queue) => {
                     let (start, stop) = page.range();
                     let size = (stop - start + 1) as usize;
                     return self
@@ -46,6 +48,7 @@ impl RequestContext {
                 ArticleList::Site => self.routing.lagging.ranking_page(ranking, page).await,
                 ArticleList::Group(group) => store.group_page(group, ranking, page).await,
                 ArticleList::User(name) => Ok(unscored(store.user_newest_page(name, page).await?)),
+                ArticleList::Queue => Ok(Vec::new()),
             }
         };
         let ids = self.with_session(ids).await?;
@@ -84,6 +87,8 @@ impl RequestContext {
                     ArticleList::Group(g) => deps.score_window(Some(g.as_str()), scores, full),
                     // Any vote on the user's articles may reorder the page.
                     ArticleList::User(_) => deps.any_vote(),
+                    // Read by moderators only, never cached.
+                    ArticleList::Queue => {}
                 }
             }),
             // Net votes are not in the vote events' scores: any vote may

@@ -7,7 +7,7 @@ use async_graphql::dataloader::DataLoader;
 
 use super::ArticleList;
 use crate::auth::Session;
-use crate::graphql::loaders::{ArticleLoader, StandingLoader, UserLoader};
+use crate::graphql::loaders::{AccountLoader, ArticleLoader, StandingLoader, UserLoader};
 use crate::store::Store;
 
 pub(super) struct Routing {
@@ -19,6 +19,8 @@ pub(super) struct Routing {
     pub(super) articles: DataLoader<ArticleLoader>,
     pub(super) standings: DataLoader<StandingLoader>,
     pub(super) users: DataLoader<UserLoader>,
+    /// Roles and bans, from the primary.
+    pub(super) accounts: DataLoader<AccountLoader>,
 }
 
 impl Routing {
@@ -43,6 +45,7 @@ impl Routing {
             ),
             standings: DataLoader::new(StandingLoader::new(lagging.clone()), tokio::spawn),
             users: DataLoader::new(UserLoader::new(lagging.clone()), tokio::spawn),
+            accounts: DataLoader::new(AccountLoader::new(primary.clone()), tokio::spawn),
         }
     }
 

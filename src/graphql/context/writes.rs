@@ -31,11 +31,11 @@ impl RequestContext {
     /// Sets the caller's vote. Only a vote that changed something drops
     /// cached pages, and only those it can change.
     pub async fn vote(&self, id: ArticleId, direction: VoteDirection) -> Result<ArticleRecord> {
-        let user = self.viewer_required().await?;
+        let caller = self.caller_required().await?;
         let changed = self
             .routing
             .primary
-            .vote(id, &user, direction, self.app.rates.vote)
+            .vote(id, &caller, direction, self.app.rates.vote)
             .await?;
         let article = self.reload(id).await?;
         if let (true, Some(cache)) = (changed, &self.app.responses) {
@@ -52,10 +52,10 @@ impl RequestContext {
     }
 
     pub async fn rename_slug(&self, id: ArticleId, slug: &Slug) -> Result<ArticleRecord> {
-        let user = self.viewer_required().await?;
+        let caller = self.caller_required().await?;
         self.routing
             .primary
-            .rename_slug(id, &user, slug, self.app.rates.rename_slug)
+            .rename_slug(id, &caller, slug, self.app.rates.rename_slug)
             .await?;
         self.invalidate_all();
         self.reload(id).await
@@ -67,10 +67,10 @@ impl RequestContext {
         add: &[GroupName],
         remove: &[GroupName],
     ) -> Result<ArticleRecord> {
-        let user = self.viewer_required().await?;
+        let caller = self.caller_required().await?;
         self.routing
             .primary
-            .set_groups(id, &user, add, remove, self.app.rates.set_groups)
+            .set_groups(id, &caller, add, remove, self.app.rates.set_groups)
             .await?;
         self.invalidate_all();
         self.reload(id).await
@@ -80,8 +80,9 @@ impl RequestContext {
     /// cached pages: counts seen by anonymous readers may lag by a cache
     /// entry's age.
     pub async fn view(&self, id: ArticleId) -> Result<ArticleRecord> {
-        let viewer = match self.viewer().await? {
-            Some(user) => Viewer::User(user),
+        self.session.refuse_banned(&self.routing.primary).await?;
+        let viewer = match self.caller().await? {
+            Some(caller) => Viewer::User(caller),
             None => Viewer::Client(self.client),
         };
         let limits = &self.app.rates;
@@ -92,7 +93,7 @@ impl RequestContext {
         self.reload(id).await
     }
 
-    fn invalidate_all(&self) {
+    pub(super) fn invalidate_all(&self) {
         if let Some(cache) = &self.app.responses {
             cache.invalidate();
         }
@@ -101,7 +102,7 @@ impl RequestContext {
     /// Reads an article after a write; it can only be gone if it was
     /// deleted behind votegraph's back in between. The write ran, so a
     /// failed read cannot answer that nothing was written.
-    async fn reload(&self, id: ArticleId) -> Result<ArticleRecord> {
+    pub(super) async fn reload(&self, id: ArticleId) -> Result<ArticleRecord> {
         let read = self
             .article(id)
             .await

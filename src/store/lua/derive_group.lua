@@ -29,7 +29,15 @@ local function relist(member, add)
   if string.match(id, '^[1-9]%d*$') then changed[#changed + 1] = id end
 end
 local function add(member)
-  if redis.call('SADD', mirror, member) == 1 then relist(member, true) end
+  -- An article a moderator took out keeps the group for its restore only.
+  local out = string.sub(member, 1, #article_prefix) == article_prefix
+    and redis.call('HEXISTS', member, 'status') == 1
+  if out then
+    redis.call('SREM', group, member)
+    relist(member, true)
+  elseif redis.call('SADD', mirror, member) == 1 then
+    relist(member, true)
+  end
 end
 local function remove(member)
   if redis.call('SREM', mirror, member) == 1 then relist(member, false) end

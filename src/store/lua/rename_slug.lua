@@ -3,7 +3,8 @@
 --
 -- KEYS: [1] the caller's counter, [2] the article, [3] slug -> id.
 -- ARGV: [1] the article id, [2] the caller's member, [3] the new slug,
--- [4] [5] the rate limit and its window, [6] the user prefix.
+-- [4] [5] the rate limit and its window, [6] the user prefix, [7] '1'
+-- when the caller moderates.
 local rate, article, slugs = KEYS[1], KEYS[2], KEYS[3]
 local id, caller, new, user_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[6]
 local poster, old = unpack(redis.call('HMGET', article, 'poster', 'slug'))
@@ -13,6 +14,7 @@ if own and old == new then return {'ok'} end
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
 if redis.call('EXISTS', article) == 0 then return {'missing'} end
+if ARGV[7] ~= '1' and redis.call('HEXISTS', article, 'status') == 1 then return {'missing'} end
 if not own then return {'forbidden'} end
 local owner = redis.call('HGET', slugs, new)
 if owner and owner ~= id then return {'taken'} end

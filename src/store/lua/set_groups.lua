@@ -7,17 +7,21 @@
 -- named (the groups to add, then those to remove).
 -- ARGV: [1] the caller's member, [2] how many groups are added (the first
 -- ones named), [3] [4] the rate limit and its window, [5] the user prefix,
--- [6] the most groups an article may be in, [7] keys per group, [8..] the
--- groups.
+-- [6] the most groups an article may be in, [7] keys per group, [8] '1'
+-- when the caller moderates, [9..] the groups.
 local rate, article, groups_key, by_score, by_time, top_all, directory =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local first_group_key = 8
 local caller, nadd, user_prefix = ARGV[1], tonumber(ARGV[2]), ARGV[5]
 local max_groups, per_group = tonumber(ARGV[6]), tonumber(ARGV[7])
-local first_group = 8
+local first_group = 9
 local wait = rate_limit(rate, ARGV[3], ARGV[4])
 if wait > 0 then return {'limited', wait} end
 if redis.call('EXISTS', article) == 0 then return {'missing'} end
+-- A removed or hidden article's groups wait for its restore.
+if redis.call('HEXISTS', article, 'status') == 1 then
+  return {ARGV[8] == '1' and 'out' or 'missing'}
+end
 local poster = redis.call('HGET', article, 'poster')
 if poster ~= caller and (user_prefix .. tostring(poster)) ~= caller then return {'forbidden'} end
 local count = redis.call('SCARD', groups_key)

@@ -10,7 +10,8 @@
 -- [7] a vote's score, [8] the net-vote step, [9] the score channel, then
 -- the prefixes and suffixes of the owners' cached rankings: [10] user,
 -- [11] cached marker, [12] group, [13] group net-vote, [14] group score,
--- [15] user score, [16] user net-vote, and [17..21] the period names.
+-- [15] user score, [16] user net-vote, [17..21] the period names, and
+-- [22] '1' when the voter moderates.
 local rate, index, article, upvoters, downvoters, group_set, by_time, by_score, karma =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
@@ -21,6 +22,9 @@ local user_score_suffix, user_top_infix = ARGV[15], ARGV[16]
 
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
+-- A removed or hidden article is out of sight but for moderators.
+local out = redis.call('HEXISTS', article, 'status') == 1
+if out and ARGV[22] ~= '1' then return {'missing'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 
@@ -76,6 +80,12 @@ else
   redis.call('HSET', article, 'votes', ups, 'downvotes', downs)
 end
 
+if out then
+  -- Its score waits in the hash for its restore, out of every ranking.
+  redis.call('HINCRBYFLOAT', article, 'removed_score', net * vote_score)
+  if h[1] then add_karma(karma, as_member(h[1], user_prefix), net, now) end
+  return {'changed'}
+end
 local score = redis.call('ZINCRBY', by_score, net * vote_score, article)
 -- An article missing from the all-time net-vote ranking was written by
 -- another client and is not derived yet: its derivation counts this vote,

@@ -1,7 +1,7 @@
 //! Accounts: signing up (an account and its first session, case twins
 //! refused), indexing existing accounts by their folded names, and counting
-//! logIn attempts (`lua/sign_up.lua`, `lua/index_names.lua`,
-//! `lua/login_attempt.lua`).
+//! logIn attempts and starting a session (`lua/sign_up.lua`,
+//! `lua/index_names.lua`, `lua/login_attempt.lua`, `lua/log_in.lua`).
 
 use std::sync::LazyLock;
 
@@ -13,6 +13,7 @@ use crate::domain::UserName;
 use crate::error::AppResult;
 use crate::rate::RateLimit;
 use crate::store::keys;
+use crate::store::value_str;
 use crate::store::Conn;
 
 // --- sign up ------------------------------------------------------------
@@ -67,14 +68,58 @@ pub async fn sign_up(
         .key(rate_key)
         .key(keys::USERS_BY_FOLDED_NAME)
         .key(keys::NAMES_INDEX_BUILT)
+        .key(keys::user_sessions(name.as_str()))
         .arg(name.as_str())
         .arg(password_hash)
         .arg(created)
         .arg(keys::SESSION_TTL_SECS)
         .arg(limit.count())
         .arg(limit.window_secs())
-        .arg(name.folded().as_str());
+        .arg(name.folded().as_str())
+        .arg(token_hash);
     SIGN_UP.call(&invocation, conn).await
+}
+
+// --- log in ---------------------------------------------------------------
+
+/// What the log-in script answered: a session, or the ban's end (None:
+/// for good).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogInReply {
+    Started,
+    Banned { until: Option<u64> },
+}
+
+impl ScriptReply for LogInReply {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("ok", _) => Some(Self::Started),
+            ("banned", [until]) => Some(Self::Banned {
+                until: value_str(until)?.parse().ok(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Starts a session after a successful logIn, its value carrying the
+/// account's role, unless the account is banned (checked in the same step,
+/// so a ban cannot slip between them).
+static LOG_IN: LazyLock<Lua<LogInReply>> =
+    LazyLock::new(|| Lua::write("log-in", &[include_str!("../lua/log_in.lua")]));
+
+/// Runs the log-in script for `name`'s new session `token_hash`.
+pub async fn log_in(conn: &mut Conn, name: &UserName, token_hash: &str) -> AppResult<LogInReply> {
+    let mut invocation = LOG_IN.invocation();
+    invocation
+        .key(keys::session(token_hash))
+        .key(keys::user(name.as_str()))
+        .key(keys::user_sessions(name.as_str()))
+        .key(keys::login_attempts(name.folded().as_str()))
+        .arg(name.as_str())
+        .arg(keys::SESSION_TTL_SECS)
+        .arg(token_hash);
+    LOG_IN.call(&invocation, conn).await
 }
 
 // --- the folded-name index ------------------------------------------------

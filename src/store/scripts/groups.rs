@@ -26,6 +26,8 @@ pub enum SetGroupsReply {
     Missing,
     /// The caller is not the article's poster.
     Forbidden,
+    /// A moderator's change to a removed or hidden article.
+    Out,
     /// The article would be in more than `GroupName::MAX_PER_ARTICLE`
     /// groups; nothing was written.
     TooManyGroups,
@@ -40,6 +42,7 @@ impl ScriptReply for SetGroupsReply {
             }),
             ("missing", _) => Some(Self::Missing),
             ("forbidden", _) => Some(Self::Forbidden),
+            ("out", _) => Some(Self::Out),
             ("too-many-groups", _) => Some(Self::TooManyGroups),
             ("ok", _) => Some(Self::Done),
             _ => None,
@@ -70,6 +73,7 @@ pub async fn set_groups(
     add: &[GroupName],
     remove: &[GroupName],
     limit: RateLimit,
+    moderates: bool,
 ) -> AppResult<SetGroupsReply> {
     let mut invocation = SET_GROUPS.invocation();
     invocation
@@ -86,7 +90,8 @@ pub async fn set_groups(
         .arg(limit.window_secs())
         .arg(keys::USER_PREFIX)
         .arg(GroupName::MAX_PER_ARTICLE)
-        .arg(GROUP_KEYS);
+        .arg(GROUP_KEYS)
+        .arg(if moderates { "1" } else { "" });
     for g in add.iter().chain(remove) {
         group_keys(&mut invocation, g);
         invocation.arg(g.as_str());

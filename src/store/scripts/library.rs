@@ -14,3 +14,7 @@ pub(super) const VOTERS: &str = include_str!("../lua/lib/voters.lua");
 /// `derive_article(c, id)`: everything votegraph keeps about one article,
 /// re-derived from the book's keys. Needs karma, group_list and voters.
 pub(super) const DERIVE: &str = include_str!("../lua/lib/derive.lua");
+
+/// `moderation_context`, `log_entry`, `take_out`, `put_back`, `announce`
+/// and `set_sessions`: what the moderation scripts share. Needs karma.
+pub(super) const MODERATION: &str = include_str!("../lua/lib/moderation.lua");

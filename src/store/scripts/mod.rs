@@ -19,6 +19,7 @@ mod documents;
 mod feeds;
 mod groups;
 mod library;
+mod moderation;
 mod post;
 mod slugs;
 mod top;
@@ -38,7 +39,9 @@ use crate::domain::GroupName;
 use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
 
-pub use accounts::{index_names, login_attempt, sign_up, LoginAttemptReply, SignUpReply};
+pub use accounts::{
+    index_names, log_in, login_attempt, sign_up, LogInReply, LoginAttemptReply, SignUpReply,
+};
 pub use derive::{
     derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,
     GroupDerived, GroupMode,
@@ -47,6 +50,10 @@ pub use directory::directory;
 pub use documents::{register_document, RegisterLimits, RegisterReply};
 pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
+pub use moderation::{
+    flag, moderate_article, moderate_user, modlog_page, Actor, ModLogFilter, ModLogRecord,
+    ModerationReply, UserAction,
+};
 pub use post::{post, PostReply};
 pub use slugs::{rename_slug, RenameSlugReply};
 pub use top::{prune_top, TopCursor};

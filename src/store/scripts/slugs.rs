@@ -60,6 +60,7 @@ pub async fn rename_slug(
     caller: &UserName,
     slug: &Slug,
     limit: RateLimit,
+    moderates: bool,
 ) -> AppResult<RenameSlugReply> {
     let mut invocation = RENAME_SLUG.invocation();
     invocation
@@ -71,6 +72,7 @@ pub async fn rename_slug(
         .arg(slug.as_str())
         .arg(limit.count())
         .arg(limit.window_secs())
-        .arg(keys::USER_PREFIX);
+        .arg(keys::USER_PREFIX)
+        .arg(if moderates { "1" } else { "" });
     RENAME_SLUG.call(&invocation, conn).await
 }

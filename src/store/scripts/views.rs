@@ -58,6 +58,7 @@ pub async fn view(
     rate_key: String,
     limit: RateLimit,
     view_window_secs: u64,
+    moderates: bool,
 ) -> AppResult<ViewReply> {
     let mut invocation = VIEW.invocation();
     invocation
@@ -67,6 +68,7 @@ pub async fn view(
         .arg(viewer)
         .arg(limit.count())
         .arg(limit.window_secs())
-        .arg(view_window_secs);
+        .arg(view_window_secs)
+        .arg(if moderates { "1" } else { "" });
     VIEW.call(&invocation, conn).await
 }

@@ -87,6 +87,7 @@ pub async fn vote(
     voter: &UserName,
     direction: VoteDirection,
     limit: RateLimit,
+    moderates: bool,
 ) -> AppResult<VoteReply> {
     let mut invocation = VOTE.invocation();
     invocation
@@ -120,5 +121,6 @@ pub async fn vote(
     for period in Period::ALL {
         invocation.arg(period.name());
     }
+    invocation.arg(if moderates { "1" } else { "" });
     VOTE.call(&invocation, conn).await
 }

@@ -95,6 +95,16 @@ impl Book {
             .collect()
     }
 
+    /// Like [`Book::call`], for a call the book's code may fail: its
+    /// answer, or its error message.
+    pub async fn try_call(&self, args: &[&str]) -> Result<Value, String> {
+        let out = self.command().args(args).output().await.expect("python3");
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(serde_json::from_slice(&out.stdout).expect("book.py prints JSON"))
+    }
+
     /// `post_article(conn, user, title, link)`: the new id.
     pub async fn post(&self, user: &str, title: &str) -> String {
         let id = self

@@ -5,6 +5,7 @@ mod app;
 mod binary;
 mod book;
 mod graphql;
+mod moderation;
 mod redis;
 mod time;
 mod ws;
@@ -17,6 +18,7 @@ pub use self::app::{
 pub use self::binary::{free_port, Binary};
 pub use self::book::Book;
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS, VOTE_AS};
+pub use self::moderation::{set_role_cli, Moderated};
 pub use self::redis::{
     command_calls, command_stats, info_field, kill_pubsub_connections, pause_redis,
     reads_processed, reset_command_stats, wait_for_top_index, TestRedis,

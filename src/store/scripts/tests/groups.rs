@@ -19,6 +19,7 @@ async fn set(
         &groups(add),
         &groups(remove),
         unlimited(),
+        false,
     )
     .await
     .expect("the set-groups script runs")
@@ -138,11 +139,11 @@ async fn only_the_poster_changes_an_articles_groups() {
     .await;
     let once = limit(1, 60);
     let alice = user("alice");
-    let reply = set_groups(c, id, &alice, &groups(&["b"]), &[], once)
+    let reply = set_groups(c, id, &alice, &groups(&["b"]), &[], once, false)
         .await
         .unwrap();
     assert_eq!(reply, SetGroupsReply::Done);
-    match set_groups(c, id, &alice, &groups(&["c"]), &[], once)
+    match set_groups(c, id, &alice, &groups(&["c"]), &[], once, false)
         .await
         .unwrap()
     {

@@ -129,7 +129,7 @@ pub(super) async fn vote_as(
     voter: &str,
     dir: crate::domain::VoteDirection,
 ) -> VoteReply {
-    vote(conn, id, &user(voter), dir, unlimited())
+    vote(conn, id, &user(voter), dir, unlimited(), false)
         .await
         .expect("the vote script runs")
 }

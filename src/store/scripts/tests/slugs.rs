@@ -5,7 +5,7 @@ use super::*;
 use crate::store::keys;
 
 async fn rename(c: &mut Conn, id: ArticleId, caller: &str, new: &str) -> RenameSlugReply {
-    rename_slug(c, id, &user(caller), &slug(new), unlimited())
+    rename_slug(c, id, &user(caller), &slug(new), unlimited(), false)
         .await
         .expect("the rename-slug script runs")
 }
@@ -44,11 +44,11 @@ async fn only_the_poster_renames_and_within_the_limit() {
     .await;
     let once = limit(1, 60);
     let alice = user("alice");
-    let reply = rename_slug(c, id, &alice, &slug("first"), once)
+    let reply = rename_slug(c, id, &alice, &slug("first"), once, false)
         .await
         .unwrap();
     assert_eq!(reply, RenameSlugReply::Renamed);
-    match rename_slug(c, id, &alice, &slug("second"), once)
+    match rename_slug(c, id, &alice, &slug("second"), once, false)
         .await
         .unwrap()
     {

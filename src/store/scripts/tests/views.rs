@@ -8,7 +8,7 @@ const WINDOW: u64 = 3600;
 
 async fn view_as(c: &mut Conn, id: ArticleId, viewer: &str, limit: RateLimit) -> ViewReply {
     let rate = format!("{viewer}:rate:view");
-    view(c, id, viewer.to_owned(), rate, limit, WINDOW)
+    view(c, id, viewer.to_owned(), rate, limit, WINDOW, false)
         .await
         .expect("the view script runs")
 }

@@ -99,10 +99,15 @@ async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
     let once = limit(1, 60);
     let bob = user("bob");
     assert_eq!(
-        vote(c, id, &bob, VoteDirection::Up, once).await.unwrap(),
+        vote(c, id, &bob, VoteDirection::Up, once, false)
+            .await
+            .unwrap(),
         VoteReply::Changed
     );
-    match vote(c, id, &bob, VoteDirection::Down, once).await.unwrap() {
+    match vote(c, id, &bob, VoteDirection::Down, once, false)
+        .await
+        .unwrap()
+    {
         VoteReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
         other => panic!("{other:?}"),
     }

@@ -1,0 +1,229 @@
+//! Moderation: flags, removing and restoring articles, bans and roles,
+//! the moderators' queue and the moderation log.
+//!
+//! Every action is one script that writes its log entry in the same step
+//! (see `scripts/moderation.rs`): no action without its entry, no entry
+//! without its action. An action that finds things already so (a repeated
+//! flag, a removed article removed again, the same ban) writes nothing and
+//! logs nothing, so a retried mutation never doubles.
+//!
+//! A removed or hidden article leaves every ranking, order, group and feed
+//! when it is taken out, so reads never check an article's status; a
+//! restore files it again with the score it had.
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use super::feeds::{cursor_fields, encode_cursor, malformed_cursor};
+use super::scripts::{self, Actor, ModLogFilter, ModLogRecord, ModerationReply, UserAction};
+use super::{keys, not_found, value_str, Store};
+use crate::domain::{ArticleId, Ranking, Role, UserName};
+use crate::error::{AppError, AppResult};
+use crate::rate::{RateAction, RateScope};
+
+/// `--flag-threshold` and `--modlog-max-entries`.
+#[derive(Debug, Clone, Copy)]
+pub struct ModerationLimits {
+    pub flag_threshold: u32,
+    pub modlog_max_entries: u64,
+}
+
+impl Default for ModerationLimits {
+    fn default() -> Self {
+        Self {
+            flag_threshold: 5,
+            modlog_max_entries: 1_000_000,
+        }
+    }
+}
+
+/// A user's role and ban.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Account {
+    pub role: Role,
+    /// A ban and its end (Unix seconds; None: for good), past or not.
+    pub ban: Option<Option<u64>>,
+}
+
+impl Account {
+    /// The ban in force now, with its end.
+    pub fn banned(&self, now: u64) -> Option<Option<u64>> {
+        self.ban.filter(|until| until.is_none_or(|u| u > now))
+    }
+}
+
+/// A page of the moderation log: its entries, each with its cursor.
+pub struct Page<T> {
+    pub entries: Vec<(String, T)>,
+    pub has_next: bool,
+    pub total: u64,
+}
+
+/// Articles read per batch when a ban removes a user's articles.
+const REMOVE_BATCH: isize = 100;
+
+impl Store {
+    /// Sets the flag threshold and the log's bound.
+    pub fn with_moderation(mut self, limits: ModerationLimits) -> Self {
+        self.moderation = limits;
+        self
+    }
+
+    /// Flags an article as `actor` (`flagging`), or takes the flag back.
+    pub async fn flag(&self, actor: &Actor<'_>, id: ArticleId, flagging: bool) -> AppResult<()> {
+        let mut conn = self.conn().await?;
+        let reply = scripts::flag(&mut conn, self.moderation, actor, id, flagging);
+        outcome(reply.await?, RateAction::Flag, || not_found(id)).map(drop)
+    }
+
+    /// Removes (`remove`) or restores an article. False when it was
+    /// already so.
+    pub async fn moderate_article(
+        &self,
+        actor: &Actor<'_>,
+        id: ArticleId,
+        remove: bool,
+    ) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        let reply = scripts::moderate_article(&mut conn, self.moderation, actor, id, remove);
+        outcome(reply.await?, RateAction::Moderate, || not_found(id))
+    }
+
+    /// Bans, unbans or sets the role of `name`. False when it was already
+    /// so.
+    pub async fn moderate_user(
+        &self,
+        actor: &Actor<'_>,
+        name: &UserName,
+        action: UserAction,
+    ) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        let reply = scripts::moderate_user(&mut conn, self.moderation, actor, name, action);
+        outcome(reply.await?, RateAction::Moderate, || no_user(name))
+    }
+
+    /// Removes every article of `name`, hidden ones included, each as
+    /// `removeArticle` does (with its own log entry), in batches.
+    pub async fn remove_articles_of(&self, actor: &Actor<'_>, name: &UserName) -> AppResult<()> {
+        let actor = Actor {
+            limit: None,
+            ..*actor
+        };
+        let name = name.as_str();
+        // The taken-out ones first: removing a visible one moves it there.
+        for (key, leaving) in [
+            (keys::user_articles_out(name), false),
+            (keys::user_articles(name, Ranking::Time), true),
+        ] {
+            let mut start = 0;
+            loop {
+                let mut conn = self.conn().await?;
+                let members: Vec<String> = redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(start)
+                    .arg(start + REMOVE_BATCH - 1)
+                    .query_async(&mut conn)
+                    .await?;
+                if members.is_empty() {
+                    break;
+                }
+                for id in members.iter().filter_map(|m| keys::article_id(m)) {
+                    let removed = self.moderate_article(&actor, id, true).await;
+                    // A removed visible article leaves the set read.
+                    if !(leaving && matches!(removed, Ok(true))) {
+                        start += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A page of the moderation log, newest first, after `after`.
+    pub async fn modlog(
+        &self,
+        filter: &ModLogFilter,
+        after: Option<&str>,
+        first: usize,
+    ) -> AppResult<Page<ModLogRecord>> {
+        let after = after.map(modlog_position).transpose()?;
+        let mut conn = self.conn().await?;
+        let reply = scripts::modlog_page(&mut conn, filter, after, first).await?;
+        let has_next = reply.entries.len() > first;
+        let entries = reply
+            .entries
+            .into_iter()
+            .take(first)
+            .map(|entry| (encode_cursor(&["modlog", &entry.n.to_string()]), entry))
+            .collect();
+        Ok(Page {
+            entries,
+            has_next,
+            total: reply.total,
+        })
+    }
+
+    /// The roles and bans of many users, in one round trip.
+    pub async fn accounts(&self, names: &[String]) -> AppResult<HashMap<String, Account>> {
+        let mut pipe = redis::pipe();
+        for name in names {
+            pipe.cmd("HMGET")
+                .arg(keys::user(name))
+                .arg("role")
+                .arg("banned_until");
+        }
+        let mut conn = self.conn().await?;
+        let replies: Vec<Vec<Value>> = pipe.query_async(&mut conn).await?;
+        Ok(names
+            .iter()
+            .zip(replies)
+            .map(|(name, fields)| {
+                let field = |i: usize| fields.get(i).and_then(value_str);
+                let account = Account {
+                    role: field(0).and_then(Role::parse).unwrap_or_default(),
+                    ban: field(1).map(|until| until.parse().ok()),
+                };
+                (name.clone(), account)
+            })
+            .collect())
+    }
+}
+
+/// A moderation script's answer: true when it acted, false when things
+/// were already so.
+fn outcome(
+    reply: ModerationReply,
+    action: RateAction,
+    missing: impl FnOnce() -> AppError,
+) -> AppResult<bool> {
+    match reply {
+        ModerationReply::Done => Ok(true),
+        ModerationReply::Same => Ok(false),
+        ModerationReply::Missing => Err(missing()),
+        ModerationReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+            action,
+            RateScope::User,
+            retry_after_secs,
+        )),
+        ModerationReply::Forbidden => Err(AppError::Forbidden(
+            "only an admin can ban or unban a moderator or an admin",
+        )),
+        ModerationReply::OwnAccount => Err(AppError::Forbidden("no one can ban themselves")),
+        ModerationReply::LastAdmin => Err(AppError::Forbidden(
+            "the last admin cannot be banned or lose the role; make another admin first",
+        )),
+    }
+}
+
+pub fn no_user(name: &UserName) -> AppError {
+    AppError::NotFound(format!("no user named {:?}", name.as_str()))
+}
+
+/// A log cursor's entry number.
+fn modlog_position(cursor: &str) -> AppResult<u64> {
+    match cursor_fields(cursor)?.as_slice() {
+        [kind, n] if kind == "modlog" => n.parse().map_err(|_| malformed_cursor()),
+        _ => Err(malformed_cursor()),
+    }
+}
