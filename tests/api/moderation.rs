@@ -157,7 +157,7 @@ async fn a_removed_article_is_shown_only_to_its_poster_and_moderators() {
     let slug = slug["article"]["slug"].as_str().unwrap().to_owned();
     m.remove(&first).await;
     let query = "query($id: ID!, $s: String!) { article(id: $id) { id status removalReason } \
-                 articleBySlug(slug: $s) { id } }";
+                 articleBySlug(slug: $s) { id } node(id: $id) { id } }";
     let vars = json!({ "id": first, "s": slug });
     for (token, shown) in [
         (None, false),
@@ -173,9 +173,11 @@ async fn a_removed_article_is_shown_only_to_its_poster_and_moderators() {
             assert_eq!(data["article"]["status"], "REMOVED", "{data}");
             assert_eq!(data["article"]["removalReason"], "spam");
             assert_eq!(data["articleBySlug"]["id"], first.as_str());
+            assert_eq!(data["node"]["id"], first.as_str());
         } else {
+            let (article, slug, node) = (&data["article"], &data["articleBySlug"], &data["node"]);
             assert!(
-                data["article"].is_null() && data["articleBySlug"].is_null(),
+                article.is_null() && slug.is_null() && node.is_null(),
                 "{data}"
             );
         }

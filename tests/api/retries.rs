@@ -376,7 +376,9 @@ async fn writes_through_stalls_and_killed_connections_match_their_answers() {
 
 #[tokio::test]
 async fn a_write_over_a_websocket_whose_answer_is_lost_says_so() {
-    let app = spawn_app_with(|s| s.redis_timeout_ms = 150).await;
+    // A timeout well above a loaded machine's read latency, so only the
+    // paused write runs past it.
+    let app = spawn_app_with(|s| s.redis_timeout_ms = 500).await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
     let id = id_of(&app.post(&alice, "voted over a socket", &[]).await);
@@ -395,7 +397,7 @@ async fn a_write_over_a_websocket_whose_answer_is_lost_says_so() {
 
     // The session is read; the vote waits past the timeout.
     let mut admin = app.redis.conn().await;
-    pause(&mut admin, 1_000, "WRITE").await;
+    pause(&mut admin, 2_000, "WRITE").await;
     let lost = vote(1).await;
     assert_eq!(
         lost["errors"][0]["extensions"]["code"], "OUTCOME_UNKNOWN",
