@@ -45,7 +45,7 @@ pub const SWEEP_BATCH: u64 = 2000;
 /// Articles per derivation script: Redis runs nothing else while a script
 /// runs, so each is kept short (and stops early once it went through
 /// [`scripts::SCRIPT_MEMBERS`] groups and voters).
-pub const SWEEP_CALL: u64 = 25;
+pub const SWEEP_CALL: u64 = 12;
 
 /// Keys one `SCAN` step of the group sets visits (a command Redis runs
 /// alone, like a script).
