@@ -268,21 +268,34 @@ impl Article {
     /// poster.
     // Depends on the caller, as the next two: in `CALLER_DEPENDENT_FIELDS`.
     async fn status(&self, ctx: &Context<'_>) -> Result<Option<ArticleStatus>> {
-        let shown = RequestContext::of(ctx)?.sees_moderation_of(&self.0).await?;
-        Ok(shown.then_some(self.0.status))
+        let context = RequestContext::of(ctx)?;
+        if !context.sees_moderation_of(&self.0).await? {
+            return Ok(None);
+        }
+        if self.0.status.is_out() {
+            return Ok(Some(self.0.status));
+        }
+        let (flags, _) = context.moderation_details(self.0.id).await?;
+        Ok(Some(ArticleStatus::of(None, flags)))
     }
 
     /// Why a moderator removed it; null for anyone but moderators and its
     /// poster.
-    async fn removal_reason(&self, ctx: &Context<'_>) -> Result<Option<&str>> {
-        let shown = RequestContext::of(ctx)?.sees_moderation_of(&self.0).await?;
-        Ok(self.0.removal_reason.as_deref().filter(|_| shown))
+    async fn removal_reason(&self, ctx: &Context<'_>) -> Result<Option<String>> {
+        let context = RequestContext::of(ctx)?;
+        if self.0.status != ArticleStatus::Removed || !context.sees_moderation_of(&self.0).await? {
+            return Ok(None);
+        }
+        Ok(context.moderation_details(self.0.id).await?.1)
     }
 
     /// Flags from distinct users; null for anyone but moderators.
     async fn flags(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
-        let shown = RequestContext::of(ctx)?.moderates().await?;
-        Ok(shown.then_some(self.0.flags))
+        let context = RequestContext::of(ctx)?;
+        if !context.moderates().await? {
+            return Ok(None);
+        }
+        Ok(Some(context.moderation_details(self.0.id).await?.0))
     }
 }
 

@@ -37,11 +37,9 @@ pub struct ArticleRecord {
     pub views: i64,
     /// The viewer's vote; None when nobody is logged in.
     pub my_vote: Option<VoteDirection>,
+    /// Visible, hidden or removed; whether a visible one has flags is read
+    /// with [`Store::moderation_details`].
     pub status: ArticleStatus,
-    /// Flags from distinct users (for moderators).
-    pub flags: i64,
-    /// Why a moderator removed it.
-    pub removal_reason: Option<String>,
 }
 
 /// Who views an article: each viewer counts once per view window, and
@@ -433,7 +431,7 @@ fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
 /// The hash fields the API shows, in the order `HMGET` returns them.
 /// Asking for them by name halves the reply next to HGETALL (no field
 /// names), which the profile of a front page showed as reply parsing.
-pub const ARTICLE_FIELDS: [&str; 12] = [
+pub const ARTICLE_FIELDS: [&str; 10] = [
     "title",
     "link",
     "poster",
@@ -446,10 +444,9 @@ pub const ARTICLE_FIELDS: [&str; 12] = [
     // hold one), kept by the post and set-groups scripts beside the
     // `article:<id>:groups` set, so a page reads them with the hash.
     "groups",
-    // Moderation: absent on an article nobody flagged or removed.
+    // Moderation: absent on an article in view. Its flags and reason are
+    // read only for those shown them: every field costs each page.
     "status",
-    "flags",
-    "removal_reason",
 ];
 
 /// Builds a record from `HMGET` of [`ARTICLE_FIELDS`] and the score (from
@@ -493,9 +490,7 @@ fn parse_article(id: ArticleId, hash: &Value, score: &Value) -> Option<(ArticleR
         slug: (!slug.is_empty()).then(|| slug.to_owned()),
         views: number(7) as i64,
         my_vote: None,
-        status: ArticleStatus::of(value_str(&values[9]), number(10) as i64),
-        flags: number(10) as i64,
-        removal_reason: value_str(&values[11]).map(str::to_owned),
+        status: ArticleStatus::of(value_str(&values[9]), 0),
     };
     Some((record, listed.is_some()))
 }

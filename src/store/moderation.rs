@@ -164,6 +164,18 @@ impl Store {
         })
     }
 
+    /// An article's flag count and removal reason.
+    pub async fn moderation_details(&self, id: ArticleId) -> AppResult<(i64, Option<String>)> {
+        let mut conn = self.conn().await?;
+        let (flags, reason): (Option<i64>, Option<String>) = redis::cmd("HMGET")
+            .arg(keys::article(id))
+            .arg("flags")
+            .arg("removal_reason")
+            .query_async(&mut conn)
+            .await?;
+        Ok((flags.unwrap_or(0), reason))
+    }
+
     /// The roles and bans of many users, in one round trip.
     pub async fn accounts(&self, names: &[String]) -> AppResult<HashMap<String, Account>> {
         let mut pipe = redis::pipe();

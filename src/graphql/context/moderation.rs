@@ -50,6 +50,12 @@ impl RequestContext {
             .is_some_and(|c| c.role.moderates() || c.name.as_str() == article.poster))
     }
 
+    /// An article's flag count and removal reason, from the primary (so a
+    /// moderation mutation's answer shows its own write).
+    pub async fn moderation_details(&self, id: ArticleId) -> Result<(i64, Option<String>)> {
+        Ok(self.routing.primary.moderation_details(id).await?)
+    }
+
     /// `article` as `article(id:)` shows it: a removed or hidden one only
     /// to its poster and to moderators. Only those read the caller.
     pub async fn visible(&self, article: Option<ArticleRecord>) -> Result<Option<ArticleRecord>> {
