@@ -47,6 +47,11 @@ pub struct Settings {
     #[arg(long, env = "REDIS_SENTINELS")]
     pub redis_sentinels: Option<String>,
 
+    /// Redis Cluster: seed nodes' `host:port`, comma-separated; used instead
+    /// of REDIS_URL, and with neither Sentinel nor a read replica.
+    #[arg(long, env = "REDIS_CLUSTER_NODES")]
+    pub redis_cluster_nodes: Option<String>,
+
     /// A read replica for anonymous queries' rankings and articles.
     #[arg(long, env = "REDIS_REPLICA_URL")]
     pub redis_replica_url: Option<String>,
@@ -373,8 +378,26 @@ impl Settings {
         }
     }
 
-    /// The Redis the settings name: Sentinel or a URL; None for neither.
+    /// The Redis the settings name: a cluster, Sentinel or a URL; None for
+    /// none of them.
     pub fn configured_redis(&self, redis_timeout: Duration) -> anyhow::Result<Option<Locator>> {
+        if let Some(nodes) = &self.redis_cluster_nodes {
+            let others = [
+                ("REDIS_URL", self.redis_url.is_some()),
+                ("REDIS_SENTINELS", self.redis_sentinels.is_some()),
+                ("REDIS_MASTER_NAME", self.redis_master_name.is_some()),
+                ("REDIS_REPLICA_URL", self.redis_replica_url.is_some()),
+            ];
+            let set: Vec<&str> = others.iter().filter(|o| o.1).map(|o| o.0).collect();
+            anyhow::ensure!(
+                set.is_empty(),
+                "REDIS_CLUSTER_NODES (--redis-cluster-nodes) cannot be combined with {}: a cluster finds its own primaries and replicas",
+                set.join(", ")
+            );
+            return Locator::cluster(nodes, redis_timeout)
+                .context("invalid REDIS_CLUSTER_NODES")
+                .map(Some);
+        }
         match (
             &self.redis_sentinels,
             &self.redis_master_name,
@@ -484,5 +507,28 @@ mod tests {
             err.contains("--trusted-proxies") && err.contains("proxy"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_cluster_is_not_combined_with_other_redis_settings() {
+        let timeout = Duration::from_secs(1);
+        let cluster = ["votegraph", "--redis-cluster-nodes", "127.0.0.1:7000,127.0.0.1:7001"];
+        let s = Settings::parse_from(cluster);
+        assert!(s.configured_redis(timeout).unwrap().unwrap().is_cluster());
+        for other in [
+            ["--redis-url", "redis://127.0.0.1:6379"],
+            ["--redis-sentinels", "127.0.0.1:26379"],
+            ["--redis-master-name", "mymaster"],
+            ["--redis-replica-url", "redis://127.0.0.1:6380"],
+        ] {
+            let s = Settings::parse_from(cluster.iter().chain(other.iter()));
+            let err = s.configured_redis(timeout).err().expect("refused");
+            let message = format!("{err:#}");
+            assert!(message.contains("REDIS_CLUSTER_NODES"), "{message}");
+            assert!(message.contains("cannot be combined"), "{message}");
+        }
+        let none = Settings::parse_from(["votegraph", "--redis-cluster-nodes", " , "]);
+        let err = none.configured_redis(timeout).err().expect("refused");
+        assert!(format!("{err:#}").contains("names no node"), "{err:#}");
     }
 }

@@ -48,6 +48,101 @@ pub const USER_VOTES_SUFFIX: &str = ":votes";
 pub const CLIENT_PREFIX: &str = "client:";
 pub const SESSION_PREFIX: &str = "session:";
 
+/// Where keys live: the book's keyspace on one primary, or the cluster
+/// layout, where every key carries the hash tag of one of [`SHARDS`]
+/// shards. An article's keys share its shard, and so do a user's, so each
+/// script runs on one shard; site-wide indexes are split in one slice per
+/// shard, which reads merge (docs/keyspace.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    #[default]
+    Single,
+    Cluster,
+}
+
+/// One shard of the cluster layout (always 0 on one primary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Shard(pub usize);
+
+pub const SHARDS: usize = 12;
+
+/// Each shard's hash tag, chosen so that its slot lies in the middle of
+/// the shard's twelfth of the 16,384 slots: a cluster created with 2, 3,
+/// 4 or 6 primaries, which split the slots evenly, gives each primary the
+/// same number of shards.
+const SHARD_TAGS: [&str; SHARDS] = [
+    "{s0.10}", "{s1.7}", "{s2.163}", "{s3.76}", "{s4.11}", "{s5.232}", "{s6.32}", "{s7.79}",
+    "{s8.70}", "{s9.171}", "{s10.78}", "{s11.33}",
+];
+
+impl Layout {
+    pub fn is_cluster(self) -> bool {
+        self == Layout::Cluster
+    }
+
+    /// Every shard, each holding one slice of the site-wide indexes.
+    pub fn shards(self) -> impl Iterator<Item = Shard> {
+        let n = if self.is_cluster() { SHARDS } else { 1 };
+        (0..n).map(Shard)
+    }
+
+    /// The prefix that places a key on `shard`: empty on one primary.
+    pub fn tag(self, shard: Shard) -> &'static str {
+        if self.is_cluster() {
+            SHARD_TAGS[shard.0 % SHARDS]
+        } else {
+            ""
+        }
+    }
+
+    /// `key` on `shard`.
+    pub fn on(self, shard: Shard, key: impl Into<String>) -> String {
+        let key = key.into();
+        match self {
+            Layout::Single => key,
+            Layout::Cluster => format!("{}{key}", self.tag(shard)),
+        }
+    }
+
+    /// Ids are handed out per shard (`id = n × SHARDS + shard`), so an
+    /// article's shard is its id's remainder.
+    pub fn of_article(self, id: ArticleId) -> Shard {
+        self.spread(id.0)
+    }
+
+    /// A user's shard comes from the folded name, so the folded-name
+    /// index's slice that guards the name is on the account's shard.
+    pub fn of_user(self, name: &UserName) -> Shard {
+        self.spread(digest(name.folded().as_str()))
+    }
+
+    /// Sessions are made on their user's shard (see `auth::new_token_for`).
+    pub fn of_session(self, token_hash: &str) -> Shard {
+        self.spread(digest(token_hash))
+    }
+
+    pub fn of_client(self, addr: ClientAddr) -> Shard {
+        self.spread(digest(&addr.to_string()))
+    }
+
+    /// Where what belongs to the whole site lives.
+    pub fn site(self) -> Shard {
+        Shard(0)
+    }
+
+    fn spread(self, n: u64) -> Shard {
+        match self {
+            Layout::Single => Shard(0),
+            Layout::Cluster => Shard((n % SHARDS as u64) as usize),
+        }
+    }
+}
+
+fn digest(text: &str) -> u64 {
+    let d = sha2::Sha256::digest(text.as_bytes());
+    u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
 pub fn article(id: ArticleId) -> String {
     format!("{ARTICLE_PREFIX}{id}")
 }
@@ -363,6 +458,50 @@ pub fn user_articles_out(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag.
+    fn slot(key: &str) -> u16 {
+        let tag = key
+            .find('{')
+            .and_then(|open| Some((open, key[open + 1..].find('}')?)))
+            .filter(|&(_, len)| len > 0)
+            .map_or(key, |(open, len)| &key[open + 1..open + 1 + len]);
+        let mut crc: u16 = 0;
+        for &b in tag.as_bytes() {
+            crc ^= u16::from(b) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            }
+        }
+        crc % 16_384
+    }
+
+    #[test]
+    fn each_shard_tag_lies_in_its_share_of_the_slots() {
+        assert_eq!(slot("123456789"), 0x31C3, "the CRC16 Redis uses");
+        let share = 16_384 / SHARDS as u16 + 1;
+        for shard in Layout::Cluster.shards() {
+            let key = Layout::Cluster.on(shard, "article:1");
+            assert_eq!(slot(&key) / share, shard.0 as u16, "{key}");
+        }
+        assert_eq!(Layout::Single.on(Shard(3), "article:1"), "article:1");
+        assert_eq!(Layout::Single.shards().count(), 1);
+    }
+
+    #[test]
+    fn an_accounts_keys_share_the_shard_of_its_folded_name() {
+        let cluster = Layout::Cluster;
+        let names = ["alice", "Alice", "ALICE"].map(|n| UserName::parse(n).unwrap());
+        let shards: Vec<Shard> = names.iter().map(|n| cluster.of_user(n)).collect();
+        assert!(shards.windows(2).all(|w| w[0] == w[1]), "{shards:?}");
+        let spread: std::collections::HashSet<Shard> = (0..200)
+            .map(|i| cluster.of_user(&UserName::parse(&format!("user{i}")).unwrap()))
+            .collect();
+        assert_eq!(spread.len(), SHARDS);
+        let articles: std::collections::HashSet<Shard> =
+            (1..=24).map(|n| cluster.of_article(ArticleId(n))).collect();
+        assert_eq!(articles.len(), SHARDS);
+    }
 
     #[test]
     fn members_read_back_as_article_ids() {

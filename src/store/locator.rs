@@ -1,6 +1,7 @@
-//! Where the Redis primary is: one address (`REDIS_URL`), or whatever
+//! Where the Redis primary is: one address (`REDIS_URL`), whatever
 //! Redis Sentinel names as the primary of a master name
-//! (`REDIS_SENTINELS`, `REDIS_MASTER_NAME`).
+//! (`REDIS_SENTINELS`, `REDIS_MASTER_NAME`), or a Redis Cluster
+//! (`REDIS_CLUSTER_NODES`), whose primaries redis-rs follows itself.
 //!
 //! Every new connection asks again: the pool's (a connection that meets a
 //! demoted or dead primary is marked broken and dialled anew) and the
@@ -13,7 +14,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{ConnectionInfo, ErrorKind, RedisError, RedisResult, Value};
+use redis::aio::MultiplexedConnection;
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, ConnectionInfo, ErrorKind, RedisError, RedisResult, Value};
 
 use super::connection_info;
 use crate::error::{AppError, AppResult};
@@ -24,6 +28,10 @@ pub struct Locator(Arc<Target>);
 
 enum Target {
     Url(ConnectionInfo),
+    Cluster {
+        seeds: Vec<ConnectionInfo>,
+        client: ClusterClient,
+    },
     Sentinel {
         sentinels: Vec<ConnectionInfo>,
         master: String,
@@ -64,11 +72,58 @@ impl Locator {
         })))
     }
 
+    /// A Redis Cluster, found through `seeds` (`host:port`, comma-separated).
+    /// Slots, `MOVED`, `ASK` and failovers are redis-rs' job from there.
+    pub fn cluster(seeds: &str, timeout: Duration) -> AppResult<Self> {
+        let seeds: Vec<ConnectionInfo> = seeds
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| connection_info(&format!("redis://{s}")))
+            .collect::<AppResult<_>>()?;
+        if seeds.is_empty() {
+            return Err(AppError::BadRequest(
+                "REDIS_CLUSTER_NODES names no node".to_owned(),
+            ));
+        }
+        let client = ClusterClient::builder(seeds.clone())
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .build()
+            .map_err(AppError::Storage)?;
+        Ok(Self(Arc::new(Target::Cluster { seeds, client })))
+    }
+
+    /// Whether keys must be laid out for Redis Cluster (see `keys.rs`).
+    pub fn is_cluster(&self) -> bool {
+        matches!(&*self.0, Target::Cluster { .. })
+    }
+
+    /// A new connection to the primary, or to the whole cluster.
+    pub async fn connect(&self, config: &AsyncConnectionConfig) -> RedisResult<Link> {
+        match &*self.0 {
+            Target::Cluster { client, .. } => client
+                .get_async_connection_with_config(ClusterConfig::new())
+                .await
+                .map(Link::Cluster),
+            _ => self
+                .client()
+                .await?
+                .get_multiplexed_async_connection_with_config(config)
+                .await
+                .map(Link::Single),
+        }
+    }
+
     /// Where connections go, for logs and `/health` (no credentials).
     pub fn describe(&self) -> String {
         match &*self.0 {
             Target::Url(info) => info.addr().to_string(),
             Target::Sentinel { master, .. } => format!("sentinel master {master}"),
+            Target::Cluster { seeds, .. } => {
+                let seeds: Vec<String> = seeds.iter().map(|s| s.addr().to_string()).collect();
+                format!("cluster {}", seeds.join(","))
+            }
         }
     }
 
@@ -78,13 +133,16 @@ impl Locator {
         match &*self.0 {
             Target::Url(info) => info.clone(),
             Target::Sentinel { sentinels, .. } => sentinels[0].clone(),
+            Target::Cluster { seeds, .. } => seeds[0].clone(),
         }
     }
 
-    /// A client for the primary as it is now.
+    /// A client for the primary as it is now; in a cluster, for the first
+    /// seed that answers (pub/sub reaches every node from any of them).
     pub async fn client(&self) -> RedisResult<redis::Client> {
         match &*self.0 {
             Target::Url(info) => redis::Client::open(info.clone()),
+            Target::Cluster { seeds, .. } => first_answering(seeds).await,
             Target::Sentinel {
                 sentinels,
                 master,
@@ -102,6 +160,29 @@ impl Locator {
             }
         }
     }
+}
+
+/// One connection: to a single Redis, or to a cluster's every node.
+#[derive(Clone)]
+pub enum Link {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+async fn first_answering(seeds: &[ConnectionInfo]) -> RedisResult<redis::Client> {
+    let mut last = None;
+    for seed in seeds {
+        let client = redis::Client::open(seed.clone())?;
+        let answered = async {
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await
+        };
+        match answered.await {
+            Ok(_) => return Ok(client),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| RedisError::from((ErrorKind::Io, "no cluster node answered"))))
 }
 
 /// Asks one sentinel for the primary of `master`, and checks that node is

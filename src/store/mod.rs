@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bb8_redis::RedisConnectionManager;
-use redis::aio::{ConnectionLike, MultiplexedConnection};
+// The pool is bb8's, through bb8-redis, which keeps the two in step.
+use bb8_redis::bb8;
+use redis::aio::ConnectionLike;
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::AsyncConnectionConfig;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
@@ -30,7 +31,7 @@ pub use articles::{not_found, ArticleRecord, Ranked, Viewer, ARTICLE_FIELDS};
 pub use deriver::DeriverStats;
 pub use feeds::{Cursor, List, Order};
 pub use groups::{DirectoryPage, GroupCursor};
-pub use locator::Locator;
+pub use locator::{Link, Locator};
 pub use moderation::{no_user, Account, ModerationLimits, Page};
 pub use scripts::RegisterLimits;
 pub use scripts::{Actor, ModLogFilter, ModLogRecord, UserAction};
@@ -55,7 +56,7 @@ use crate::metrics::MetricsBuilder;
 /// so this is also where Redis latency and errors are measured.
 #[derive(Clone)]
 pub struct Conn {
-    inner: MultiplexedConnection,
+    inner: Link,
     broken: Arc<AtomicBool>,
     shared: Arc<Shared>,
 }
@@ -208,11 +209,37 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// bb8 manager around bb8-redis' own (kept for its validity check, a
-/// PING), dialling through the locator with votegraph's timeouts, noting
-/// broken connections and why the last dial failed.
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Link::Single(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Link::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Link::Single(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// bb8 manager dialling through the locator with votegraph's timeouts,
+/// noting broken connections and why the last dial failed.
 pub struct Manager {
-    inner: RedisConnectionManager,
     locator: Locator,
     config: AsyncConnectionConfig,
     /// bb8 dials in the background and a waiting request only learns that
@@ -227,14 +254,7 @@ impl bb8::ManageConnection for Manager {
     type Error = redis::RedisError;
 
     async fn connect(&self) -> Result<Conn, redis::RedisError> {
-        let dialled = async {
-            self.locator
-                .client()
-                .await?
-                .get_multiplexed_async_connection_with_config(&self.config)
-                .await
-        };
-        match dialled.await {
+        match self.locator.connect(&self.config).await {
             Ok(inner) => Ok(Conn {
                 inner,
                 broken: Arc::new(AtomicBool::new(false)),
@@ -250,7 +270,7 @@ impl bb8::ManageConnection for Manager {
     }
 
     async fn is_valid(&self, conn: &mut Conn) -> Result<(), redis::RedisError> {
-        self.inner.is_valid(&mut conn.inner).await
+        redis::cmd("PING").query_async(&mut conn.inner).await
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -282,6 +302,8 @@ pub struct Store {
     name_index: Arc<tokio::sync::Mutex<()>>,
     locator: Locator,
     derive: Arc<deriver::DeriveQueue>,
+    /// The book's keyspace, or the cluster's (see [`keys::Layout`]).
+    layout: keys::Layout,
 }
 
 impl Store {
@@ -306,7 +328,6 @@ impl Store {
             wait,
         });
         let manager = Manager {
-            inner: RedisConnectionManager::new(locator.any_address()).map_err(AppError::Storage)?,
             locator: locator.clone(),
             config: AsyncConnectionConfig::new()
                 .set_response_timeout(Some(command_timeout))
@@ -331,6 +352,10 @@ impl Store {
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
             moderation: ModerationLimits::default(),
             name_index: Arc::default(),
+            layout: match locator.is_cluster() {
+                true => keys::Layout::Cluster,
+                false => keys::Layout::Single,
+            },
             locator,
             derive: Arc::default(),
         })
@@ -368,6 +393,10 @@ impl Store {
                     .unwrap_or_else(|| "no pooled connection became free in time".to_owned()),
             }),
         }
+    }
+
+    pub fn layout(&self) -> keys::Layout {
+        self.layout
     }
 
     /// Where Redis is, for logs and `/health` (no credentials).
