@@ -12,6 +12,7 @@ use tokio::sync::OnceCell;
 
 use crate::domain::{Password, UserName};
 use crate::error::{AppError, AppResult};
+use crate::store::keys::Layout;
 use crate::store::{Caller, SessionUser, Store};
 
 /// A fresh login token: 32 random bytes, hex-encoded.
@@ -19,6 +20,18 @@ pub fn new_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     hex::encode(bytes)
+}
+
+/// A fresh login token for `name`'s session, whose key lands on the
+/// account's shard (see `keys::Layout`), so one script writes both.
+pub fn new_token_for(layout: Layout, name: &UserName) -> String {
+    let shard = layout.of_user(name);
+    loop {
+        let token = new_token();
+        if layout.of_session(&token_hash(&token)) == shard {
+            return token;
+        }
+    }
 }
 
 /// What is stored for a token: its SHA-256, hex-encoded.

@@ -137,10 +137,13 @@ impl Application {
         let store = &self.state.store;
         // Runs beside the server and stops with it.
         let top_upkeep = Duration::from_millis(settings.top_upkeep_ms);
+        // No other client shares a cluster's keyspace: nothing to follow.
+        let single = !store.layout().is_cluster();
         let background = (
             store.start_top_index(top_upkeep),
             // Follows the writes of other clients (the book's code) as they come.
-            store.start_deriver(),
+            single.then(|| store.start_deriver()),
+            store.start_outbox(),
             sample_replica_lag(&self.state),
         );
         let (stopping, stopped) = tokio::sync::watch::channel(false);

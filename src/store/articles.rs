@@ -6,8 +6,8 @@ use redis::Value;
 
 use super::keys;
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
-use super::votes::votes_from_reply;
-use super::{value_f64, value_str, Caller, Store};
+use super::keys::Shard;
+use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{
     ArticleId, ArticleTitle, GroupName, Link, PageRequest, Slug, UserName, VoteDirection,
@@ -101,31 +101,39 @@ impl Store {
         ranking: Ranking,
         page: PageRequest,
     ) -> AppResult<Vec<Ranked>> {
-        if ranking == Ranking::Time {
-            let ids = self
-                .sorted_set_page(keys::ranking_key(ranking), page)
-                .await?;
-            return Ok(ids.into_iter().map(|id| (id, None)).collect());
-        }
-        let (start, stop) = page.range();
-        let page = self.scored_range(keys::SCORE, start, stop).await?;
+        let page = self.merged_page(keys::ranking_key(ranking), page).await?;
         Ok(page
             .iter()
-            .filter_map(|(member, score)| Some((keys::article_id(member)?, Some(*score))))
+            .filter_map(|(member, score)| {
+                let id = keys::article_id(member)?;
+                Some((id, (ranking == Ranking::Score).then_some(*score)))
+            })
             .collect())
     }
 
-    /// One page of a sorted set of `article:<id>` members, highest first.
-    async fn sorted_set_page(&self, key: &str, page: PageRequest) -> AppResult<Vec<ArticleId>> {
+    /// One page of a sorted set of articles, highest first, from every
+    /// shard's slice of it (one `ZREVRANGE` each, in one round trip).
+    pub(crate) async fn merged_page(
+        &self,
+        key: &str,
+        page: PageRequest,
+    ) -> AppResult<Vec<(String, f64)>> {
         let (start, stop) = page.range();
-        let mut conn = self.conn().await?;
-        let members: Vec<String> = redis::cmd("ZREVRANGE")
-            .arg(key)
-            .arg(start)
-            .arg(stop)
-            .query_async(&mut conn)
-            .await?;
-        Ok(members_to_ids(&members))
+        let layout = self.layout;
+        // Past the first page, each slice answers from its own top.
+        let first = if layout.is_cluster() { 0 } else { start };
+        let reads = layout.shards().map(|shard| {
+            let mut read = redis::cmd("ZREVRANGE");
+            read.arg(layout.on(shard, key))
+                .arg(first)
+                .arg(stop)
+                .arg("WITHSCORES");
+            (shard, read)
+        });
+        let replies = self.scatter(reads.collect()).await?;
+        let pages = replies.iter().map(|r| scored_pairs(r)).collect();
+        let skip = (start - first).max(0) as usize;
+        Ok(super::shards::merge_ranked(pages, skip, (stop - first).max(0) as usize))
     }
 
     /// One page of a group's ranking, built and cached as the book does. A
@@ -157,11 +165,14 @@ impl Store {
 
     /// Number of ranked articles.
     pub async fn article_count(&self) -> AppResult<u64> {
-        let mut conn = self.conn().await?;
-        Ok(redis::cmd("ZCARD")
-            .arg(keys::SCORE)
-            .query_async(&mut conn)
-            .await?)
+        let layout = self.layout;
+        let counts = layout.shards().map(|shard| {
+            let mut count = redis::cmd("ZCARD");
+            count.arg(layout.on(shard, keys::SCORE));
+            (shard, count)
+        });
+        let counts = self.scatter(counts.collect()).await?;
+        Ok(counts.iter().filter_map(value_f64).sum::<f64>() as u64)
     }
 
     /// Number of articles in a group.
@@ -186,42 +197,27 @@ impl Store {
         if entries.is_empty() {
             return Ok(HashMap::new());
         }
-        let mut pipe = redis::pipe();
-        let members: Vec<String> = entries.iter().map(|&(id, _)| keys::article(id)).collect();
-        for (&(_, score), member) in entries.iter().zip(&members) {
-            pipe.cmd("HMGET").arg(member).arg(&ARTICLE_FIELDS[..]);
+        let layout = self.layout;
+        let members: Vec<(Shard, String)> = entries.iter().map(|&(id, _)| self.member(id)).collect();
+        let mut reads = Vec::with_capacity(entries.len() * 2 + 1);
+        for (&(_, score), (shard, member)) in entries.iter().zip(&members) {
+            let mut hmget = redis::cmd("HMGET");
+            hmget.arg(member).arg(&ARTICLE_FIELDS[..]);
+            reads.push((*shard, hmget));
             if score.is_none() {
-                pipe.cmd("ZSCORE").arg(keys::SCORE).arg(member);
+                let mut zscore = redis::cmd("ZSCORE");
+                zscore.arg(layout.on(*shard, keys::SCORE)).arg(member);
+                reads.push((*shard, zscore));
             }
         }
+        let articles = reads.len();
         if let Some(viewer) = viewer {
-            pipe.cmd("ZMSCORE")
-                .arg(keys::user_votes(viewer.as_str()))
-                .arg(&members);
+            reads.extend(self.vote_reads(viewer, &members));
         }
-        let expected = pipe.len();
-        let mut conn = self.conn().await?;
-        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
-        drop(conn);
-        if replies.len() != expected {
-            return Err(AppError::Internal(format!(
-                "article pipeline returned {} replies for {} ids",
-                replies.len(),
-                entries.len()
-            )));
-        }
+        let mut replies = self.scatter(reads).await?;
+        let votes = replies.split_off(articles);
         let votes = match viewer {
-            Some(_) => Some(
-                replies
-                    .last()
-                    .and_then(|reply| votes_from_reply(reply, entries.len()))
-                    .ok_or_else(|| {
-                        AppError::Internal(format!(
-                            "ZMSCORE of the vote index answered {:?}",
-                            replies.last()
-                        ))
-                    })?,
-            ),
+            Some(_) => Some(self.votes_in_order(&members, &votes)?),
             None => None,
         };
         let mut out = HashMap::with_capacity(entries.len());
@@ -254,11 +250,18 @@ impl Store {
         Ok(out)
     }
 
+    /// An article's shard and its member there (also its hash's key).
+    pub(crate) fn member(&self, id: ArticleId) -> (Shard, String) {
+        let shard = self.layout.of_article(id);
+        (shard, self.layout.on(shard, keys::article(id)))
+    }
+
     /// The id a slug points to.
     pub async fn article_id_by_slug(&self, slug: &str) -> AppResult<Option<ArticleId>> {
         let mut conn = self.conn().await?;
+        let layout = self.layout;
         let id: Option<u64> = redis::cmd("HGET")
-            .arg(keys::SLUGS)
+            .arg(layout.on(layout.of_slug(slug), keys::SLUGS))
             .arg(slug)
             .query_async(&mut conn)
             .await?;
@@ -328,8 +331,9 @@ impl Store {
         name: &str,
         page: PageRequest,
     ) -> AppResult<Vec<ArticleId>> {
-        self.sorted_set_page(&keys::user_articles(name, Ranking::Time), page)
-            .await
+        let key = keys::user_articles(name, Ranking::Time);
+        let page = self.merged_page(&key, page).await?;
+        Ok(page.iter().filter_map(|(m, _)| keys::article_id(m)).collect())
     }
 
     /// Posts an article atomically and returns its id (that of the first
@@ -342,17 +346,18 @@ impl Store {
         groups: &[GroupName],
         limits: PostLimits,
     ) -> AppResult<ArticleId> {
+        let layout = self.layout;
+        let stem = Slug::from_title(title);
+        let at = layout.at(layout.of_slug(stem.as_str()));
+        let rate = self.user_gate(poster, RateAction::Post, at.shard, limits.rate);
+        let rate = rate.await?;
+        let shards = layout.shards().count();
+        let text = (title.as_str(), link.as_str(), &stem);
         let mut conn = self.conn().await?;
-        let reply = scripts::post(
-            &mut conn,
-            poster,
-            title.as_str(),
-            link.as_str(),
-            &Slug::from_title(title),
-            groups,
-            limits,
-        )
-        .await?;
+        let rate = (rate, limits.dedupe_secs);
+        let reply = scripts::post(&mut conn, (at, shards), poster, text, groups, rate).await?;
+        drop(conn);
+        self.apply_outbox(at.shard).await;
         match reply {
             PostReply::Posted { id, .. } => Ok(id),
             PostReply::Limited { retry_after_secs } => {
@@ -371,9 +376,19 @@ impl Store {
         direction: VoteDirection,
         limit: RateLimit,
     ) -> AppResult<bool> {
-        let mut conn = self.conn().await?;
+        let layout = self.layout;
+        let at = layout.at(layout.of_article(id));
+        let rate = self.user_gate(&voter.name, RateAction::Vote, at.shard, limit);
+        let rate = rate.await?;
         let moderates = voter.role.moderates();
-        match scripts::vote(&mut conn, id, &voter.name, direction, limit, moderates).await? {
+        let mut conn = self.conn().await?;
+        let reply = scripts::vote(&mut conn, (at, id), &voter.name, direction, rate, moderates);
+        let reply = reply.await?;
+        drop(conn);
+        if reply == VoteReply::Changed {
+            self.apply_outbox(at.shard).await;
+        }
+        match reply {
             VoteReply::Changed => Ok(true),
             VoteReply::Same => Ok(false),
             VoteReply::Missing => Err(not_found(id)),
@@ -422,10 +437,6 @@ impl Store {
 
 pub fn not_found(id: ArticleId) -> AppError {
     AppError::NotFound(format!("no article with id {id}"))
-}
-
-fn members_to_ids(members: &[String]) -> Vec<ArticleId> {
-    members.iter().filter_map(|m| keys::article_id(m)).collect()
 }
 
 /// The hash fields the API shows, in the order `HMGET` returns them.

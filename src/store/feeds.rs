@@ -19,8 +19,11 @@
 use std::time::Duration;
 
 use super::deriver::{Notifications, SWEEP_BATCH, SWEEP_CALL};
-use super::keys;
+use futures_util::future::try_join_all;
+
+use super::keys::{self, Shard};
 use super::scripts::{self, FeedSource, Start};
+use super::shards::merge_ranked;
 use super::{unix_secs, Conn, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::domain::{Period, Ranking};
@@ -265,6 +268,9 @@ impl Store {
             .collect())
     }
 
+    /// A page of `list` from `start`, from every shard's slice of it (one
+    /// script each, in parallel), merged. Past the first rank, each slice
+    /// answers from its own top; a cursor's position holds on every slice.
     async fn feed_from(
         &self,
         list: List<'_>,
@@ -273,10 +279,27 @@ impl Store {
         first: usize,
     ) -> AppResult<FeedPage> {
         let source = list.source(order);
-        let mut conn = self.conn().await?;
-        let reply = scripts::feed(&mut conn, &source, start, first).await?;
-        let mut entries: Vec<(Ranked, Position)> = reply
-            .members
+        let layout = self.layout;
+        let shards: Vec<Shard> = match list {
+            List::Queue => vec![layout.site()],
+            _ => layout.shards().collect(),
+        };
+        let (start, skip) = match start {
+            Start::Rank(rank) if shards.len() > 1 => (Start::Rank(0), rank),
+            other => (other, 0),
+        };
+        let replies = shards.iter().map(|&shard| {
+            let (source, start) = (&source, start.clone());
+            async move {
+                let mut conn = self.conn().await?;
+                scripts::feed(&mut conn, layout.at(shard), source, start, skip + first).await
+            }
+        });
+        let replies = try_join_all(replies).await?;
+        let total = replies.iter().map(|r| r.total).sum();
+        let pages = replies.into_iter().map(|r| r.members).collect();
+        let merged = merge_ranked(pages, skip, skip + first);
+        let mut entries: Vec<(Ranked, Position)> = merged
             .iter()
             .filter_map(|(member, value)| {
                 let id = keys::article_id(member)?;
@@ -291,19 +314,17 @@ impl Store {
         Ok(FeedPage {
             entries,
             has_next,
-            total: reply.total,
+            total,
         })
     }
 
-    /// One round of upkeep (`every` apart): while notifications are
-    /// refused or down, the instance that takes this round's lease runs a
-    /// round of the sweep (see `deriver.rs`); every instance then prunes
-    /// each period of what grew too old.
     async fn tend_top(&self, every: Duration) -> AppResult<()> {
         let now = unix_secs();
         let mut conn = self.conn().await?;
         let state = self.derive.notifications();
-        if matches!(state, Notifications::Refused | Notifications::Down)
+        let single = !self.layout.is_cluster();
+        if single
+            && matches!(state, Notifications::Refused | Notifications::Down)
             && self.take_sweep_lease(&mut conn, every).await?
         {
             self.sweep_round(&mut conn, SWEEP_BATCH / SWEEP_CALL)
@@ -311,10 +332,11 @@ impl Store {
         }
         // Pruning last, the year last of all: its mark says a round is done.
         for period in Period::ALL {
-            if let Some(secs) = period.secs() {
-                let cutoff = now.saturating_sub(secs);
+            let Some(secs) = period.secs() else { continue };
+            let cutoff = now.saturating_sub(secs);
+            for at in self.layout.shards().map(|s| self.layout.at(s)) {
                 // Short scripts until the period is caught up.
-                while scripts::prune_top(&mut conn, period, cutoff, PRUNE_CALL).await?
+                while scripts::prune_top(&mut conn, at, period, cutoff, PRUNE_CALL).await?
                     == PRUNE_CALL as u64
                 {}
             }

@@ -104,6 +104,14 @@ impl Layout {
         }
     }
 
+    /// The keys of `shard`.
+    pub fn at(self, shard: Shard) -> At {
+        At {
+            layout: self,
+            shard,
+        }
+    }
+
     /// Ids are handed out per shard (`id = n × SHARDS + shard`), so an
     /// article's shard is its id's remainder.
     pub fn of_article(self, id: ArticleId) -> Shard {
@@ -119,6 +127,20 @@ impl Layout {
     /// Sessions are made on their user's shard (see `auth::new_token_for`).
     pub fn of_session(self, token_hash: &str) -> Shard {
         self.spread(digest(token_hash))
+    }
+
+    /// A new article goes to its slug's shard, where its slug is claimed
+    /// with the rest of the post: a slug and its suffixed forms
+    /// (`stem-2`…) share the shard of the stem without them.
+    pub fn of_slug(self, slug: &str) -> Shard {
+        let mut stem = slug;
+        while let Some((head, n)) = stem.rsplit_once('-') {
+            if head.is_empty() || n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                break;
+            }
+            stem = head;
+        }
+        self.spread(digest(stem))
     }
 
     pub fn of_client(self, addr: ClientAddr) -> Shard {
@@ -138,6 +160,31 @@ impl Layout {
     }
 }
 
+/// One shard's keys: a script's, which all share its hash tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    pub layout: Layout,
+    pub shard: Shard,
+}
+
+impl At {
+    /// The book's keyspace, where the deriver and the sweep work.
+    pub const SINGLE: At = At {
+        layout: Layout::Single,
+        shard: Shard(0),
+    };
+
+    /// `key` on this shard.
+    pub fn key(self, key: impl Into<String>) -> String {
+        self.layout.on(self.shard, key)
+    }
+
+    /// What places a key built in Lua from a member on this shard.
+    pub fn tag(self) -> &'static str {
+        self.layout.tag(self.shard)
+    }
+}
+
 fn digest(text: &str) -> u64 {
     let d = sha2::Sha256::digest(text.as_bytes());
     u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
@@ -150,6 +197,11 @@ pub fn article(id: ArticleId) -> String {
 /// The article an `article:<id>` member stands for; other members are
 /// ignored.
 pub fn article_id(member: &str) -> Option<ArticleId> {
+    // In the cluster layout a member is its key, behind its shard's tag.
+    let member = member
+        .strip_prefix('{')
+        .and_then(|m| m.split_once('}'))
+        .map_or(member, |(_, key)| key);
     member
         .strip_prefix(ARTICLE_PREFIX)
         .and_then(|n| n.parse().ok())
@@ -387,6 +439,13 @@ pub fn user_cached(name: &str) -> String {
     format!("{USER_PREFIX}{name}{CACHED_SUFFIX}")
 }
 
+/// Stream: effects of a shard's writes on other shards (karma), applied
+/// once each by `outbox.rs` (the cluster layout only).
+pub const OUTBOX: &str = "outbox";
+
+/// Hash: source shard → the last of its outbox entries applied here.
+pub const OUTBOX_APPLIED: &str = "outbox:applied";
+
 /// Hash period → the post time up to which `top:<period>` was pruned.
 pub const TOP_PRUNED: &str = "index:top:pruned";
 
@@ -498,6 +557,9 @@ mod tests {
             .map(|i| cluster.of_user(&UserName::parse(&format!("user{i}")).unwrap()))
             .collect();
         assert_eq!(spread.len(), SHARDS);
+        for (a, b) in [("web", "web-3"), ("web", "web-3-2"), ("rust-2024", "rust")] {
+            assert_eq!(cluster.of_slug(a), cluster.of_slug(b), "{a} {b}");
+        }
         let articles: std::collections::HashSet<Shard> =
             (1..=24).map(|n| cluster.of_article(ArticleId(n))).collect();
         assert_eq!(articles.len(), SHARDS);
@@ -507,6 +569,7 @@ mod tests {
     fn members_read_back_as_article_ids() {
         assert_eq!(article_id("article:12"), Some(ArticleId(12)));
         assert_eq!(article_id("post:12"), None);
+        assert_eq!(article_id("{s3.76}article:12"), Some(ArticleId(12)));
         assert_eq!(article_id(&article(ArticleId(7))), Some(ArticleId(7)));
     }
 

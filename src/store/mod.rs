@@ -12,7 +12,9 @@ mod groups;
 pub mod keys;
 mod locator;
 mod moderation;
+mod outbox;
 mod scripts;
+mod shards;
 mod users;
 mod votes;
 
@@ -304,6 +306,8 @@ pub struct Store {
     derive: Arc<deriver::DeriveQueue>,
     /// The book's keyspace, or the cluster's (see [`keys::Layout`]).
     layout: keys::Layout,
+    /// One drain per shard's outbox at a time (see `outbox.rs`).
+    outbox: Arc<[tokio::sync::Mutex<()>; keys::SHARDS]>,
 }
 
 impl Store {
@@ -358,6 +362,7 @@ impl Store {
             },
             locator,
             derive: Arc::default(),
+            outbox: Arc::default(),
         })
     }
 
@@ -417,24 +422,28 @@ impl Store {
         self.pool_size
     }
 
-    /// Whether a one-time index build left its marker: then it need not
-    /// run again.
+    /// Whether a one-time index build left its marker (on every shard):
+    /// then it need not run again.
     pub(crate) async fn has_marker(&self, marker: &str) -> AppResult<bool> {
-        let mut conn = self.conn().await?;
-        Ok(redis::cmd("EXISTS")
-            .arg(marker)
-            .query_async(&mut conn)
-            .await?)
+        let layout = self.layout;
+        let probes = layout.shards().map(|shard| {
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(layout.on(shard, marker));
+            (shard, exists)
+        });
+        let found = self.scatter(probes.collect()).await?;
+        Ok(found.iter().all(|v| *v == Value::Int(1)))
     }
 
-    /// Leaves a pass's marker: the Unix second it finished.
+    /// Leaves a pass's marker on every shard: the Unix second it finished.
     pub(crate) async fn set_marker(&self, marker: &str) -> AppResult<()> {
-        let mut conn = self.conn().await?;
-        let () = redis::cmd("SET")
-            .arg(marker)
-            .arg(unix_secs())
-            .query_async(&mut conn)
-            .await?;
+        let layout = self.layout;
+        let sets = layout.shards().map(|shard| {
+            let mut set = redis::cmd("SET");
+            set.arg(layout.on(shard, marker)).arg(unix_secs());
+            (shard, set)
+        });
+        self.scatter(sets.collect()).await?;
         Ok(())
     }
 
@@ -510,27 +519,15 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_RETRIES: u32 = 3;
 
-impl Store {
-    /// `ZREVRANGE key start stop WITHSCORES`, as (member, score) pairs.
-    pub(crate) async fn scored_range(
-        &self,
-        key: &str,
-        start: isize,
-        stop: isize,
-    ) -> AppResult<Vec<(String, f64)>> {
-        let mut conn = self.conn().await?;
-        let reply: Vec<Value> = redis::cmd("ZREVRANGE")
-            .arg(key)
-            .arg(start)
-            .arg(stop)
-            .arg("WITHSCORES")
-            .query_async(&mut conn)
-            .await?;
-        Ok(reply
-            .chunks_exact(2)
-            .filter_map(|pair| Some((value_str(&pair[0])?.to_owned(), value_f64(&pair[1])?)))
-            .collect())
-    }
+/// Reads `WITHSCORES` replies' (member, score) pairs.
+pub(crate) fn scored_pairs(reply: &Value) -> Vec<(String, f64)> {
+    let Value::Array(items) = reply else {
+        return Vec::new();
+    };
+    items
+        .chunks_exact(2)
+        .filter_map(|pair| Some((value_str(&pair[0])?.to_owned(), value_f64(&pair[1])?)))
+        .collect()
 }
 
 /// Reads a reply that should be text (bulk or simple string).

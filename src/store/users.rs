@@ -6,7 +6,8 @@ use redis::Value;
 
 use super::keys;
 use super::scripts::{self, LogInReply, LoginAttemptReply, SignUpReply};
-use super::{value_f64, Store};
+use super::shards::merge_ranked;
+use super::{scored_pairs, value_f64, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{Role, UserName};
 use crate::error::{AppError, AppResult};
@@ -34,7 +35,11 @@ impl Store {
     /// sign-ups that would be refused anyway, so a flood of them cannot
     /// delay everyone else's logins.
     pub async fn sign_up_budget(&self, client: ClientAddr, limit: RateLimit) -> AppResult<()> {
-        let key = keys::client_rate(client, RateAction::SignUp);
+        let layout = self.layout;
+        let key = layout.on(
+            layout.of_client(client),
+            keys::client_rate(client, RateAction::SignUp),
+        );
         let mut conn = self.conn().await?;
         let (count, ttl): (Option<u64>, i64) = redis::pipe()
             .cmd("GET")
@@ -65,6 +70,14 @@ impl Store {
         limit: RateLimit,
     ) -> AppResult<bool> {
         let created = chrono::Utc::now().timestamp();
+        let layout = self.layout;
+        let at = layout.at(layout.of_user(name));
+        let counter = keys::client_rate(client, RateAction::SignUp);
+        let counter = (layout.of_client(client), counter);
+        let rate = match self.gate(counter, at.shard, limit).await? {
+            Ok(rate) => rate,
+            Err(secs) => return Err(signup_limited(secs)),
+        };
         let mut conn = self.conn().await?;
         let mut reply = SignUpReply::Indexing;
         for attempt in 0..2 {
@@ -73,16 +86,8 @@ impl Store {
                 // first start could not reach it): build it, then retry.
                 self.build_name_index().await?;
             }
-            reply = scripts::sign_up(
-                &mut conn,
-                name,
-                password_hash,
-                created,
-                token_hash,
-                keys::client_rate(client, RateAction::SignUp),
-                limit,
-            )
-            .await?;
+            let (name, rate) = ((name, password_hash), rate.clone());
+            reply = scripts::sign_up(&mut conn, at, name, created, token_hash, rate).await?;
             if reply != SignUpReply::Indexing {
                 break;
             }
@@ -93,11 +98,7 @@ impl Store {
             SignUpReply::Indexing => Err(AppError::Starting {
                 retry_after_secs: 5,
             }),
-            SignUpReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
-                RateAction::SignUp,
-                RateScope::Address,
-                retry_after_secs,
-            )),
+            SignUpReply::Limited { retry_after_secs } => Err(signup_limited(retry_after_secs)),
         }
     }
 
@@ -105,13 +106,15 @@ impl Store {
     /// the account of that exact name, else the one its case variants
     /// fold to (see `UserName::folded`). None when there is none.
     pub async fn account(&self, name: &UserName) -> AppResult<Option<(UserName, String)>> {
+        // Case twins fold alike, and so share the account's shard.
+        let at = self.layout.at(self.layout.of_user(name));
         let mut conn = self.conn().await?;
         let (exact, twin): (Option<String>, Option<String>) = redis::pipe()
             .cmd("HGET")
-            .arg(keys::user(name.as_str()))
+            .arg(at.key(keys::user(name.as_str())))
             .arg("password")
             .cmd("HGET")
-            .arg(keys::USERS_BY_FOLDED_NAME)
+            .arg(at.key(keys::USERS_BY_FOLDED_NAME))
             .arg(name.folded().as_str())
             .query_async(&mut conn)
             .await?;
@@ -122,7 +125,7 @@ impl Store {
             return Ok(None);
         };
         let hash: Option<String> = redis::cmd("HGET")
-            .arg(keys::user(&twin))
+            .arg(at.key(keys::user(&twin)))
             .arg("password")
             .query_async(&mut conn)
             .await?;
@@ -138,6 +141,11 @@ impl Store {
         let _building = self.name_index.lock().await;
         if self.has_marker(keys::NAMES_INDEX_BUILT).await? {
             return Ok(None);
+        }
+        if self.layout.is_cluster() {
+            // No other client writes a cluster's keyspace: nothing to index.
+            self.set_marker(keys::NAMES_INDEX_BUILT).await?;
+            return Ok(Some(0));
         }
         let pattern = format!("{}*", keys::USER_PREFIX);
         let (mut cursor, mut indexed) = (0u64, 0u64);
@@ -182,15 +190,19 @@ impl Store {
         name_limit: LoginLimit,
         client_limit: RateLimit,
     ) -> AppResult<()> {
+        let layout = self.layout;
+        let at = layout.at(layout.of_user(name));
+        let counter = keys::client_rate(client, RateAction::LogIn);
+        let address = match self
+            .gate((layout.of_client(client), counter), at.shard, client_limit)
+            .await?
+        {
+            Ok(gate) => gate,
+            Err(secs) => return Err(AppError::rate_limited(RateAction::LogIn, RateScope::Address, secs)),
+        };
+        let name_limit = (name_limit.attempts, name_limit.window_secs);
         let mut conn = self.conn().await?;
-        let reply = scripts::login_attempt(
-            &mut conn,
-            name,
-            (name_limit.attempts, name_limit.window_secs),
-            keys::client_rate(client, RateAction::LogIn),
-            client_limit,
-        )
-        .await?;
+        let reply = scripts::login_attempt(&mut conn, at, name, name_limit, address).await?;
         let (scope, secs) = match reply {
             LoginAttemptReply::Allowed => return Ok(()),
             LoginAttemptReply::AddressLimited { retry_after_secs } => {
@@ -208,17 +220,23 @@ impl Store {
     /// the account is banned.
     pub async fn create_session(&self, token_hash: &str, name: &UserName) -> AppResult<()> {
         let mut conn = self.conn().await?;
-        match scripts::log_in(&mut conn, name, token_hash).await? {
+        let at = self.layout.at(self.layout.of_user(name));
+        match scripts::log_in(&mut conn, at, name, token_hash).await? {
             LogInReply::Started => Ok(()),
             LogInReply::Banned { until } => Err(AppError::Banned { until }),
         }
+    }
+
+    fn session_key(&self, token_hash: &str) -> String {
+        let layout = self.layout;
+        layout.on(layout.of_session(token_hash), keys::session(token_hash))
     }
 
     /// Who a token hash's session is, while it lives.
     pub async fn session_user(&self, token_hash: &str) -> AppResult<Option<SessionUser>> {
         let mut conn = self.conn().await?;
         let value: Option<String> = redis::cmd("GET")
-            .arg(keys::session(token_hash))
+            .arg(self.session_key(token_hash))
             .query_async(&mut conn)
             .await?;
         Ok(value.as_deref().and_then(SessionUser::parse))
@@ -231,6 +249,10 @@ impl Store {
     pub async fn index_sessions(&self) -> AppResult<Option<u64>> {
         if self.has_marker(keys::SESSIONS_INDEX_BUILT).await? {
             return Ok(None);
+        }
+        if self.layout.is_cluster() {
+            self.set_marker(keys::SESSIONS_INDEX_BUILT).await?;
+            return Ok(Some(0));
         }
         let (mut cursor, mut filed) = (0u64, 0u64);
         loop {
@@ -281,7 +303,7 @@ impl Store {
         let (deleted,): (i64,) = redis::pipe()
             .atomic()
             .cmd("DEL")
-            .arg(keys::session(token_hash))
+            .arg(self.session_key(token_hash))
             .cmd("PUBLISH")
             .arg(keys::SESSION_ENDED_CHANNEL)
             .arg(token_hash)
@@ -298,12 +320,13 @@ impl Store {
         if token_hashes.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for hash in token_hashes {
-            pipe.cmd("GET").arg(keys::session(hash));
-        }
-        let mut conn = self.conn().await?;
-        let values: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+        let gets = token_hashes.iter().map(|hash| {
+            let mut get = redis::cmd("GET");
+            get.arg(self.session_key(hash));
+            (self.layout.of_session(hash), get)
+        });
+        let replies = self.scatter(gets.collect()).await?;
+        let values = replies.iter().map(|v| super::value_str(v).map(str::to_owned));
         Ok(token_hashes
             .iter()
             .zip(values)
@@ -316,6 +339,10 @@ impl Store {
             .map(|(hash, _)| *hash)
             .collect())
     }
+}
+
+fn signup_limited(retry_after_secs: u64) -> AppError {
+    AppError::rate_limited(RateAction::SignUp, RateScope::Address, retry_after_secs)
 }
 
 /// A logged-in user and their role.
@@ -369,9 +396,18 @@ pub struct Standing {
 impl Store {
     /// The `limit` users with the most karma, best first, with their karma.
     pub async fn top_posters(&self, limit: usize) -> AppResult<Vec<(String, i64)>> {
-        let top = self
-            .scored_range(keys::KARMA, 0, limit as isize - 1)
-            .await?;
+        let layout = self.layout;
+        let reads = layout.shards().map(|shard| {
+            let mut read = redis::cmd("ZREVRANGE");
+            read.arg(layout.on(shard, keys::KARMA))
+                .arg(0)
+                .arg(limit as isize - 1)
+                .arg("WITHSCORES");
+            (shard, read)
+        });
+        let pages = self.scatter(reads.collect()).await?;
+        let pages = pages.iter().map(scored_pairs).collect();
+        let top = merge_ranked(pages, 0, limit.saturating_sub(1));
         Ok(top
             .into_iter()
             .map(|(member, score)| {
@@ -387,9 +423,9 @@ impl Store {
     /// Whether each of `names` is a user, in one pipelined round trip: one
     /// with an account, or a poster (every poster has karma).
     pub async fn known_users(&self, names: &[String]) -> AppResult<HashMap<String, bool>> {
-        let replies = self.per_user(names, |pipe, member| {
-            pipe.cmd("EXISTS").arg(member);
-            pipe.cmd("ZSCORE").arg(keys::KARMA).arg(member);
+        let replies = self.per_user(names, |pipe, karma, (user, member)| {
+            pipe.cmd("EXISTS").arg(user);
+            pipe.cmd("ZSCORE").arg(karma).arg(member);
         });
         let replies = replies.await?;
         let known = |pair: &[Value]| pair[0] == Value::Int(1) || pair[1] != Value::Nil;
@@ -400,39 +436,65 @@ impl Store {
             .collect())
     }
 
-    /// Karma and rank of many users in one pipelined round trip.
+    /// Karma and rank of many users: their karma and rank on their own
+    /// shard's `karma:`, then, in the cluster layout, how many users of
+    /// the other shards are above them.
     pub async fn standings(&self, names: &[String]) -> AppResult<HashMap<String, Standing>> {
-        let replies = self.per_user(names, |pipe, member| {
-            pipe.cmd("ZSCORE").arg(keys::KARMA).arg(member);
-            pipe.cmd("ZREVRANK").arg(keys::KARMA).arg(member);
+        let replies = self.per_user(names, |pipe, karma, (_, member)| {
+            pipe.cmd("ZSCORE").arg(karma).arg(member);
+            pipe.cmd("ZREVRANK").arg(karma).arg(member);
         });
         let replies = replies.await?;
-        let standing = |pair: &[Value]| Standing {
-            karma: value_f64(&pair[0]).map(karma_of).unwrap_or(0),
-            rank: match pair[1] {
-                Value::Int(r) => Some(r as u64 + 1),
-                _ => None,
-            },
-        };
-        Ok(names
-            .iter()
-            .cloned()
-            .zip(replies.chunks_exact(2).map(standing))
-            .collect())
+        let layout = self.layout;
+        let mut above = Vec::new();
+        for (name, pair) in names.iter().zip(replies.chunks_exact(2)) {
+            let own = layout.of_user(&UserName::from_stored(name.clone()));
+            let Some(score) = value_f64(&pair[0]) else { continue };
+            for shard in layout.shards().filter(|&s| s != own) {
+                let mut count = redis::cmd("ZCOUNT");
+                count.arg(layout.on(shard, keys::KARMA)).arg(format!("({score}")).arg("+inf");
+                above.push((name, (shard, count)));
+            }
+        }
+        let counts = self.scatter(above.iter().map(|(_, c)| c.clone()).collect()).await?;
+        let mut out: HashMap<String, Standing> = HashMap::with_capacity(names.len());
+        for (name, pair) in names.iter().zip(replies.chunks_exact(2)) {
+            out.insert(
+                name.clone(),
+                Standing {
+                    karma: value_f64(&pair[0]).map(karma_of).unwrap_or(0),
+                    rank: match pair[1] {
+                        Value::Int(r) => Some(r as u64 + 1),
+                        _ => None,
+                    },
+                },
+            );
+        }
+        for ((name, _), count) in above.iter().zip(counts) {
+            if let (Some(standing), Some(n)) = (out.get_mut(*name), value_f64(&count)) {
+                standing.rank = standing.rank.map(|r| r + n as u64);
+            }
+        }
+        Ok(out)
     }
 
     /// The replies to the commands `add` pipelines for each of `names`
-    /// (given its `user:<name>`), in one round trip.
+    /// (given its shard's `karma:`, its account's key and its member), one
+    /// pipeline per shard, in one round trip.
     async fn per_user(
         &self,
         names: &[String],
-        add: impl Fn(&mut redis::Pipeline, &str),
+        add: impl Fn(&mut redis::Pipeline, &str, (&str, &str)),
     ) -> AppResult<Vec<Value>> {
-        let mut pipe = redis::pipe();
+        let layout = self.layout;
+        let mut commands = Vec::new();
         for name in names {
-            add(&mut pipe, &keys::user(name));
+            let at = layout.at(layout.of_user(&UserName::from_stored(name.clone())));
+            let mut pipe = redis::pipe();
+            let member = keys::user(name);
+            add(&mut pipe, &at.key(keys::KARMA), (&at.key(&member), &member));
+            commands.extend(pipe.cmd_iter().map(|c| (at.shard, c.clone())));
         }
-        let mut conn = self.conn().await?;
-        Ok(pipe.query_async(&mut conn).await?)
+        self.scatter(commands).await
     }
 }

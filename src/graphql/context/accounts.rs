@@ -2,7 +2,7 @@
 
 use async_graphql::Result;
 
-use crate::auth::{new_token, token_hash, Session};
+use crate::auth::{new_token_for, token_hash, Session};
 use crate::client_addr::ClientAddr;
 use crate::domain::{Password, UserName};
 use crate::error::AppError;
@@ -20,7 +20,7 @@ impl Accounts<'_> {
         let (store, limit) = (&self.app.store, self.app.rates.sign_up);
         store.sign_up_budget(self.client, limit).await?;
         let hash = self.app.hasher.hash(password).await?;
-        let token = new_token();
+        let token = new_token_for(store.layout(), name);
         if !store
             .create_user(name, &hash, &token_hash(&token), self.client, limit)
             .await?
@@ -51,7 +51,7 @@ impl Accounts<'_> {
             return Err(invalid_credentials().into());
         }
         let name = name.ok_or_else(invalid_credentials)?;
-        let token = new_token();
+        let token = new_token_for(store.layout(), &name);
         store.create_session(&token_hash(&token), &name).await?;
         Ok(token)
     }

@@ -1,5 +1,6 @@
 -- Posts an article (see scripts/post.rs). Needs karma, rate_limit,
--- group_list, index_time and vote_index. KEYS[11..15] are the site's
+-- group_list, index_time and vote_index. KEYS[5] is karma: or, in the
+-- cluster layout, the shard's outbox. KEYS[11..15] are the site's
 -- net-vote rankings, [16..20] the poster's (a cache: written only when it
 -- exists), then per_group keys per group named (see group_keys in
 -- scripts/mod.rs).
@@ -12,7 +13,10 @@ local article_prefix, voted_prefix, groups_suffix, channel = ARGV[7], ARGV[8], A
 local week, vote_score, top_step, per_group =
   tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 local repost_window = tonumber(ARGV[15])
-local first_group = 16
+-- Ids are handed out per shard: the shard's count times ARGV[16] (the
+-- number of shards) plus ARGV[17] (this shard's), so an id names its shard.
+local id_stride, id_offset, via_outbox = tonumber(ARGV[16]), tonumber(ARGV[17]), ARGV[18] == '1'
+local first_group = 19
 -- A repost (or a retried post) of the link answers the first article and
 -- is not counted.
 if repost_window > 0 then
@@ -24,7 +28,7 @@ local wait = rate_limit(rate, ARGV[5], ARGV[6])
 if wait > 0 then return {'limited', wait} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local id = redis.call('INCR', ids)
+local id = redis.call('INCR', ids) * id_stride + id_offset
 local article = article_prefix .. id
 local voted = voted_prefix .. id
 local groups_key = article .. groups_suffix
@@ -47,7 +51,7 @@ redis.call('ZADD', by_score, score, article)
 redis.call('ZADD', by_time, ts, article)
 redis.call('ZADD', mine_time, ts, article)
 if redis.call('EXISTS', mine_score) == 1 then redis.call('ZADD', mine_score, score, article) end
-add_karma(karma, poster, 1, now)
+add_karma(karma, poster, 1, now, via_outbox)
 index_vote(my_votes, article, ts, 'up', now, week)
 -- Net votes 1 (the own upvote of the poster), then the post time.
 local top = string.format('%.0f', top_step + math.floor(now))

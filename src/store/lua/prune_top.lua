@@ -5,8 +5,9 @@
 -- Needs karma (as_member).
 local top, by_time, marks = KEYS[1], KEYS[2], KEYS[3]
 local cutoff, batch, period = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local groups_suffix, group_prefix, group_top, user_prefix, user_top =
-  ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+-- ARGV[9] is the shard's tag, for keys built from a member.
+local groups_suffix, group_prefix, group_top, user_prefix, user_top, tag =
+  ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local from = redis.call('HGET', marks, period)
 local min = '-inf'
 if from then min = '(' .. from end
@@ -20,7 +21,7 @@ for i = 1, #old, 2 do
   end
   local poster = redis.call('HGET', article, 'poster')
   if poster then
-    redis.call('ZREM', as_member(poster, user_prefix) .. user_top .. period, article)
+    redis.call('ZREM', tag .. as_member(poster, user_prefix) .. user_top .. period, article)
   end
 end
 if n == batch then redis.call('HSET', marks, period, old[#old]) else redis.call('HSET', marks, period, cutoff) end

@@ -10,8 +10,9 @@
 -- [7] a vote's score, [8] the net-vote step, [9] the score channel, then
 -- the prefixes and suffixes of the owners' cached rankings: [10] user,
 -- [11] cached marker, [12] group, [13] group net-vote, [14] group score,
--- [15] user score, [16] user net-vote, [17..21] the period names, and
--- [22] '1' when the voter moderates.
+-- [15] user score, [16] user net-vote, [17..21] the period names,
+-- [22] '1' when the voter moderates, [23] the shard's tag for keys built
+-- from a member, and [24] '1' when karma (KEYS[9]) is the shard's outbox.
 local rate, index, article, upvoters, downvoters, group_set, by_time, by_score, karma =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
@@ -19,6 +20,7 @@ local week, vote_score, top_step = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumbe
 local channel, user_prefix, cached_suffix = ARGV[9], ARGV[10], ARGV[11]
 local group_prefix, group_top_infix, group_score_prefix = ARGV[12], ARGV[13], ARGV[14]
 local user_score_suffix, user_top_infix = ARGV[15], ARGV[16]
+local tag, via_outbox = ARGV[23], ARGV[24] == '1'
 
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
@@ -83,7 +85,7 @@ end
 if out then
   -- Its score waits in the hash for its restore, out of every ranking.
   redis.call('HINCRBYFLOAT', article, 'removed_score', net * vote_score)
-  if h[1] then add_karma(karma, as_member(h[1], user_prefix), net, now) end
+  if h[1] then add_karma(karma, as_member(h[1], user_prefix), net, now, via_outbox) end
   return {'changed'}
 end
 local score = redis.call('ZINCRBY', by_score, net * vote_score, article)
@@ -96,7 +98,7 @@ if top then
   for k = 10, 13 do redis.call('ZADD', KEYS[k], 'XX', top, article) end
 end
 local poster = h[1] and as_member(h[1], user_prefix)
-if poster and (top or not derivable) then add_karma(karma, poster, net, now) end
+if poster and (top or not derivable) then add_karma(karma, poster, net, now, via_outbox) end
 
 -- The hash keeps the groups joined by commas; an article another client
 -- wrote has only the group set.
@@ -116,15 +118,15 @@ for _, g in ipairs(groups) do
   probe[#probe + 1] = group_score_prefix .. g
   probe[#probe + 1] = group_prefix .. g .. cached_suffix
 end
-if poster then probe[#probe + 1] = poster .. cached_suffix end
+if poster then probe[#probe + 1] = tag .. poster .. cached_suffix end
 if #probe == 0 or redis.call('EXISTS', unpack(probe)) == 0 then return {'changed'} end
 for _, g in ipairs(groups) do
   redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
   tops[#tops + 1] = group_prefix .. g .. group_top_infix
 end
 if poster then
-  redis.call('ZADD', poster .. user_score_suffix, 'XX', score, article)
-  tops[#tops + 1] = poster .. user_top_infix
+  redis.call('ZADD', tag .. poster .. user_score_suffix, 'XX', score, article)
+  tops[#tops + 1] = tag .. poster .. user_top_infix
 end
 if top then
   for _, prefix in ipairs(tops) do

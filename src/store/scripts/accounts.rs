@@ -11,8 +11,8 @@ use super::library::RATE_LIMIT;
 use super::{seconds, status, Counted, Lua, ScriptReply};
 use crate::domain::UserName;
 use crate::error::AppResult;
-use crate::rate::RateLimit;
-use crate::store::keys;
+use crate::store::keys::{self, At};
+use crate::store::shards::Gate;
 use crate::store::value_str;
 use crate::store::Conn;
 
@@ -54,27 +54,26 @@ static SIGN_UP: LazyLock<Lua<SignUpReply>> =
 /// Runs the sign-up script, counting against the client address' `limit`.
 pub async fn sign_up(
     conn: &mut Conn,
-    name: &UserName,
-    password_hash: &str,
+    at: At,
+    (name, password_hash): (&UserName, &str),
     created: i64,
     token_hash: &str,
-    rate_key: String,
-    limit: RateLimit,
+    rate: Gate,
 ) -> AppResult<SignUpReply> {
     let mut invocation = SIGN_UP.invocation();
     invocation
-        .key(keys::user(name.as_str()))
-        .key(keys::session(token_hash))
-        .key(rate_key)
-        .key(keys::USERS_BY_FOLDED_NAME)
-        .key(keys::NAMES_INDEX_BUILT)
-        .key(keys::user_sessions(name.as_str()))
+        .key(at.key(keys::user(name.as_str())))
+        .key(at.key(keys::session(token_hash)))
+        .key(rate.key)
+        .key(at.key(keys::USERS_BY_FOLDED_NAME))
+        .key(at.key(keys::NAMES_INDEX_BUILT))
+        .key(at.key(keys::user_sessions(name.as_str())))
         .arg(name.as_str())
         .arg(password_hash)
         .arg(created)
         .arg(keys::SESSION_TTL_SECS)
-        .arg(limit.count())
-        .arg(limit.window_secs())
+        .arg(rate.count)
+        .arg(rate.window_secs)
         .arg(name.folded().as_str())
         .arg(token_hash);
     SIGN_UP.call(&invocation, conn).await
@@ -109,13 +108,18 @@ static LOG_IN: LazyLock<Lua<LogInReply>> =
     LazyLock::new(|| Lua::write("log-in", &[include_str!("../lua/log_in.lua")]));
 
 /// Runs the log-in script for `name`'s new session `token_hash`.
-pub async fn log_in(conn: &mut Conn, name: &UserName, token_hash: &str) -> AppResult<LogInReply> {
+pub async fn log_in(
+    conn: &mut Conn,
+    at: At,
+    name: &UserName,
+    token_hash: &str,
+) -> AppResult<LogInReply> {
     let mut invocation = LOG_IN.invocation();
     invocation
-        .key(keys::session(token_hash))
-        .key(keys::user(name.as_str()))
-        .key(keys::user_sessions(name.as_str()))
-        .key(keys::login_attempts(name.folded().as_str()))
+        .key(at.key(keys::session(token_hash)))
+        .key(at.key(keys::user(name.as_str())))
+        .key(at.key(keys::user_sessions(name.as_str())))
+        .key(at.key(keys::login_attempts(name.folded().as_str())))
         .arg(name.as_str())
         .arg(keys::SESSION_TTL_SECS)
         .arg(token_hash);
@@ -184,18 +188,18 @@ static LOGIN_ATTEMPT: LazyLock<Lua<LoginAttemptReply>> = LazyLock::new(|| {
 /// address' counter and limit.
 pub async fn login_attempt(
     conn: &mut Conn,
+    at: At,
     name: &UserName,
     (name_attempts, name_window_secs): (u32, u64),
-    address_key: String,
-    address_limit: RateLimit,
+    address: Gate,
 ) -> AppResult<LoginAttemptReply> {
     let mut invocation = LOGIN_ATTEMPT.invocation();
     invocation
-        .key(keys::login_attempts(name.folded().as_str()))
-        .key(address_key)
+        .key(at.key(keys::login_attempts(name.folded().as_str())))
+        .key(address.key)
         .arg(name_attempts)
         .arg(name_window_secs)
-        .arg(address_limit.count())
-        .arg(address_limit.window_secs());
+        .arg(address.count)
+        .arg(address.window_secs);
     LOGIN_ATTEMPT.call(&invocation, conn).await
 }

@@ -14,7 +14,7 @@ use super::library::{DERIVE, GROUP_LIST, INDEX_TIME, KARMA, VOTERS};
 use super::{status, top_keys, Lua, ScriptReply, TopCursor};
 use crate::domain::{ArticleId, GroupName, Period};
 use crate::error::AppResult;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 use crate::store::{value_f64, value_str, Conn};
 
 /// New articles are announced (`articlePosted`) when the deriver finds
@@ -137,7 +137,7 @@ static SWEEP_ARTICLES: LazyLock<Lua<Swept>> =
 /// The KEYS and ARGV every derivation shares (see the `.lua` file).
 fn derive_invocation(invocation: &mut ScriptInvocation<'_>) {
     invocation.key(keys::TIME).key(keys::SCORE).key(keys::KARMA);
-    top_keys(invocation);
+    top_keys(invocation, At::SINGLE);
     invocation
         .arg(keys::ARTICLE_PREFIX)
         .arg(keys::VOTED_PREFIX)
@@ -358,7 +358,7 @@ static DROP_ABSENT: LazyLock<Lua<ScanStep>> =
 pub async fn drop_absent(conn: &mut Conn, cursor: &str, batch: u64) -> AppResult<ScanStep> {
     let mut invocation = DROP_ABSENT.invocation();
     invocation.key(keys::TIME);
-    top_keys(&mut invocation);
+    top_keys(&mut invocation, At::SINGLE);
     invocation.arg(cursor).arg(batch);
     DROP_ABSENT.call(&invocation, conn).await
 }

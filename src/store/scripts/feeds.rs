@@ -8,7 +8,7 @@ use redis::Value;
 
 use super::{Lua, ScoredMembers, ScriptReply, MAX_TIES};
 use crate::error::AppResult;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 use crate::store::{value_f64, Conn};
 
 /// Members a feed page may skip as too old for its period before it
@@ -46,6 +46,7 @@ impl ScriptReply for FeedReply {
 static FEED: LazyLock<Lua<FeedReply>> =
     LazyLock::new(|| Lua::new("feed", &[include_str!("../lua/feed.lua")]));
 
+#[derive(Clone, Copy)]
 pub enum Start<'a> {
     Rank(usize),
     /// Right after this ranking value (written exactly) and member.
@@ -68,17 +69,19 @@ pub struct FeedSource {
 
 pub async fn feed(
     conn: &mut Conn,
+    at: At,
     source: &FeedSource,
     start: Start<'_>,
     first: usize,
 ) -> AppResult<FeedReply> {
+    let key = at.key(&source.key);
     let mut invocation = FEED.invocation();
-    invocation.key(&source.key);
+    invocation.key(&key);
     match &source.build {
-        Some((from, members)) => invocation.key(from).key(members).arg(1),
-        None => invocation.key(&source.key).key(&source.key).arg(0),
+        Some((from, members)) => invocation.key(at.key(from)).key(at.key(members)).arg(1),
+        None => invocation.key(&key).key(&key).arg(0),
     };
-    invocation.key(source.marker.as_deref().unwrap_or(&source.key));
+    invocation.key(source.marker.as_ref().map_or(key.clone(), |m| at.key(m)));
     invocation
         .arg(first)
         .arg(source.min_time)
@@ -88,7 +91,7 @@ pub async fn feed(
         .arg(keys::TOP_STEP);
     match start {
         Start::Rank(rank) => invocation.arg(rank),
-        Start::After { value, member } => invocation.arg(0).arg(value).arg(member),
+        Start::After { value, member } => invocation.arg(0).arg(value).arg(at.key(member)),
     };
     FEED.call(&invocation, conn).await
 }

@@ -12,7 +12,7 @@ use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 use crate::store::Conn;
 
 // --- set groups ---------------------------------------------------------
@@ -93,7 +93,7 @@ pub async fn set_groups(
         .arg(GROUP_KEYS)
         .arg(if moderates { "1" } else { "" });
     for g in add.iter().chain(remove) {
-        group_keys(&mut invocation, g);
+        group_keys(&mut invocation, At::SINGLE, g);
         invocation.arg(g.as_str());
     }
     SET_GROUPS.call(&invocation, conn).await

@@ -30,14 +30,16 @@ mod vote;
 mod tests;
 
 use std::marker::PhantomData;
+use std::sync::LazyLock;
 
 use redis::{Script, ScriptInvocation, Value};
 
-use super::keys;
+use super::keys::{self, At};
 use super::{value_f64, value_str, Conn};
 use crate::domain::GroupName;
 use crate::domain::{Period, Ranking};
 use crate::error::{AppError, AppResult};
+use crate::rate::RateLimit;
 
 pub use accounts::{
     index_names, log_in, login_attempt, sign_up, LogInReply, LoginAttemptReply, SignUpReply,
@@ -162,6 +164,50 @@ async fn waiting(
     }
 }
 
+/// Counts a call against `limit` on its counter's shard (see
+/// `shards.rs`): 0 when within the limit, else the seconds to wait.
+static COUNT_RATE: LazyLock<Lua<Counted>> = LazyLock::new(|| {
+    Lua::new(
+        "count-rate",
+        &[library::RATE_LIMIT, include_str!("../lua/count_rate.lua")],
+    )
+});
+
+pub async fn count_rate(conn: &mut Conn, key: String, limit: RateLimit) -> AppResult<u64> {
+    let mut invocation = COUNT_RATE.invocation();
+    invocation
+        .key(key)
+        .arg(limit.count())
+        .arg(limit.window_secs());
+    Ok(COUNT_RATE.call(&invocation, conn).await?.0)
+}
+
+/// Applies karma changes queued in `source`'s outbox on shard `at`
+/// (see `outbox.rs`).
+static APPLY_KARMA: LazyLock<Lua<Counted>> = LazyLock::new(|| {
+    Lua::write(
+        "apply-karma",
+        &[library::KARMA, include_str!("../lua/apply_karma.lua")],
+    )
+});
+
+pub async fn apply_karma(
+    conn: &mut Conn,
+    at: At,
+    source: keys::Shard,
+    entries: &[&crate::store::outbox::Entry],
+) -> AppResult<u64> {
+    let mut invocation = APPLY_KARMA.invocation();
+    invocation
+        .key(at.key(keys::KARMA))
+        .key(at.key(keys::OUTBOX_APPLIED))
+        .arg(source.0);
+    for e in entries {
+        invocation.arg(&e.id).arg(&e.member).arg(&e.delta).arg(&e.at);
+    }
+    Ok(APPLY_KARMA.call(&invocation, conn).await?.0)
+}
+
 /// Splits `{status, values…}`.
 fn status(reply: &Value) -> Option<(&str, &[Value])> {
     let Value::Array(items) = reply else {
@@ -186,7 +232,7 @@ pub struct Counted(pub u64);
 impl ScriptReply for Counted {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("pruned" | "indexed", [n]) => Some(Self(value_f64(n)? as u64)),
+            ("pruned" | "indexed" | "counted" | "applied", [n]) => Some(Self(value_f64(n)? as u64)),
             _ => None,
         }
     }
@@ -218,15 +264,32 @@ impl ScriptReply for ScoredMembers {
 /// `group:<g>`, `score:<g>`, `time:<g>`, then `group:<g>:top:<period>` for
 /// each of [`Period::ALL`], and last the group's mirror
 /// (`group:<g>:indexed`, see `derive_group.lua`).
-fn group_keys(invocation: &mut ScriptInvocation<'_>, group: &GroupName) {
+fn group_keys(invocation: &mut ScriptInvocation<'_>, at: At, group: &GroupName) {
     invocation
-        .key(keys::group(group))
-        .key(keys::group_ranking(group, Ranking::Score))
-        .key(keys::group_ranking(group, Ranking::Time));
+        .key(at.key(keys::group(group)))
+        .key(at.key(keys::group_ranking(group, Ranking::Score)))
+        .key(at.key(keys::group_ranking(group, Ranking::Time)));
     for period in Period::ALL {
-        invocation.key(keys::group_top(group, period));
+        invocation.key(at.key(keys::group_top(group, period)));
     }
-    invocation.key(keys::group_indexed(group));
+    invocation.key(at.key(keys::group_indexed(group)));
+}
+
+/// Where a script on `at` puts karma: `karma:` itself on one primary; in
+/// the cluster layout, the shard's outbox, for the poster's shard.
+fn karma_or_outbox(at: At) -> &'static str {
+    match at.layout.is_cluster() {
+        true => keys::OUTBOX,
+        false => keys::KARMA,
+    }
+}
+
+fn via_outbox(at: At) -> &'static str {
+    if at.layout.is_cluster() {
+        "1"
+    } else {
+        ""
+    }
 }
 
 /// KEYS per group in [`group_keys`] (the Lua loops' stride, passed in ARGV).
@@ -238,8 +301,8 @@ const GROUP_KEYS: usize = 4 + Period::ALL.len();
 const MAX_TIES: usize = 1000;
 
 /// The five `top:<period>` keys, in [`Period::ALL`]'s order.
-fn top_keys(invocation: &mut ScriptInvocation<'_>) {
+fn top_keys(invocation: &mut ScriptInvocation<'_>, at: At) {
     for period in Period::ALL {
-        invocation.key(keys::top(period));
+        invocation.key(at.key(keys::top(period)));
     }
 }

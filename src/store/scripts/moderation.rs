@@ -12,7 +12,7 @@ use super::{seconds, status, top_keys, Lua, ScriptReply};
 use crate::domain::{ArticleId, ModAction, Period, Ranking, Role, UserName};
 use crate::error::AppResult;
 use crate::rate::{RateAction, RateLimit};
-use crate::store::keys;
+use crate::store::keys::{self, At};
 use crate::store::{value_f64, value_str, Conn, ModerationLimits};
 
 /// Log entries dropped per write at most, when the log is over its bound
@@ -88,7 +88,7 @@ fn prepare<'a>(
 ) -> ScriptInvocation<'a> {
     let mut invocation = lua.invocation();
     invocation.key(keys::SCORE).key(keys::TIME);
-    top_keys(&mut invocation);
+    top_keys(&mut invocation, At::SINGLE);
     invocation
         .key(keys::GROUPS_BY_SIZE)
         .key(keys::MODERATION_QUEUE)

@@ -10,9 +10,9 @@ use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS}
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
-use crate::rate::PostLimits;
-use crate::rate::RateAction;
-use crate::store::keys;
+use super::{karma_or_outbox, via_outbox};
+use crate::store::keys::{self, At};
+use crate::store::shards::Gate;
 use crate::store::{value_f64, value_str, Conn};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,51 +61,56 @@ static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
     )
 });
 
+/// Runs the post script on shard `at`, where the slug is claimed too (see
+/// `Layout::of_slug`); `shards` spreads the ids (see `lua/post.lua`).
 pub async fn post(
     conn: &mut Conn,
+    (at, shards): (At, usize),
     poster: &UserName,
-    title: &str,
-    link: &str,
-    stem: &Slug,
+    (title, link, stem): (&str, &str, &Slug),
     groups: &[GroupName],
-    limits: PostLimits,
+    (rate, dedupe_secs): (Gate, u64),
 ) -> AppResult<PostReply> {
+    let name = poster.as_str();
     let mut invocation = POST.invocation();
     invocation
-        .key(keys::user_rate(poster.as_str(), RateAction::Post))
-        .key(keys::ARTICLE_IDS)
-        .key(keys::SCORE)
-        .key(keys::TIME)
-        .key(keys::KARMA)
-        .key(keys::SLUGS)
-        .key(keys::SLUG_SUFFIXES)
-        .key(keys::user_articles(poster.as_str(), Ranking::Time))
-        .key(keys::user_articles(poster.as_str(), Ranking::Score))
-        .key(keys::user_votes(poster.as_str()));
-    top_keys(&mut invocation);
+        .key(rate.key)
+        .key(at.key(keys::ARTICLE_IDS))
+        .key(at.key(keys::SCORE))
+        .key(at.key(keys::TIME))
+        .key(at.key(karma_or_outbox(at)))
+        .key(at.key(keys::SLUGS))
+        .key(at.key(keys::SLUG_SUFFIXES))
+        .key(at.key(keys::user_articles(name, Ranking::Time)))
+        .key(at.key(keys::user_articles(name, Ranking::Score)))
+        .key(at.key(keys::user_votes(name)));
+    top_keys(&mut invocation, at);
     for period in Period::ALL {
-        invocation.key(keys::user_top(poster.as_str(), period));
+        invocation.key(at.key(keys::user_top(name, period)));
     }
     invocation
-        .key(keys::GROUPS_BY_SIZE)
-        .key(keys::user_posted(poster.as_str(), link))
+        .key(at.key(keys::GROUPS_BY_SIZE))
+        .key(at.key(keys::user_posted(name, link)))
         .arg(keys::member(poster))
         .arg(title)
         .arg(link)
         .arg(stem.as_str())
-        .arg(limits.rate.count())
-        .arg(limits.rate.window_secs())
-        .arg(keys::ARTICLE_PREFIX)
-        .arg(keys::VOTED_PREFIX)
+        .arg(rate.count)
+        .arg(rate.window_secs)
+        .arg(at.key(keys::ARTICLE_PREFIX))
+        .arg(at.key(keys::VOTED_PREFIX))
         .arg(keys::ARTICLE_GROUPS_SUFFIX)
         .arg(keys::POSTED_CHANNEL)
         .arg(keys::VOTING_WINDOW_SECS)
         .arg(keys::VOTE_SCORE)
         .arg(keys::TOP_STEP)
         .arg(GROUP_KEYS)
-        .arg(limits.dedupe_secs);
+        .arg(dedupe_secs)
+        .arg(shards)
+        .arg(at.shard.0)
+        .arg(via_outbox(at));
     for g in groups {
-        group_keys(&mut invocation, g);
+        group_keys(&mut invocation, at, g);
         invocation.arg(g.as_str());
     }
     POST.call(&invocation, conn).await

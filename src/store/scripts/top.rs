@@ -8,7 +8,7 @@ use super::library::KARMA;
 use super::{Counted, Lua};
 use crate::domain::Period;
 use crate::error::AppResult;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 use crate::store::Conn;
 
 /// Removes from `top:<period>` up to `batch` articles posted at or before
@@ -20,23 +20,25 @@ static PRUNE_TOP: LazyLock<Lua<Counted>> =
 /// Answers how many articles left the period.
 pub async fn prune_top(
     conn: &mut Conn,
+    at: At,
     period: Period,
     cutoff: u64,
     batch: usize,
 ) -> AppResult<u64> {
     let mut invocation = PRUNE_TOP.invocation();
     invocation
-        .key(keys::top(period))
-        .key(keys::TIME)
-        .key(keys::TOP_PRUNED)
+        .key(at.key(keys::top(period)))
+        .key(at.key(keys::TIME))
+        .key(at.key(keys::TOP_PRUNED))
         .arg(cutoff)
         .arg(batch)
         .arg(period.name())
         .arg(keys::ARTICLE_GROUPS_SUFFIX)
-        .arg(keys::GROUP_PREFIX)
+        .arg(at.key(keys::GROUP_PREFIX))
         .arg(keys::GROUP_TOP_INFIX)
         .arg(keys::USER_PREFIX)
-        .arg(keys::USER_TOP_INFIX);
+        .arg(keys::USER_TOP_INFIX)
+        .arg(at.tag());
     Ok(PRUNE_TOP.call(&invocation, conn).await?.0)
 }
 

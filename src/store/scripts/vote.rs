@@ -12,9 +12,9 @@ use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
-use crate::rate::RateAction;
-use crate::rate::RateLimit;
-use crate::store::keys;
+use super::{karma_or_outbox, via_outbox};
+use crate::store::keys::{self, At};
+use crate::store::shards::Gate;
 use crate::store::Conn;
 
 /// What the vote script answered. Every vote counts against the limit,
@@ -80,47 +80,51 @@ impl VoteDirection {
     }
 }
 
-/// Runs the vote script; each voter may vote `limit` times per window.
+/// Runs the vote script on the article's shard `at`; the voter's
+/// `rate` is counted there or already was (see `shards.rs`).
 pub async fn vote(
     conn: &mut Conn,
-    id: ArticleId,
+    (at, id): (At, ArticleId),
     voter: &UserName,
     direction: VoteDirection,
-    limit: RateLimit,
+    rate: Gate,
     moderates: bool,
 ) -> AppResult<VoteReply> {
     let mut invocation = VOTE.invocation();
     invocation
-        .key(keys::user_rate(voter.as_str(), RateAction::Vote))
-        .key(keys::user_votes(voter.as_str()))
-        .key(keys::article(id))
-        .key(keys::voted(id))
-        .key(keys::downvoted(id))
-        .key(keys::article_groups(id))
-        .key(keys::TIME)
-        .key(keys::SCORE)
-        .key(keys::KARMA);
-    top_keys(&mut invocation);
+        .key(rate.key)
+        .key(at.key(keys::user_votes(voter.as_str())))
+        .key(at.key(keys::article(id)))
+        .key(at.key(keys::voted(id)))
+        .key(at.key(keys::downvoted(id)))
+        .key(at.key(keys::article_groups(id)))
+        .key(at.key(keys::TIME))
+        .key(at.key(keys::SCORE))
+        .key(at.key(karma_or_outbox(at)));
+    top_keys(&mut invocation, at);
     invocation
         .arg(id.0)
         .arg(keys::member(voter))
         .arg(direction.as_arg())
-        .arg(limit.count())
-        .arg(limit.window_secs())
+        .arg(rate.count)
+        .arg(rate.window_secs)
         .arg(keys::VOTING_WINDOW_SECS)
         .arg(keys::VOTE_SCORE)
         .arg(keys::TOP_STEP)
         .arg(keys::SCORE_CHANNEL)
         .arg(keys::USER_PREFIX)
         .arg(keys::CACHED_SUFFIX)
-        .arg(keys::GROUP_PREFIX)
+        .arg(at.key(keys::GROUP_PREFIX))
         .arg(keys::GROUP_TOP_INFIX)
-        .arg(keys::ranking_key(Ranking::Score))
+        .arg(at.key(keys::ranking_key(Ranking::Score)))
         .arg(keys::user_articles_suffix(Ranking::Score))
         .arg(keys::USER_TOP_INFIX);
     for period in Period::ALL {
         invocation.arg(period.name());
     }
-    invocation.arg(if moderates { "1" } else { "" });
+    invocation
+        .arg(if moderates { "1" } else { "" })
+        .arg(at.tag())
+        .arg(via_outbox(at));
     VOTE.call(&invocation, conn).await
 }

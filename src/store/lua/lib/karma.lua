@@ -17,8 +17,14 @@ local function karma_score(k, now)
   if t > 4294967295 then t = 4294967295 end
   return string.format('%.17g', k + (4294967295 - t) / 4294967296)
 end
-local function add_karma(karma, member, delta, now)
+-- With via_outbox (the cluster layout), karma is the shard's outbox and the
+-- change is queued there for the poster's shard (see outbox.rs).
+local function add_karma(karma, member, delta, now, via_outbox)
   if delta == 0 then return end
+  if via_outbox then
+    redis.call('XADD', karma, '*', 'member', member, 'delta', delta, 'at', string.format('%.6f', now))
+    return
+  end
   local old = redis.call('ZSCORE', karma, member)
   local k = (old and math.floor(tonumber(old)) or 0) + delta
   redis.call('ZADD', karma, karma_score(k, now), member)

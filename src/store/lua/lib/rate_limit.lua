@@ -6,7 +6,9 @@
 -- the first one (EXPIRE), and returns 0 when the call is within limit, else
 -- the seconds left in the window (at least 1). A counter found without a
 -- TTL (written by hand) gets the window again rather than blocking forever.
+-- A limit of 0 counts nothing: the call was counted on another shard.
 local function rate_limit(key, limit, window)
+  if limit == '0' then return 0 end
   local n = redis.call('INCR', key)
   if n == 1 then redis.call('EXPIRE', key, window) end
   if n <= tonumber(limit) then return 0 end

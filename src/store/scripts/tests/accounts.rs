@@ -5,21 +5,14 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 
 const RATE: &str = "client:10.0.0.1:rate:sign-up";
 
 async fn sign_up_as(c: &mut Conn, name: &str, token: &str, limit: RateLimit) -> SignUpReply {
-    sign_up(
-        c,
-        &user(name),
-        "$argon2id$hash",
-        1_700_000_000,
-        token,
-        RATE.to_owned(),
-        limit,
-    )
-    .await
+    let account = (&user(name), "$argon2id$hash");
+    sign_up(c, At::SINGLE, account, 1_700_000_000, token, gate(RATE, limit))
+        .await
     .expect("the sign-up script runs")
 }
 

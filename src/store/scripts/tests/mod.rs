@@ -24,8 +24,9 @@ use redis::{FromRedisValue, Value};
 
 use super::*;
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
-use crate::rate::{PostLimits, RateLimit};
+use crate::rate::RateLimit;
 use crate::redis_server::RedisServer;
+use crate::store::keys::{self, At};
 use crate::store::{Conn, Locator, Store};
 
 // --- a real Redis -------------------------------------------------------
@@ -115,11 +116,24 @@ pub(super) fn unlimited() -> RateLimit {
 }
 
 /// Posts within no limit, reposts included.
-pub(super) fn unlimited_posts() -> PostLimits {
-    PostLimits {
-        rate: unlimited(),
-        dedupe_secs: 0,
+/// `poster`'s post rate counter, on one primary, within no limit.
+pub(super) fn post_gate(poster: &str) -> crate::store::shards::Gate {
+    gate(keys::user_rate(poster, crate::rate::RateAction::Post), unlimited())
+}
+
+/// A script's own rate limit on `key` (one primary: counted in the script).
+pub(super) fn gate(key: impl Into<String>, limit: RateLimit) -> crate::store::shards::Gate {
+    crate::store::shards::Gate {
+        key: key.into(),
+        count: limit.count(),
+        window_secs: limit.window_secs(),
     }
+}
+
+/// `voter`'s vote rate counter, on one primary.
+pub(super) fn vote_gate(voter: &str, limit: RateLimit) -> crate::store::shards::Gate {
+    let key = keys::user_rate(voter, crate::rate::RateAction::Vote);
+    gate(key, limit)
 }
 
 /// `voter`'s vote on article `id`, within no limit.
@@ -129,7 +143,8 @@ pub(super) async fn vote_as(
     voter: &str,
     dir: crate::domain::VoteDirection,
 ) -> VoteReply {
-    vote(conn, id, &user(voter), dir, unlimited(), false)
+    let rate = vote_gate(voter, unlimited());
+    vote(conn, (At::SINGLE, id), &user(voter), dir, rate, false)
         .await
         .expect("the vote script runs")
 }
@@ -148,16 +163,11 @@ pub(super) async fn posted(
     stem: &str,
     in_groups: &[&str],
 ) -> (ArticleId, String) {
-    let reply = post(
-        conn,
-        &user(poster),
-        "A title",
-        "https://example.com/",
-        &slug(stem),
-        &groups(in_groups),
-        unlimited_posts(),
-    )
-    .await
+    let stem = slug(stem);
+    let text = ("A title", "https://example.com/", &stem);
+    let rate = (post_gate(poster), 0);
+    let reply = post(conn, (At::SINGLE, 1), &user(poster), text, &groups(in_groups), rate)
+        .await
     .expect("the post script runs");
     match reply {
         PostReply::Posted { id, slug } => (id, slug),
@@ -242,16 +252,10 @@ async fn writes_wait_for_replicas_and_load_a_flushed_script_again() {
     let c = &mut redis
         .conn_waiting(Some((1, Duration::from_millis(50))))
         .await;
-    let reply = post(
-        c,
-        &user("alice"),
-        "t",
-        "https://example.com/",
-        &slug("x"),
-        &[],
-        unlimited_posts(),
-    )
-    .await;
+    let stem = slug("x");
+    let text = ("t", "https://example.com/", &stem);
+    let rate = (post_gate("alice"), 0);
+    let reply = post(c, (At::SINGLE, 1), &user("alice"), text, &[], rate).await;
     assert!(
         matches!(
             reply,

@@ -2,12 +2,12 @@
 //! login-attempt script, which is nothing but two of its counters.
 
 use super::*;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 
 const ADDRESS: &str = "client:10.0.0.1:rate:log-in";
 
 async fn attempt(c: &mut Conn, name: (u32, u64), address: RateLimit) -> LoginAttemptReply {
-    login_attempt(c, &user("alice"), name, ADDRESS.to_owned(), address)
+    login_attempt(c, At::SINGLE, &user("alice"), name, gate(ADDRESS, address))
         .await
         .expect("the login-attempt script runs")
 }
@@ -82,7 +82,8 @@ async fn the_name_has_its_own_limit() {
     }
     // The name's counter is keyed by its folded form: a case variant
     // shares it.
-    let upper = login_attempt(c, &user("ALICE"), (1, 600), ADDRESS.to_owned(), unlimited())
+    let address = gate(ADDRESS, unlimited());
+    let upper = login_attempt(c, At::SINGLE, &user("ALICE"), (1, 600), address)
         .await
         .unwrap();
     assert!(

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::domain::VoteDirection;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 
 /// The article's `votes` and `downvotes`.
 async fn counts(conn: &mut Conn, id: ArticleId) -> (i64, i64) {
@@ -99,12 +99,12 @@ async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
     let once = limit(1, 60);
     let bob = user("bob");
     assert_eq!(
-        vote(c, id, &bob, VoteDirection::Up, once, false)
+        vote(c, (At::SINGLE, id), &bob, VoteDirection::Up, vote_gate("bob", once), false)
             .await
             .unwrap(),
         VoteReply::Changed
     );
-    match vote(c, id, &bob, VoteDirection::Down, once, false)
+    match vote(c, (At::SINGLE, id), &bob, VoteDirection::Down, vote_gate("bob", once), false)
         .await
         .unwrap()
     {

@@ -1,0 +1,154 @@
+//! The cluster layout's outbox: a vote or a post changes its poster's
+//! karma, which lives on the poster's shard, not the article's. The
+//! script queues the change in its own shard's `outbox` stream, in the
+//! same step as the vote; a drain applies the stream's entries to their
+//! shards and deletes them.
+//!
+//! Each entry is applied exactly once, whoever drains and however often:
+//! a target shard keeps the id of the last entry it applied from each
+//! source (`lua/apply_karma.lua`), and every drain reads the stream from
+//! its start, so a target always gets its entries in order. A server
+//! killed between the vote and the drain leaves the entry in the stream
+//! for the next drain: the one after the next write to that shard, or the
+//! periodic pass over every shard.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redis::Value;
+use tokio_util::task::AbortOnDropHandle;
+
+use super::keys::{self, Shard};
+use super::scripts;
+use super::{value_str, Store};
+use crate::domain::UserName;
+use crate::error::{AppError, AppResult};
+
+/// Entries read and applied per step of a drain.
+const STEP: usize = 256;
+
+/// How often every shard's outbox is drained, for entries that a killed
+/// server left behind.
+const PASS_EVERY: Duration = Duration::from_secs(1);
+
+/// One queued karma change: its stream id, member, delta and time.
+pub struct Entry {
+    pub id: String,
+    pub member: String,
+    pub delta: String,
+    pub at: String,
+}
+
+impl Store {
+    /// Drains `shard`'s outbox, one drain per shard at a time here. A
+    /// failure leaves the entries for a later drain: the write they came
+    /// from stands, and its answer does not change.
+    pub(crate) async fn apply_outbox(&self, shard: Shard) {
+        if !self.layout.is_cluster() {
+            return;
+        }
+        let _one = self.outbox[shard.0].lock().await;
+        if let Err(e) = self.drain(shard).await {
+            tracing::warn!(shard = shard.0, error = %e, "applying the outbox failed; retried later");
+        }
+    }
+
+    /// Drains every shard's outbox every second, for as long as the handle
+    /// lives (the cluster layout only).
+    pub fn start_outbox(&self) -> Option<AbortOnDropHandle<()>> {
+        if !self.layout.is_cluster() {
+            return None;
+        }
+        let store = self.clone();
+        Some(AbortOnDropHandle::new(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PASS_EVERY).await;
+                join_all(store.layout.shards().map(|s| store.apply_outbox(s))).await;
+            }
+        })))
+    }
+
+    async fn drain(&self, shard: Shard) -> AppResult<()> {
+        let outbox = self.layout.on(shard, keys::OUTBOX);
+        loop {
+            let mut conn = self.conn().await?;
+            let reply: Value = redis::cmd("XRANGE")
+                .arg(&outbox)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(STEP)
+                .query_async(&mut conn)
+                .await?;
+            let entries = read_entries(&reply)?;
+            if entries.is_empty() {
+                return Ok(());
+            }
+            let mut by_target: Vec<(Shard, Vec<&Entry>)> = Vec::new();
+            for entry in &entries {
+                let target = self.layout.of_user(&member_name(&entry.member));
+                match by_target.iter_mut().find(|(s, _)| *s == target) {
+                    Some((_, list)) => list.push(entry),
+                    None => by_target.push((target, vec![entry])),
+                }
+            }
+            let applied = by_target.iter().map(|(target, list)| {
+                let at = self.layout.at(*target);
+                async move {
+                    let mut conn = self.conn().await?;
+                    scripts::apply_karma(&mut conn, at, shard, list).await
+                }
+            });
+            for result in join_all(applied).await {
+                result?;
+            }
+            let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+            let _: u64 = redis::cmd("XDEL")
+                .arg(&outbox)
+                .arg(&ids)
+                .query_async(&mut conn)
+                .await?;
+            if entries.len() < STEP {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The name of a `user:<name>` member.
+fn member_name(member: &str) -> UserName {
+    let name = member.strip_prefix(keys::USER_PREFIX).unwrap_or(member);
+    UserName::from_stored(name.to_owned())
+}
+
+/// Reads `XRANGE`'s `[[id, [field, value, …]], …]`.
+fn read_entries(reply: &Value) -> AppResult<Vec<Entry>> {
+    let malformed = || AppError::Internal(format!("an outbox entry read as {reply:?}"));
+    let Value::Array(items) = reply else {
+        return Err(malformed());
+    };
+    items
+        .iter()
+        .map(|item| {
+            let Value::Array(pair) = item else {
+                return None;
+            };
+            let [id, Value::Array(fields)] = pair.as_slice() else {
+                return None;
+            };
+            let field = |name: &str| {
+                let at = fields
+                    .chunks_exact(2)
+                    .find(|kv| value_str(&kv[0]) == Some(name))?;
+                value_str(&at[1]).map(str::to_owned)
+            };
+            Some(Entry {
+                id: value_str(id)?.to_owned(),
+                member: field("member")?,
+                delta: field("delta")?,
+                at: field("at")?,
+            })
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(malformed)
+}
