@@ -300,17 +300,8 @@ impl Store {
     /// authenticated with it (see `crate::sessions`).
     pub async fn delete_session(&self, token_hash: &str) -> AppResult<bool> {
         let mut conn = self.conn().await?;
-        let (deleted,): (i64,) = redis::pipe()
-            .atomic()
-            .cmd("DEL")
-            .arg(self.session_key(token_hash))
-            .cmd("PUBLISH")
-            .arg(keys::SESSION_ENDED_CHANNEL)
-            .arg(token_hash)
-            .ignore()
-            .query_async(&mut conn)
-            .await
-            .map_err(AppError::of_write)?;
+        let key = self.session_key(token_hash);
+        let deleted = scripts::end_session(&mut conn, key, token_hash).await?;
         Ok(deleted == 1)
     }
 

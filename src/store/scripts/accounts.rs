@@ -126,6 +126,23 @@ pub async fn log_in(
     LOG_IN.call(&invocation, conn).await
 }
 
+// --- log out -------------------------------------------------------------
+
+/// Revokes a session and publishes its end, in one step.
+static END_SESSION: LazyLock<Lua<Counted>> =
+    LazyLock::new(|| Lua::write("end-session", &[include_str!("../lua/end_session.lua")]));
+
+/// Runs the end-session script on `session` (a placed key); 1 when a
+/// session was revoked.
+pub async fn end_session(conn: &mut Conn, session: String, token_hash: &str) -> AppResult<u64> {
+    let mut invocation = END_SESSION.invocation();
+    invocation
+        .key(session)
+        .arg(keys::SESSION_ENDED_CHANNEL)
+        .arg(token_hash);
+    Ok(END_SESSION.call(&invocation, conn).await?.0)
+}
+
 // --- the folded-name index ------------------------------------------------
 
 /// Indexes existing accounts by their folded names: each folded name goes

@@ -42,7 +42,7 @@ use crate::error::{AppError, AppResult};
 use crate::rate::RateLimit;
 
 pub use accounts::{
-    index_names, log_in, login_attempt, sign_up, LogInReply, LoginAttemptReply, SignUpReply,
+    end_session, index_names, log_in, login_attempt, sign_up, LogInReply, LoginAttemptReply, SignUpReply,
 };
 pub use derive::{
     derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,
@@ -232,7 +232,7 @@ pub struct Counted(pub u64);
 impl ScriptReply for Counted {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("pruned" | "indexed" | "counted" | "applied", [n]) => Some(Self(value_f64(n)? as u64)),
+            ("pruned" | "indexed" | "counted" | "applied" | "ended", [n]) => Some(Self(value_f64(n)? as u64)),
             _ => None,
         }
     }
