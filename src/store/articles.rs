@@ -5,8 +5,11 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::keys;
+use futures_util::future::try_join_all;
+
+use super::keys::{Layout, Shard};
+use super::shards::merge_ranked;
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
-use super::keys::Shard;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{
@@ -60,10 +63,17 @@ impl Viewer {
         }
     }
 
-    fn rate_key(&self) -> String {
+    /// Its view counter and that counter's shard.
+    fn rate_key(&self, layout: Layout) -> (Shard, String) {
         match self {
-            Viewer::User(caller) => keys::user_rate(caller.name.as_str(), RateAction::View),
-            Viewer::Client(addr) => keys::client_rate(*addr, RateAction::View),
+            Viewer::User(caller) => (
+                layout.of_user(&caller.name),
+                keys::user_rate(caller.name.as_str(), RateAction::View),
+            ),
+            Viewer::Client(addr) => (
+                layout.of_client(*addr),
+                keys::client_rate(*addr, RateAction::View),
+            ),
         }
     }
 
@@ -133,7 +143,11 @@ impl Store {
         let replies = self.scatter(reads.collect()).await?;
         let pages = replies.iter().map(|r| scored_pairs(r)).collect();
         let skip = (start - first).max(0) as usize;
-        Ok(super::shards::merge_ranked(pages, skip, (stop - first).max(0) as usize))
+        Ok(super::shards::merge_ranked(
+            pages,
+            skip,
+            (stop - first).max(0) as usize,
+        ))
     }
 
     /// One page of a group's ranking, built and cached as the book does. A
@@ -144,17 +158,22 @@ impl Store {
         ranking: Ranking,
         page: PageRequest,
     ) -> AppResult<Vec<Ranked>> {
-        let mut conn = self.conn().await?;
-        let members = scripts::group_page(
-            &mut conn,
-            group,
-            ranking,
-            page.range(),
-            self.group_scan_budget,
-        )
-        .await?;
+        // Each shard holds its articles' slice of the group and of the
+        // ranking; past the first rank, each slice answers from its top.
+        let (start, stop) = page.range();
+        let layout = self.layout;
+        let first = if layout.is_cluster() { 0 } else { start };
+        let budget = self.group_scan_budget;
+        let pages = layout.shards().map(|shard| async move {
+            let mut conn = self.conn().await?;
+            let at = layout.at(shard);
+            let page = scripts::group_page(&mut conn, at, group, ranking, (first, stop), budget);
+            Ok::<_, AppError>(page.await?.0)
+        });
+        let pages = try_join_all(pages).await?;
+        let skip = (start - first).max(0) as usize;
+        let members = merge_ranked(pages, skip, (stop - first).max(0) as usize);
         Ok(members
-            .0
             .iter()
             .filter_map(|(member, score)| {
                 let id = keys::article_id(member)?;
@@ -177,11 +196,14 @@ impl Store {
 
     /// Number of articles in a group.
     pub async fn group_count(&self, group: &GroupName) -> AppResult<u64> {
-        let mut conn = self.conn().await?;
-        Ok(redis::cmd("SCARD")
-            .arg(keys::group(group))
-            .query_async(&mut conn)
-            .await?)
+        let layout = self.layout;
+        let counts = layout.shards().map(|shard| {
+            let mut count = redis::cmd("SCARD");
+            count.arg(layout.on(shard, keys::group(group)));
+            (shard, count)
+        });
+        let counts = self.scatter(counts.collect()).await?;
+        Ok(counts.iter().filter_map(value_f64).sum::<f64>() as u64)
     }
 
     /// Loads many articles in one pipelined round trip, taking the scores
@@ -198,7 +220,8 @@ impl Store {
             return Ok(HashMap::new());
         }
         let layout = self.layout;
-        let members: Vec<(Shard, String)> = entries.iter().map(|&(id, _)| self.member(id)).collect();
+        let members: Vec<(Shard, String)> =
+            entries.iter().map(|&(id, _)| self.member(id)).collect();
         let mut reads = Vec::with_capacity(entries.len() * 2 + 1);
         for (&(_, score), (shard, member)) in entries.iter().zip(&members) {
             let mut hmget = redis::cmd("HMGET");
@@ -301,17 +324,15 @@ impl Store {
         limit: RateLimit,
         view_window_secs: u64,
     ) -> AppResult<ViewOutcome> {
+        let at = self.layout.at(self.layout.of_article(id));
+        let rate = match self.gate(viewer.rate_key(self.layout), at.shard, limit).await? {
+            Ok(rate) => rate,
+            Err(secs) => return Err(AppError::rate_limited(RateAction::View, viewer.scope(), secs)),
+        };
+        let moderates = matches!(viewer, Viewer::User(caller) if caller.role.moderates());
         let mut conn = self.conn().await?;
-        let reply = scripts::view(
-            &mut conn,
-            id,
-            viewer.member(),
-            viewer.rate_key(),
-            limit,
-            view_window_secs,
-            matches!(viewer, Viewer::User(caller) if caller.role.moderates()),
-        )
-        .await?;
+        let (member, window) = (viewer.member(), view_window_secs);
+        let reply = scripts::view(&mut conn, (at, id), member, rate, window, moderates).await?;
         match reply {
             ViewReply::Counted => Ok(ViewOutcome::Counted),
             ViewReply::Repeated => Ok(ViewOutcome::Repeated),
@@ -333,7 +354,10 @@ impl Store {
     ) -> AppResult<Vec<ArticleId>> {
         let key = keys::user_articles(name, Ranking::Time);
         let page = self.merged_page(&key, page).await?;
-        Ok(page.iter().filter_map(|(m, _)| keys::article_id(m)).collect())
+        Ok(page
+            .iter()
+            .filter_map(|(m, _)| keys::article_id(m))
+            .collect())
     }
 
     /// Posts an article atomically and returns its id (that of the first
@@ -409,10 +433,18 @@ impl Store {
         remove: &[GroupName],
         limit: RateLimit,
     ) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let (layout, name) = (self.layout, &caller.name);
+        let at = layout.at(layout.of_article(id));
+        let rate = self.user_gate(name, RateAction::SetGroups, at.shard, limit);
+        let rate = rate.await?;
         let moderates = caller.role.moderates();
-        let name = &caller.name;
-        match scripts::set_groups(&mut conn, id, name, add, remove, limit, moderates).await? {
+        let mut conn = self.conn().await?;
+        let groups = (add, remove);
+        let reply = scripts::set_groups(&mut conn, (at, id), name, groups, rate, moderates);
+        let reply = reply.await?;
+        drop(conn);
+        self.apply_outbox(at.shard).await;
+        match reply {
             SetGroupsReply::Done => Ok(()),
             SetGroupsReply::Limited { retry_after_secs } => {
                 Err(user_limited(RateAction::SetGroups, retry_after_secs))

@@ -5,6 +5,8 @@
 //! set-groups scripts. The book's code changes `group:<name>` sets without
 //! it, so the deriver follows them (see `deriver.rs`).
 
+use futures_util::future::try_join_all;
+
 use super::feeds::{cursor_fields, cursor_value, encode_cursor, malformed_cursor};
 use super::scripts;
 use super::Store;
@@ -71,10 +73,19 @@ impl Store {
         let after = after
             .zip(value.as_deref())
             .map(|(p, v)| (v, p.name.as_str()));
-        let mut conn = self.conn().await?;
-        let reply = scripts::directory(&mut conn, after, first).await?;
-        let mut entries: Vec<_> = reply
-            .members
+        // Each group's size is on its own shard: the slices' pages merge
+        // into the page of the whole, in the order one set keeps them.
+        let layout = self.layout;
+        let pages = layout.shards().map(|shard| async move {
+            let mut conn = self.conn().await?;
+            scripts::directory(&mut conn, layout.at(shard), after, first).await
+        });
+        let pages = try_join_all(pages).await?;
+        let total = pages.iter().map(|p| p.total).sum();
+        let mut members: Vec<(String, f64)> = pages.into_iter().flat_map(|p| p.members).collect();
+        members.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        members.truncate(first + 1);
+        let mut entries: Vec<_> = members
             .iter()
             .filter_map(|(name, value)| {
                 let name = GroupName::parse(name).ok()?;
@@ -91,7 +102,7 @@ impl Store {
         Ok(DirectoryPage {
             entries,
             has_next,
-            total: reply.total,
+            total,
         })
     }
 }

@@ -143,6 +143,11 @@ impl Layout {
         self.spread(digest(stem))
     }
 
+    /// A group's size in the directory lives on the group's shard.
+    pub fn of_group(self, name: &str) -> Shard {
+        self.spread(digest(name))
+    }
+
     pub fn of_client(self, addr: ClientAddr) -> Shard {
         self.spread(digest(&addr.to_string()))
     }
@@ -529,7 +534,11 @@ mod tests {
         for &b in tag.as_bytes() {
             crc ^= u16::from(b) << 8;
             for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
             }
         }
         crc % 16_384

@@ -1,8 +1,9 @@
 //! The cluster layout's outbox: a vote or a post changes its poster's
-//! karma, which lives on the poster's shard, not the article's. The
-//! script queues the change in its own shard's `outbox` stream, in the
-//! same step as the vote; a drain applies the stream's entries to their
-//! shards and deletes them.
+//! karma, which lives on the poster's shard, and a post or a change of
+//! groups changes group sizes, which live on each group's shard, not the
+//! article's. The script queues each change in its own shard's `outbox`
+//! stream, in the same step as the write; a drain applies the stream's
+//! entries to their shards and deletes them.
 //!
 //! Each entry is applied exactly once, whoever drains and however often:
 //! a target shard keeps the id of the last entry it applied from each
@@ -31,10 +32,12 @@ const STEP: usize = 256;
 /// server left behind.
 const PASS_EVERY: Duration = Duration::from_secs(1);
 
-/// One queued karma change: its stream id, member, delta and time.
+/// One queued change: its stream id, its kind (`karma` of a user's
+/// member, or the size of a `group`), whose, the delta and the time.
 pub struct Entry {
     pub id: String,
-    pub member: String,
+    pub kind: &'static str,
+    pub whose: String,
     pub delta: String,
     pub at: String,
 }
@@ -86,7 +89,10 @@ impl Store {
             }
             let mut by_target: Vec<(Shard, Vec<&Entry>)> = Vec::new();
             for entry in &entries {
-                let target = self.layout.of_user(&member_name(&entry.member));
+                let target = match entry.kind {
+                    "karma" => self.layout.of_user(&member_name(&entry.whose)),
+                    _ => self.layout.of_group(&entry.whose),
+                };
                 match by_target.iter_mut().find(|(s, _)| *s == target) {
                     Some((_, list)) => list.push(entry),
                     None => by_target.push((target, vec![entry])),
@@ -96,7 +102,7 @@ impl Store {
                 let at = self.layout.at(*target);
                 async move {
                     let mut conn = self.conn().await?;
-                    scripts::apply_karma(&mut conn, at, shard, list).await
+                    scripts::apply_outbox(&mut conn, at, shard, list).await
                 }
             });
             for result in join_all(applied).await {
@@ -142,11 +148,16 @@ fn read_entries(reply: &Value) -> AppResult<Vec<Entry>> {
                     .find(|kv| value_str(&kv[0]) == Some(name))?;
                 value_str(&at[1]).map(str::to_owned)
             };
+            let (kind, whose) = match field("member") {
+                Some(member) => ("karma", member),
+                None => ("group", field("group")?),
+            };
             Some(Entry {
                 id: value_str(id)?.to_owned(),
-                member: field("member")?,
+                kind,
+                whose,
                 delta: field("delta")?,
-                at: field("at")?,
+                at: field("at").unwrap_or_default(),
             })
         })
         .collect::<Option<_>>()

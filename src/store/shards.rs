@@ -7,11 +7,11 @@ use futures_util::future::try_join_all;
 use redis::{Cmd, Value};
 
 use super::keys::{self, Shard};
-use crate::domain::UserName;
-use crate::rate::{RateAction, RateScope};
 use super::Store;
+use crate::domain::UserName;
 use crate::error::{AppError, AppResult};
 use crate::rate::RateLimit;
+use crate::rate::{RateAction, RateScope};
 
 /// A rate limit as a script is given it: its counter and limit, or a
 /// count of 0 when the call was counted already (see [`Store::gate`]).
@@ -97,7 +97,10 @@ impl Store {
         shard: Shard,
         limit: RateLimit,
     ) -> AppResult<Gate> {
-        let counter = (self.layout.of_user(user), keys::user_rate(user.as_str(), action));
+        let counter = (
+            self.layout.of_user(user),
+            keys::user_rate(user.as_str(), action),
+        );
         self.gate(counter, shard, limit)
             .await?
             .map_err(|secs| AppError::rate_limited(action, RateScope::User, secs))
@@ -113,7 +116,11 @@ pub fn merge_ranked(
     stop: usize,
 ) -> Vec<(String, f64)> {
     // Members are compared without their shard's tag: as one set holds them.
-    let untagged = |m: &str| -> usize { m.strip_prefix('{').and_then(|r| r.find('}')).map_or(0, |at| at + 2) };
+    let untagged = |m: &str| -> usize {
+        m.strip_prefix('{')
+            .and_then(|r| r.find('}'))
+            .map_or(0, |at| at + 2)
+    };
     let mut all: Vec<(String, f64)> = pages.into_iter().flatten().collect();
     all.sort_by(|a, b| {
         let (a_key, b_key) = (&a.0[untagged(&a.0)..], &b.0[untagged(&b.0)..]);

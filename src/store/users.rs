@@ -198,7 +198,13 @@ impl Store {
             .await?
         {
             Ok(gate) => gate,
-            Err(secs) => return Err(AppError::rate_limited(RateAction::LogIn, RateScope::Address, secs)),
+            Err(secs) => {
+                return Err(AppError::rate_limited(
+                    RateAction::LogIn,
+                    RateScope::Address,
+                    secs,
+                ))
+            }
         };
         let name_limit = (name_limit.attempts, name_limit.window_secs);
         let mut conn = self.conn().await?;
@@ -317,7 +323,9 @@ impl Store {
             (self.layout.of_session(hash), get)
         });
         let replies = self.scatter(gets.collect()).await?;
-        let values = replies.iter().map(|v| super::value_str(v).map(str::to_owned));
+        let values = replies
+            .iter()
+            .map(|v| super::value_str(v).map(str::to_owned));
         Ok(token_hashes
             .iter()
             .zip(values)
@@ -440,14 +448,21 @@ impl Store {
         let mut above = Vec::new();
         for (name, pair) in names.iter().zip(replies.chunks_exact(2)) {
             let own = layout.of_user(&UserName::from_stored(name.clone()));
-            let Some(score) = value_f64(&pair[0]) else { continue };
+            let Some(score) = value_f64(&pair[0]) else {
+                continue;
+            };
             for shard in layout.shards().filter(|&s| s != own) {
                 let mut count = redis::cmd("ZCOUNT");
-                count.arg(layout.on(shard, keys::KARMA)).arg(format!("({score}")).arg("+inf");
+                count
+                    .arg(layout.on(shard, keys::KARMA))
+                    .arg(format!("({score}"))
+                    .arg("+inf");
                 above.push((name, (shard, count)));
             }
         }
-        let counts = self.scatter(above.iter().map(|(_, c)| c.clone()).collect()).await?;
+        let counts = self
+            .scatter(above.iter().map(|(_, c)| c.clone()).collect())
+            .await?;
         let mut out: HashMap<String, Standing> = HashMap::with_capacity(names.len());
         for (name, pair) in names.iter().zip(replies.chunks_exact(2)) {
             out.insert(

@@ -1,6 +1,7 @@
 -- Posts an article (see scripts/post.rs). Needs karma, rate_limit,
--- group_list, index_time and vote_index. KEYS[5] is karma: or, in the
--- cluster layout, the shard's outbox. KEYS[11..15] are the site's
+-- group_list, group_sizes, index_time and vote_index. KEYS[5] and KEYS[21]
+-- are karma: and the group directory or, in the cluster layout, the
+-- shard's outbox. KEYS[11..15] are the site's
 -- net-vote rankings, [16..20] the poster's (a cache: written only when it
 -- exists), then per_group keys per group named (see group_keys in
 -- scripts/mod.rs).
@@ -61,7 +62,7 @@ for k = 16, 20 do
 end
 for i = first_group, #ARGV do
   local g, k = ARGV[i], first_group_key + per_group * (i - first_group)
-  if redis.call('SADD', KEYS[k], article) == 1 then redis.call('ZINCRBY', directory, -1, g) end
+  if redis.call('SADD', KEYS[k], article) == 1 then resize_group(directory, g, 1, via_outbox) end
   redis.call('SADD', groups_key, g)
   redis.call('SADD', KEYS[k + per_group - 1], article)
   if redis.call('EXISTS', KEYS[k + 1]) == 1 then redis.call('ZADD', KEYS[k + 1], score, article) end

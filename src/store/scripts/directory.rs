@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use super::feeds::FeedReply;
 use super::{Lua, MAX_TIES};
 use crate::error::AppResult;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 use crate::store::Conn;
 
 /// A page of the group directory after a position (minus the size, and
@@ -16,12 +16,13 @@ static DIRECTORY: LazyLock<Lua<FeedReply>> =
 
 pub async fn directory(
     conn: &mut Conn,
+    at: At,
     after: Option<(&str, &str)>,
     first: usize,
 ) -> AppResult<FeedReply> {
     let mut invocation = DIRECTORY.invocation();
     invocation
-        .key(keys::GROUPS_BY_SIZE)
+        .key(at.key(keys::GROUPS_BY_SIZE))
         .arg(first)
         .arg(MAX_TIES);
     if let Some((value, name)) = after {

@@ -5,14 +5,14 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::library::{GROUP_LIST, RATE_LIMIT};
-use super::{group_keys, seconds, status, Lua, ScoredMembers, ScriptReply, GROUP_KEYS};
+use super::library::{GROUP_LIST, GROUP_SIZES, RATE_LIMIT};
+use super::{group_keys, or_outbox, via_outbox};
+use super::{seconds, status, Lua, ScoredMembers, ScriptReply, GROUP_KEYS};
 use crate::domain::{ArticleId, GroupName, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
-use crate::rate::RateAction;
-use crate::rate::RateLimit;
 use crate::store::keys::{self, At};
+use crate::store::shards::Gate;
 use crate::store::Conn;
 
 // --- set groups ---------------------------------------------------------
@@ -59,6 +59,7 @@ static SET_GROUPS: LazyLock<Lua<SetGroupsReply>> = LazyLock::new(|| {
         &[
             RATE_LIMIT,
             GROUP_LIST,
+            GROUP_SIZES,
             include_str!("../lua/set_groups.lua"),
         ],
     )
@@ -68,32 +69,32 @@ static SET_GROUPS: LazyLock<Lua<SetGroupsReply>> = LazyLock::new(|| {
 /// window.
 pub async fn set_groups(
     conn: &mut Conn,
-    id: ArticleId,
+    (at, id): (At, ArticleId),
     caller: &UserName,
-    add: &[GroupName],
-    remove: &[GroupName],
-    limit: RateLimit,
+    (add, remove): (&[GroupName], &[GroupName]),
+    rate: Gate,
     moderates: bool,
 ) -> AppResult<SetGroupsReply> {
     let mut invocation = SET_GROUPS.invocation();
     invocation
-        .key(keys::user_rate(caller.as_str(), RateAction::SetGroups))
-        .key(keys::article(id))
-        .key(keys::article_groups(id))
-        .key(keys::SCORE)
-        .key(keys::TIME)
-        .key(keys::top(Period::All))
-        .key(keys::GROUPS_BY_SIZE)
+        .key(rate.key)
+        .key(at.key(keys::article(id)))
+        .key(at.key(keys::article_groups(id)))
+        .key(at.key(keys::SCORE))
+        .key(at.key(keys::TIME))
+        .key(at.key(keys::top(Period::All)))
+        .key(at.key(or_outbox(at, keys::GROUPS_BY_SIZE)))
         .arg(keys::member(caller))
         .arg(add.len())
-        .arg(limit.count())
-        .arg(limit.window_secs())
+        .arg(rate.count)
+        .arg(rate.window_secs)
         .arg(keys::USER_PREFIX)
         .arg(GroupName::MAX_PER_ARTICLE)
         .arg(GROUP_KEYS)
-        .arg(if moderates { "1" } else { "" });
+        .arg(if moderates { "1" } else { "" })
+        .arg(via_outbox(at));
     for g in add.iter().chain(remove) {
-        group_keys(&mut invocation, At::SINGLE, g);
+        group_keys(&mut invocation, at, g);
         invocation.arg(g.as_str());
     }
     SET_GROUPS.call(&invocation, conn).await
@@ -121,6 +122,7 @@ static GROUP_PAGE: LazyLock<Lua<ScoredMembers>> =
 /// `budget` membership checks before building the cached ranking.
 pub async fn group_page(
     conn: &mut Conn,
+    at: At,
     group: &GroupName,
     ranking: Ranking,
     (start, stop): (isize, isize),
@@ -128,9 +130,9 @@ pub async fn group_page(
 ) -> AppResult<ScoredMembers> {
     let mut invocation = GROUP_PAGE.invocation();
     invocation
-        .key(keys::group(group))
-        .key(keys::ranking_key(ranking))
-        .key(keys::group_ranking(group, ranking))
+        .key(at.key(keys::group(group)))
+        .key(at.key(keys::ranking_key(ranking)))
+        .key(at.key(keys::group_ranking(group, ranking)))
         .arg(start)
         .arg(stop)
         .arg(budget)

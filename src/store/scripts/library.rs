@@ -5,6 +5,7 @@
 pub(super) const KARMA: &str = include_str!("../lua/lib/karma.lua");
 pub(super) const RATE_LIMIT: &str = include_str!("../lua/lib/rate_limit.lua");
 pub(super) const GROUP_LIST: &str = include_str!("../lua/lib/group_list.lua");
+pub(super) const GROUP_SIZES: &str = include_str!("../lua/lib/group_sizes.lua");
 pub(super) const INDEX_TIME: &str = include_str!("../lua/lib/index_time.lua");
 /// Needs index_time.
 pub(super) const VOTE_INDEX: &str = include_str!("../lua/lib/vote_index.lua");

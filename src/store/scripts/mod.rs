@@ -42,7 +42,8 @@ use crate::error::{AppError, AppResult};
 use crate::rate::RateLimit;
 
 pub use accounts::{
-    end_session, index_names, log_in, login_attempt, sign_up, LogInReply, LoginAttemptReply, SignUpReply,
+    end_session, index_names, log_in, login_attempt, sign_up, LogInReply, LoginAttemptReply,
+    SignUpReply,
 };
 pub use derive::{
     derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,
@@ -182,30 +183,36 @@ pub async fn count_rate(conn: &mut Conn, key: String, limit: RateLimit) -> AppRe
     Ok(COUNT_RATE.call(&invocation, conn).await?.0)
 }
 
-/// Applies karma changes queued in `source`'s outbox on shard `at`
-/// (see `outbox.rs`).
-static APPLY_KARMA: LazyLock<Lua<Counted>> = LazyLock::new(|| {
+/// Applies changes queued in `source`'s outbox on shard `at` (see
+/// `outbox.rs`).
+static APPLY_OUTBOX: LazyLock<Lua<Counted>> = LazyLock::new(|| {
     Lua::write(
-        "apply-karma",
-        &[library::KARMA, include_str!("../lua/apply_karma.lua")],
+        "apply-outbox",
+        &[
+            library::KARMA,
+            library::GROUP_SIZES,
+            include_str!("../lua/apply_outbox.lua"),
+        ],
     )
 });
 
-pub async fn apply_karma(
+pub async fn apply_outbox(
     conn: &mut Conn,
     at: At,
     source: keys::Shard,
     entries: &[&crate::store::outbox::Entry],
 ) -> AppResult<u64> {
-    let mut invocation = APPLY_KARMA.invocation();
+    let mut invocation = APPLY_OUTBOX.invocation();
     invocation
         .key(at.key(keys::KARMA))
+        .key(at.key(keys::GROUPS_BY_SIZE))
         .key(at.key(keys::OUTBOX_APPLIED))
         .arg(source.0);
     for e in entries {
-        invocation.arg(&e.id).arg(&e.member).arg(&e.delta).arg(&e.at);
+        invocation.arg(&e.id).arg(e.kind).arg(&e.whose).arg(&e.delta);
+        invocation.arg(&e.at);
     }
-    Ok(APPLY_KARMA.call(&invocation, conn).await?.0)
+    Ok(APPLY_OUTBOX.call(&invocation, conn).await?.0)
 }
 
 /// Splits `{status, values…}`.
@@ -232,7 +239,9 @@ pub struct Counted(pub u64);
 impl ScriptReply for Counted {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("pruned" | "indexed" | "counted" | "applied" | "ended", [n]) => Some(Self(value_f64(n)? as u64)),
+            ("pruned" | "indexed" | "counted" | "applied" | "ended", [n]) => {
+                Some(Self(value_f64(n)? as u64))
+            }
             _ => None,
         }
     }
@@ -275,13 +284,18 @@ fn group_keys(invocation: &mut ScriptInvocation<'_>, at: At, group: &GroupName) 
     invocation.key(at.key(keys::group_indexed(group)));
 }
 
-/// Where a script on `at` puts karma: `karma:` itself on one primary; in
-/// the cluster layout, the shard's outbox, for the poster's shard.
-fn karma_or_outbox(at: At) -> &'static str {
+/// Where a script on `at` puts a change that belongs to another shard
+/// (`key`: `karma:`, the group directory): `key` itself on one primary;
+/// in the cluster layout, the shard's outbox (see `outbox.rs`).
+fn or_outbox(at: At, key: &'static str) -> &'static str {
     match at.layout.is_cluster() {
         true => keys::OUTBOX,
-        false => keys::KARMA,
+        false => key,
     }
+}
+
+fn karma_or_outbox(at: At) -> &'static str {
+    or_outbox(at, keys::KARMA)
 }
 
 fn via_outbox(at: At) -> &'static str {

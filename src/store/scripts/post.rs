@@ -5,12 +5,12 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::library::{GROUP_LIST, INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
+use super::library::{GROUP_LIST, GROUP_SIZES, INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS};
+use super::{karma_or_outbox, or_outbox, via_outbox};
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
-use super::{karma_or_outbox, via_outbox};
 use crate::store::keys::{self, At};
 use crate::store::shards::Gate;
 use crate::store::{value_f64, value_str, Conn};
@@ -54,6 +54,7 @@ static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
             KARMA,
             RATE_LIMIT,
             GROUP_LIST,
+            GROUP_SIZES,
             INDEX_TIME,
             VOTE_INDEX,
             include_str!("../lua/post.lua"),
@@ -89,7 +90,7 @@ pub async fn post(
         invocation.key(at.key(keys::user_top(name, period)));
     }
     invocation
-        .key(at.key(keys::GROUPS_BY_SIZE))
+        .key(at.key(or_outbox(at, keys::GROUPS_BY_SIZE)))
         .key(at.key(keys::user_posted(name, link)))
         .arg(keys::member(poster))
         .arg(title)

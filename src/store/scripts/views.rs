@@ -9,8 +9,8 @@ use super::library::RATE_LIMIT;
 use super::{seconds, status, Lua, ScriptReply};
 use crate::domain::ArticleId;
 use crate::error::AppResult;
-use crate::rate::RateLimit;
-use crate::store::keys;
+use crate::store::keys::{self, At};
+use crate::store::shards::Gate;
 use crate::store::Conn;
 
 /// What the view script answered.
@@ -53,21 +53,20 @@ static VIEW: LazyLock<Lua<ViewReply>> =
 /// counted against `rate_key`'s `limit`.
 pub async fn view(
     conn: &mut Conn,
-    id: ArticleId,
+    (at, id): (At, ArticleId),
     viewer: String,
-    rate_key: String,
-    limit: RateLimit,
+    rate: Gate,
     view_window_secs: u64,
     moderates: bool,
 ) -> AppResult<ViewReply> {
     let mut invocation = VIEW.invocation();
     invocation
-        .key(rate_key)
-        .key(keys::article_viewers(id))
-        .key(keys::article(id))
+        .key(rate.key)
+        .key(at.key(keys::article_viewers(id)))
+        .key(at.key(keys::article(id)))
         .arg(viewer)
-        .arg(limit.count())
-        .arg(limit.window_secs())
+        .arg(rate.count)
+        .arg(rate.window_secs)
         .arg(view_window_secs)
         .arg(if moderates { "1" } else { "" });
     VIEW.call(&invocation, conn).await

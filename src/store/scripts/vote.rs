@@ -7,12 +7,12 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::library::{INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
+use super::{karma_or_outbox, via_outbox};
 use super::{seconds, status, top_keys, Lua, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
-use super::{karma_or_outbox, via_outbox};
 use crate::store::keys::{self, At};
 use crate::store::shards::Gate;
 use crate::store::Conn;

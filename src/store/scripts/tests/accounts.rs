@@ -11,8 +11,15 @@ const RATE: &str = "client:10.0.0.1:rate:sign-up";
 
 async fn sign_up_as(c: &mut Conn, name: &str, token: &str, limit: RateLimit) -> SignUpReply {
     let account = (&user(name), "$argon2id$hash");
-    sign_up(c, At::SINGLE, account, 1_700_000_000, token, gate(RATE, limit))
-        .await
+    sign_up(
+        c,
+        At::SINGLE,
+        account,
+        1_700_000_000,
+        token,
+        gate(RATE, limit),
+    )
+    .await
     .expect("the sign-up script runs")
 }
 

@@ -31,7 +31,9 @@ async fn pages_follow_a_rank_then_a_position() {
         posted(c, "alice", stem, &[]).await;
     }
     let by_time = source(keys::TIME);
-    let first = feed(c, At::SINGLE, &by_time, Start::Rank(0), 2).await.unwrap();
+    let first = feed(c, At::SINGLE, &by_time, Start::Rank(0), 2)
+        .await
+        .unwrap();
     assert_eq!(first.total, 5);
     assert_eq!(
         names(&first),
@@ -47,7 +49,9 @@ async fn pages_follow_a_rank_then_a_position() {
     };
     let next = feed(c, At::SINGLE, &by_time, after, 2).await.unwrap();
     assert_eq!(names(&next), ["article:3", "article:2", "article:1"]);
-    let last = feed(c, At::SINGLE, &by_time, Start::Rank(3), 2).await.unwrap();
+    let last = feed(c, At::SINGLE, &by_time, Start::Rank(3), 2)
+        .await
+        .unwrap();
     assert_eq!(names(&last), ["article:2", "article:1"]);
 }
 
@@ -118,7 +122,9 @@ async fn a_missing_cached_ranking_is_built_first() {
         min_time: 0,
         marker: None,
     };
-    let page = feed(c, At::SINGLE, &built, Start::Rank(0), 10).await.unwrap();
+    let page = feed(c, At::SINGLE, &built, Start::Rank(0), 10)
+        .await
+        .unwrap();
     assert_eq!(page.total, 2);
     assert_eq!(names(&page), ["article:3", "article:1"]);
     let time: f64 = q(c, cmd("ZSCORE").arg(keys::TIME).arg("article:3")).await;
@@ -142,12 +148,16 @@ async fn building_a_top_ranking_sets_its_owners_marker() {
         min_time: 0,
         marker: Some(marker.clone()),
     };
-    let page = feed(c, At::SINGLE, &week, Start::Rank(0), 10).await.unwrap();
+    let page = feed(c, At::SINGLE, &week, Start::Rank(0), 10)
+        .await
+        .unwrap();
     assert_eq!(names(&page), ["article:1"]);
     let ttl: i64 = q(c, cmd("TTL").arg(&marker)).await;
     assert!(ttl > 0 && ttl <= keys::GROUP_CACHE_SECS as i64, "{ttl}");
     let () = q(c, cmd("DEL").arg(&marker)).await;
-    feed(c, At::SINGLE, &week, Start::Rank(0), 10).await.unwrap();
+    feed(c, At::SINGLE, &week, Start::Rank(0), 10)
+        .await
+        .unwrap();
     let set: bool = q(c, cmd("EXISTS").arg(&marker)).await;
     assert!(!set, "a ranking already built sets nothing");
 }
@@ -176,9 +186,13 @@ async fn net_vote_pages_skip_articles_older_than_the_period() {
         min_time: (now - 86_400.0) as u64,
         marker: None,
     };
-    let page = feed(c, At::SINGLE, &recent, Start::Rank(0), 10).await.unwrap();
+    let page = feed(c, At::SINGLE, &recent, Start::Rank(0), 10)
+        .await
+        .unwrap();
     assert_eq!(page.total, 2);
     assert_eq!(names(&page), ["article:2"]);
-    let all = feed(c, At::SINGLE, &source(&day), Start::Rank(0), 10).await.unwrap();
+    let all = feed(c, At::SINGLE, &source(&day), Start::Rank(0), 10)
+        .await
+        .unwrap();
     assert_eq!(names(&all), ["article:1", "article:2"]);
 }

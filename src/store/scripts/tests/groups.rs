@@ -3,7 +3,7 @@
 //! a deep one built and cached).
 
 use super::*;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 
 async fn set(
     conn: &mut Conn,
@@ -12,16 +12,10 @@ async fn set(
     add: &[&str],
     remove: &[&str],
 ) -> SetGroupsReply {
-    set_groups(
-        conn,
-        id,
-        &user(caller),
-        &groups(add),
-        &groups(remove),
-        unlimited(),
-        false,
-    )
-    .await
+    let rate = gate(keys::user_rate(caller, crate::rate::RateAction::SetGroups), unlimited());
+    let (add, remove) = (groups(add), groups(remove));
+    set_groups(conn, (At::SINGLE, id), &user(caller), (&add, &remove), rate, false)
+        .await
     .expect("the set-groups script runs")
 }
 
@@ -139,11 +133,12 @@ async fn only_the_poster_changes_an_articles_groups() {
     .await;
     let once = limit(1, 60);
     let alice = user("alice");
-    let reply = set_groups(c, id, &alice, &groups(&["b"]), &[], once, false)
+    let rate = || gate(keys::user_rate("alice", crate::rate::RateAction::SetGroups), once);
+    let reply = set_groups(c, (At::SINGLE, id), &alice, (&groups(&["b"]), &[]), rate(), false)
         .await
         .unwrap();
     assert_eq!(reply, SetGroupsReply::Done);
-    match set_groups(c, id, &alice, &groups(&["c"]), &[], once, false)
+    match set_groups(c, (At::SINGLE, id), &alice, (&groups(&["c"]), &[]), rate(), false)
         .await
         .unwrap()
     {
@@ -164,7 +159,7 @@ async fn four_articles(c: &mut Conn) {
 }
 
 async fn page(c: &mut Conn, ranks: (isize, isize), budget: u32) -> Vec<String> {
-    let members = group_page(c, &group("g"), Ranking::Score, ranks, budget)
+    let members = group_page(c, At::SINGLE, &group("g"), Ranking::Score, ranks, budget)
         .await
         .unwrap();
     let mut names = Vec::new();
@@ -188,7 +183,7 @@ async fn a_shallow_group_page_walks_the_ranking_without_caching() {
     assert_eq!(page(c, (1, 2), 5000).await, ["article:3", "article:1"]);
     assert_eq!(page(c, (3, 5), 5000).await, Vec::<String>::new());
     assert!(!exists(c, &keys::group_ranking(&group("g"), Ranking::Score)).await);
-    let empty = group_page(c, &group("none"), Ranking::Score, (0, 9), 5000)
+    let empty = group_page(c, At::SINGLE, &group("none"), Ranking::Score, (0, 9), 5000)
         .await
         .unwrap();
     assert_eq!(empty, ScoredMembers(vec![]));
@@ -205,7 +200,7 @@ async fn past_the_budget_the_group_ranking_is_built_and_cached() {
     assert!(ttl > 0 && ttl <= keys::GROUP_CACHE_SECS as i64, "{ttl}");
     // The cache answers from now on, whatever the budget.
     let () = q(c, cmd("ZREM").arg(&cached).arg("article:4")).await;
-    let members = group_page(c, &group("g"), Ranking::Score, (0, 0), 5000)
+    let members = group_page(c, At::SINGLE, &group("g"), Ranking::Score, (0, 0), 5000)
         .await
         .unwrap();
     assert_eq!(members.0[0].0, "article:3");

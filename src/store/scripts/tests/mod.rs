@@ -118,7 +118,10 @@ pub(super) fn unlimited() -> RateLimit {
 /// Posts within no limit, reposts included.
 /// `poster`'s post rate counter, on one primary, within no limit.
 pub(super) fn post_gate(poster: &str) -> crate::store::shards::Gate {
-    gate(keys::user_rate(poster, crate::rate::RateAction::Post), unlimited())
+    gate(
+        keys::user_rate(poster, crate::rate::RateAction::Post),
+        unlimited(),
+    )
 }
 
 /// A script's own rate limit on `key` (one primary: counted in the script).
@@ -166,8 +169,15 @@ pub(super) async fn posted(
     let stem = slug(stem);
     let text = ("A title", "https://example.com/", &stem);
     let rate = (post_gate(poster), 0);
-    let reply = post(conn, (At::SINGLE, 1), &user(poster), text, &groups(in_groups), rate)
-        .await
+    let reply = post(
+        conn,
+        (At::SINGLE, 1),
+        &user(poster),
+        text,
+        &groups(in_groups),
+        rate,
+    )
+    .await
     .expect("the post script runs");
     match reply {
         PostReply::Posted { id, slug } => (id, slug),
@@ -269,7 +279,7 @@ async fn writes_wait_for_replicas_and_load_a_flushed_script_again() {
     let ids: u64 = q(c, cmd("GET").arg(crate::store::keys::ARTICLE_IDS)).await;
     assert_eq!(ids, 2);
     let () = q(c, cmd("SCRIPT").arg("FLUSH")).await;
-    let page = group_page(c, &group("none"), Ranking::Score, (0, 9), 10).await;
+    let page = group_page(c, At::SINGLE, &group("none"), Ranking::Score, (0, 9), 10).await;
     assert_eq!(page.unwrap(), ScoredMembers(vec![]));
 }
 

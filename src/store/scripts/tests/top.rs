@@ -25,11 +25,26 @@ async fn pruning_removes_articles_too_old_for_the_period_and_resumes() {
         let () = q(c, cmd("ZADD").arg(keys::TIME).arg(t).arg(m)).await;
         let () = q(c, cmd("ZADD").arg(&day).arg(t).arg(m)).await;
     }
-    assert_eq!(prune_top(c, At::SINGLE, Period::Day, 2500, 1).await.unwrap(), 1);
+    assert_eq!(
+        prune_top(c, At::SINGLE, Period::Day, 2500, 1)
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(mark(c).await.as_deref(), Some("1000"));
-    assert_eq!(prune_top(c, At::SINGLE, Period::Day, 2500, 1).await.unwrap(), 1);
+    assert_eq!(
+        prune_top(c, At::SINGLE, Period::Day, 2500, 1)
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(mark(c).await.as_deref(), Some("2000"));
-    assert_eq!(prune_top(c, At::SINGLE, Period::Day, 2500, 1).await.unwrap(), 0);
+    assert_eq!(
+        prune_top(c, At::SINGLE, Period::Day, 2500, 1)
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(mark(c).await.as_deref(), Some("2500"));
     assert_eq!(zset(c, &day).await, [("article:3".to_owned(), 3000.0)]);
     // The other periods are untouched.

@@ -2,13 +2,13 @@
 //! through the API, `rate_limits.rs`).
 
 use super::*;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 
 const WINDOW: u64 = 3600;
 
 async fn view_as(c: &mut Conn, id: ArticleId, viewer: &str, limit: RateLimit) -> ViewReply {
     let rate = format!("{viewer}:rate:view");
-    view(c, id, viewer.to_owned(), rate, limit, WINDOW, false)
+    view(c, (At::SINGLE, id), viewer.to_owned(), gate(rate, limit), WINDOW, false)
         .await
         .expect("the view script runs")
 }

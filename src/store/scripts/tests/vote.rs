@@ -99,14 +99,28 @@ async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
     let once = limit(1, 60);
     let bob = user("bob");
     assert_eq!(
-        vote(c, (At::SINGLE, id), &bob, VoteDirection::Up, vote_gate("bob", once), false)
-            .await
-            .unwrap(),
+        vote(
+            c,
+            (At::SINGLE, id),
+            &bob,
+            VoteDirection::Up,
+            vote_gate("bob", once),
+            false
+        )
+        .await
+        .unwrap(),
         VoteReply::Changed
     );
-    match vote(c, (At::SINGLE, id), &bob, VoteDirection::Down, vote_gate("bob", once), false)
-        .await
-        .unwrap()
+    match vote(
+        c,
+        (At::SINGLE, id),
+        &bob,
+        VoteDirection::Down,
+        vote_gate("bob", once),
+        false,
+    )
+    .await
+    .unwrap()
     {
         VoteReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
         other => panic!("{other:?}"),
