@@ -8,8 +8,8 @@ use super::keys;
 use futures_util::future::try_join_all;
 
 use super::keys::{Layout, Shard};
-use super::shards::merge_ranked;
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
+use super::shards::merge_ranked;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{
@@ -300,18 +300,60 @@ impl Store {
         slug: &Slug,
         limit: RateLimit,
     ) -> AppResult<()> {
-        let mut conn = self.conn().await?;
+        let (layout, name) = (self.layout, &caller.name);
+        let at = layout.at(layout.of_article(id));
+        let rate = self.user_gate(name, RateAction::RenameSlug, at.shard, limit);
+        let rate = rate.await?;
+        // In the cluster layout the new slug is claimed on its own shard
+        // first, and freed again if the article refuses it.
+        let claim = layout.on(layout.of_slug(slug.as_str()), keys::SLUGS);
+        let claimed = layout.is_cluster() && self.claim_slug(&claim, slug, id).await?;
         let moderates = caller.role.moderates();
-        match scripts::rename_slug(&mut conn, id, &caller.name, slug, limit, moderates).await? {
-            RenameSlugReply::Renamed => Ok(()),
-            RenameSlugReply::Limited { retry_after_secs } => {
-                Err(user_limited(RateAction::RenameSlug, retry_after_secs))
+        let mut conn = self.conn().await?;
+        let reply = scripts::rename_slug(&mut conn, (at, id), name, slug, rate, moderates).await;
+        let old = match reply {
+            Ok(RenameSlugReply::Renamed(old)) => old,
+            refused => {
+                if claimed {
+                    scripts::free_slug(&mut conn, claim, slug.as_str(), id).await?;
+                }
+                return Err(match refused? {
+                    RenameSlugReply::Limited { retry_after_secs } => {
+                        user_limited(RateAction::RenameSlug, retry_after_secs)
+                    }
+                    RenameSlugReply::Forbidden => {
+                        AppError::Forbidden("only the poster of an article can rename its slug")
+                    }
+                    RenameSlugReply::Taken => AppError::SlugTaken(slug.as_str().to_owned()),
+                    _ => not_found(id),
+                });
             }
-            RenameSlugReply::Missing => Err(not_found(id)),
-            RenameSlugReply::Forbidden => Err(AppError::Forbidden(
-                "only the poster of an article can rename its slug",
-            )),
-            RenameSlugReply::Taken => Err(AppError::SlugTaken(slug.as_str().to_owned())),
+        };
+        if let Some(old) = old.filter(|old| !old.is_empty() && old != slug.as_str()) {
+            let index = layout.on(layout.of_slug(&old), keys::SLUGS);
+            scripts::free_slug(&mut conn, index, &old, id).await?;
+        }
+        Ok(())
+    }
+
+    /// Reserves `slug` for `id` in its shard's index; false when the
+    /// article had it already, SLUG_TAKEN when another has it.
+    async fn claim_slug(&self, index: &str, slug: &Slug, id: ArticleId) -> AppResult<bool> {
+        let mut conn = self.conn().await?;
+        let (claimed, owner): (bool, Option<u64>) = redis::pipe()
+            .cmd("HSETNX")
+            .arg(index)
+            .arg(slug.as_str())
+            .arg(id.0)
+            .cmd("HGET")
+            .arg(index)
+            .arg(slug.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(AppError::of_write)?;
+        match owner {
+            Some(owner) if owner != id.0 => Err(AppError::SlugTaken(slug.as_str().to_owned())),
+            _ => Ok(claimed),
         }
     }
 
@@ -325,9 +367,18 @@ impl Store {
         view_window_secs: u64,
     ) -> AppResult<ViewOutcome> {
         let at = self.layout.at(self.layout.of_article(id));
-        let rate = match self.gate(viewer.rate_key(self.layout), at.shard, limit).await? {
+        let rate = match self
+            .gate(viewer.rate_key(self.layout), at.shard, limit)
+            .await?
+        {
             Ok(rate) => rate,
-            Err(secs) => return Err(AppError::rate_limited(RateAction::View, viewer.scope(), secs)),
+            Err(secs) => {
+                return Err(AppError::rate_limited(
+                    RateAction::View,
+                    viewer.scope(),
+                    secs,
+                ))
+            }
         };
         let moderates = matches!(viewer, Viewer::User(caller) if caller.role.moderates());
         let mut conn = self.conn().await?;

@@ -18,8 +18,9 @@ impl Store {
     /// The text registered under `sha256_hex`, if any (one GET).
     pub async fn persisted_document(&self, sha256_hex: &str) -> AppResult<Option<String>> {
         let mut conn = self.conn().await?;
+        let at = self.layout.at(self.layout.site());
         let text: Option<String> = redis::cmd("GET")
-            .arg(keys::document(sha256_hex))
+            .arg(at.key(keys::document(sha256_hex)))
             .query_async(&mut conn)
             .await?;
         Ok(text)
@@ -37,9 +38,13 @@ impl Store {
         limits: RegisterLimits,
     ) -> AppResult<()> {
         let mut conn = self.conn().await?;
+        // Documents, their index and both counters are the site's: the
+        // address' counter is read by this script alone.
+        let at = self.layout.at(self.layout.site());
         let address_key = keys::client_rate(client, RateAction::RegisterQuery);
         let reply =
-            scripts::register_document(&mut conn, sha256_hex, text, address_key, limits).await?;
+            scripts::register_document(&mut conn, at, sha256_hex, text, address_key, limits);
+        let reply = reply.await?;
         let limited = |scope, secs| AppError::rate_limited(RateAction::RegisterQuery, scope, secs);
         match reply {
             RegisterReply::Registered => Ok(()),

@@ -10,7 +10,7 @@ use super::{seconds, status, Lua, ScriptReply};
 use crate::error::AppResult;
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 use crate::store::Conn;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +74,7 @@ pub struct RegisterLimits {
 
 pub async fn register_document(
     conn: &mut Conn,
+    at: At,
     sha256_hex: &str,
     text: &str,
     address_key: String,
@@ -81,10 +82,10 @@ pub async fn register_document(
 ) -> AppResult<RegisterReply> {
     let mut invocation = REGISTER.invocation();
     invocation
-        .key(keys::document(sha256_hex))
-        .key(keys::DOCUMENTS)
-        .key(address_key)
-        .key(keys::site_rate(RateAction::RegisterQuery))
+        .key(at.key(keys::document(sha256_hex)))
+        .key(at.key(keys::DOCUMENTS))
+        .key(at.key(address_key))
+        .key(at.key(keys::site_rate(RateAction::RegisterQuery)))
         .arg(text)
         .arg(limits.ttl_secs.max(1))
         .arg(limits.max_documents.max(1))

@@ -58,7 +58,7 @@ pub use moderation::{
     ModerationReply, UserAction,
 };
 pub use post::{post, PostReply};
-pub use slugs::{rename_slug, RenameSlugReply};
+pub use slugs::{free_slug, rename_slug, RenameSlugReply};
 pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};
 pub use vote::{vote, VoteReply};
@@ -209,7 +209,11 @@ pub async fn apply_outbox(
         .key(at.key(keys::OUTBOX_APPLIED))
         .arg(source.0);
     for e in entries {
-        invocation.arg(&e.id).arg(e.kind).arg(&e.whose).arg(&e.delta);
+        invocation
+            .arg(&e.id)
+            .arg(e.kind)
+            .arg(&e.whose)
+            .arg(&e.delta);
         invocation.arg(&e.at);
     }
     Ok(APPLY_OUTBOX.call(&invocation, conn).await?.0)
@@ -239,7 +243,7 @@ pub struct Counted(pub u64);
 impl ScriptReply for Counted {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("pruned" | "indexed" | "counted" | "applied" | "ended", [n]) => {
+            ("pruned" | "indexed" | "counted" | "applied" | "ended" | "freed", [n]) => {
                 Some(Self(value_f64(n)? as u64))
             }
             _ => None,

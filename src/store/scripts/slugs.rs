@@ -7,16 +7,15 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::library::RATE_LIMIT;
-use super::{seconds, status, Lua, ScriptReply};
+use super::{seconds, status, via_outbox, Counted, Lua, ScriptReply};
 use crate::domain::{ArticleId, Slug, UserName};
 use crate::error::AppResult;
-use crate::rate::RateAction;
-use crate::rate::RateLimit;
-use crate::store::keys;
-use crate::store::Conn;
+use crate::store::keys::{self, At};
+use crate::store::shards::Gate;
+use crate::store::{value_str, Conn};
 
 /// What the rename-slug script answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RenameSlugReply {
     Limited {
         retry_after_secs: u64,
@@ -25,7 +24,8 @@ pub enum RenameSlugReply {
     Forbidden,
     /// Another article has the slug.
     Taken,
-    Renamed,
+    /// With the old slug when the slug index is on other shards.
+    Renamed(Option<String>),
 }
 
 impl ScriptReply for RenameSlugReply {
@@ -37,7 +37,8 @@ impl ScriptReply for RenameSlugReply {
             ("missing", _) => Some(Self::Missing),
             ("forbidden", _) => Some(Self::Forbidden),
             ("taken", _) => Some(Self::Taken),
-            ("ok", _) => Some(Self::Renamed),
+            ("ok", []) => Some(Self::Renamed(None)),
+            ("ok", [old]) => Some(Self::Renamed(Some(value_str(old)?.to_owned()))),
             _ => None,
         }
     }
@@ -56,23 +57,35 @@ static RENAME_SLUG: LazyLock<Lua<RenameSlugReply>> = LazyLock::new(|| {
 /// window.
 pub async fn rename_slug(
     conn: &mut Conn,
-    id: ArticleId,
+    (at, id): (At, ArticleId),
     caller: &UserName,
     slug: &Slug,
-    limit: RateLimit,
+    rate: Gate,
     moderates: bool,
 ) -> AppResult<RenameSlugReply> {
     let mut invocation = RENAME_SLUG.invocation();
     invocation
-        .key(keys::user_rate(caller.as_str(), RateAction::RenameSlug))
-        .key(keys::article(id))
-        .key(keys::SLUGS)
+        .key(rate.key)
+        .key(at.key(keys::article(id)))
+        .key(at.key(keys::SLUGS))
         .arg(id.0)
         .arg(keys::member(caller))
         .arg(slug.as_str())
-        .arg(limit.count())
-        .arg(limit.window_secs())
+        .arg(rate.count)
+        .arg(rate.window_secs)
         .arg(keys::USER_PREFIX)
-        .arg(if moderates { "1" } else { "" });
+        .arg(if moderates { "1" } else { "" })
+        .arg(via_outbox(at));
     RENAME_SLUG.call(&invocation, conn).await
+}
+
+/// Frees `slug` in `index` (a placed slug index) unless another article
+/// has it now.
+static FREE_SLUG: LazyLock<Lua<Counted>> =
+    LazyLock::new(|| Lua::write("free-slug", &[include_str!("../lua/free_slug.lua")]));
+
+pub async fn free_slug(conn: &mut Conn, index: String, slug: &str, id: ArticleId) -> AppResult<()> {
+    let mut invocation = FREE_SLUG.invocation();
+    invocation.key(index).arg(slug).arg(id.0);
+    FREE_SLUG.call(&invocation, conn).await.map(|_| ())
 }

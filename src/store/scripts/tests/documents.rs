@@ -3,7 +3,7 @@
 //! API, `persisted.rs`).
 
 use super::*;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 
 fn limits() -> RegisterLimits {
     RegisterLimits {
@@ -18,7 +18,7 @@ fn limits() -> RegisterLimits {
 async fn register(c: &mut Conn, sha: &str, address: &str, limits: RegisterLimits) -> RegisterReply {
     let text = format!("{{ {sha} }}");
     let address = format!("{address}:rate:register-query");
-    register_document(c, sha, &text, address, limits)
+    register_document(c, At::SINGLE, sha, &text, address, limits)
         .await
         .expect("the register-document script runs")
 }

@@ -2,12 +2,17 @@
 //! `slugs.rs`): poster only, a missing article, the limit.
 
 use super::*;
-use crate::store::keys;
+use crate::store::keys::{self, At};
 
 async fn rename(c: &mut Conn, id: ArticleId, caller: &str, new: &str) -> RenameSlugReply {
-    rename_slug(c, id, &user(caller), &slug(new), unlimited(), false)
+    let rate = gate(rate_key(caller), unlimited());
+    rename_slug(c, (At::SINGLE, id), &user(caller), &slug(new), rate, false)
         .await
         .expect("the rename-slug script runs")
+}
+
+fn rate_key(caller: &str) -> String {
+    keys::user_rate(caller, crate::rate::RateAction::RenameSlug)
 }
 
 async fn owner(c: &mut Conn, slug: &str) -> Option<String> {
@@ -44,11 +49,12 @@ async fn only_the_poster_renames_and_within_the_limit() {
     .await;
     let once = limit(1, 60);
     let alice = user("alice");
-    let reply = rename_slug(c, id, &alice, &slug("first"), once, false)
+    let rate = || gate(rate_key("alice"), once);
+    let reply = rename_slug(c, (At::SINGLE, id), &alice, &slug("first"), rate(), false)
         .await
         .unwrap();
-    assert_eq!(reply, RenameSlugReply::Renamed);
-    match rename_slug(c, id, &alice, &slug("second"), once, false)
+    assert_eq!(reply, RenameSlugReply::Renamed(None));
+    match rename_slug(c, (At::SINGLE, id), &alice, &slug("second"), rate(), false)
         .await
         .unwrap()
     {
