@@ -29,6 +29,7 @@ mod persisted;
 mod pipeline;
 mod pubsub;
 mod rate;
+pub mod redis_cluster;
 pub mod redis_server;
 mod scrape;
 mod server;

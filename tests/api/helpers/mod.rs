@@ -4,6 +4,7 @@
 mod app;
 mod binary;
 mod book;
+mod cluster;
 mod graphql;
 mod moderation;
 mod redis;
@@ -17,6 +18,7 @@ pub use self::app::{
 };
 pub use self::binary::{free_port, Binary};
 pub use self::book::Book;
+pub use self::cluster::TestCluster;
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS, VOTE_AS};
 pub use self::moderation::{set_role_cli, Moderated};
 pub use self::redis::{
