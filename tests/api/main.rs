@@ -10,6 +10,7 @@ mod book_writes;
 mod browser;
 mod budget;
 mod cache;
+mod cluster;
 mod directory;
 mod failover;
 mod feed;

@@ -35,13 +35,21 @@ local voted = voted_prefix .. id
 local groups_key = article .. groups_suffix
 redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, week)
+-- A slug's shard, as keys.rs computes it (Layout::of_slug): a suffixed
+-- form is handed out only if it is this shard's, so that every slug is
+-- claimed on its own shard (on one primary, every form is).
+local function slug_shard(s)
+  local h = 0
+  for i = 1, #s do h = (h * 31 + string.byte(s, i)) % 1000003 end
+  return h % id_stride
+end
 local slug = stem
 if redis.call('HSETNX', slugs, slug, id) == 0 then
   local n = tonumber(redis.call('HGET', suffixes, stem)) or 1
   repeat
     n = n + 1
     slug = stem .. '-' .. n
-  until redis.call('HSETNX', slugs, slug, id) == 1
+  until slug_shard(slug) == id_offset and redis.call('HSETNX', slugs, slug, id) == 1
   redis.call('HSET', suffixes, stem, n)
 end
 local ts = string.format('%.6f', now)
