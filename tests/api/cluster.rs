@@ -481,6 +481,11 @@ async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
         "each vote's karma waits in an outbox"
     );
 
+    let () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async(&mut node(&cluster, home).await)
+        .await
+        .unwrap();
     let next = serve(&cluster).await;
     let site = Site::at(&next.address);
     eventually("the queued karma", Duration::from_secs(10), async || {
