@@ -129,18 +129,14 @@ impl Store {
         page: PageRequest,
     ) -> AppResult<Vec<(String, f64)>> {
         let (start, stop) = page.range();
-        let layout = self.layout;
         // Past the first page, each slice answers from its own top.
-        let first = if layout.is_cluster() { 0 } else { start };
-        let reads = layout.shards().map(|shard| {
+        let first = if self.layout.is_cluster() { 0 } else { start };
+        let replies = self.each_shard(key, |key| {
             let mut read = redis::cmd("ZREVRANGE");
-            read.arg(layout.on(shard, key))
-                .arg(first)
-                .arg(stop)
-                .arg("WITHSCORES");
-            (shard, read)
+            read.arg(key).arg(first).arg(stop).arg("WITHSCORES");
+            read
         });
-        let replies = self.scatter(reads.collect()).await?;
+        let replies = replies.await?;
         let pages = replies.iter().map(scored_pairs).collect();
         let skip = (start - first).max(0) as usize;
         Ok(super::shards::merge_ranked(
@@ -184,26 +180,12 @@ impl Store {
 
     /// Number of ranked articles.
     pub async fn article_count(&self) -> AppResult<u64> {
-        let layout = self.layout;
-        let counts = layout.shards().map(|shard| {
-            let mut count = redis::cmd("ZCARD");
-            count.arg(layout.on(shard, keys::SCORE));
-            (shard, count)
-        });
-        let counts = self.scatter(counts.collect()).await?;
-        Ok(counts.iter().filter_map(value_f64).sum::<f64>() as u64)
+        self.sum_shards(keys::SCORE, "ZCARD").await
     }
 
     /// Number of articles in a group.
     pub async fn group_count(&self, group: &GroupName) -> AppResult<u64> {
-        let layout = self.layout;
-        let counts = layout.shards().map(|shard| {
-            let mut count = redis::cmd("SCARD");
-            count.arg(layout.on(shard, keys::group(group)));
-            (shard, count)
-        });
-        let counts = self.scatter(counts.collect()).await?;
-        Ok(counts.iter().filter_map(value_f64).sum::<f64>() as u64)
+        self.sum_shards(&keys::group(group), "SCARD").await
     }
 
     /// Loads many articles in one pipelined round trip, taking the scores

@@ -441,8 +441,8 @@ pub fn user_cached(name: &str) -> String {
     format!("{USER_PREFIX}{name}{CACHED_SUFFIX}")
 }
 
-/// Stream: effects of a shard's writes on other shards (karma), applied
-/// once each by `outbox.rs` (the cluster layout only).
+/// Stream: effects of a shard's writes on other shards (karma, group
+/// sizes), applied once each by `outbox.rs` (the cluster layout only).
 pub const OUTBOX: &str = "outbox";
 
 /// Hash: source shard → the last of its outbox entries applied here.

@@ -425,25 +425,18 @@ impl Store {
     /// Whether a one-time index build left its marker (on every shard):
     /// then it need not run again.
     pub(crate) async fn has_marker(&self, marker: &str) -> AppResult<bool> {
-        let layout = self.layout;
-        let probes = layout.shards().map(|shard| {
-            let mut exists = redis::cmd("EXISTS");
-            exists.arg(layout.on(shard, marker));
-            (shard, exists)
-        });
-        let found = self.scatter(probes.collect()).await?;
-        Ok(found.iter().all(|v| *v == Value::Int(1)))
+        let found = self.sum_shards(marker, "EXISTS").await?;
+        Ok(found == self.layout.shards().count() as u64)
     }
 
     /// Leaves a pass's marker on every shard: the Unix second it finished.
     pub(crate) async fn set_marker(&self, marker: &str) -> AppResult<()> {
-        let layout = self.layout;
-        let sets = layout.shards().map(|shard| {
+        let set = self.each_shard(marker, |key| {
             let mut set = redis::cmd("SET");
-            set.arg(layout.on(shard, marker)).arg(unix_secs());
-            (shard, set)
+            set.arg(key).arg(unix_secs());
+            set
         });
-        self.scatter(sets.collect()).await?;
+        set.await?;
         Ok(())
     }
 

@@ -7,7 +7,7 @@
 //!
 //! Each entry is applied exactly once, whoever drains and however often:
 //! a target shard keeps the id of the last entry it applied from each
-//! source (`lua/apply_karma.lua`), and every drain reads the stream from
+//! source (`lua/apply_outbox.lua`), and every drain reads the stream from
 //! its start, so a target always gets its entries in order. A server
 //! killed between the vote and the drain leaves the entry in the stream
 //! for the next drain: the one after the next write to that shard, or the
@@ -16,14 +16,14 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use redis::Value;
+use redis::streams::{StreamId, StreamRangeReply};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::keys::{self, Shard};
 use super::scripts;
-use super::{value_str, Store};
+use super::Store;
 use crate::domain::UserName;
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 
 /// Entries read and applied per step of a drain.
 const STEP: usize = 256;
@@ -75,7 +75,7 @@ impl Store {
         let outbox = self.layout.on(shard, keys::OUTBOX);
         loop {
             let mut conn = self.conn().await?;
-            let reply: Value = redis::cmd("XRANGE")
+            let reply: StreamRangeReply = redis::cmd("XRANGE")
                 .arg(&outbox)
                 .arg("-")
                 .arg("+")
@@ -83,8 +83,8 @@ impl Store {
                 .arg(STEP)
                 .query_async(&mut conn)
                 .await?;
-            let entries = read_entries(&reply)?;
-            if entries.is_empty() {
+            let entries: Vec<Entry> = reply.ids.iter().filter_map(Entry::read).collect();
+            if reply.ids.is_empty() {
                 return Ok(());
             }
             let mut by_target: Vec<(Shard, Vec<&Entry>)> = Vec::new();
@@ -108,13 +108,13 @@ impl Store {
             for result in join_all(applied).await {
                 result?;
             }
-            let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+            let ids: Vec<&str> = reply.ids.iter().map(|e| e.id.as_str()).collect();
             let _: u64 = redis::cmd("XDEL")
                 .arg(&outbox)
                 .arg(&ids)
                 .query_async(&mut conn)
                 .await?;
-            if entries.len() < STEP {
+            if ids.len() < STEP {
                 return Ok(());
             }
         }
@@ -127,39 +127,20 @@ fn member_name(member: &str) -> UserName {
     UserName::from_stored(name.to_owned())
 }
 
-/// Reads `XRANGE`'s `[[id, [field, value, …]], …]`.
-fn read_entries(reply: &Value) -> AppResult<Vec<Entry>> {
-    let malformed = || AppError::Internal(format!("an outbox entry read as {reply:?}"));
-    let Value::Array(items) = reply else {
-        return Err(malformed());
-    };
-    items
-        .iter()
-        .map(|item| {
-            let Value::Array(pair) = item else {
-                return None;
-            };
-            let [id, Value::Array(fields)] = pair.as_slice() else {
-                return None;
-            };
-            let field = |name: &str| {
-                let at = fields
-                    .chunks_exact(2)
-                    .find(|kv| value_str(&kv[0]) == Some(name))?;
-                value_str(&at[1]).map(str::to_owned)
-            };
-            let (kind, whose) = match field("member") {
-                Some(member) => ("karma", member),
-                None => ("group", field("group")?),
-            };
-            Some(Entry {
-                id: value_str(id)?.to_owned(),
-                kind,
-                whose,
-                delta: field("delta")?,
-                at: field("at").unwrap_or_default(),
-            })
+impl Entry {
+    /// An entry as the scripts write it; None for one they do not (it is
+    /// deleted unapplied).
+    fn read(entry: &StreamId) -> Option<Self> {
+        let (kind, whose) = match entry.get("member") {
+            Some(member) => ("karma", member),
+            None => ("group", entry.get("group")?),
+        };
+        Some(Entry {
+            id: entry.id.clone(),
+            kind,
+            whose,
+            delta: entry.get("delta")?,
+            at: entry.get("at").unwrap_or_default(),
         })
-        .collect::<Option<_>>()
-        .ok_or_else(malformed)
+    }
 }

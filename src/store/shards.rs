@@ -56,6 +56,31 @@ impl Store {
         Ok(out)
     }
 
+    /// `command` on `key`'s slice on every shard, in one round trip.
+    pub(crate) async fn each_shard(
+        &self,
+        key: &str,
+        command: impl Fn(String) -> Cmd,
+    ) -> AppResult<Vec<Value>> {
+        let layout = self.layout;
+        let commands = layout.shards().map(|s| (s, command(layout.on(s, key))));
+        self.scatter(commands.collect()).await
+    }
+
+    /// The sum of [`Store::each_shard`]'s numeric replies.
+    pub(crate) async fn sum_shards(&self, key: &str, command: &str) -> AppResult<u64> {
+        let counts = self.each_shard(key, |key| {
+            let mut count = redis::cmd(command);
+            count.arg(key);
+            count
+        });
+        Ok(counts
+            .await?
+            .iter()
+            .filter_map(super::value_f64)
+            .sum::<f64>() as u64)
+    }
+
     /// A rate limit for a script that runs on `shard`: counted by the
     /// script when its counter (`counter`, on `counter_shard`) is there
     /// too, as on one primary; else counted now, in its own step, and the

@@ -6,10 +6,9 @@ use redis::Value;
 
 use super::keys;
 use super::scripts::{self, LogInReply, LoginAttemptReply, SignUpReply};
-use super::shards::merge_ranked;
-use super::{scored_pairs, value_f64, Store};
+use super::{value_f64, Store};
 use crate::client_addr::ClientAddr;
-use crate::domain::{Role, UserName};
+use crate::domain::{PageRequest, Role, UserName};
 use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
@@ -395,18 +394,11 @@ pub struct Standing {
 impl Store {
     /// The `limit` users with the most karma, best first, with their karma.
     pub async fn top_posters(&self, limit: usize) -> AppResult<Vec<(String, i64)>> {
-        let layout = self.layout;
-        let reads = layout.shards().map(|shard| {
-            let mut read = redis::cmd("ZREVRANGE");
-            read.arg(layout.on(shard, keys::KARMA))
-                .arg(0)
-                .arg(limit as isize - 1)
-                .arg("WITHSCORES");
-            (shard, read)
-        });
-        let pages = self.scatter(reads.collect()).await?;
-        let pages = pages.iter().map(scored_pairs).collect();
-        let top = merge_ranked(pages, 0, limit.saturating_sub(1));
+        let page = PageRequest {
+            page: 1,
+            page_size: limit as u32,
+        };
+        let top = self.merged_page(keys::KARMA, page).await?;
         Ok(top
             .into_iter()
             .map(|(member, score)| {
