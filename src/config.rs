@@ -512,7 +512,11 @@ mod tests {
     #[test]
     fn a_cluster_is_not_combined_with_other_redis_settings() {
         let timeout = Duration::from_secs(1);
-        let cluster = ["votegraph", "--redis-cluster-nodes", "127.0.0.1:7000,127.0.0.1:7001"];
+        let cluster = [
+            "votegraph",
+            "--redis-cluster-nodes",
+            "127.0.0.1:7000,127.0.0.1:7001",
+        ];
         let s = Settings::parse_from(cluster);
         assert!(s.configured_redis(timeout).unwrap().unwrap().is_cluster());
         for other in [

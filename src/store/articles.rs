@@ -141,7 +141,7 @@ impl Store {
             (shard, read)
         });
         let replies = self.scatter(reads.collect()).await?;
-        let pages = replies.iter().map(|r| scored_pairs(r)).collect();
+        let pages = replies.iter().map(scored_pairs).collect();
         let skip = (start - first).max(0) as usize;
         Ok(super::shards::merge_ranked(
             pages,

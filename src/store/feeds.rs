@@ -289,7 +289,7 @@ impl Store {
             other => (other, 0),
         };
         let replies = shards.iter().map(|&shard| {
-            let (source, start) = (&source, start.clone());
+            let source = &source;
             async move {
                 let mut conn = self.conn().await?;
                 scripts::feed(&mut conn, layout.at(shard), source, start, skip + first).await

@@ -30,7 +30,7 @@ enum Target {
     Url(ConnectionInfo),
     Cluster {
         seeds: Vec<ConnectionInfo>,
-        client: ClusterClient,
+        client: Box<ClusterClient>,
     },
     Sentinel {
         sentinels: Vec<ConnectionInfo>,
@@ -91,6 +91,7 @@ impl Locator {
             .response_timeout(timeout)
             .build()
             .map_err(AppError::Storage)?;
+        let client = Box::new(client);
         Ok(Self(Arc::new(Target::Cluster { seeds, client })))
     }
 

@@ -54,6 +54,10 @@ impl Binary {
         for (k, v) in env {
             command.env(k, v);
         }
+        // A cluster is named instead of a URL, never beside one.
+        if env.iter().any(|(k, _)| *k == "REDIS_CLUSTER_NODES") {
+            command.env_remove("REDIS_URL");
+        }
         let child = command.spawn().expect("start votegraph");
         let binary = Self {
             child,
