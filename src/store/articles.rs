@@ -8,8 +8,8 @@ use super::keys;
 use futures_util::future::try_join_all;
 
 use super::keys::{Layout, Shard};
-use super::shards::merge_ranked;
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
+use super::shards::merge_ranked;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{
@@ -325,9 +325,18 @@ impl Store {
         view_window_secs: u64,
     ) -> AppResult<ViewOutcome> {
         let at = self.layout.at(self.layout.of_article(id));
-        let rate = match self.gate(viewer.rate_key(self.layout), at.shard, limit).await? {
+        let rate = match self
+            .gate(viewer.rate_key(self.layout), at.shard, limit)
+            .await?
+        {
             Ok(rate) => rate,
-            Err(secs) => return Err(AppError::rate_limited(RateAction::View, viewer.scope(), secs)),
+            Err(secs) => {
+                return Err(AppError::rate_limited(
+                    RateAction::View,
+                    viewer.scope(),
+                    secs,
+                ))
+            }
         };
         let moderates = matches!(viewer, Viewer::User(caller) if caller.role.moderates());
         let mut conn = self.conn().await?;

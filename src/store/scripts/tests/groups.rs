@@ -12,10 +12,20 @@ async fn set(
     add: &[&str],
     remove: &[&str],
 ) -> SetGroupsReply {
-    let rate = gate(keys::user_rate(caller, crate::rate::RateAction::SetGroups), unlimited());
+    let rate = gate(
+        keys::user_rate(caller, crate::rate::RateAction::SetGroups),
+        unlimited(),
+    );
     let (add, remove) = (groups(add), groups(remove));
-    set_groups(conn, (At::SINGLE, id), &user(caller), (&add, &remove), rate, false)
-        .await
+    set_groups(
+        conn,
+        (At::SINGLE, id),
+        &user(caller),
+        (&add, &remove),
+        rate,
+        false,
+    )
+    .await
     .expect("the set-groups script runs")
 }
 
@@ -133,14 +143,33 @@ async fn only_the_poster_changes_an_articles_groups() {
     .await;
     let once = limit(1, 60);
     let alice = user("alice");
-    let rate = || gate(keys::user_rate("alice", crate::rate::RateAction::SetGroups), once);
-    let reply = set_groups(c, (At::SINGLE, id), &alice, (&groups(&["b"]), &[]), rate(), false)
-        .await
-        .unwrap();
+    let rate = || {
+        gate(
+            keys::user_rate("alice", crate::rate::RateAction::SetGroups),
+            once,
+        )
+    };
+    let reply = set_groups(
+        c,
+        (At::SINGLE, id),
+        &alice,
+        (&groups(&["b"]), &[]),
+        rate(),
+        false,
+    )
+    .await
+    .unwrap();
     assert_eq!(reply, SetGroupsReply::Done);
-    match set_groups(c, (At::SINGLE, id), &alice, (&groups(&["c"]), &[]), rate(), false)
-        .await
-        .unwrap()
+    match set_groups(
+        c,
+        (At::SINGLE, id),
+        &alice,
+        (&groups(&["c"]), &[]),
+        rate(),
+        false,
+    )
+    .await
+    .unwrap()
     {
         SetGroupsReply::Limited { retry_after_secs } => {
             assert!((1..=60).contains(&retry_after_secs))

@@ -8,9 +8,16 @@ const WINDOW: u64 = 3600;
 
 async fn view_as(c: &mut Conn, id: ArticleId, viewer: &str, limit: RateLimit) -> ViewReply {
     let rate = format!("{viewer}:rate:view");
-    view(c, (At::SINGLE, id), viewer.to_owned(), gate(rate, limit), WINDOW, false)
-        .await
-        .expect("the view script runs")
+    view(
+        c,
+        (At::SINGLE, id),
+        viewer.to_owned(),
+        gate(rate, limit),
+        WINDOW,
+        false,
+    )
+    .await
+    .expect("the view script runs")
 }
 
 async fn views(c: &mut Conn, id: ArticleId) -> Option<u64> {
