@@ -54,7 +54,7 @@ pub use documents::{register_document, RegisterLimits, RegisterReply};
 pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
 pub use moderation::{
-    flag, moderate_article, moderate_user, modlog_page, Actor, ModLogFilter, ModLogRecord,
+    flag, moderate_article, moderate_user, modlog_page, Acting, Actor, ModLogFilter, ModLogRecord,
     ModerationReply, UserAction,
 };
 pub use post::{post, PostReply};
@@ -209,7 +209,11 @@ pub async fn apply_outbox(
         .key(at.key(keys::OUTBOX_APPLIED))
         .arg(source.0);
     for e in entries {
-        invocation.arg(&e.id).arg(e.kind).arg(&e.whose).arg(&e.delta);
+        invocation
+            .arg(&e.id)
+            .arg(e.kind)
+            .arg(&e.whose)
+            .arg(&e.delta);
         invocation.arg(&e.at);
     }
     Ok(APPLY_OUTBOX.call(&invocation, conn).await?.0)
