@@ -1,6 +1,7 @@
 //! What `votegraph` runs instead of the server: `set-role`, which makes
 //! the first admin (or changes any role) from the command line, on the
-//! Redis the servers use, found as they find it (REDIS_URL or Sentinel).
+//! Redis the servers use, found as they find it (REDIS_URL, Sentinel or
+//! REDIS_CLUSTER_NODES).
 //! Servers running on that Redis see the change at the user's next
 //! request; the log records it as SET_ROLE, with no moderator.
 
@@ -18,8 +19,8 @@ pub async fn run(command: Command, settings: &Settings) -> anyhow::Result<()> {
     let timeout = Duration::from_millis(settings.redis_timeout_ms.max(1));
     let locator = settings.configured_redis(timeout)?.context(
         "set-role changes the Redis the servers use: set REDIS_URL (or REDIS_SENTINELS and \
-         REDIS_MASTER_NAME) as they have it; a server without REDIS_URL runs its Redis at \
-         redis+unix://<data dir>/redis.sock",
+         REDIS_MASTER_NAME, or REDIS_CLUSTER_NODES) as they have it; a server without \
+         REDIS_URL runs its Redis at redis+unix://<data dir>/redis.sock",
     )?;
     let store =
         Store::new(locator, 1, timeout, timeout, None)?.with_moderation(settings.moderation());

@@ -280,10 +280,7 @@ impl Store {
     ) -> AppResult<FeedPage> {
         let source = list.source(order);
         let layout = self.layout;
-        let shards: Vec<Shard> = match list {
-            List::Queue => vec![layout.site()],
-            _ => layout.shards().collect(),
-        };
+        let shards: Vec<Shard> = layout.shards().collect();
         let (start, skip) = match start {
             Start::Rank(rank) if shards.len() > 1 => (Start::Rank(0), rank),
             other => (other, 0),

@@ -470,7 +470,9 @@ pub fn document(sha256_hex: &str) -> String {
 /// Members are whole key names, so the script deletes them as they are.
 pub const DOCUMENTS: &str = "document:registered";
 
-// Moderation (docs/keyspace.md says what each holds).
+// Moderation (docs/keyspace.md says what each holds). In the cluster
+// layout the queue, the admins and the log are split in one slice per
+// shard: an article's on its shard, a user's on theirs.
 /// Pub/sub channel of articles taken out or put back, bans and roles.
 pub const MODERATED_CHANNEL: &str = "votegraph:moderated";
 /// Sorted set `article:<id>` → flags: the moderators' queue.

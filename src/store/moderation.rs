@@ -10,14 +10,22 @@
 //! A removed or hidden article leaves every ranking, order, group and feed
 //! when it is taken out, so reads never check an article's status; a
 //! restore files it again with the score it had.
+//!
+//! In the cluster layout an action runs on its subject's shard (an
+//! article's, a user's) and logs there: the queue, the log and the admins
+//! are split in one slice per shard, which reads merge.
 
 use std::collections::HashMap;
 
+use futures_util::future::try_join_all;
 use redis::Value;
 
 use super::feeds::{cursor_fields, encode_cursor, malformed_cursor};
-use super::scripts::{self, Actor, ModLogFilter, ModLogRecord, ModerationReply, UserAction};
-use super::{keys, not_found, value_str, Store};
+use super::keys::{self, At, Shard};
+use super::scripts::{self, Acting, Actor, ModLogFilter, ModLogRecord};
+use super::scripts::{ModerationReply, UserAction};
+use super::shards::Gate;
+use super::{not_found, value_f64, value_str, Store};
 use crate::domain::{ArticleId, Ranking, Role, UserName};
 use crate::error::{AppError, AppResult};
 use crate::rate::{RateAction, RateScope};
@@ -72,9 +80,13 @@ impl Store {
 
     /// Flags an article as `actor` (`flagging`), or takes the flag back.
     pub async fn flag(&self, actor: &Actor<'_>, id: ArticleId, flagging: bool) -> AppResult<()> {
+        let at = self.layout.at(self.layout.of_article(id));
+        let run = self.acting(actor, RateAction::Flag, at).await?;
         let mut conn = self.conn().await?;
-        let reply = scripts::flag(&mut conn, self.moderation, actor, id, flagging);
-        outcome(reply.await?, RateAction::Flag, || not_found(id)).map(drop)
+        let reply = scripts::flag(&mut conn, &run, id, flagging).await?;
+        drop(conn);
+        self.apply_outbox(at.shard).await;
+        outcome(reply, RateAction::Flag, || not_found(id)).map(drop)
     }
 
     /// Removes (`remove`) or restores an article. False when it was
@@ -85,9 +97,13 @@ impl Store {
         id: ArticleId,
         remove: bool,
     ) -> AppResult<bool> {
+        let at = self.layout.at(self.layout.of_article(id));
+        let run = self.acting(actor, RateAction::Moderate, at).await?;
         let mut conn = self.conn().await?;
-        let reply = scripts::moderate_article(&mut conn, self.moderation, actor, id, remove);
-        outcome(reply.await?, RateAction::Moderate, || not_found(id))
+        let reply = scripts::moderate_article(&mut conn, &run, id, remove).await?;
+        drop(conn);
+        self.apply_outbox(at.shard).await;
+        outcome(reply, RateAction::Moderate, || not_found(id))
     }
 
     /// Bans, unbans or sets the role of `name`. False when it was already
@@ -98,49 +114,105 @@ impl Store {
         name: &UserName,
         action: UserAction,
     ) -> AppResult<bool> {
+        let at = self.layout.at(self.layout.of_user(name));
+        let run = self.acting(actor, RateAction::Moderate, at).await?;
+        let others = self.admins_elsewhere(at.shard).await?;
         let mut conn = self.conn().await?;
-        let reply = scripts::moderate_user(&mut conn, self.moderation, actor, name, action);
+        let reply = scripts::moderate_user(&mut conn, &run, name, action, others);
         outcome(reply.await?, RateAction::Moderate, || no_user(name))
     }
 
+    /// How a moderation script on `at` runs as `actor`: its counter of
+    /// `counted` is counted there, or first on the actor's shard (see
+    /// `shards.rs`); without a limit, not at all.
+    async fn acting<'a>(
+        &self,
+        actor: &'a Actor<'a>,
+        counted: RateAction,
+        at: At,
+    ) -> AppResult<Acting<'a>> {
+        let rate = match (actor.name, actor.limit) {
+            (Some(name), Some(limit)) => self.user_gate(name, counted, at.shard, limit).await?,
+            (name, _) => Gate {
+                key: at.key(keys::user_rate(name.map_or("", UserName::as_str), counted)),
+                count: 0,
+                window_secs: 0,
+            },
+        };
+        Ok(Acting {
+            at,
+            limits: self.moderation,
+            actor,
+            rate,
+        })
+    }
+
+    /// The admins on shards other than `shard` (each shard holds its
+    /// users' slice of the admins): none on one primary. Read before the
+    /// script, so two admins of different shards losing the role at once
+    /// could both pass the last admin's guard.
+    async fn admins_elsewhere(&self, shard: Shard) -> AppResult<u64> {
+        let layout = self.layout;
+        let counts = layout.shards().filter(|&s| s != shard).map(|s| {
+            let mut count = redis::cmd("SCARD");
+            count.arg(layout.on(s, keys::ADMINS));
+            (s, count)
+        });
+        let counts = self.scatter(counts.collect()).await?;
+        Ok(counts.iter().filter_map(value_f64).sum::<f64>() as u64)
+    }
+
     /// Removes every article of `name`, hidden ones included, each as
-    /// `removeArticle` does (with its own log entry), in batches.
+    /// `removeArticle` does (with its own log entry, on its own shard).
     pub async fn remove_articles_of(&self, actor: &Actor<'_>, name: &UserName) -> AppResult<()> {
         let actor = Actor {
             limit: None,
             ..*actor
         };
         let name = name.as_str();
-        // The taken-out ones first: removing a visible one moves it there.
-        for (key, leaving) in [
-            (keys::user_articles_out(name), false),
-            (keys::user_articles(name, Ranking::Time), true),
-        ] {
-            let mut start = 0;
-            loop {
-                let mut conn = self.conn().await?;
-                let members: Vec<String> = redis::cmd("ZRANGE")
-                    .arg(&key)
-                    .arg(start)
-                    .arg(start + REMOVE_BATCH - 1)
-                    .query_async(&mut conn)
-                    .await?;
-                if members.is_empty() {
-                    break;
-                }
-                for id in members.iter().filter_map(|m| keys::article_id(m)) {
-                    let removed = self.moderate_article(&actor, id, true).await;
-                    // A removed visible article leaves the set read.
-                    if !(leaving && matches!(removed, Ok(true))) {
-                        start += 1;
-                    }
-                }
+        // Each shard lists the user's articles that live there.
+        for shard in self.layout.shards() {
+            // The taken-out ones first: removing a visible one moves it there.
+            for (key, leaving) in [
+                (keys::user_articles_out(name), false),
+                (keys::user_articles(name, Ranking::Time), true),
+            ] {
+                let key = self.layout.on(shard, key);
+                self.remove_listed(&actor, &key, leaving).await?;
             }
         }
         Ok(())
     }
 
-    /// A page of the moderation log, newest first, after `after`.
+    /// Removes the articles of the sorted set `key`, in batches; `leaving`:
+    /// each one removed leaves the set.
+    async fn remove_listed(&self, actor: &Actor<'_>, key: &str, leaving: bool) -> AppResult<()> {
+        let mut start = 0;
+        loop {
+            let mut conn = self.conn().await?;
+            let members: Vec<String> = redis::cmd("ZRANGE")
+                .arg(key)
+                .arg(start)
+                .arg(start + REMOVE_BATCH - 1)
+                .query_async(&mut conn)
+                .await?;
+            drop(conn);
+            if members.is_empty() {
+                return Ok(());
+            }
+            for id in members.iter().filter_map(|m| keys::article_id(m)) {
+                let removed = self.moderate_article(actor, id, true).await;
+                // A removed visible article leaves the set read.
+                if !(leaving && matches!(removed, Ok(true))) {
+                    start += 1;
+                }
+            }
+        }
+    }
+
+    /// A page of the moderation log, newest first, after `after`: each
+    /// shard's slice read (only the owner's for an article or a user),
+    /// merged by entry number, which orders the log on every shard.
     pub async fn modlog(
         &self,
         filter: &ModLogFilter,
@@ -148,11 +220,26 @@ impl Store {
         first: usize,
     ) -> AppResult<Page<ModLogRecord>> {
         let after = after.map(modlog_position).transpose()?;
-        let mut conn = self.conn().await?;
-        let reply = scripts::modlog_page(&mut conn, filter, after, first).await?;
-        let has_next = reply.entries.len() > first;
-        let entries = reply
-            .entries
+        let layout = self.layout;
+        let shards: Vec<Shard> = match filter {
+            ModLogFilter {
+                article: Some(id), ..
+            } => vec![layout.of_article(*id)],
+            ModLogFilter { user: Some(u), .. } => {
+                vec![layout.of_user(&UserName::from_stored(u.clone()))]
+            }
+            _ => layout.shards().collect(),
+        };
+        let pages = shards.into_iter().map(|shard| async move {
+            let mut conn = self.conn().await?;
+            scripts::modlog_page(&mut conn, layout.at(shard), filter, after, first).await
+        });
+        let pages = try_join_all(pages).await?;
+        let total = pages.iter().map(|p| p.total).sum();
+        let mut entries: Vec<ModLogRecord> = pages.into_iter().flat_map(|p| p.entries).collect();
+        entries.sort_by_key(|e| std::cmp::Reverse(e.n));
+        let has_next = entries.len() > first;
+        let entries = entries
             .into_iter()
             .take(first)
             .map(|entry| (encode_cursor(&["modlog", &entry.n.to_string()]), entry))
@@ -160,7 +247,7 @@ impl Store {
         Ok(Page {
             entries,
             has_next,
-            total: reply.total,
+            total,
         })
     }
 
@@ -168,7 +255,7 @@ impl Store {
     pub async fn moderation_details(&self, id: ArticleId) -> AppResult<(i64, Option<String>)> {
         let mut conn = self.conn().await?;
         let (flags, reason): (Option<i64>, Option<String>) = redis::cmd("HMGET")
-            .arg(keys::article(id))
+            .arg(self.member(id).1)
             .arg("flags")
             .arg("removal_reason")
             .query_async(&mut conn)
@@ -176,21 +263,27 @@ impl Store {
         Ok((flags.unwrap_or(0), reason))
     }
 
-    /// The roles and bans of many users, in one round trip.
+    /// The roles and bans of many users, each read on its shard, in one
+    /// round trip.
     pub async fn accounts(&self, names: &[String]) -> AppResult<HashMap<String, Account>> {
-        let mut pipe = redis::pipe();
-        for name in names {
-            pipe.cmd("HMGET")
-                .arg(keys::user(name))
+        let layout = self.layout;
+        let reads = names.iter().map(|name| {
+            let shard = layout.of_user(&UserName::from_stored(name.clone()));
+            let mut read = redis::cmd("HMGET");
+            read.arg(layout.on(shard, keys::user(name)))
                 .arg("role")
                 .arg("banned_until");
-        }
-        let mut conn = self.conn().await?;
-        let replies: Vec<Vec<Value>> = pipe.query_async(&mut conn).await?;
+            (shard, read)
+        });
+        let replies = self.scatter(reads.collect()).await?;
         Ok(names
             .iter()
             .zip(replies)
             .map(|(name, fields)| {
+                let fields = match fields {
+                    Value::Array(fields) => fields,
+                    _ => Vec::new(),
+                };
                 let field = |i: usize| fields.get(i).and_then(value_str);
                 let account = Account {
                     role: field(0).and_then(Role::parse).unwrap_or_default(),

@@ -146,6 +146,11 @@ pub fn merge_ranked(
             .and_then(|r| r.find('}'))
             .map_or(0, |at| at + 2)
     };
+    if pages.len() == 1 {
+        // One sorted set's page is in order already.
+        let take = (stop + 1).saturating_sub(start);
+        return pages.into_iter().flatten().skip(start).take(take).collect();
+    }
     let mut all: Vec<(String, f64)> = pages.into_iter().flatten().collect();
     all.sort_by(|a, b| {
         let (a_key, b_key) = (&a.0[untagged(&a.0)..], &b.0[untagged(&b.0)..]);

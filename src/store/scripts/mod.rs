@@ -54,7 +54,7 @@ pub use documents::{register_document, RegisterLimits, RegisterReply};
 pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
 pub use moderation::{
-    flag, moderate_article, moderate_user, modlog_page, Actor, ModLogFilter, ModLogRecord,
+    flag, moderate_article, moderate_user, modlog_page, Acting, Actor, ModLogFilter, ModLogRecord,
     ModerationReply, UserAction,
 };
 pub use post::{post, PostReply};

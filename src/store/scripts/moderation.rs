@@ -7,12 +7,13 @@ use std::sync::LazyLock;
 
 use redis::{ScriptInvocation, Value};
 
-use super::library::{KARMA, MODERATION, RATE_LIMIT};
-use super::{seconds, status, top_keys, Lua, ScriptReply};
+use super::library::{GROUP_SIZES, KARMA, MODERATION, RATE_LIMIT};
+use super::{or_outbox, seconds, status, top_keys, via_outbox, Lua, ScriptReply};
 use crate::domain::{ArticleId, ModAction, Period, Ranking, Role, UserName};
 use crate::error::AppResult;
-use crate::rate::{RateAction, RateLimit};
+use crate::rate::RateLimit;
 use crate::store::keys::{self, At};
+use crate::store::shards::Gate;
 use crate::store::{value_f64, value_str, Conn, ModerationLimits};
 
 /// Log entries dropped per write at most, when the log is over its bound
@@ -68,53 +69,56 @@ pub struct Actor<'a> {
     pub limit: Option<RateLimit>,
 }
 
+/// How a moderation script runs: on one shard, `at` (the article's or
+/// the user's), as `actor`, whose counter `rate` is there or was counted
+/// already (see `shards.rs`).
+pub struct Acting<'a> {
+    pub at: At,
+    pub limits: ModerationLimits,
+    pub actor: &'a Actor<'a>,
+    pub rate: Gate,
+}
+
 /// What a moderation script acts on.
 enum Subject<'a> {
     Article(ArticleId),
     User(&'a str),
 }
 
-/// A moderation script's invocation: the KEYS and ARGV every one starts
-/// with (see `lua/lib/moderation.lua`), then its subject's: KEYS [12] the
-/// article or account, [13] its flags or sessions, [14] the actor's
-/// counter of `counted`, [15] `action`'s index, [16] the subject's log;
-/// ARGV [32] the article id or user name, [33] `op`, [34] [35] the actor's
-/// limit (empty: not counted), [36] `action`'s name.
-fn prepare<'a>(
-    lua: &'a Lua<ModerationReply>,
-    (limits, actor): (ModerationLimits, &Actor<'_>),
-    subject: Subject<'_>,
-    (counted, action, op): (RateAction, ModAction, &str),
-) -> ScriptInvocation<'a> {
-    let mut invocation = lua.invocation();
-    invocation.key(keys::SCORE).key(keys::TIME);
-    top_keys(&mut invocation, At::SINGLE);
+/// The KEYS and ARGV every moderation script starts with (see
+/// `lua/lib/moderation.lua`), all on the script's shard.
+fn common(invocation: &mut ScriptInvocation<'_>, run: &Acting<'_>) {
+    let (at, actor) = (run.at, run.actor);
+    invocation.key(at.key(keys::SCORE)).key(at.key(keys::TIME));
+    top_keys(invocation, at);
     invocation
-        .key(keys::GROUPS_BY_SIZE)
-        .key(keys::MODERATION_QUEUE)
-        .key(keys::MODLOG_LAST_ID)
-        .key(keys::MODLOG);
+        .key(at.key(or_outbox(at, keys::GROUPS_BY_SIZE)))
+        .key(at.key(keys::MODERATION_QUEUE))
+        .key(at.key(keys::MODLOG_LAST_ID))
+        .key(at.key(keys::MODLOG));
     for arg in [
-        keys::ARTICLE_PREFIX,
-        keys::ARTICLE_GROUPS_SUFFIX,
-        keys::GROUP_PREFIX,
-        keys::GROUP_INDEXED_SUFFIX,
-        keys::ranking_key(Ranking::Score),
-        keys::ranking_key(Ranking::Time),
-        keys::GROUP_TOP_INFIX,
-        keys::USER_PREFIX,
-        keys::USER_ARTICLES_TIME_SUFFIX,
-        keys::USER_ARTICLES_SCORE_SUFFIX,
-        keys::USER_TOP_INFIX,
-        keys::USER_ARTICLES_OUT_SUFFIX,
-        keys::MODLOG_ENTRY_PREFIX,
-        keys::MODLOG_ACTION_PREFIX,
-        keys::MODLOG_SUFFIX,
+        at.key(keys::ARTICLE_PREFIX),
+        keys::ARTICLE_GROUPS_SUFFIX.into(),
+        at.key(keys::GROUP_PREFIX),
+        keys::GROUP_INDEXED_SUFFIX.into(),
+        at.key(keys::ranking_key(Ranking::Score)),
+        at.key(keys::ranking_key(Ranking::Time)),
+        keys::GROUP_TOP_INFIX.into(),
+        keys::USER_PREFIX.into(),
+        keys::USER_ARTICLES_TIME_SUFFIX.into(),
+        keys::USER_ARTICLES_SCORE_SUFFIX.into(),
+        keys::USER_TOP_INFIX.into(),
+        keys::USER_ARTICLES_OUT_SUFFIX.into(),
+        at.key(keys::MODLOG_ENTRY_PREFIX),
+        at.key(keys::MODLOG_ACTION_PREFIX),
+        keys::MODLOG_SUFFIX.into(),
     ] {
         invocation.arg(arg);
     }
+    // Each shard keeps its share of the log's bound.
+    let shards = at.layout.shards().count();
     invocation
-        .arg(limits.modlog_max_entries)
+        .arg((run.limits.modlog_max_entries / shards as u64).max(1))
         .arg(keys::MODERATED_CHANNEL)
         .arg(keys::VOTE_SCORE)
         .arg(keys::TOP_STEP);
@@ -124,11 +128,30 @@ fn prepare<'a>(
     for period in &Period::ALL[..4] {
         invocation.arg(period.secs().unwrap_or_default());
     }
-    let actor_name = actor.name.map_or("", UserName::as_str);
     invocation
-        .arg(actor_name)
+        .arg(actor.name.map_or("", UserName::as_str))
         .arg(actor.reason.unwrap_or(""))
-        .arg(TRIM_PER_WRITE);
+        .arg(TRIM_PER_WRITE)
+        .arg(at.tag())
+        .arg(via_outbox(at))
+        .arg(shards)
+        .arg(at.shard.0);
+}
+
+/// A moderation script's invocation: the [`common`] KEYS and ARGV, then
+/// its subject's: KEYS [12] the article or account, [13] its flags or
+/// sessions, [14] the actor's counter, [15] `action`'s index, [16] the
+/// subject's log; ARGV [36] the article id or user name, [37] `op`, [38]
+/// [39] the actor's limit ('0': not counted here), [40] `action`'s name.
+fn prepare<'a>(
+    lua: &'a Lua<ModerationReply>,
+    run: &Acting<'_>,
+    subject: Subject<'_>,
+    (action, op): (ModAction, &str),
+) -> ScriptInvocation<'a> {
+    let at = run.at;
+    let mut invocation = lua.invocation();
+    common(&mut invocation, run);
     let (subject, aux, log, target) = match subject {
         Subject::Article(id) => (
             keys::article(id),
@@ -144,24 +167,22 @@ fn prepare<'a>(
         ),
     };
     invocation
-        .key(subject)
-        .key(aux)
-        .key(keys::user_rate(actor_name, counted))
-        .key(keys::modlog_action(action))
-        .key(log)
+        .key(at.key(subject))
+        .key(at.key(aux))
+        .key(&run.rate.key)
+        .key(at.key(keys::modlog_action(action)))
+        .key(at.key(log))
         .arg(target)
-        .arg(op);
-    match actor.limit {
-        Some(limit) => invocation.arg(limit.count()).arg(limit.window_secs()),
-        None => invocation.arg("").arg(""),
-    };
-    invocation.arg(action.as_str());
+        .arg(op)
+        .arg(run.rate.count)
+        .arg(run.rate.window_secs)
+        .arg(action.as_str());
     invocation
 }
 
 /// A moderation script: the shared functions, then `body`.
 fn moderation_script(name: &'static str, body: &str) -> Lua<ModerationReply> {
-    Lua::write(name, &[RATE_LIMIT, KARMA, MODERATION, body])
+    Lua::write(name, &[RATE_LIMIT, KARMA, GROUP_SIZES, MODERATION, body])
 }
 
 /// Flags an article, or takes the flag back; the flag that reaches
@@ -169,20 +190,20 @@ fn moderation_script(name: &'static str, body: &str) -> Lua<ModerationReply> {
 static FLAG: LazyLock<Lua<ModerationReply>> =
     LazyLock::new(|| moderation_script("flag", include_str!("../lua/flag.lua")));
 
-/// Runs the flag script as `actor` (whose name and limit it needs).
+/// Runs the flag script on the article's shard (the actor's name is the
+/// flag's).
 pub async fn flag(
     conn: &mut Conn,
-    limits: ModerationLimits,
-    actor: &Actor<'_>,
+    run: &Acting<'_>,
     id: ArticleId,
     flagging: bool,
 ) -> AppResult<ModerationReply> {
     let op = if flagging { "flag" } else { "unflag" };
-    let call = (RateAction::Flag, ModAction::HideArticle, op);
-    let mut invocation = prepare(&FLAG, (limits, actor), Subject::Article(id), call);
+    let call = (ModAction::HideArticle, op);
+    let mut invocation = prepare(&FLAG, run, Subject::Article(id), call);
     invocation
-        .arg(if actor.role.moderates() { "1" } else { "" })
-        .arg(limits.flag_threshold);
+        .arg(if run.actor.role.moderates() { "1" } else { "" })
+        .arg(run.limits.flag_threshold);
     FLAG.call(&invocation, conn).await
 }
 
@@ -195,20 +216,19 @@ static MODERATE_ARTICLE: LazyLock<Lua<ModerationReply>> = LazyLock::new(|| {
     )
 });
 
-/// Runs the remove (`remove`) or restore script as `actor`.
+/// Runs the remove (`remove`) or restore script on the article's shard.
 pub async fn moderate_article(
     conn: &mut Conn,
-    limits: ModerationLimits,
-    actor: &Actor<'_>,
+    run: &Acting<'_>,
     id: ArticleId,
     remove: bool,
 ) -> AppResult<ModerationReply> {
     let call = match remove {
-        true => (RateAction::Moderate, ModAction::RemoveArticle, "remove"),
-        false => (RateAction::Moderate, ModAction::RestoreArticle, "restore"),
+        true => (ModAction::RemoveArticle, "remove"),
+        false => (ModAction::RestoreArticle, "restore"),
     };
     let lua = &MODERATE_ARTICLE;
-    let invocation = prepare(lua, (limits, actor), Subject::Article(id), call);
+    let invocation = prepare(lua, run, Subject::Article(id), call);
     lua.call(&invocation, conn).await
 }
 
@@ -226,28 +246,30 @@ pub enum UserAction {
 static MODERATE_USER: LazyLock<Lua<ModerationReply>> =
     LazyLock::new(|| moderation_script("moderate-user", include_str!("../lua/moderate_user.lua")));
 
-/// Runs the ban, unban or role script on `name` as `actor`.
+/// Runs the ban, unban or role script on `name`'s shard; `admins_elsewhere`
+/// counts the admins of the other shards, for the last admin's guard.
 pub async fn moderate_user(
     conn: &mut Conn,
-    limits: ModerationLimits,
-    actor: &Actor<'_>,
+    run: &Acting<'_>,
     name: &UserName,
     action: UserAction,
+    admins_elsewhere: u64,
 ) -> AppResult<ModerationReply> {
     let (logged, op, value) = match action {
         UserAction::Ban(until) => (ModAction::BanUser, "ban", until.map(|u| u.to_string())),
         UserAction::Unban => (ModAction::UnbanUser, "unban", None),
         UserAction::SetRole(role) => (ModAction::SetRole, "role", Some(role.as_str().into())),
     };
-    let call = (RateAction::Moderate, logged, op);
     let subject = Subject::User(name.as_str());
-    let mut invocation = prepare(&MODERATE_USER, (limits, actor), subject, call);
+    let mut invocation = prepare(&MODERATE_USER, run, subject, (logged, op));
+    let at = run.at;
     invocation
-        .key(keys::ADMINS)
-        .arg(actor.role.as_str())
+        .key(at.key(keys::ADMINS))
+        .arg(run.actor.role.as_str())
         .arg(value.unwrap_or_else(|| "forever".to_owned()))
-        .arg(keys::SESSION_PREFIX)
-        .arg(keys::SESSION_ENDED_CHANNEL);
+        .arg(at.key(keys::SESSION_PREFIX))
+        .arg(keys::SESSION_ENDED_CHANNEL)
+        .arg(admins_elsewhere);
     MODERATE_USER.call(&invocation, conn).await
 }
 
@@ -316,11 +338,13 @@ pub struct ModLogFilter {
     pub article: Option<ArticleId>,
 }
 
-/// Runs the page script: the `first + 1` entries after entry `after`
-/// (from the newest without it) that match `filter`, read from the most
-/// selective index (an article's, a user's, an action's, or the whole log).
+/// Runs the page script on shard `at`: the `first + 1` entries of its
+/// slice after entry `after` (from the newest without it) that match
+/// `filter`, read from the most selective index (an article's, a user's,
+/// an action's, or the whole log).
 pub async fn modlog_page(
     conn: &mut Conn,
+    at: At,
     filter: &ModLogFilter,
     after: Option<u64>,
     first: usize,
@@ -344,8 +368,8 @@ pub async fn modlog_page(
     wanted[implied].clear();
     let mut invocation = MODLOG_PAGE.invocation();
     invocation
-        .key(index)
-        .arg(keys::MODLOG_ENTRY_PREFIX)
+        .key(at.key(index))
+        .arg(at.key(keys::MODLOG_ENTRY_PREFIX))
         .arg(first)
         .arg(after.map_or("+inf".to_owned(), |n| n.to_string()))
         .arg(MODLOG_SCAN)

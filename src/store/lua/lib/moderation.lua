@@ -1,10 +1,13 @@
 -- Shared by the moderation scripts (flag, moderate_article, moderate_user;
 -- see scripts/moderation.rs): the keys and names they all take, the log
 -- entry each action writes in the same step, taking an article out of
--- every ranking and putting it back, and a user's sessions. Needs karma.
+-- every ranking and putting it back, and a user's sessions. Needs karma
+-- and group_sizes.
 --
--- KEYS[1..11] and ARGV[1..31] are the same in those scripts (laid out by
--- scripts/moderation.rs, common); each script's own follow.
+-- KEYS[1..11] and ARGV[1..35] are the same in those scripts (laid out by
+-- scripts/moderation.rs, common); each script's own follow. Keys and
+-- prefixes come placed on the script's shard; keys built from a member
+-- (the poster's, a user's log) take c.tag first.
 local function moderation_context()
   local t = redis.call('TIME')
   return {
@@ -21,8 +24,22 @@ local function moderation_context()
     period_names = {ARGV[20], ARGV[21], ARGV[22], ARGV[23], ARGV[24]},
     period_secs = {tonumber(ARGV[25]), tonumber(ARGV[26]), tonumber(ARGV[27]), tonumber(ARGV[28])},
     actor = ARGV[29], reason = ARGV[30], trim = tonumber(ARGV[31]),
+    tag = ARGV[32], via_outbox = ARGV[33] == '1',
+    shards = tonumber(ARGV[34]), shard = tonumber(ARGV[35]),
     now = tonumber(t[1]) + tonumber(t[2]) / 1000000,
+    ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
   }
+end
+
+-- The next entry number: on one primary, the counter's next. Over shards,
+-- each shard's count runs at least with the clock's millisecond, times
+-- c.shards plus the shard: unique, and newer entries of any shard number
+-- higher (to the primaries' clock skew).
+local function next_entry(c)
+  if c.shards == 1 then return redis.call('INCR', c.last_id) end
+  local n = math.max((tonumber(redis.call('GET', c.last_id)) or 0) + 1, c.ms)
+  redis.call('SET', c.last_id, string.format('%.0f', n))
+  return string.format('%.0f', n * c.shards + c.shard)
 end
 
 -- log_entry(c, e) appends entry number n to the log: e.action, filed in
@@ -31,7 +48,7 @@ end
 -- c.reason. Then the oldest entries go (at most c.trim per call) until the
 -- log holds c.max_entries.
 local function log_entry(c, e)
-  local n = redis.call('INCR', c.last_id)
+  local n = next_entry(c)
   local fields = {'at', string.format('%.6f', c.now), 'action', e.action}
   local optional = {moderator = e.moderator, article = e.article, user = e.user,
     ['until'] = e.ends, reason = c.reason}
@@ -50,7 +67,7 @@ local function log_entry(c, e)
     local f = redis.call('HMGET', entry, 'action', 'article', 'user')
     redis.call('ZREM', c.action_prefix .. f[1], old)
     if f[2] then redis.call('ZREM', c.article_prefix .. f[2] .. c.log_suffix, old) end
-    if f[3] then redis.call('ZREM', c.user_prefix .. f[3] .. c.log_suffix, old) end
+    if f[3] then redis.call('ZREM', c.tag .. c.user_prefix .. f[3] .. c.log_suffix, old) end
     redis.call('DEL', entry)
   end
 end
@@ -78,15 +95,14 @@ local function take_out(c, id, groups)
   for _, key in ipairs(c.top) do redis.call('ZREM', key, article) end
   for _, g in ipairs(groups) do
     local group = c.group_prefix .. g
-    if redis.call('SREM', group, article) == 1
-      and tonumber(redis.call('ZINCRBY', c.directory, 1, g)) >= 0 then
-      redis.call('ZREM', c.directory, g)
+    if redis.call('SREM', group, article) == 1 then
+      resize_group(c.directory, g, -1, c.via_outbox)
     end
     redis.call('SREM', group .. c.mirror_suffix, article)
     drop_rankings(c, group .. c.group_top_infix, c.group_score_prefix .. g, c.group_time_prefix .. g)
   end
   if h[4] then
-    local poster = as_member(h[4], c.user_prefix)
+    local poster = c.tag .. as_member(h[4], c.user_prefix)
     redis.call('ZREM', poster .. c.user_time_suffix, article)
     redis.call('ZADD', poster .. c.user_out_suffix, t, article)
     drop_rankings(c, poster .. c.user_top_infix, poster .. c.user_score_suffix)
@@ -111,12 +127,12 @@ local function put_back(c, id, groups)
   end
   for _, g in ipairs(groups) do
     local group = c.group_prefix .. g
-    if redis.call('SADD', group, article) == 1 then redis.call('ZINCRBY', c.directory, -1, g) end
+    if redis.call('SADD', group, article) == 1 then resize_group(c.directory, g, 1, c.via_outbox) end
     redis.call('SADD', group .. c.mirror_suffix, article)
     drop_rankings(c, group .. c.group_top_infix, c.group_score_prefix .. g, c.group_time_prefix .. g)
   end
   if h[3] then
-    local poster = as_member(h[3], c.user_prefix)
+    local poster = c.tag .. as_member(h[3], c.user_prefix)
     redis.call('ZREM', poster .. c.user_out_suffix, article)
     redis.call('ZADD', poster .. c.user_time_suffix, posted, article)
     drop_rankings(c, poster .. c.user_top_infix, poster .. c.user_score_suffix)

@@ -10,6 +10,7 @@ mod directory;
 mod documents;
 mod feeds;
 mod groups;
+mod moderation;
 mod outbox;
 mod post;
 mod rate_limit;
