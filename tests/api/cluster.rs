@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    done_if, eventually, gql_at, ids, sign_up_at, spawn_server, test_settings_for, Binary,
-    Instance, TestCluster, WsClient, TRANSPORT_WS, VOTE_AS,
+    done_if, eventually, gql_at, ids, set_role_on_cluster, sign_up_at, spawn_server,
+    test_settings_for, Binary, Instance, TestCluster, WsClient, TRANSPORT_WS, VOTE_AS,
 };
 
 /// A server in cluster mode on `cluster`, with the test settings.
@@ -52,6 +52,14 @@ impl Site {
             )
             .await;
         data["post"]["id"].as_str().expect("id").to_owned()
+    }
+
+    async fn log_in(&self, name: &str) -> String {
+        let query =
+            "mutation($n: String!, $p: String!) { logIn(name: $n, password: $p) { token } }";
+        let vars = json!({ "n": name, "p": format!("password-of-{}", name.to_lowercase()) });
+        let data = self.ok(query, vars, None).await;
+        data["logIn"]["token"].as_str().expect("token").to_owned()
     }
 
     async fn vote(&self, token: &str, id: &str, direction: &str) {
@@ -195,14 +203,7 @@ async fn a_cluster_serves_accounts_posts_votes_and_pages() {
         body["errors"][0]["extensions"]["code"], "UNAUTHENTICATED",
         "{body}"
     );
-    let again = site
-        .ok(
-            "mutation { logIn(name: \"CAROL\", password: \"password-of-carol\") { token } }",
-            json!({}),
-            None,
-        )
-        .await;
-    let carol = again["logIn"]["token"].as_str().unwrap().to_owned();
+    let carol = site.log_in("CAROL").await;
     site.vote(&carol, &posted[1], "UP").await;
     let taken = site
         .gql(
@@ -269,6 +270,75 @@ async fn events_reach_every_instance_and_feeds_neither_repeat_nor_skip() {
     sorted.dedup();
     assert_eq!(sorted.len(), seen.len(), "repeated: {seen:?}");
     assert_eq!(seen.len(), 30, "skipped: {seen:?}");
+}
+
+#[tokio::test]
+async fn moderators_flag_remove_ban_and_log_across_shards() {
+    let cluster = TestCluster::start(3, 0).await;
+    let server = serve(&cluster).await;
+    let site = Site::at(&server.address);
+    sign_up_at(&site.client, &site.address, "root").await;
+    let made = set_role_on_cluster(&cluster.seeds(), "root", "admin");
+    assert!(made.status.success(), "{made:?}");
+    let root = site.log_in("root").await;
+    let (posts, flaggers) = seed(&site, 12, 2).await;
+    let poster = site.log_in("poster").await;
+    for (n, id) in posts.iter().enumerate().take(6) {
+        let flag = "mutation($id: ID!) { flag(articleId: $id, reason: \"spam\") { id } }";
+        site.ok(flag, json!({ "id": id }), Some(&flaggers[n % 2]))
+            .await;
+    }
+    let queue = "{ moderationQueue(first: 50) { edges { node { id } } } }";
+    let queued = site.ok(queue, json!({}), Some(&root)).await;
+    let mut queued = ids(&queued["moderationQueue"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"].clone())
+        .collect());
+    queued.sort();
+    let mut flagged: Vec<String> = posts[..6].to_vec();
+    flagged.sort();
+    assert_eq!(queued, flagged, "the queue merges every shard's flags");
+
+    let remove =
+        "mutation($id: ID!) { removeArticle(articleId: $id, reason: \"spam\") { id status } }";
+    site.ok(remove, json!({ "id": posts[0] }), Some(&root))
+        .await;
+    assert!(!ids(&site.front_page("NEWEST", None).await).contains(&posts[0]));
+    let ban =
+        "mutation { banUser(name: \"poster\", reason: \"spam\", removeArticles: true) { name } }";
+    site.ok(ban, json!({}), Some(&root)).await;
+    assert_eq!(
+        site.front_page("NEWEST", None)
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let body = site
+        .gql(VOTE_AS, json!({ "id": posts[1], "d": "UP" }), Some(&poster))
+        .await;
+    assert_eq!(body["errors"][0]["extensions"]["code"], "BANNED", "{body}");
+
+    let log = "{ modLog(first: 50) { totalCount edges { node { action } } } }";
+    let log = site.ok(log, json!({}), Some(&root)).await["modLog"].clone();
+    let actions: Vec<&str> = log["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["action"].as_str().unwrap())
+        .collect();
+    // Newest first: the ban's removals, the ban, the first removal, the role.
+    assert_eq!(actions[11], "BAN_USER", "{actions:?}");
+    assert_eq!(
+        actions.iter().filter(|a| **a == "REMOVE_ARTICLE").count(),
+        12,
+        "{actions:?}"
+    );
+    assert_eq!(actions.last(), Some(&"SET_ROLE"), "{actions:?}");
+    assert_eq!(log["totalCount"], actions.len());
 }
 
 #[tokio::test]

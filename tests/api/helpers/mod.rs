@@ -20,7 +20,7 @@ pub use self::binary::{free_port, Binary};
 pub use self::book::Book;
 pub use self::cluster::TestCluster;
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS, VOTE_AS};
-pub use self::moderation::{set_role_cli, Moderated};
+pub use self::moderation::{set_role_cli, set_role_on_cluster, Moderated};
 pub use self::redis::{
     command_calls, command_stats, info_field, kill_pubsub_connections, pause_redis,
     reads_processed, reset_command_stats, wait_for_top_index, TestRedis,

@@ -16,6 +16,17 @@ pub fn set_role_cli(redis_url: &str, name: &str, role: &str) -> Output {
         .env("REDIS_URL", redis_url)
         .env_remove("REDIS_SENTINELS")
         .env_remove("REDIS_MASTER_NAME")
+        .env_remove("REDIS_CLUSTER_NODES")
+        .output()
+        .expect("run votegraph set-role")
+}
+
+/// [`set_role_cli`] on a Redis Cluster, named by some of its nodes.
+pub fn set_role_on_cluster(seeds: &str, name: &str, role: &str) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_votegraph"))
+        .args(["set-role", name, role])
+        .env("REDIS_CLUSTER_NODES", seeds)
+        .env_remove("REDIS_URL")
         .output()
         .expect("run votegraph set-role")
 }
