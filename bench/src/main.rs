@@ -14,6 +14,7 @@
 //! cached front page's bytes: what HTTP alone costs.
 
 mod busy;
+mod cluster;
 mod http_limit;
 mod load;
 mod peer;
@@ -80,6 +81,10 @@ pub struct Args {
     /// Skip the simulated-hop and N+1 runs.
     #[arg(long)]
     pub quick: bool,
+    /// Compare one Redis primary with a 3-primary Redis Cluster (both
+    /// seeded through the API, at most 20,000 articles) instead.
+    #[arg(long)]
+    pub cluster: bool,
     /// Skip the Node peer (Fastify + Mercurius).
     #[arg(long)]
     pub no_peer: bool,
@@ -123,6 +128,13 @@ fn main() -> anyhow::Result<()> {
 
 /// Every scenario, in the order measured and reported.
 async fn run(args: Args) -> anyhow::Result<()> {
+    if args.cluster {
+        let bin = match &args.votegraph {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()?.with_file_name("votegraph"),
+        };
+        return cluster::run(&args, bin).await;
+    }
     let (_redis, mut bench) = prepare(args).await?;
     let server = start_shipped(&mut bench).await?;
     bench.front_page(&server).await;
