@@ -29,7 +29,6 @@ mod persisted;
 mod pipeline;
 mod pubsub;
 mod rate;
-pub mod redis_cluster;
 pub mod redis_server;
 mod scrape;
 mod server;

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
-use votegraph::redis_cluster::RedisCluster;
 
 use crate::load::{self, page_query, Gql, Stats};
+use crate::redis_cluster::RedisCluster;
 use crate::servers::{free_port, start_redis, wait_healthy, Proc};
 use crate::Args;
 

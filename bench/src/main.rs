@@ -19,6 +19,10 @@ mod http_limit;
 mod load;
 mod peer;
 mod proxy;
+// Shared with the API tests, which use all of it.
+#[allow(dead_code)]
+#[path = "../../tests/support/redis_cluster.rs"]
+mod redis_cluster;
 mod report;
 mod scenarios;
 mod seed;

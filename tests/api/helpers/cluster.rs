@@ -1,4 +1,4 @@
-//! A Redis Cluster on loopback per test (`votegraph::redis_cluster`), in a
+//! A Redis Cluster on loopback per test (`tests/support/redis_cluster.rs`), in a
 //! temporary directory of its own.
 
 // Each test uses the part it needs; none may use all of it.
@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 use tokio::process::Command;
-use votegraph::redis_cluster::{ClusterError, RedisCluster, NODE_TIMEOUT};
+#[path = "../../support/redis_cluster.rs"]
+mod redis_cluster;
+
+use redis_cluster::{ClusterError, RedisCluster, NODE_TIMEOUT};
 
 /// A test's cluster on 127.0.0.1; every node is stopped when it is dropped.
 pub struct TestCluster {

@@ -1,6 +1,6 @@
-//! Starts a Redis Cluster on loopback (tests, benchmark, trying cluster
-//! mode): one [`RedisServer`] per node, each in its own sub-directory, all
-//! stopped when the cluster is dropped.
+//! Starts a Redis Cluster on loopback for the API tests and the benchmark
+//! (both include this file): one [`RedisServer`] per node, each in its own
+//! sub-directory, all stopped when the cluster is dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::time::{sleep, timeout};
 
-use crate::redis_server::{RedisServer, RedisServerBuilder, StartError};
+use votegraph::redis_server::{RedisServer, RedisServerBuilder, StartError};
 
 /// Why a cluster did not start or become healthy.
 #[derive(Debug, thiserror::Error)]
@@ -291,57 +291,6 @@ fn free_port() -> Result<u16, ClusterError> {
         let port = FIRST + (start + offset) % SPAN;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_killed_primary_is_replaced_by_its_replica() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut cluster = RedisCluster::start(dir.path(), 3, 1).await.unwrap();
-        let ports = cluster.ports();
-        assert_eq!(ports.len(), 6);
-        for &port in &ports {
-            assert!(query(port, &redis::cmd("PING")).await.is_some(), "{port}");
-        }
-        let primaries = cluster.primaries().await;
-        assert_eq!(primaries.len(), 3, "{primaries:?}");
-
-        let killed = primaries[0];
-        let nodes = query(primaries[1], redis::cmd("CLUSTER").arg("NODES"))
-            .await
-            .unwrap();
-        let nodes: Vec<_> = cluster_nodes(&nodes).collect();
-        let id = nodes.iter().find(|(p, _)| *p == killed).unwrap().1[0];
-        let replica = nodes.iter().find(|(_, f)| f[3] == id).unwrap().0;
-        cluster.kill(killed);
-        // Detection alone takes the node timeout, then comes an election.
-        cluster.wait_healthy(NODE_TIMEOUT * 5).await.unwrap();
-        let primaries = cluster.primaries().await;
-        assert!(
-            primaries.contains(&replica) && !primaries.contains(&killed),
-            "{primaries:?}"
-        );
-
-        cluster.restart(killed).await.unwrap();
-        cluster.wait_healthy(NODE_TIMEOUT * 5).await.unwrap();
-        assert_eq!(cluster.primaries().await.len(), 3);
-        let pids: Vec<u32> = cluster
-            .nodes
-            .iter()
-            .filter_map(|n| n.server.as_ref()?.pid())
-            .collect();
-        assert_eq!(pids.len(), 6);
-        drop(cluster);
-        for pid in pids {
-            assert!(
-                !Path::new(&format!("/proc/{pid}")).exists(),
-                "{pid} still runs"
-            );
         }
     }
 }
