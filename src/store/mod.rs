@@ -307,7 +307,7 @@ pub struct Store {
     /// The book's keyspace, or the cluster's (see [`keys::Layout`]).
     layout: keys::Layout,
     /// One drain per shard's outbox at a time (see `outbox.rs`).
-    outbox: Arc<[tokio::sync::Mutex<()>; keys::SHARDS]>,
+    outbox: Arc<[outbox::Drains; keys::SHARDS]>,
 }
 
 impl Store {

@@ -13,6 +13,7 @@
 //! for the next drain: the one after the next write to that shard, or the
 //! periodic pass over every shard.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -32,6 +33,14 @@ const STEP: usize = 256;
 /// server left behind.
 const PASS_EVERY: Duration = Duration::from_secs(1);
 
+/// A shard's drains in this process: the one running, and whether a write
+/// came after it started.
+#[derive(Default)]
+pub struct Drains {
+    draining: tokio::sync::Mutex<()>,
+    again: AtomicBool,
+}
+
 /// One queued change: its stream id, its kind (`karma` of a user's
 /// member, or the size of a `group`), whose, the delta and the time.
 pub struct Entry {
@@ -43,16 +52,31 @@ pub struct Entry {
 }
 
 impl Store {
-    /// Drains `shard`'s outbox, one drain per shard at a time here. A
-    /// failure leaves the entries for a later drain: the write they came
-    /// from stands, and its answer does not change.
+    /// Drains `shard`'s outbox, one drain per shard at a time here: a
+    /// write that finds one running leaves its entry to it and does not
+    /// wait, so drains take many entries at once under load. A failure
+    /// leaves the entries for a later drain: the write they came from
+    /// stands, and its answer does not change.
     pub(crate) async fn apply_outbox(&self, shard: Shard) {
         if !self.layout.is_cluster() {
             return;
         }
-        let _one = self.outbox[shard.0].lock().await;
-        if let Err(e) = self.drain(shard).await {
-            tracing::warn!(shard = shard.0, error = %e, "applying the outbox failed; retried later");
+        let slot = &self.outbox[shard.0];
+        slot.again.store(true, Ordering::SeqCst);
+        loop {
+            let Ok(_one) = slot.draining.try_lock() else {
+                return;
+            };
+            while slot.again.swap(false, Ordering::SeqCst) {
+                if let Err(e) = self.drain(shard).await {
+                    tracing::warn!(shard = shard.0, error = %e, "applying the outbox failed; retried later");
+                }
+            }
+            drop(_one);
+            // Asked for while the drain was ending: drain again.
+            if !slot.again.load(Ordering::SeqCst) {
+                return;
+            }
         }
     }
 
