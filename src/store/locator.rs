@@ -49,17 +49,7 @@ impl Locator {
     /// The primary Sentinel names for `master`, asking `sentinels`
     /// (`host:port`, comma-separated) in turn.
     pub fn sentinel(sentinels: &str, master: &str, timeout: Duration) -> AppResult<Self> {
-        let sentinels: Vec<ConnectionInfo> = sentinels
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| connection_info(&format!("redis://{s}")))
-            .collect::<AppResult<_>>()?;
-        if sentinels.is_empty() {
-            return Err(AppError::BadRequest(
-                "REDIS_SENTINELS names no sentinel".to_owned(),
-            ));
-        }
+        let sentinels = addresses(sentinels, "REDIS_SENTINELS names no sentinel")?;
         if master.is_empty() {
             return Err(AppError::BadRequest(
                 "REDIS_MASTER_NAME is empty".to_owned(),
@@ -75,17 +65,7 @@ impl Locator {
     /// A Redis Cluster, found through `seeds` (`host:port`, comma-separated).
     /// Slots, `MOVED`, `ASK` and failovers are redis-rs' job from there.
     pub fn cluster(seeds: &str, timeout: Duration) -> AppResult<Self> {
-        let seeds: Vec<ConnectionInfo> = seeds
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| connection_info(&format!("redis://{s}")))
-            .collect::<AppResult<_>>()?;
-        if seeds.is_empty() {
-            return Err(AppError::BadRequest(
-                "REDIS_CLUSTER_NODES names no node".to_owned(),
-            ));
-        }
+        let seeds = addresses(seeds, "REDIS_CLUSTER_NODES names no node")?;
         let client = ClusterClient::builder(seeds.clone())
             .connection_timeout(timeout)
             .response_timeout(timeout)
@@ -160,6 +140,20 @@ impl Locator {
                     .unwrap_or_else(|| RedisError::from((ErrorKind::Io, "no sentinel answered"))))
             }
         }
+    }
+}
+
+/// `host:port` addresses, comma-separated; `none` when there are none.
+fn addresses(list: &str, none: &str) -> AppResult<Vec<ConnectionInfo>> {
+    let found: Vec<ConnectionInfo> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| connection_info(&format!("redis://{s}")))
+        .collect::<AppResult<_>>()?;
+    match found.is_empty() {
+        true => Err(AppError::BadRequest(none.to_owned())),
+        false => Ok(found),
     }
 }
 

@@ -631,6 +631,23 @@ async fn vote_stream(
     all
 }
 
+impl Stream {
+    /// Every refusal was a documented, retryable one, and every
+    /// acknowledged vote reads UP to its voter.
+    async fn check(&self, site: &Site, voters: &[String]) {
+        for code in self.refused.keys() {
+            assert!(RETRYABLE.contains(&code.as_str()), "{:?}", self.refused);
+        }
+        let up = up_votes(site, voters).await;
+        let lost: Vec<_> = self
+            .acked
+            .iter()
+            .filter(|(v, id)| !up[*v].contains(id))
+            .collect();
+        assert!(lost.is_empty(), "acknowledged votes lost: {lost:?}");
+    }
+}
+
 /// The articles each voter's votes read UP on, as the voter sees them.
 async fn up_votes(site: &Site, voters: &[String]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
@@ -718,16 +735,7 @@ async fn a_primary_failover_loses_no_acknowledged_vote_with_wait_replicas() {
         stream.acked.len()
     );
     assert!(refused > 0, "the failover was noticed");
-    for code in stream.refused.keys() {
-        assert!(RETRYABLE.contains(&code.as_str()), "{:?}", stream.refused);
-    }
-    let up = up_votes(&site, &voters).await;
-    let lost: Vec<_> = stream
-        .acked
-        .iter()
-        .filter(|(v, id)| !up[*v].contains(id))
-        .collect();
-    assert!(lost.is_empty(), "acknowledged votes lost: {lost:?}");
+    stream.check(&site, &voters).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -783,15 +791,6 @@ async fn slots_move_between_primaries_under_votes_and_reads() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let stream = stream.await.unwrap();
     assert!(reader.await.unwrap() > 0, "pages were read meanwhile");
-    for code in stream.refused.keys() {
-        assert!(RETRYABLE.contains(&code.as_str()), "{:?}", stream.refused);
-    }
-    let up = up_votes(&site, &voters).await;
-    let lost: Vec<_> = stream
-        .acked
-        .iter()
-        .filter(|(v, id)| !up[*v].contains(id))
-        .collect();
-    assert!(lost.is_empty(), "acknowledged votes lost: {lost:?}");
+    stream.check(&site, &voters).await;
     assert_eq!(site.karma().await, site.net_votes().await);
 }
