@@ -1,46 +1,53 @@
 //! `--cluster`: votegraph on one Redis primary and on a 3-primary Redis
-//! Cluster, in one run, each seeded the same way through the API (a
-//! cluster's keyspace is not the book's, so the pipelined seed does not
-//! apply): the front pages, votes, and the Redis CPU each primary spends
-//! per vote.
+//! Cluster without replicas, in one run, both seeded the same way through
+//! the API (the cluster's keyspace is not the book's, so the pipelined
+//! seed does not apply): the front pages, votes, the Redis CPU each
+//! primary spends per vote, and where the articles landed.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use futures_util::stream::{self, StreamExt};
+use anyhow::{bail, Context};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::load::{self, page_query, Gql, Stats};
-use crate::redis_cluster::RedisCluster;
-use crate::servers::{free_port, start_redis, wait_healthy, Proc};
+use crate::load::{page_query, Gql, Stats};
+use crate::scenarios::{
+    fixed, logged_in, votes, Users, FRONT_PAGE, FRONT_PAGE_UNCACHED, LOGGED_IN, VOTE,
+};
+use crate::servers::{start_redis, start_redis_cluster, start_votegraph_on, Mode, RedisAt};
 use crate::Args;
 
-/// Readers and voters signed up, and articles posted, per target.
-const USERS: usize = 2_000;
-const POSTERS: usize = 50;
+/// Users signed up per target: the readers and voters, who also post the
+/// articles in turn, so the karma a vote moves is spread over their shards.
+const USERS: usize = 20_000;
+/// Requests in flight while seeding.
+const SEEDING: usize = 32;
+const PRIMARIES: usize = 3;
 
-/// Where a target's Redis is, as votegraph's flags name it.
-enum Redis {
-    Url(String),
-    Cluster(String),
-}
+/// What the cluster should reach against one primary.
+const MAX_CPU_PER_VOTE_RATIO: f64 = 0.4;
+const ARTICLE_SHARE: (f64, f64) = (0.20, 0.45);
+const MIN_PAGE_RATIO: f64 = 0.7;
 
-/// One Redis node's CPU seconds and vote scripts run so far.
+/// One Redis node's CPU seconds and EVALSHA calls so far.
 async fn node_counters(addr: &str) -> anyhow::Result<(f64, u64)> {
-    let client = redis::Client::open(format!("redis://{addr}"))?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    let info: String = redis::cmd("INFO").arg("all").query_async(&mut conn).await?;
+    let mut conn = connect(addr).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await?;
     let field = |name: &str| -> Option<&str> {
         info.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
     };
     let cpu = ["used_cpu_sys", "used_cpu_user"]
         .iter()
-        .filter_map(|f| field(f)?.parse::<f64>().ok())
+        .filter_map(|f| field(f)?.trim().parse::<f64>().ok())
         .sum();
     let scripts = field("cmdstat_evalsha")
         .and_then(|s| s.split(',').next()?.strip_prefix("calls=")?.parse().ok())
@@ -48,176 +55,12 @@ async fn node_counters(addr: &str) -> anyhow::Result<(f64, u64)> {
     Ok((cpu, scripts))
 }
 
-/// A votegraph on `redis`, healthy; `cache` off for the uncached pages.
-async fn serve(bin: &Path, redis: &Redis, cache: bool) -> anyhow::Result<(Proc, String)> {
-    let port = free_port()?;
-    let mut command = Command::new(bin);
-    command.args(["--bind", &format!("127.0.0.1:{port}")]);
-    match redis {
-        Redis::Url(addr) => command.env("REDIS_URL", format!("redis://{addr}")),
-        Redis::Cluster(seeds) => command.env("REDIS_CLUSTER_NODES", seeds),
-    };
-    for limit in ["VOTE", "POST", "SIGN_UP", "LOG_IN"] {
-        command.env(format!("VOTEGRAPH_RATE_{limit}"), "1000000000/60");
-    }
-    command
-        .env("VOTEGRAPH_ARGON2_MEMORY_KIB", "1024")
-        .env("VOTEGRAPH_ARGON2_ITERATIONS", "1")
-        .env("VOTEGRAPH_MAX_CONNECTIONS_PER_CLIENT", "1000000")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null());
-    if !cache {
-        command.arg("--no-response-cache");
-    }
-    let proc = Proc(command.spawn().context("starting votegraph")?);
-    let base = format!("http://127.0.0.1:{port}");
-    wait_healthy(&format!("{base}/health"), "votegraph").await?;
-    Ok((proc, base))
+async fn connect(addr: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(format!("redis://{addr}"))?;
+    Ok(client.get_multiplexed_async_connection().await?)
 }
 
-/// Signs up USERS users and posts `articles` through the API, 32 at a
-/// time; answers the users' tokens and the articles' ids.
-async fn seed(base: &str, articles: usize) -> anyhow::Result<(Vec<String>, Vec<u64>)> {
-    let client = reqwest::Client::new();
-    let call = |query: &'static str, vars: Value, token: Option<String>| {
-        let client = client.clone();
-        async move {
-            let mut request = client
-                .post(format!("{base}/graphql"))
-                .json(&json!({ "query": query, "variables": vars }));
-            if let Some(token) = token {
-                request = request.bearer_auth(token);
-            }
-            let body: Value = request.send().await?.json().await?;
-            anyhow::Ok(body)
-        }
-    };
-    const SIGN_UP: &str =
-        "mutation($n: String!) { signUp(name: $n, password: \"password\") { token } }";
-    let tokens: Vec<String> = stream::iter(0..USERS)
-        .map(|u| call(SIGN_UP, json!({ "n": format!("user{u}") }), None))
-        .buffered(32)
-        .map(|body| {
-            Ok(body?["data"]["signUp"]["token"]
-                .as_str()
-                .context("a token")?
-                .to_owned())
-        })
-        .collect::<Vec<anyhow::Result<String>>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<_>>()?;
-    const POST: &str = "mutation($t: String!, $l: String!) { post(title: $t, link: $l) { id } }";
-    let ids = stream::iter(0..articles)
-        .map(|a| {
-            let vars =
-                json!({ "t": format!("Story {a}"), "l": format!("https://example.com/{a}") });
-            call(POST, vars, Some(tokens[a % POSTERS].clone()))
-        })
-        .buffer_unordered(32)
-        .map(|body| {
-            body?["data"]["post"]["id"]
-                .as_str()
-                .context("an id")?
-                .parse::<u64>()
-                .context("id")
-        })
-        .collect::<Vec<anyhow::Result<u64>>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<_>>()?;
-    Ok((tokens, ids))
-}
-
-/// What one target measured.
-struct Measured {
-    name: &'static str,
-    seed_s: f64,
-    stats: Vec<Stats>,
-    /// Per primary: CPU ms per 1,000 votes, and its share of vote scripts.
-    primaries: Vec<(f64, f64)>,
-}
-
-/// Seeds the target and runs its scenarios.
-async fn measure(
-    args: &Args,
-    bin: &Path,
-    name: &'static str,
-    redis: Redis,
-    nodes: &[String],
-) -> anyhow::Result<Measured> {
-    let (cached, base) = serve(bin, &redis, true).await?;
-    let seeded = Instant::now();
-    let (tokens, ids) = seed(&base, (args.articles as usize).min(20_000)).await?;
-    let seed_s = seeded.elapsed().as_secs_f64();
-    let (uncached, raw) = serve(bin, &redis, false).await?;
-    let (n, warmup, duration) = (
-        args.connections,
-        Duration::from_secs_f64(args.warmup),
-        Duration::from_secs_f64(args.duration),
-    );
-    let mut stats = Vec::new();
-    let pages = [("front page", &base), ("front page, uncached", &raw)];
-    for (scenario, at) in pages {
-        load::probe_server(Some(if at == &base {
-            cached.id()
-        } else {
-            uncached.id()
-        }));
-        let gql = Gql::new(at, n);
-        let body = page_query(1);
-        let op = move |_, _| {
-            let (gql, body) = (gql.clone(), body.clone());
-            async move { gql.post(body, None).await }
-        };
-        stats.push(load::run(scenario, n, warmup, duration, op).await);
-    }
-    load::probe_server(Some(uncached.id()));
-    let tokens = Arc::new(tokens);
-    let (gql, next) = (Gql::new(&raw, n), Arc::new(AtomicUsize::new(0)));
-    let (t, body) = (tokens.clone(), load::logged_in_page_query());
-    let op = move |_, _| {
-        let (gql, body, t) = (gql.clone(), body.clone(), t.clone());
-        let user = next.fetch_add(1, Ordering::Relaxed) % t.len();
-        async move { gql.post(body, Some(&t[user])).await }
-    };
-    stats.push(load::run("front page, logged in", n, warmup, duration, op).await);
-    let before = counters(nodes).await?;
-    let (gql, next, ids) = (
-        Gql::new(&raw, n),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(ids),
-    );
-    let op = move |_, _| {
-        let (gql, t, ids) = (gql.clone(), tokens.clone(), ids.clone());
-        // Distinct (voter, article) pairs: every vote moves a score.
-        let k = next.fetch_add(1, Ordering::Relaxed);
-        async move {
-            let vote = load::vote_query(ids[k % ids.len()]);
-            gql.post(vote, Some(&t[(k / ids.len()) % t.len()])).await
-        }
-    };
-    let votes = load::run("vote (distinct users)", n, warmup, duration, op).await;
-    let after = counters(nodes).await?;
-    let scripts: u64 = after.iter().zip(&before).map(|(a, b)| a.1 - b.1).sum();
-    let primaries = after
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| {
-            let per_vote = (a.0 - b.0) * 1e6 / votes.sent.max(1) as f64;
-            (per_vote, (a.1 - b.1) as f64 / scripts.max(1) as f64)
-        })
-        .collect();
-    stats.push(votes);
-    Ok(Measured {
-        name,
-        seed_s,
-        stats,
-        primaries,
-    })
-}
-
-async fn counters(nodes: &[String]) -> anyhow::Result<Vec<(f64, u64)>> {
+async fn all_counters(nodes: &[String]) -> anyhow::Result<Vec<(f64, u64)>> {
     let mut out = Vec::new();
     for node in nodes {
         out.push(node_counters(node).await?);
@@ -225,88 +68,347 @@ async fn counters(nodes: &[String]) -> anyhow::Result<Vec<(f64, u64)>> {
     Ok(out)
 }
 
-/// The share of article hashes each primary holds.
-async fn article_shares(nodes: &[String]) -> anyhow::Result<Vec<f64>> {
-    let mut counts = Vec::new();
-    for node in nodes {
-        let client = redis::Client::open(format!("redis://{node}"))?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        let keys: Vec<String> = redis::cmd("KEYS")
+/// One GraphQL call's `data`; its errors are the seeding's failure.
+async fn call(
+    client: &reqwest::Client,
+    base: &str,
+    query: &str,
+    variables: Value,
+    token: Option<&str>,
+) -> anyhow::Result<Value> {
+    let mut request = client
+        .post(format!("{base}/graphql"))
+        .json(&json!({ "query": query, "variables": variables }));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let mut body: Value = request.send().await?.json().await?;
+    if let Some(errors) = body.get("errors") {
+        bail!("{query}: {errors}");
+    }
+    Ok(body["data"].take())
+}
+
+/// What seeding one target made, and how long it took.
+#[derive(Serialize)]
+struct Seeded {
+    #[serde(skip)]
+    tokens: Vec<String>,
+    #[serde(skip)]
+    ids: Vec<u64>,
+    sign_up_s: f64,
+    post_s: f64,
+}
+
+/// Signs up USERS users, then posts `articles` (user `a % USERS` posts
+/// article `a`), SEEDING requests at a time.
+async fn seed(base: &str, articles: usize) -> anyhow::Result<Seeded> {
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    const SIGN_UP: &str =
+        "mutation($n: String!) { signUp(name: $n, password: \"bench-password\") { token } }";
+    let tokens: Vec<String> = stream::iter(0..USERS)
+        .map(|u| {
+            let client = &client;
+            async move {
+                let data = call(
+                    client,
+                    base,
+                    SIGN_UP,
+                    json!({ "n": format!("user{u}") }),
+                    None,
+                );
+                let token = data.await?["signUp"]["token"].as_str().map(str::to_owned);
+                token.context("signUp answered no token")
+            }
+        })
+        .buffered(SEEDING)
+        .try_collect()
+        .await?;
+    let sign_up_s = started.elapsed().as_secs_f64();
+    const POST: &str = "mutation($t: String!, $l: String!) { post(title: $t, link: $l) { id } }";
+    let ids: Vec<u64> = stream::iter(0..articles)
+        .map(|a| {
+            let (client, token) = (&client, &tokens[a % USERS]);
+            let vars =
+                json!({ "t": format!("Story {a}"), "l": format!("https://example.com/{a}") });
+            async move {
+                let data = call(client, base, POST, vars, Some(token)).await?;
+                let id = data["post"]["id"]
+                    .as_str()
+                    .and_then(|id| id.parse::<u64>().ok());
+                id.context("post answered no id")
+            }
+        })
+        .buffer_unordered(SEEDING)
+        .try_collect()
+        .await?;
+    Ok(Seeded {
+        tokens,
+        ids,
+        sign_up_s,
+        post_s: started.elapsed().as_secs_f64() - sign_up_s,
+    })
+}
+
+/// One primary's part of the vote scenario's Redis work.
+#[derive(Serialize)]
+struct PrimaryCost {
+    addr: String,
+    cpu_s_per_1000_votes: f64,
+    /// Its share of the EVALSHA calls of all primaries.
+    evalsha_share: f64,
+    /// Its EVALSHA calls per vote: a vote may run scripts on several shards.
+    evalsha_per_vote: f64,
+}
+
+/// What one target measured.
+#[derive(Serialize)]
+struct Target {
+    name: &'static str,
+    seeding: Seeded,
+    scenarios: Vec<Stats>,
+    primaries: Vec<PrimaryCost>,
+    /// Each primary's share of the article hashes (the cluster only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    article_shares: Vec<f64>,
+}
+
+impl Target {
+    fn rps(&self, scenario: &str) -> f64 {
+        let found = self.scenarios.iter().find(|s| s.scenario == scenario);
+        found.map_or(0.0, |s| s.rps)
+    }
+
+    fn cpu_per_vote(&self) -> f64 {
+        let per_1000 = self.primaries.iter().map(|p| p.cpu_s_per_1000_votes);
+        per_1000.fold(0.0, f64::max)
+    }
+}
+
+/// Seeds a target through the API, then measures it: the shipped server
+/// first, then one without the response cache.
+async fn measure(
+    args: &Args,
+    bin: &PathBuf,
+    name: &'static str,
+    redis: RedisAt<'_>,
+    primaries: &[String],
+) -> anyhow::Result<Target> {
+    eprintln!("{name}:");
+    let server = start_votegraph_on(bin, redis, Mode::Default).await?;
+    let seeding = seed(&server.base, args.articles as usize).await?;
+    eprintln!(
+        "  seeded {USERS} users in {:.1} s and {} articles in {:.1} s through the API",
+        seeding.sign_up_s, args.articles, seeding.post_s
+    );
+    let (n, warmup, duration) = (
+        args.connections,
+        Duration::from_secs_f64(args.warmup),
+        Duration::from_secs_f64(args.duration),
+    );
+    let gql = Gql::new(&server.base, n);
+    let users = Users::Tokens(Arc::new(seeding.tokens.clone()));
+    let mut scenarios = vec![
+        fixed(&gql, FRONT_PAGE, page_query(1), n, warmup, duration).await,
+        logged_in(&gql, LOGGED_IN, users.clone(), n, warmup, duration).await,
+    ];
+    // Every article was just posted: all are open to voting.
+    let open = Arc::new(seeding.ids.clone());
+    let before = all_counters(primaries).await?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let vote = votes(&gql, open, users, next, n, warmup, duration).await;
+    let after = all_counters(primaries).await?;
+    let primaries = costs(primaries, &before, &after, vote.sent);
+    scenarios.push(vote);
+    drop(server);
+    // One server at a time: an idle second one would still take CPU from
+    // the one measured.
+    let uncached = start_votegraph_on(bin, redis, Mode::Uncached).await?;
+    let gql = Gql::new(&uncached.base, n);
+    let body = page_query(1);
+    scenarios.push(fixed(&gql, FRONT_PAGE_UNCACHED, body, n, warmup, duration).await);
+    Ok(Target {
+        name,
+        seeding,
+        scenarios,
+        primaries,
+        article_shares: Vec::new(),
+    })
+}
+
+/// Each primary's CPU per 1,000 of the `votes` sent between `before` and
+/// `after` (warm-up included, as the counters are), and its EVALSHA share.
+fn costs(
+    nodes: &[String],
+    before: &[(f64, u64)],
+    after: &[(f64, u64)],
+    votes: u64,
+) -> Vec<PrimaryCost> {
+    let deltas: Vec<(f64, u64)> = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| (a.0 - b.0, a.1.saturating_sub(b.1)))
+        .collect();
+    let scripts: u64 = deltas.iter().map(|d| d.1).sum();
+    nodes
+        .iter()
+        .zip(deltas)
+        .map(|(addr, (cpu, calls))| PrimaryCost {
+            addr: addr.clone(),
+            cpu_s_per_1000_votes: cpu * 1000.0 / votes.max(1) as f64,
+            evalsha_share: calls as f64 / scripts.max(1) as f64,
+            evalsha_per_vote: calls as f64 / votes.max(1) as f64,
+        })
+        .collect()
+}
+
+/// Article hashes (`…article:<id>`) on one node, found with SCAN.
+async fn article_hashes(addr: &str) -> anyhow::Result<u64> {
+    let mut conn = connect(addr).await?;
+    let (mut cursor, mut count) = (0u64, 0u64);
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
             .arg("*article:*")
+            .arg("COUNT")
+            .arg(1000)
             .query_async(&mut conn)
             .await?;
-        let hashes = keys.iter().filter(|k| {
-            let id = k.rsplit_once("article:").map_or("", |(_, id)| id);
-            !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
-        });
-        counts.push(hashes.count() as f64);
+        count += keys
+            .iter()
+            .filter(|k| {
+                let id = k.rsplit_once("article:").map_or("", |(_, id)| id);
+                !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
+            })
+            .count() as u64;
+        if next == 0 {
+            return Ok(count);
+        }
+        cursor = next;
     }
-    let total: f64 = counts.iter().sum();
-    Ok(counts.iter().map(|c| c / total.max(1.0)).collect())
 }
 
 /// The `--cluster` run: one primary, then three, then the comparison.
 pub async fn run(args: &Args, bin: PathBuf) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (redis, addr) = start_redis(&args.redis_server, dir.path()).await?;
-    let one = measure(args, &bin, "1 primary", Redis::Url(addr.clone()), &[addr]).await?;
+    let one = [addr];
+    let single = measure(args, &bin, "1 primary", RedisAt::Primary(&one[0]), &one).await?;
     drop(redis);
-    let cluster = RedisCluster::start(dir.path(), 3, 0).await?;
-    let nodes: Vec<String> = cluster
-        .primaries()
-        .await
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect();
-    let three = measure(
-        args,
-        &bin,
-        "3 primaries",
-        Redis::Cluster(cluster.seeds()),
-        &nodes,
-    )
-    .await?;
-    let shares = article_shares(&nodes).await?;
-    report(&one, &three, &shares);
+    let cluster = start_redis_cluster(dir.path(), PRIMARIES).await?;
+    let seeds = RedisAt::Cluster(&cluster.seeds);
+    let nodes = &cluster.primaries;
+    let mut three = measure(args, &bin, "3 primaries", seeds, nodes).await?;
+    let mut counts = Vec::new();
+    for node in nodes {
+        counts.push(article_hashes(node).await? as f64);
+    }
+    let total: f64 = counts.iter().sum();
+    three.article_shares = counts.iter().map(|c| c / total.max(1.0)).collect();
+    drop(cluster);
+    print_table(&single, &three);
+    let ratios = print_summary(&single, &three);
+    let report = json!({
+        "mode": "cluster",
+        "articles": args.articles,
+        "users": USERS,
+        "connections": args.connections,
+        "duration_s": args.duration,
+        "cpus": crate::report::cpus(),
+        "cluster": { "targets": [single, three], "ratios": ratios },
+    });
+    std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
+    eprintln!("wrote {}", args.json.display());
     Ok(())
 }
 
-fn report(one: &Measured, three: &Measured, shares: &[f64]) {
-    println!("\n| scenario | 1 primary req/s | p99 ms | 3 primaries req/s | p99 ms | ratio |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
-    for (a, b) in one.stats.iter().zip(&three.stats) {
+fn print_table(one: &Target, three: &Target) {
+    println!(
+        "\nvotegraph-bench --cluster: {} articles, {USERS} users, {} CPUs\n",
+        one.seeding.ids.len(),
+        crate::report::cpus()
+    );
+    println!("| scenario | 1 primary req/s | p50 ms | p99 ms | errors | 3 primaries req/s | p50 ms | p99 ms | errors | 3 ÷ 1 req/s |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (a, b) in one.scenarios.iter().zip(&three.scenarios) {
         println!(
-            "| {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} |",
+            "| {} | {:.0} | {:.2} | {:.2} | {} | {:.0} | {:.2} | {:.2} | {} | {:.2} |",
             a.scenario,
             a.rps,
+            a.p50_ms,
             a.p99_ms,
+            a.errors,
             b.rps,
+            b.p50_ms,
             b.p99_ms,
-            b.rps / a.rps.max(1.0)
+            b.errors,
+            b.rps / a.rps.max(1e-9)
         );
     }
-    for m in [one, three] {
-        let per: Vec<String> = m
+}
+
+/// Prints the seeding, the CPU per vote and the targets; answers the ratios.
+fn print_summary(one: &Target, three: &Target) -> Value {
+    println!();
+    for t in [one, three] {
+        let s = &t.seeding;
+        let per: Vec<String> = t
             .primaries
             .iter()
-            .map(|(us, share)| format!("{us:.0} µs/vote ({:.0} % of scripts)", share * 100.0))
+            .map(|p| {
+                let (share, calls) = (p.evalsha_share * 100.0, p.evalsha_per_vote);
+                let cpu = p.cpu_s_per_1000_votes;
+                format!(
+                    "{} {cpu:.3} s ({share:.0} % of EVALSHA, {calls:.2} per vote)",
+                    p.addr
+                )
+            })
             .collect();
         println!(
-            "{}: seeded in {:.1} s; Redis CPU per primary: {}",
-            m.name,
-            m.seed_s,
+            "{}: seeded in {:.1} s (sign-ups {:.1} s, posts {:.1} s); Redis CPU per 1,000 votes: {}",
+            t.name,
+            s.sign_up_s + s.post_s,
+            s.sign_up_s,
+            s.post_s,
             per.join(", ")
         );
     }
-    let single = one.primaries.first().map_or(1.0, |p| p.0);
-    let busiest = three.primaries.iter().map(|p| p.0).fold(0.0, f64::max);
-    let shares: Vec<String> = shares
+    let ratio = |name: &str| three.rps(name) / one.rps(name).max(1e-9);
+    let pages = [FRONT_PAGE, FRONT_PAGE_UNCACHED, LOGGED_IN].map(|p| (p, ratio(p)));
+    let cpu = three.cpu_per_vote() / one.cpu_per_vote().max(1e-12);
+    let shares = &three.article_shares;
+    let met = |ok: bool| if ok { "met" } else { "NOT met" };
+    let shares_ok = shares
         .iter()
-        .map(|s| format!("{:.0} %", s * 100.0))
+        .all(|s| (ARTICLE_SHARE.0..=ARTICLE_SHARE.1).contains(s));
+    let shown: Vec<String> = shares
+        .iter()
+        .map(|s| format!("{:.1} %", s * 100.0))
         .collect();
     println!(
-        "busiest primary's Redis CPU per vote ÷ one primary's: {:.2}; article keys per primary: {}",
-        busiest / single.max(1e-9),
-        shares.join(", ")
+        "busiest primary's Redis CPU per vote ÷ one primary's: {cpu:.2} (≤ {MAX_CPU_PER_VOTE_RATIO}: {})",
+        met(cpu <= MAX_CPU_PER_VOTE_RATIO)
     );
+    println!(
+        "article hashes per primary: {} (each {:.0}–{:.0} %: {})",
+        shown.join(", "),
+        ARTICLE_SHARE.0 * 100.0,
+        ARTICLE_SHARE.1 * 100.0,
+        met(shares_ok)
+    );
+    for (page, r) in pages {
+        println!(
+            "{page}: 3 primaries ÷ 1 primary {r:.2}× req/s (≥ {MIN_PAGE_RATIO}: {})",
+            met(r >= MIN_PAGE_RATIO)
+        );
+    }
+    json!({
+        "front_page": pages[0].1,
+        "front_page_uncached": pages[1].1,
+        "front_page_logged_in": pages[2].1,
+        "votes": ratio(VOTE),
+        "busiest_primary_cpu_per_vote_vs_one_primary": cpu,
+    })
 }

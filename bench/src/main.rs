@@ -19,10 +19,6 @@ mod http_limit;
 mod load;
 mod peer;
 mod proxy;
-// Shared with the API tests, which use all of it.
-#[allow(dead_code)]
-#[path = "../../tests/support/redis_cluster.rs"]
-mod redis_cluster;
 mod report;
 mod scenarios;
 mod seed;
@@ -85,8 +81,8 @@ pub struct Args {
     /// Skip the simulated-hop and N+1 runs.
     #[arg(long)]
     pub quick: bool,
-    /// Compare one Redis primary with a 3-primary Redis Cluster (both
-    /// seeded through the API, at most 20,000 articles) instead.
+    /// Instead, compare one Redis primary with a 3-primary Redis Cluster,
+    /// both seeded with `--articles` through the API (20,000 users).
     #[arg(long)]
     pub cluster: bool,
     /// Skip the Node peer (Fastify + Mercurius).
@@ -133,10 +129,7 @@ fn main() -> anyhow::Result<()> {
 /// Every scenario, in the order measured and reported.
 async fn run(args: Args) -> anyhow::Result<()> {
     if args.cluster {
-        let bin = match &args.votegraph {
-            Some(p) => p.clone(),
-            None => std::env::current_exe()?.with_file_name("votegraph"),
-        };
+        let bin = votegraph_bin(&args)?;
         return cluster::run(&args, bin).await;
     }
     let (_redis, mut bench) = prepare(args).await?;
@@ -223,10 +216,7 @@ async fn prepare(
     if args.wants(busy::NAME) {
         seed::sessions(&mut conn, busy.first_voter..busy.first_voter + busy.voters).await?;
     }
-    let bin = match &args.votegraph {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("votegraph"),
-    };
+    let bin = votegraph_bin(&args)?;
     let bench = Bench {
         n: args.connections,
         args,
@@ -245,6 +235,14 @@ async fn prepare(
         dir,
     };
     Ok((redis, bench))
+}
+
+/// `--votegraph`, or the votegraph binary next to this one.
+fn votegraph_bin(args: &Args) -> anyhow::Result<PathBuf> {
+    match &args.votegraph {
+        Some(p) => Ok(p.clone()),
+        None => Ok(std::env::current_exe()?.with_file_name("votegraph")),
+    }
 }
 
 /// The busy scenario reads as the load users, but as at least

@@ -439,7 +439,15 @@ pub async fn measure(run: Run<'_>, results: &mut Vec<Stats>) -> (Value, Option<S
     let (n, warmup, duration) = (run.connections, run.warmup, run.duration);
     if run.logged_in {
         results.push(
-            crate::scenarios::logged_in(&gql, LOGGED_IN, run.users, n, warmup, duration).await,
+            crate::scenarios::logged_in(
+                &gql,
+                LOGGED_IN,
+                crate::scenarios::Users::Seeded(run.users),
+                n,
+                warmup,
+                duration,
+            )
+            .await,
         );
     }
     if run.uncached {

@@ -23,7 +23,7 @@ pub struct Report<'a> {
     pub mix_hit_rate: Option<f64>,
 }
 
-fn cpus() -> usize {
+pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

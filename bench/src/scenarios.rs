@@ -35,7 +35,7 @@ pub const RAW_HOP_1_N_PLUS_1: &str = "raw Redis N+1, 1 ms hop, 1 client";
 const COMPRESSED: &str = "front page (br)";
 const LOGGED_IN_COMPRESSED: &str = "logged-in page (br)";
 const ARTICLE: &str = "article by id";
-const VOTE: &str = "vote (distinct users)";
+pub const VOTE: &str = "vote (distinct users)";
 const MIX: &str = "mix 90% read / 10% vote";
 const MIX_LOGGED_IN: &str = "mix with logged-in readers, 90% read / 10% vote";
 const TOP_WEEK: &str = "TOP_WEEK first page, uncached";
@@ -99,12 +99,38 @@ pub async fn fixed(
     .await
 }
 
+/// Who the logged-in scenarios act as.
+#[derive(Clone)]
+pub enum Users {
+    /// The first N users, whose sessions `seed::sessions` wrote.
+    Seeded(usize),
+    /// Users signed up through the API, by their tokens.
+    Tokens(Arc<Vec<String>>),
+}
+
+impl Users {
+    pub fn len(&self) -> usize {
+        match self {
+            Users::Seeded(n) => (*n).max(1),
+            Users::Tokens(tokens) => tokens.len().max(1),
+        }
+    }
+
+    /// The token of user `user` (taken modulo [`Users::len`]).
+    pub fn token(&self, user: usize) -> String {
+        match self {
+            Users::Seeded(n) => seed::token(user % (*n).max(1)),
+            Users::Tokens(tokens) => tokens[user % tokens.len()].clone(),
+        }
+    }
+}
+
 /// Runs the logged-in front page: distinct readers in turn, each with their
 /// own `myVote` on every article, the same sequence of readers on any server.
 pub async fn logged_in(
     gql: &Gql,
     name: &str,
-    users: usize,
+    users: Users,
     n: usize,
     warmup: Duration,
     duration: Duration,
@@ -116,11 +142,30 @@ pub async fn logged_in(
     );
     load::run(name, n, warmup, duration, move |_, _| {
         let (g, body) = (g.clone(), body.clone());
-        let user = next.fetch_add(1, Ordering::Relaxed) % users;
-        async move {
-            g.post(body.as_str().to_owned(), Some(&seed::token(user)))
-                .await
-        }
+        let token = users.token(next.fetch_add(1, Ordering::Relaxed));
+        async move { g.post(body.as_str().to_owned(), Some(&token)).await }
+    })
+    .await
+}
+
+/// Votes on the articles `open` to voting, each by the next user of
+/// `next`, spread so that a user rarely votes on an article twice.
+pub async fn votes(
+    gql: &Gql,
+    open: Arc<Vec<u64>>,
+    users: Users,
+    next: Arc<AtomicUsize>,
+    n: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Stats {
+    let g = gql.clone();
+    load::run(VOTE, n, warmup, duration, move |w, i| {
+        let g = g.clone();
+        let user = next.fetch_add(1, Ordering::Relaxed) % users.len();
+        let id = open[((w as u64 * 31 + i * 7_727 + user as u64) % open.len() as u64) as usize];
+        let token = users.token(user);
+        async move { g.post(vote_query(id), Some(&token)).await }
     })
     .await
 }
@@ -213,7 +258,7 @@ impl Bench {
             let stats = logged_in(
                 &gql,
                 LOGGED_IN,
-                self.load_users,
+                Users::Seeded(self.load_users),
                 self.n,
                 self.warmup,
                 self.duration,
@@ -243,14 +288,15 @@ impl Bench {
         if !self.wants(VOTE) {
             return;
         }
-        let g = Gql::new(&server.base, self.n);
-        let (ids, users, load_users) = (self.open.clone(), self.next_user.clone(), self.load_users);
-        let stats = load::run(VOTE, self.n, self.warmup, self.duration, move |w, i| {
-            let g = g.clone();
-            let user = users.fetch_add(1, Ordering::Relaxed) % load_users;
-            let id = ids[((w as u64 * 31 + i * 7_727 + user as u64) % ids.len() as u64) as usize];
-            async move { g.post(vote_query(id), Some(&seed::token(user))).await }
-        })
+        let stats = votes(
+            &Gql::new(&server.base, self.n),
+            self.open.clone(),
+            Users::Seeded(self.load_users),
+            self.next_user.clone(),
+            self.n,
+            self.warmup,
+            self.duration,
+        )
         .await;
         self.push(stats);
     }
@@ -329,7 +375,7 @@ impl Bench {
         let mut stats = logged_in(
             &gql,
             busy::NAME,
-            readers,
+            Users::Seeded(readers),
             self.n,
             self.warmup,
             self.duration,

@@ -1,5 +1,6 @@
 //! The processes a run measures: its Redis (through votegraph's own
-//! launcher) and the votegraph servers, each stopped when dropped.
+//! launcher, or the tests' cluster launcher) and the votegraph servers,
+//! each stopped when dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -43,6 +44,40 @@ pub async fn start_redis(program: &str, dir: &Path) -> anyhow::Result<(RedisServ
     Ok((server, format!("127.0.0.1:{port}")))
 }
 
+// Shared with the API tests, which use all of it.
+#[allow(dead_code)]
+#[path = "../../tests/support/redis_cluster.rs"]
+mod redis_cluster;
+
+/// A Redis Cluster on loopback, stopped when dropped.
+pub struct LocalCluster {
+    /// Every node's `host:port`, comma-separated (`--redis-cluster-nodes`).
+    pub seeds: String,
+    /// Each primary's `host:port`.
+    pub primaries: Vec<String>,
+    _nodes: redis_cluster::RedisCluster,
+}
+
+/// The one use of the cluster launcher, so it is easy to repoint.
+pub async fn start_redis_cluster(dir: &Path, primaries: usize) -> anyhow::Result<LocalCluster> {
+    let nodes = redis_cluster::RedisCluster::start(dir, primaries, 0).await?;
+    let ports = nodes.primaries().await;
+    Ok(LocalCluster {
+        seeds: nodes.seeds(),
+        primaries: ports.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
+        _nodes: nodes,
+    })
+}
+
+/// Where a votegraph under test finds Redis.
+#[derive(Clone, Copy)]
+pub enum RedisAt<'a> {
+    /// One primary's `host:port`.
+    Primary(&'a str),
+    /// A cluster's seed nodes, comma-separated.
+    Cluster(&'a str),
+}
+
 /// How a votegraph under test is configured.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -67,20 +102,34 @@ pub async fn start_votegraph(
     redis_addr: &str,
     mode: Mode,
 ) -> anyhow::Result<Votegraph> {
+    start_votegraph_on(bin, RedisAt::Primary(redis_addr), mode).await
+}
+
+/// Starts votegraph on `redis` and waits until it is healthy.
+pub async fn start_votegraph_on(
+    bin: &PathBuf,
+    redis: RedisAt<'_>,
+    mode: Mode,
+) -> anyhow::Result<Votegraph> {
     let port = free_port()?;
     let started = Instant::now();
     let mut command = Command::new(bin);
+    command.args(["--bind", &format!("127.0.0.1:{port}")]);
+    match redis {
+        RedisAt::Primary(addr) => command.args(["--redis-url", &format!("redis://{addr}")]),
+        RedisAt::Cluster(seeds) => command.args(["--redis-cluster-nodes", seeds]),
+    };
     command
-        .args([
-            "--bind",
-            &format!("127.0.0.1:{port}"),
-            "--redis-url",
-            &format!("redis://{redis_addr}"),
-        ])
         // Votes are still counted against a per-user limit (its cost is
         // measured), but set out of reach, so a run with few `--users`
         // measures votes rather than refusals.
         .args(["--rate-vote", "1000000000/60"])
+        // `--cluster` seeds through the API (sign-ups and posts) as fast as
+        // it can; no other scenario signs up or posts.
+        .env("VOTEGRAPH_RATE_SIGN_UP", "1000000000/60")
+        .env("VOTEGRAPH_RATE_POST", "1000000000/60")
+        .env("VOTEGRAPH_ARGON2_MEMORY_KIB", "1024")
+        .env("VOTEGRAPH_ARGON2_ITERATIONS", "1")
         // The TOP_* upkeep is per second, not per request (docs/performance.md
         // gives its cost): after its first round, keep it out of the per-request
         // Redis counts.
@@ -104,7 +153,11 @@ pub async fn start_votegraph(
     let base = format!("http://127.0.0.1:{port}");
     wait_healthy(&format!("{base}/health"), "votegraph").await?;
     let startup_ms = started.elapsed().as_secs_f64() * 1000.0;
-    wait_for_startup_pass(&base).await?;
+    // On a cluster no other client shares the keyspace, so the server runs
+    // no pass, and its count stays at zero.
+    if let RedisAt::Primary(_) = redis {
+        wait_for_startup_pass(&base).await?;
+    }
     Ok(Votegraph {
         proc,
         base,
