@@ -290,7 +290,10 @@ impl Store {
                 pipe.expire(&set, keys::SESSION_TTL_SECS as i64).ignore();
                 filed += 1;
             }
-            let () = pipe.query_async(&mut conn).await?;
+            // An empty pipeline is an error to redis-rs.
+            if pipe.cmd_iter().next().is_some() {
+                let () = pipe.query_async(&mut conn).await?;
+            }
             if next == 0 {
                 break;
             }

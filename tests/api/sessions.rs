@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    gql_at, spawn_app, spawn_server, test_settings, Instance, Seen, TestApp, WsClient, LEGACY_WS,
-    TRANSPORT_WS,
+    done_if, eventually, gql_at, spawn_app, spawn_server, test_settings, Binary, Instance, Seen,
+    TestApp, TestRedis, WsClient, LEGACY_WS, TRANSPORT_WS,
 };
 
 /// The longest a socket may outlive its session.
@@ -169,4 +169,23 @@ async fn an_expired_or_deleted_session_closes_its_sockets_within_a_second() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let answer = query(&mut alive, "again", "{ me { name } }").await;
     assert_eq!(answer["data"]["me"]["name"], "erin", "{answer}");
+}
+
+/// On an empty Redis, the first start files its no sessions and says so,
+/// rather than failing and trying again at every start.
+#[tokio::test]
+async fn the_first_start_on_an_empty_redis_files_the_sessions_without_a_warning() {
+    let redis = TestRedis::start().await;
+    let server = Binary::start(&redis.url(), &[]).await;
+    eventually(
+        "the sessions to be filed",
+        Duration::from_secs(5),
+        async || {
+            let log = server.log_text();
+            done_if(log.contains("filed the sessions by user"), log)
+        },
+    )
+    .await;
+    let log = server.log_text();
+    assert!(!log.contains("filing the sessions by user failed"), "{log}");
 }
