@@ -349,19 +349,9 @@ impl Store {
         view_window_secs: u64,
     ) -> AppResult<ViewOutcome> {
         let at = self.layout.at(self.layout.of_article(id));
-        let rate = match self
-            .gate(viewer.rate_key(self.layout), at.shard, limit)
-            .await?
-        {
-            Ok(rate) => rate,
-            Err(secs) => {
-                return Err(AppError::rate_limited(
-                    RateAction::View,
-                    viewer.scope(),
-                    secs,
-                ))
-            }
-        };
+        let refused = (RateAction::View, viewer.scope());
+        let rate = self.gate(viewer.rate_key(self.layout), at.shard, limit, refused);
+        let rate = rate.await?;
         let moderates = matches!(viewer, Viewer::User(caller) if caller.role.moderates());
         let mut conn = self.conn().await?;
         let (member, window) = (viewer.member(), view_window_secs);

@@ -84,32 +84,34 @@ impl Store {
     /// A rate limit for a script that runs on `shard`: counted by the
     /// script when its counter (`counter`, on `counter_shard`) is there
     /// too, as on one primary; else counted now, in its own step, and the
-    /// script counts nothing. `Err(seconds)` when the limit refuses.
+    /// script counts nothing. RATE_LIMITED for `action` in `scope` when
+    /// the limit refuses.
     pub(crate) async fn gate(
         &self,
         (counter_shard, counter): (Shard, String),
         shard: Shard,
         limit: RateLimit,
-    ) -> AppResult<Result<Gate, u64>> {
+        (action, scope): (RateAction, RateScope),
+    ) -> AppResult<Gate> {
         let layout = self.layout;
         if counter_shard == shard {
-            return Ok(Ok(Gate {
+            return Ok(Gate {
                 key: layout.on(counter_shard, counter),
                 count: limit.count(),
                 window_secs: limit.window_secs(),
-            }));
+            });
         }
         let key = layout.on(counter_shard, &counter);
         let mut conn = self.conn().await?;
         let wait = super::scripts::count_rate(&mut conn, key, limit).await?;
         if wait > 0 {
-            return Ok(Err(wait));
+            return Err(AppError::rate_limited(action, scope, wait));
         }
-        Ok(Ok(Gate {
+        Ok(Gate {
             key: layout.on(shard, counter),
             count: 0,
             window_secs: limit.window_secs(),
-        }))
+        })
     }
 }
 
@@ -126,9 +128,8 @@ impl Store {
             self.layout.of_user(user),
             keys::user_rate(user.as_str(), action),
         );
-        self.gate(counter, shard, limit)
-            .await?
-            .map_err(|secs| AppError::rate_limited(action, RateScope::User, secs))
+        self.gate(counter, shard, limit, (action, RateScope::User))
+            .await
     }
 }
 

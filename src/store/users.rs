@@ -73,10 +73,8 @@ impl Store {
         let at = layout.at(layout.of_user(name));
         let counter = keys::client_rate(client, RateAction::SignUp);
         let counter = (layout.of_client(client), counter);
-        let rate = match self.gate(counter, at.shard, limit).await? {
-            Ok(rate) => rate,
-            Err(secs) => return Err(signup_limited(secs)),
-        };
+        let refused = (RateAction::SignUp, RateScope::Address);
+        let rate = self.gate(counter, at.shard, limit, refused).await?;
         let mut conn = self.conn().await?;
         let mut reply = SignUpReply::Indexing;
         for attempt in 0..2 {
@@ -97,7 +95,11 @@ impl Store {
             SignUpReply::Indexing => Err(AppError::Starting {
                 retry_after_secs: 5,
             }),
-            SignUpReply::Limited { retry_after_secs } => Err(signup_limited(retry_after_secs)),
+            SignUpReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+                RateAction::SignUp,
+                RateScope::Address,
+                retry_after_secs,
+            )),
         }
     }
 
@@ -192,19 +194,10 @@ impl Store {
         let layout = self.layout;
         let at = layout.at(layout.of_user(name));
         let counter = keys::client_rate(client, RateAction::LogIn);
-        let address = match self
-            .gate((layout.of_client(client), counter), at.shard, client_limit)
-            .await?
-        {
-            Ok(gate) => gate,
-            Err(secs) => {
-                return Err(AppError::rate_limited(
-                    RateAction::LogIn,
-                    RateScope::Address,
-                    secs,
-                ))
-            }
-        };
+        let counter = (layout.of_client(client), counter);
+        let refused = (RateAction::LogIn, RateScope::Address);
+        let address = self.gate(counter, at.shard, client_limit, refused);
+        let address = address.await?;
         let name_limit = (name_limit.attempts, name_limit.window_secs);
         let mut conn = self.conn().await?;
         let reply = scripts::login_attempt(&mut conn, at, name, name_limit, address).await?;
@@ -340,10 +333,6 @@ impl Store {
             .map(|(hash, _)| *hash)
             .collect())
     }
-}
-
-fn signup_limited(retry_after_secs: u64) -> AppError {
-    AppError::rate_limited(RateAction::SignUp, RateScope::Address, retry_after_secs)
 }
 
 /// A logged-in user and their role.

@@ -12,6 +12,13 @@ use crate::helpers::{
     test_settings_for, Binary, Instance, TestCluster, WsClient, TRANSPORT_WS, VOTE_AS,
 };
 
+/// A server binary's environment on the cluster of `seeds`, with `more`.
+fn on_cluster<'a>(seeds: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![("REDIS_CLUSTER_NODES", seeds)];
+    env.extend_from_slice(more);
+    env
+}
+
 /// A server in cluster mode on `cluster`, with the test settings.
 async fn serve(cluster: &TestCluster) -> Instance {
     let mut settings = test_settings_for("redis://unused");
@@ -432,14 +439,15 @@ fn vote_until_killed(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karma_survives_a_server_killed_mid_vote_and_counts_once() {
     let cluster = TestCluster::start(3, 1).await;
-    let env = [("REDIS_CLUSTER_NODES", cluster.seeds())];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let rates = [
-        ("VOTEGRAPH_RATE_VOTE", "1000000/60"),
-        ("VOTEGRAPH_RATE_POST", "1000/60"),
-        ("VOTEGRAPH_RATE_SIGN_UP", "1000/60"),
-    ];
-    let env: Vec<(&str, &str)> = env.into_iter().chain(rates).collect();
+    let seeds = cluster.seeds();
+    let env = on_cluster(
+        &seeds,
+        &[
+            ("VOTEGRAPH_RATE_VOTE", "1000000/60"),
+            ("VOTEGRAPH_RATE_POST", "1000/60"),
+            ("VOTEGRAPH_RATE_SIGN_UP", "1000/60"),
+        ],
+    );
     let killed = Binary::start("", &env).await;
     let other = serve(&cluster).await;
     let site = Site::at(&other.address);
@@ -502,13 +510,14 @@ async fn node(cluster: &TestCluster, port: u16) -> redis::aio::MultiplexedConnec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
     let cluster = TestCluster::start(3, 0).await;
-    let env = [("REDIS_CLUSTER_NODES", cluster.seeds())];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let more = [
-        ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
-        ("VOTEGRAPH_RATE_POST", "1000/60"),
-    ];
-    let env: Vec<(&str, &str)> = env.into_iter().chain(more).collect();
+    let seeds = cluster.seeds();
+    let env = on_cluster(
+        &seeds,
+        &[
+            ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
+            ("VOTEGRAPH_RATE_POST", "1000/60"),
+        ],
+    );
     let killed = Binary::start("", &env).await;
     let site = Site::at(&killed.address);
     let ann = sign_up_at(&site.client, &site.address, "ann").await;
