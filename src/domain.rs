@@ -539,10 +539,10 @@ impl PageRequest {
         })
     }
 
-    /// Inclusive rank range for `ZREVRANGE`.
-    pub fn range(&self) -> (isize, isize) {
-        let start = (self.page as isize - 1) * self.page_size as isize;
-        (start, start + self.page_size as isize - 1)
+    /// The ranks skipped before the page, and the page's size.
+    pub fn span(&self) -> (usize, usize) {
+        let size = self.page_size as usize;
+        ((self.page as usize).saturating_sub(1) * size, size)
     }
 }
 
@@ -674,8 +674,8 @@ mod tests {
 
     #[test]
     fn pages_translate_to_ranges() {
-        assert_eq!(PageRequest::parse(1, 25).unwrap().range(), (0, 24));
-        assert_eq!(PageRequest::parse(3, 10).unwrap().range(), (20, 29));
+        assert_eq!(PageRequest::parse(1, 25).unwrap().span(), (0, 25));
+        assert_eq!(PageRequest::parse(3, 10).unwrap().span(), (20, 10));
         assert!(PageRequest::parse(0, 25).is_err());
         assert!(PageRequest::parse(10_001, 25).is_err());
         assert!(PageRequest::parse(1, 0).is_err());

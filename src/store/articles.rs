@@ -5,11 +5,8 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::keys;
-use futures_util::future::try_join_all;
-
 use super::keys::{Layout, Shard};
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
-use super::shards::merge_ranked;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{
@@ -122,28 +119,24 @@ impl Store {
     }
 
     /// One page of a sorted set of articles, highest first, from every
-    /// shard's slice of it (one `ZREVRANGE` each, in one round trip).
+    /// shard's slice of it (see [`Store::merged_ranking`]).
     pub(crate) async fn merged_page(
         &self,
         key: &str,
         page: PageRequest,
     ) -> AppResult<Vec<(String, f64)>> {
-        let (start, stop) = page.range();
-        // Past the first page, each slice answers from its own top.
-        let first = if self.layout.is_cluster() { 0 } else { start };
-        let replies = self.each_shard(key, |key| {
-            let mut read = redis::cmd("ZREVRANGE");
-            read.arg(key).arg(first).arg(stop).arg("WITHSCORES");
-            read
-        });
-        let replies = replies.await?;
-        let pages = replies.iter().map(scored_pairs).collect();
-        let skip = (start - first).max(0) as usize;
-        Ok(super::shards::merge_ranked(
-            pages,
-            skip,
-            (stop - first).max(0) as usize,
-        ))
+        let read = |shard, from: usize, count: usize| async move {
+            let mut conn = self.conn().await?;
+            let reply: Value = redis::cmd("ZREVRANGE")
+                .arg(self.layout.on(shard, key))
+                .arg(from)
+                .arg(from + count - 1)
+                .arg("WITHSCORES")
+                .query_async(&mut conn)
+                .await?;
+            Ok((scored_pairs(&reply), 0))
+        };
+        Ok(self.merged_ranking(page.span(), read).await?.0)
     }
 
     /// One page of a group's ranking, built and cached as the book does. A
@@ -154,21 +147,15 @@ impl Store {
         ranking: Ranking,
         page: PageRequest,
     ) -> AppResult<Vec<Ranked>> {
-        // Each shard holds its articles' slice of the group and of the
-        // ranking; past the first rank, each slice answers from its top.
-        let (start, stop) = page.range();
-        let layout = self.layout;
-        let first = if layout.is_cluster() { 0 } else { start };
         let budget = self.group_scan_budget;
-        let pages = layout.shards().map(|shard| async move {
+        let read = |shard, from: usize, count: usize| async move {
             let mut conn = self.conn().await?;
-            let at = layout.at(shard);
-            let page = scripts::group_page(&mut conn, at, group, ranking, (first, stop), budget);
-            Ok::<_, AppError>(page.await?.0)
-        });
-        let pages = try_join_all(pages).await?;
-        let skip = (start - first).max(0) as usize;
-        let members = merge_ranked(pages, skip, (stop - first).max(0) as usize);
+            let ranks = (from as isize, (from + count) as isize - 1);
+            let at = self.layout.at(shard);
+            let page = scripts::group_page(&mut conn, at, group, ranking, ranks, budget);
+            Ok((page.await?.0, 0))
+        };
+        let (members, _) = self.merged_ranking(page.span(), read).await?;
         Ok(members
             .iter()
             .filter_map(|(member, score)| {
@@ -404,7 +391,7 @@ impl Store {
         let rate = (rate, limits.dedupe_secs);
         let reply = scripts::post(&mut conn, (at, shards), poster, text, groups, rate).await?;
         drop(conn);
-        self.apply_outbox(at.shard).await;
+        self.apply_outbox(at.shard);
         match reply {
             PostReply::Posted { id, .. } => Ok(id),
             PostReply::Limited { retry_after_secs } => {
@@ -433,7 +420,7 @@ impl Store {
         let reply = reply.await?;
         drop(conn);
         if reply == VoteReply::Changed {
-            self.apply_outbox(at.shard).await;
+            self.apply_outbox(at.shard);
         }
         match reply {
             VoteReply::Changed => Ok(true),
@@ -466,7 +453,7 @@ impl Store {
         let reply = scripts::set_groups(&mut conn, (at, id), name, groups, rate, moderates);
         let reply = reply.await?;
         drop(conn);
-        self.apply_outbox(at.shard).await;
+        self.apply_outbox(at.shard);
         match reply {
             SetGroupsReply::Done => Ok(()),
             SetGroupsReply::Limited { retry_after_secs } => {

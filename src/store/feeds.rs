@@ -19,11 +19,9 @@
 use std::time::Duration;
 
 use super::deriver::{Notifications, SWEEP_BATCH, SWEEP_CALL};
-use futures_util::future::try_join_all;
 
-use super::keys::{self, Shard};
+use super::keys;
 use super::scripts::{self, FeedSource, Start};
-use super::shards::merge_ranked;
 use super::{unix_secs, Conn, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::domain::{Period, Ranking};
@@ -268,9 +266,8 @@ impl Store {
             .collect())
     }
 
-    /// A page of `list` from `start`, from every shard's slice of it (one
-    /// script each, in parallel), merged. Past the first rank, each slice
-    /// answers from its own top; a cursor's position holds on every slice.
+    /// A page of `list` from `start`, from every shard's slice of it (see
+    /// [`Store::merged_ranking`]); a cursor's position holds on every slice.
     async fn feed_from(
         &self,
         list: List<'_>,
@@ -278,24 +275,23 @@ impl Store {
         start: Start<'_>,
         first: usize,
     ) -> AppResult<FeedPage> {
-        let source = list.source(order);
-        let layout = self.layout;
-        let shards: Vec<Shard> = layout.shards().collect();
-        let (start, skip) = match start {
-            Start::Rank(rank) if shards.len() > 1 => (Start::Rank(0), rank),
-            other => (other, 0),
+        let source = &list.source(order);
+        let skip = match start {
+            Start::Rank(rank) => rank,
+            Start::After { .. } => 0,
         };
-        let replies = shards.iter().map(|&shard| {
-            let source = &source;
-            async move {
-                let mut conn = self.conn().await?;
-                scripts::feed(&mut conn, layout.at(shard), source, start, skip + first).await
-            }
-        });
-        let replies = try_join_all(replies).await?;
-        let total = replies.iter().map(|r| r.total).sum();
-        let pages = replies.into_iter().map(|r| r.members).collect();
-        let merged = merge_ranked(pages, skip, skip + first);
+        let read = |shard, from: usize, count: usize| async move {
+            let start = match start {
+                Start::Rank(_) => Start::Rank(from),
+                after => after,
+            };
+            let mut conn = self.conn().await?;
+            let at = self.layout.at(shard);
+            // The script answers one entry more than it is asked for.
+            let reply = scripts::feed(&mut conn, at, source, start, count - 1).await?;
+            Ok((reply.members, reply.total))
+        };
+        let (merged, total) = self.merged_ranking((skip, first + 1), read).await?;
         let mut entries: Vec<(Ranked, Position)> = merged
             .iter()
             .filter_map(|(member, value)| {

@@ -64,15 +64,14 @@ pub enum Layout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Shard(pub usize);
 
-pub const SHARDS: usize = 12;
+pub const SHARDS: usize = 6;
 
 /// Each shard's hash tag, chosen so that its slot lies in the middle of
-/// the shard's twelfth of the 16,384 slots: a cluster created with 2, 3,
-/// 4 or 6 primaries, which split the slots evenly, gives each primary the
+/// the shard's sixth of the 16,384 slots: a cluster created with 2, 3 or
+/// 6 primaries, which split the slots evenly, gives each primary the
 /// same number of shards.
 const SHARD_TAGS: [&str; SHARDS] = [
-    "{s0.10}", "{s1.7}", "{s2.163}", "{s3.76}", "{s4.11}", "{s5.232}", "{s6.32}", "{s7.79}",
-    "{s8.70}", "{s9.171}", "{s10.78}", "{s11.33}",
+    "{s0.127}", "{s1.560}", "{s2.148}", "{s3.57}", "{s4.573}", "{s5.29}",
 ];
 
 impl Layout {

@@ -306,8 +306,8 @@ pub struct Store {
     derive: Arc<deriver::DeriveQueue>,
     /// The book's keyspace, or the cluster's (see [`keys::Layout`]).
     layout: keys::Layout,
-    /// One drain per shard's outbox at a time (see `outbox.rs`).
-    outbox: Arc<[outbox::Drains; keys::SHARDS]>,
+    /// Asks each shard's outbox drain to run (see `outbox.rs`).
+    outbox: Arc<[tokio::sync::Notify; keys::SHARDS]>,
 }
 
 impl Store {

@@ -85,7 +85,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let reply = scripts::flag(&mut conn, &run, id, flagging).await?;
         drop(conn);
-        self.apply_outbox(at.shard).await;
+        self.apply_outbox(at.shard);
         outcome(reply, RateAction::Flag, || not_found(id)).map(drop)
     }
 
@@ -102,7 +102,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let reply = scripts::moderate_article(&mut conn, &run, id, remove).await?;
         drop(conn);
-        self.apply_outbox(at.shard).await;
+        self.apply_outbox(at.shard);
         outcome(reply, RateAction::Moderate, || not_found(id))
     }
 

@@ -13,7 +13,6 @@
 //! for the next drain: the one after the next write to that shard, or the
 //! periodic pass over every shard.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -33,13 +32,8 @@ const STEP: usize = 256;
 /// server left behind.
 const PASS_EVERY: Duration = Duration::from_secs(1);
 
-/// A shard's drains in this process: the one running, and whether a write
-/// came after it started.
-#[derive(Default)]
-pub struct Drains {
-    draining: tokio::sync::Mutex<()>,
-    again: AtomicBool,
-}
+/// How long a write's entry waits for others before a drain applies them.
+const GATHER: Duration = Duration::from_millis(50);
 
 /// One queued change: its stream id, its kind (`karma` of a user's
 /// member, or the size of a `group`), whose, the delta and the time.
@@ -52,47 +46,38 @@ pub struct Entry {
 }
 
 impl Store {
-    /// Drains `shard`'s outbox, one drain per shard at a time here: a
-    /// write that finds one running leaves its entry to it and does not
-    /// wait, so drains take many entries at once under load. A failure
-    /// leaves the entries for a later drain: the write they came from
-    /// stands, and its answer does not change.
-    pub(crate) async fn apply_outbox(&self, shard: Shard) {
-        if !self.layout.is_cluster() {
-            return;
-        }
-        let slot = &self.outbox[shard.0];
-        slot.again.store(true, Ordering::SeqCst);
-        loop {
-            let Ok(_one) = slot.draining.try_lock() else {
-                return;
-            };
-            while slot.again.swap(false, Ordering::SeqCst) {
-                if let Err(e) = self.drain(shard).await {
-                    tracing::warn!(shard = shard.0, error = %e, "applying the outbox failed; retried later");
-                }
-            }
-            drop(_one);
-            // Asked for while the drain was ending: drain again.
-            if !slot.again.load(Ordering::SeqCst) {
-                return;
-            }
+    /// Asks for `shard`'s outbox to be drained soon; the writer does not
+    /// wait. A failed drain leaves the entries for the next: the write
+    /// they came from stands, and its answer does not change.
+    pub(crate) fn apply_outbox(&self, shard: Shard) {
+        if self.layout.is_cluster() {
+            self.outbox[shard.0].notify_one();
         }
     }
 
-    /// Drains every shard's outbox every second, for as long as the handle
-    /// lives (the cluster layout only).
+    /// Drains each shard's outbox when a write asks and every second, for
+    /// as long as the handle lives (the cluster layout only).
     pub fn start_outbox(&self) -> Option<AbortOnDropHandle<()>> {
         if !self.layout.is_cluster() {
             return None;
         }
         let store = self.clone();
         Some(AbortOnDropHandle::new(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(PASS_EVERY).await;
-                join_all(store.layout.shards().map(|s| store.apply_outbox(s))).await;
-            }
+            join_all(store.layout.shards().map(|s| store.keep_draining(s))).await;
         })))
+    }
+
+    async fn keep_draining(&self, shard: Shard) {
+        let asked = &self.outbox[shard.0];
+        loop {
+            // The periodic pass applies what a killed server left behind.
+            let _ = tokio::time::timeout(PASS_EVERY, asked.notified()).await;
+            // A burst of writes' entries gather, to be applied together.
+            tokio::time::sleep(GATHER).await;
+            if let Err(e) = self.drain(shard).await {
+                tracing::warn!(shard = shard.0, error = %e, "applying the outbox failed; retried later");
+            }
+        }
     }
 
     async fn drain(&self, shard: Shard) -> AppResult<()> {

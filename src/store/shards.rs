@@ -3,6 +3,9 @@
 //! parallel, replies in the order asked. On one primary there is one
 //! shard, and this is one pipeline.
 
+use std::cmp::Ordering;
+use std::future::Future;
+
 use futures_util::future::try_join_all;
 use redis::{Cmd, Value};
 
@@ -133,32 +136,79 @@ impl Store {
     }
 }
 
-/// The ranking pages of every shard merged into the page `start..=stop`
-/// of the whole: by value, highest first, ties by member, last first, as
-/// `ZREVRANGE` orders one sorted set.
-pub fn merge_ranked(
-    pages: Vec<Vec<(String, f64)>>,
-    start: usize,
-    stop: usize,
-) -> Vec<(String, f64)> {
-    // Members are compared without their shard's tag: as one set holds them.
+/// A shard's first entries of a ranking (member, value), and a count it
+/// gives with them.
+pub(crate) type ShardPage = (Vec<(String, f64)>, u64);
+
+impl Store {
+    /// Entries `skip..skip + take` of a ranking split over the shards, best
+    /// first, as one sorted set would list them, and the sum of the shards'
+    /// counts. `read(shard, from, count)` reads `count` entries of a
+    /// shard's slice from rank `from`: on one primary, the page itself. On
+    /// a cluster each slice is read from its top, first for a share of the
+    /// page, and again for all of it only where that share ran out within
+    /// the page: the articles are spread evenly over the shards.
+    pub(crate) async fn merged_ranking<F, Fut>(
+        &self,
+        (skip, take): (usize, usize),
+        read: F,
+    ) -> AppResult<ShardPage>
+    where
+        F: Fn(Shard, usize, usize) -> Fut,
+        Fut: Future<Output = AppResult<ShardPage>>,
+    {
+        if take == 0 {
+            return Ok((Vec::new(), 0));
+        }
+        if !self.layout.is_cluster() {
+            return read(Shard(0), skip, take).await;
+        }
+        let shards: Vec<Shard> = self.layout.shards().collect();
+        let need = skip + take;
+        let share = need.min(need.div_ceil(shards.len()) * 2 + 2);
+        let mut pages = try_join_all(shards.iter().map(|&s| read(s, 0, share))).await?;
+        let merged = merge(&pages);
+        let cutoff = merged.get(need.wrapping_sub(1));
+        let ran_out: Vec<usize> = (0..pages.len())
+            .filter(|&i| share < need && pages[i].0.len() == share)
+            .filter(|&i| {
+                let last = pages[i].0.last();
+                last.zip(cutoff)
+                    .is_none_or(|(last, cut)| by_rank(last, cut).is_le())
+            })
+            .collect();
+        if ran_out.is_empty() {
+            let count = pages.iter().map(|p| p.1).sum();
+            return Ok((merged.into_iter().skip(skip).take(take).collect(), count));
+        }
+        let again = try_join_all(ran_out.iter().map(|&i| read(shards[i], 0, need))).await?;
+        for (i, page) in ran_out.into_iter().zip(again) {
+            pages[i] = page;
+        }
+        let count = pages.iter().map(|p| p.1).sum();
+        Ok((
+            merge(&pages).into_iter().skip(skip).take(take).collect(),
+            count,
+        ))
+    }
+}
+
+/// Every page's entries in one order.
+fn merge(pages: &[ShardPage]) -> Vec<(String, f64)> {
+    let mut all: Vec<(String, f64)> = pages.iter().flat_map(|p| p.0.iter().cloned()).collect();
+    all.sort_by(by_rank);
+    all
+}
+
+/// `ZREVRANGE`'s order of one sorted set: by value, highest first, ties
+/// by member, last first. Members are compared without their shard's tag,
+/// as one set holds them.
+fn by_rank(a: &(String, f64), b: &(String, f64)) -> Ordering {
     let untagged = |m: &str| -> usize {
         m.strip_prefix('{')
             .and_then(|r| r.find('}'))
             .map_or(0, |at| at + 2)
     };
-    if pages.len() == 1 {
-        // One sorted set's page is in order already.
-        let take = (stop + 1).saturating_sub(start);
-        return pages.into_iter().flatten().skip(start).take(take).collect();
-    }
-    let mut all: Vec<(String, f64)> = pages.into_iter().flatten().collect();
-    all.sort_by(|a, b| {
-        let (a_key, b_key) = (&a.0[untagged(&a.0)..], &b.0[untagged(&b.0)..]);
-        b.1.total_cmp(&a.1).then_with(|| b_key.cmp(a_key))
-    });
-    all.into_iter()
-        .skip(start)
-        .take((stop + 1).saturating_sub(start))
-        .collect()
+    let (a_key, b_key) = (&a.0[untagged(&a.0)..], &b.0[untagged(&b.0)..]);
+    b.1.total_cmp(&a.1).then_with(|| b_key.cmp(a_key))
 }

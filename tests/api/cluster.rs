@@ -521,12 +521,21 @@ async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
     let killed = Binary::start("", &env).await;
     let site = Site::at(&killed.address);
     let ann = sign_up_at(&site.client, &site.address, "ann").await;
-    let voter = sign_up_at(&site.client, &site.address, "voter").await;
     let mut posts = Vec::new();
     for n in 0..12 {
         posts.push(site.post(&ann, &format!("ann {n}")).await);
     }
     let home = holder(&cluster, "user:ann").await;
+    // A voter whose own keys (their vote counter) stay writable.
+    let mut n = 0;
+    let voter = loop {
+        let name = format!("voter{n}");
+        let token = sign_up_at(&site.client, &site.address, &name).await;
+        if holder(&cluster, &format!("user:{name}")).await != home {
+            break token;
+        }
+        n += 1;
+    };
     let mut elsewhere = Vec::new();
     for id in &posts {
         if holder(&cluster, &format!("article:{id}")).await != home {

@@ -33,13 +33,9 @@ impl RequestContext {
                 (Order::Top(_), _)
                 | (Order::Score, ArticleList::User(_))
                 | (_, ArticleList::Queue) => {
-                    let (start, stop) = page.range();
-                    let size = (stop - start + 1) as usize;
-                    return self
-                        .routing
-                        .store_for(list)
-                        .ranked_page(list, order, start as usize, size)
-                        .await;
+                    let (start, size) = page.span();
+                    let store = self.routing.store_for(list);
+                    return store.ranked_page(list, order, start, size).await;
                 }
                 (Order::Score, _) => Ranking::Score,
                 (Order::Time, _) => Ranking::Time,

@@ -130,8 +130,8 @@ async fn log_entries_are_numbered_for_their_shard_and_kept_to_its_share() {
     let c = &mut redis.conn().await;
     let name = local_user();
     let actor = admin(&name);
-    // 24 entries over 12 shards: 2 here.
-    let run = acting(&actor, 24);
+    // Two entries per shard.
+    let run = acting(&actor, 2 * keys::SHARDS as u64);
     let id = article(c, &name).await;
     let before = redis_now(c).await;
     for remove in [true, false, true] {
@@ -141,8 +141,11 @@ async fn log_entries_are_numbered_for_their_shard_and_kept_to_its_share() {
     assert_eq!(log.len(), 2, "{log:?}");
     let numbers: Vec<u64> = log.iter().map(|(n, _)| n.parse().unwrap()).collect();
     for n in &numbers {
-        assert_eq!(n % 12, 3, "{n} names its shard");
-        assert!(n / 12 >= (before * 1000.0) as u64, "{n} follows the clock");
+        assert_eq!(n % keys::SHARDS as u64, 3, "{n} names its shard");
+        assert!(
+            n / keys::SHARDS as u64 >= (before * 1000.0) as u64,
+            "{n} follows the clock"
+        );
     }
     assert!(numbers[0] < numbers[1]);
     let filter = ModLogFilter::default();
