@@ -6,7 +6,7 @@
 use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject, Subscription, ID};
 use futures_util::Stream;
 
-use super::shared_subscriptions::SharedExecution;
+use super::shared_subscriptions::receiving;
 use super::subscription::next_wanted;
 use super::types::{connection_size, Article, ArticleConnection, DateTime, PageInfo, User};
 use super::RequestContext;
@@ -241,13 +241,7 @@ impl ModerationSubscription {
         let group = group
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
-        let events = match ctx.data_opt::<SharedExecution>() {
-            Some(shared) => {
-                let (receiver, uncounted) = shared.subscribe_moderated();
-                (receiver, Some(uncounted))
-            }
-            None => (RequestContext::of(ctx)?.moderated_events(), None),
-        };
+        let events = receiving(ctx, RequestContext::of(ctx)?.moderated_events());
         Ok(futures_util::stream::unfold(
             (events, group),
             |((mut receiver, uncounted), group)| async move {

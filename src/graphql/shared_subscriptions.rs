@@ -18,7 +18,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
-use async_graphql::{Executor, Request, Response};
+use async_graphql::{Context, Executor, Request, Response};
 use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
@@ -29,7 +29,7 @@ pub use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::pubsub::{ModeratedEvent, PostedEvent, PubSub, ScoreEvent, Uncounted};
+use crate::pubsub::{PubSub, Uncounted};
 
 /// Payloads (each one `Arc` for all) a shared stream keeps for its slowest
 /// subscriber; one further behind skips the oldest.
@@ -250,35 +250,27 @@ pub struct SharedExecution {
     pubsub: PubSub,
 }
 
+/// A subscription resolver's `receiver`, with what keeps it out of the
+/// count in a shared execution (whose subscribers are counted instead):
+/// the [`Uncounted`] comes second, to be dropped after it.
+pub fn receiving<T>(
+    ctx: &Context<'_>,
+    receiver: broadcast::Receiver<T>,
+) -> (broadcast::Receiver<T>, Option<Uncounted>) {
+    let shared = ctx.data_opt::<SharedExecution>();
+    (receiver, shared.map(SharedExecution::go_live))
+}
+
 impl SharedExecution {
-    /// The receiver of score events; drop the [`Uncounted`] after it.
-    pub fn subscribe(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
-        let taken = self.pubsub.subscribe_uncounted();
-        self.go_live();
-        taken
-    }
-
-    /// Like [`SharedExecution::subscribe`], for new posts.
-    pub fn subscribe_posts(&self) -> (broadcast::Receiver<Arc<PostedEvent>>, Uncounted) {
-        let taken = self.pubsub.subscribe_posts_uncounted();
-        self.go_live();
-        taken
-    }
-
-    /// Like [`SharedExecution::subscribe`], for moderations.
-    pub fn subscribe_moderated(&self) -> (broadcast::Receiver<Arc<ModeratedEvent>>, Uncounted) {
-        let taken = self.pubsub.subscribe_moderated_uncounted();
-        self.go_live();
-        taken
-    }
-
     /// From now on the subscribers are counted as served by this execution.
-    fn go_live(&self) {
+    fn go_live(&self) -> Uncounted {
+        let uncounted = self.pubsub.uncounted();
         let mut state = self.entry.state.lock();
         if !state.live {
             state.live = true;
             self.pubsub.add_shared(state.subscribers);
         }
+        uncounted
     }
 }
 

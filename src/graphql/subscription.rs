@@ -6,7 +6,7 @@ use async_graphql::{Context, Object, Result, Subscription, ID};
 use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::shared_subscriptions::SharedExecution;
+use super::shared_subscriptions::receiving;
 use super::types::{Article, DateTime};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};
@@ -34,15 +34,7 @@ impl SubscriptionRoot {
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
         let article = article.map(|id| id.to_string());
-        // A shared execution's receiver is not counted (its subscribers
-        // are); the `Uncounted` comes second, to be dropped after it.
-        let events = match ctx.data_opt::<SharedExecution>() {
-            Some(shared) => {
-                let (receiver, uncounted) = shared.subscribe();
-                (receiver, Some(uncounted))
-            }
-            None => (RequestContext::of(ctx)?.score_events(), None),
-        };
+        let events = receiving(ctx, RequestContext::of(ctx)?.score_events());
         Ok(futures_util::stream::unfold(
             events,
             move |(mut receiver, uncounted)| {
@@ -73,14 +65,9 @@ impl SubscriptionRoot {
         let group = group
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
-        let events = match ctx.data_opt::<SharedExecution>() {
-            Some(shared) => {
-                let (receiver, uncounted) = shared.subscribe_posts();
-                (receiver, Some(uncounted))
-            }
-            None => (RequestContext::of(ctx)?.posted_events(), None),
-        };
-        let reader = RequestContext::of(ctx)?.article_reader();
+        let context = RequestContext::of(ctx)?;
+        let events = receiving(ctx, context.posted_events());
+        let reader = context.article_reader();
         Ok(futures_util::stream::unfold(
             (events, group, reader),
             move |((mut receiver, uncounted), group, reader)| async move {
