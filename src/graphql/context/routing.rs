@@ -43,9 +43,9 @@ impl Routing {
                 ArticleLoader::new(lagging.clone(), session.clone()),
                 tokio::spawn,
             ),
-            standings: DataLoader::new(StandingLoader::new(lagging.clone()), tokio::spawn),
-            users: DataLoader::new(UserLoader::new(lagging.clone()), tokio::spawn),
-            accounts: DataLoader::new(AccountLoader::new(primary.clone()), tokio::spawn),
+            standings: DataLoader::new(StandingLoader(lagging.clone()), tokio::spawn),
+            users: DataLoader::new(UserLoader(lagging.clone()), tokio::spawn),
+            accounts: DataLoader::new(AccountLoader(primary.clone()), tokio::spawn),
         }
     }
 
