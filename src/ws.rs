@@ -308,15 +308,6 @@ enum Payload {
 
 type Item = (Arc<str>, Option<Payload>);
 
-enum Event {
-    Shutdown,
-    InitTimeout,
-    Frame(Option<std::io::Result<Message>>),
-    Response(Arc<str>, Option<Payload>),
-    KeepAlive,
-    SessionEnded,
-}
-
 struct State {
     out: Outbox,
     incoming: SplitStream<WebSocketStream>,
@@ -343,23 +334,14 @@ impl State {
         let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let event = tokio::select! {
-                _ = self.conn.shutdown.wait_for(|stopping| *stopping) => Event::Shutdown,
-                _ = &mut init_deadline, if !self.init_received => Event::InitTimeout,
-                frame = self.incoming.next() => Event::Frame(frame),
+            let step = tokio::select! {
+                _ = stopping(&mut self.conn.shutdown) => Err(End::close(1001, "server shutting down")),
+                _ = &mut init_deadline, if !self.init_received => Err(self.refuse(INIT_TIMEOUT)),
+                frame = self.incoming.next() => self.on_frame(frame).await,
                 Some((id, response)) = self.streams.next(), if !self.streams.is_empty() => {
-                    Event::Response(id, response)
+                    self.on_response(id, response).await
                 }
-                _ = keep_alive.tick() => Event::KeepAlive,
-                _ = login_ended(&mut self.login) => Event::SessionEnded,
-            };
-            let step = match event {
-                Event::Shutdown => Err(End::close(1001, "server shutting down")),
-                Event::InitTimeout => Err(self.refuse(INIT_TIMEOUT)),
-                Event::SessionEnded => Err(self.refuse(SESSION_ENDED)),
-                Event::Frame(frame) => self.on_frame(frame).await,
-                Event::Response(id, response) => self.on_response(id, response).await,
-                Event::KeepAlive => {
+                _ = keep_alive.tick() => {
                     let ping = match self.conn.protocol {
                         Protocol::SubscriptionsTransportWS => {
                             Message::Text(r#"{"type":"ka"}"#.into())
@@ -368,6 +350,7 @@ impl State {
                     };
                     self.out.send(ping).await
                 }
+                _ = login_ended(&mut self.login) => Err(self.refuse(SESSION_ENDED)),
             };
             if let Err(end) = step {
                 return end;
@@ -569,13 +552,8 @@ impl State {
 
     /// Ends the operation `id`; whether it was running.
     fn stop(&mut self, id: Option<&str>) -> bool {
-        match id.and_then(|id| self.operations.remove(id)) {
-            Some(handle) => {
-                handle.abort();
-                true
-            }
-            None => false,
-        }
+        let handle = id.and_then(|id| self.operations.remove(id));
+        handle.map(|handle| handle.abort()).is_some()
     }
 
     async fn on_response(&mut self, id: Arc<str>, response: Option<Payload>) -> Result<(), End> {
@@ -639,6 +617,11 @@ impl State {
             legacy: reason,
         })
     }
+}
+
+/// Resolves once the server is stopping.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
 /// Resolves when the connection's login ends; never for an anonymous one.
