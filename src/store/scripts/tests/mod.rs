@@ -135,12 +135,6 @@ pub(super) fn gate(key: impl Into<String>, limit: RateLimit) -> crate::store::sh
     }
 }
 
-/// `voter`'s vote rate counter, on one primary.
-pub(super) fn vote_gate(voter: &str, limit: RateLimit) -> crate::store::shards::Gate {
-    let key = keys::user_rate(voter, crate::rate::RateAction::Vote);
-    gate(key, limit)
-}
-
 /// `voter`'s vote on article `id`, within no limit.
 pub(super) async fn vote_as(
     conn: &mut Conn,
@@ -148,7 +142,18 @@ pub(super) async fn vote_as(
     voter: &str,
     dir: crate::domain::VoteDirection,
 ) -> VoteReply {
-    let rate = vote_gate(voter, unlimited());
+    vote_within(conn, id, voter, dir, unlimited()).await
+}
+
+/// `voter`'s vote on article `id`, counted against `limit`.
+pub(super) async fn vote_within(
+    conn: &mut Conn,
+    id: ArticleId,
+    voter: &str,
+    dir: crate::domain::VoteDirection,
+    limit: RateLimit,
+) -> VoteReply {
+    let rate = gate(keys::user_rate(voter, crate::rate::RateAction::Vote), limit);
     vote(conn, (At::SINGLE, id), &user(voter), dir, rate, false)
         .await
         .expect("the vote script runs")

@@ -3,18 +3,12 @@
 
 use super::*;
 use crate::domain::VoteDirection;
-use crate::store::keys::{self, At};
+use crate::store::keys;
 
 /// The article's `votes` and `downvotes`.
 async fn counts(conn: &mut Conn, id: ArticleId) -> (i64, i64) {
-    q(
-        conn,
-        cmd("HMGET")
-            .arg(keys::article(id))
-            .arg("votes")
-            .arg("downvotes"),
-    )
-    .await
+    let fields = ["votes", "downvotes"];
+    q(conn, cmd("HMGET").arg(keys::article(id)).arg(&fields)).await
 }
 
 /// The post time of article `id`, as `time:` holds it.
@@ -97,31 +91,9 @@ async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
     let c = &mut redis.conn().await;
     let (id, _) = posted(c, "alice", "hello", &[]).await;
     let once = limit(1, 60);
-    let bob = user("bob");
-    assert_eq!(
-        vote(
-            c,
-            (At::SINGLE, id),
-            &bob,
-            VoteDirection::Up,
-            vote_gate("bob", once),
-            false
-        )
-        .await
-        .unwrap(),
-        VoteReply::Changed
-    );
-    match vote(
-        c,
-        (At::SINGLE, id),
-        &bob,
-        VoteDirection::Down,
-        vote_gate("bob", once),
-        false,
-    )
-    .await
-    .unwrap()
-    {
+    let up = vote_within(c, id, "bob", VoteDirection::Up, once).await;
+    assert_eq!(up, VoteReply::Changed);
+    match vote_within(c, id, "bob", VoteDirection::Down, once).await {
         VoteReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
         other => panic!("{other:?}"),
     }
