@@ -43,7 +43,7 @@ impl RequestContext {
     pub fn new(app: &Arc<AppState>, session: Session, client: ClientAddr) -> Self {
         let session = Arc::new(session);
         Self {
-            routing: Routing::primary(&app.store, &session),
+            routing: Routing::new(&app.store, &app.store, &session),
             app: app.clone(),
             session,
             client,
@@ -70,7 +70,7 @@ impl RequestContext {
     pub fn on_replica(mut self) -> Self {
         let usable = self.app.replica_lag.link_up();
         if let (Some(replica), None, true) = (&self.app.replica, self.session.token(), usable) {
-            self.routing = self.routing.with_replica(replica, &self.session);
+            self.routing = Routing::new(&self.app.store, replica, &self.session);
         }
         self
     }
