@@ -203,6 +203,7 @@ impl<B: http_body::Body + Unpin> http_body::Body for HeldBody<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     fn budget(capacity: u64, wait_ms: u64) -> WorkBudget {
         WorkBudget::new(BudgetSettings {
@@ -219,7 +220,7 @@ mod tests {
         let b = budget.admit(449).await.expect("second large");
         assert_eq!(budget.stats().in_use, 900);
         let refused = budget.admit(449).await.err().expect("no room");
-        assert_eq!(refused.code(), "SERVICE_UNAVAILABLE");
+        assert_eq!(refused.code(), ErrorCode::ServiceUnavailable);
         assert_eq!(refused.retry_after(), Some(1));
         // Small ones still fit in the reserve.
         let small: Vec<_> = futures_util::future::join_all((0..10).map(|_| budget.admit(9))).await;

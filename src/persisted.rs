@@ -227,6 +227,7 @@ impl PersistedQueries {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     fn extensions(value: serde_json::Value) -> HashMap<String, Value> {
         serde_json::from_value(value).unwrap()
@@ -248,7 +249,7 @@ mod tests {
             serde_json::json!({ "persistedQuery": { "version": 1 } }),
         ] {
             let err = requested_hash(&extensions(bad.clone())).unwrap_err();
-            assert_eq!(err.code(), "BAD_REQUEST", "{bad}");
+            assert_eq!(err.code(), ErrorCode::BadRequest, "{bad}");
         }
     }
 }
