@@ -226,7 +226,7 @@ pub const MAX_VALUE_DEPTH: usize = 32;
 pub const MAX_SELECTION_DEPTH: usize = 64;
 
 fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
-    let bounds = shape::Bounds {
+    let bounds = shape::Shape {
         tokens: limits.max_query_tokens,
         selection_depth: MAX_SELECTION_DEPTH,
         value_depth: MAX_VALUE_DEPTH,
