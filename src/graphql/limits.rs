@@ -154,19 +154,16 @@ impl Guard {
         let operations = document.operations.iter().count();
         document_has(operations, "operations", limits.max_operations)?;
         document_has(document.fragments.len(), "fragments", limits.max_fragments)?;
-        let mut counts = SyntaxCounts::default();
-        for (_, op) in document.operations.iter() {
-            counts.selection_set(&op.node.selection_set.node);
+        let (mut aliases, mut spreads) = (0, 0);
+        for selection in selections(document) {
+            match selection {
+                Selection::Field(field) if field.node.alias.is_some() => aliases += 1,
+                Selection::FragmentSpread(_) => spreads += 1,
+                _ => {}
+            }
         }
-        for fragment in document.fragments.values() {
-            counts.selection_set(&fragment.node.selection_set.node);
-        }
-        document_has(counts.aliases, "aliases", limits.max_aliases)?;
-        document_has(
-            counts.spreads,
-            "fragment spreads",
-            limits.max_fragment_spreads,
-        )?;
+        document_has(aliases, "aliases", limits.max_aliases)?;
+        document_has(spreads, "fragment spreads", limits.max_fragment_spreads)?;
 
         let Some((name, operation)) = select_operation(document, operation_name) else {
             return Ok(None);
@@ -359,30 +356,28 @@ fn check_variables(operation: &OperationDefinition, variables: &Variables) -> Ap
     Ok(())
 }
 
-/// Aliases and spreads as written in the document.
-#[derive(Default)]
-struct SyntaxCounts {
-    aliases: usize,
-    spreads: usize,
-}
-
-impl SyntaxCounts {
-    fn selection_set(&mut self, set: &SelectionSet) {
-        for item in &set.items {
-            match &item.node {
-                Selection::Field(field) => {
-                    if field.node.alias.is_some() {
-                        self.aliases += 1;
-                    }
-                    self.selection_set(&field.node.selection_set.node);
-                }
-                Selection::FragmentSpread(_) => self.spreads += 1,
-                Selection::InlineFragment(inline) => {
-                    self.selection_set(&inline.node.selection_set.node)
-                }
+/// Every selection of `document` as written: its operations' and its
+/// fragments', nested ones included. Iterative, as documents may nest
+/// deeply.
+pub(crate) fn selections(document: &ExecutableDocument) -> impl Iterator<Item = &Selection> {
+    let operations = document.operations.iter();
+    let mut pending: Vec<&Positioned<Selection>> = operations
+        .map(|(_, op)| &op.node.selection_set)
+        .chain(document.fragments.values().map(|f| &f.node.selection_set))
+        .flat_map(|set| &set.node.items)
+        .collect();
+    std::iter::from_fn(move || {
+        let selection = &pending.pop()?.node;
+        match selection {
+            Selection::Field(field) => pending.extend(&field.node.selection_set.node.items),
+            Selection::InlineFragment(inline) => {
+                pending.extend(&inline.node.selection_set.node.items)
             }
+            // Every fragment's own selection is gone through above.
+            Selection::FragmentSpread(_) => {}
         }
-    }
+        Some(selection)
+    })
 }
 
 /// One field of the schema, as far as cost is concerned.

@@ -17,14 +17,14 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection};
 use async_graphql::{Context, Executor, Request, Response};
 use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::AbortHandle;
 
-use super::limits::select_operation;
+use super::limits::{select_operation, selections};
 pub use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
@@ -326,35 +326,14 @@ fn key(request: &Request, document: &ExecutableDocument) -> Option<Arc<str>> {
 
 /// Whether no field of `document` (used or not) is one of
 /// [`CALLER_DEPENDENT_FIELDS`], whatever its type: conservative, and no
-/// schema lookup. Iterative, as documents may nest deeply.
+/// schema lookup.
 fn caller_independent(document: &ExecutableDocument) -> bool {
-    let mut pending: Vec<&SelectionSet> = document
-        .operations
-        .iter()
-        .map(|(_, op)| &op.node.selection_set.node)
-        .chain(
-            document
-                .fragments
-                .values()
-                .map(|f| &f.node.selection_set.node),
-        )
-        .collect();
-    while let Some(set) = pending.pop() {
-        for item in &set.items {
-            match &item.node {
-                Selection::Field(field) => {
-                    if CALLER_DEPENDENT_FIELDS.contains(&field.node.name.node.as_str()) {
-                        return false;
-                    }
-                    pending.push(&field.node.selection_set.node);
-                }
-                Selection::InlineFragment(inline) => pending.push(&inline.node.selection_set.node),
-                // Every fragment's own selection is scanned above.
-                Selection::FragmentSpread(_) => {}
-            }
-        }
-    }
-    true
+    !selections(document).any(|selection| {
+        let Selection::Field(field) = selection else {
+            return false;
+        };
+        CALLER_DEPENDENT_FIELDS.contains(&field.node.name.node.as_str())
+    })
 }
 
 #[cfg(test)]
