@@ -81,7 +81,8 @@ const MAX_CANDIDATES: usize = 256;
 const NOTIFY_FLAGS: [char; 3] = ['K', 'g', 's'];
 
 /// Whether Redis sends the notifications the deriver follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Notifications {
     /// Not known yet (never connected).
     #[default]
@@ -93,17 +94,6 @@ pub enum Notifications {
     Refused,
     /// The subscription is down (reconnecting).
     Down,
-}
-
-impl Notifications {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Starting => "starting",
-            Self::On => "on",
-            Self::Refused => "refused",
-            Self::Down => "down",
-        }
-    }
 }
 
 #[derive(Default)]
@@ -154,8 +144,7 @@ pub struct DeriveQueue {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeriverStats {
-    /// `on`, `refused`, `down` or `starting` (see [`Notifications`]).
-    pub notifications: &'static str,
+    pub notifications: Notifications,
     /// Articles and groups waiting to be derived.
     pub pending: usize,
     /// Whether a batch is being derived now.
@@ -203,7 +192,7 @@ impl DeriveQueue {
             pending.articles.len() + pending.groups.len()
         } + self.retrying.load(Ordering::Relaxed);
         DeriverStats {
-            notifications: self.notifications().name(),
+            notifications: self.notifications(),
             pending,
             busy: self.busy.load(Ordering::Relaxed),
             received: self.received.load(Ordering::Relaxed),
