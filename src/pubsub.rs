@@ -275,39 +275,34 @@ async fn listen(locator: Locator, hub: Arc<Hub>) {
     let mut backoff = MIN_BACKOFF;
     loop {
         // Asked anew each time: after a failover, the new primary.
-        let pubsub = async { locator.client().await?.get_async_pubsub().await };
-        match pubsub.await {
-            Ok(mut pubsub) => match pubsub
-                .subscribe(&[
-                    SCORE_CHANNEL,
-                    POSTED_CHANNEL,
-                    SESSION_ENDED_CHANNEL,
-                    MODERATED_CHANNEL,
-                ])
-                .await
-            {
-                Ok(()) => {
-                    tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
-                    if stats.subscribed.fetch_add(1, Ordering::Relaxed) > 0 {
-                        hub.resubscribed.send_modify(|n| *n += 1);
-                    }
-                    stats.connected.store(true, Ordering::Relaxed);
-                    backoff = MIN_BACKOFF;
-                    let mut messages = pubsub.into_on_message();
-                    while let Some(message) = messages.next().await {
-                        hub.dispatch(&message);
-                    }
-                    stats.connected.store(false, Ordering::Relaxed);
-                    tracing::warn!(%redis, "pub/sub connection closed; reconnecting");
+        let subscribed = async {
+            let mut pubsub = locator.client().await?.get_async_pubsub().await?;
+            let channels = [
+                SCORE_CHANNEL,
+                POSTED_CHANNEL,
+                SESSION_ENDED_CHANNEL,
+                MODERATED_CHANNEL,
+            ];
+            pubsub.subscribe(&channels).await.map(|()| pubsub)
+        };
+        match subscribed.await {
+            Ok(pubsub) => {
+                tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
+                if stats.subscribed.fetch_add(1, Ordering::Relaxed) > 0 {
+                    hub.resubscribed.send_modify(|n| *n += 1);
                 }
-                Err(e) => {
-                    stats.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%redis, error = %e, "subscribing to score changes failed")
+                stats.connected.store(true, Ordering::Relaxed);
+                backoff = MIN_BACKOFF;
+                let mut messages = pubsub.into_on_message();
+                while let Some(message) = messages.next().await {
+                    hub.dispatch(&message);
                 }
-            },
+                stats.connected.store(false, Ordering::Relaxed);
+                tracing::warn!(%redis, "pub/sub connection closed; reconnecting");
+            }
             Err(e) => {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%redis, error = %e, "pub/sub connection failed")
+                tracing::warn!(%redis, error = %e, "subscribing to score changes failed")
             }
         }
         tokio::time::sleep(backoff).await;
