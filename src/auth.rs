@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 use crate::domain::{Password, UserName};
 use crate::error::{AppError, AppResult};
 use crate::store::keys::Layout;
-use crate::store::{Caller, SessionUser, Store};
+use crate::store::{unix_secs, Caller, SessionUser, Store};
 
 /// A fresh login token: 32 random bytes, hex-encoded.
 pub fn new_token() -> String {
@@ -196,16 +196,10 @@ impl Session {
     /// BANNED while the token's account is banned; Ok for any other token.
     pub async fn refuse_banned(&self, store: &Store) -> AppResult<()> {
         match self.stored(store).await? {
-            Some(SessionUser::Banned { until, .. }) if until.is_none_or(|u| u > unix_now()) => {
+            Some(SessionUser::Banned { until, .. }) if until.is_none_or(|u| u > unix_secs()) => {
                 Err(AppError::Banned { until: *until })
             }
             _ => Ok(()),
         }
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
