@@ -197,10 +197,7 @@ impl Connection {
     pub async fn run(self, socket: WebSocketStream) {
         let (sink, incoming) = socket.split();
         let mut state = State {
-            out: Outbox {
-                sink,
-                send_timeout: self.limits.send_timeout,
-            },
+            sink,
             incoming,
             conn: self,
             login: None,
@@ -309,7 +306,8 @@ enum Payload {
 type Item = (Arc<str>, Option<Payload>);
 
 struct State {
-    out: Outbox,
+    /// The write half, where every write is bounded in time.
+    sink: SplitSink<WebSocketStream, Message>,
     incoming: SplitStream<WebSocketStream>,
     conn: Connection,
     /// The login this connection was authenticated with, watched until it
@@ -348,7 +346,7 @@ impl State {
                         }
                         Protocol::GraphQLWS => Message::Ping(Vec::new()),
                     };
-                    self.out.send(ping).await
+                    self.write(ping).await
                 }
                 _ = login_ended(&mut self.login) => Err(self.refuse(SESSION_ENDED)),
             };
@@ -376,7 +374,7 @@ impl State {
                     .into_iter()
                     .chain([Message::close_with(code, reason)])
                 {
-                    if self.out.send(message).await.is_err() {
+                    if self.write(message).await.is_err() {
                         return;
                     }
                 }
@@ -568,7 +566,7 @@ impl State {
                     tracing::error!(error = %e, "serialising a WebSocket message id");
                     self.refuse(INTERNAL)
                 })?;
-                self.out.send(Message::Text(text)).await
+                self.write(Message::Text(text)).await
             }
             None => {
                 self.operations.remove(&*id);
@@ -597,7 +595,27 @@ impl State {
             tracing::error!(error = %e, "serialising a WebSocket message");
             self.refuse(INTERNAL)
         })?;
-        self.out.send(Message::Text(text)).await
+        self.write(Message::Text(text)).await
+    }
+
+    /// Sends and flushes `message`. A client that has not taken it in time
+    /// stopped reading: it is dropped, holding no memory nor subscriptions.
+    async fn write(&mut self, message: Message) -> Result<(), End> {
+        let timeout = self.conn.limits.send_timeout;
+        match tokio::time::timeout(timeout, self.sink.send(message)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "WebSocket write failed");
+                Err(End::Gone)
+            }
+            Err(_) => {
+                tracing::info!(
+                    timeout_secs = timeout.as_secs_f64(),
+                    "dropping a WebSocket client that stopped reading"
+                );
+                Err(End::Gone)
+            }
+        }
     }
 
     fn refuse(&self, refusal: Refusal) -> End {
@@ -644,33 +662,6 @@ fn answered(answer: pipeline::PipelineResponse) -> Payload {
         },
         ResponseContent::RequestError(response) => Payload::Own(Box::new(response)),
         ResponseContent::Refused(e) => Payload::Own(Box::new(crate::graphql::rejection(e))),
-    }
-}
-
-/// The write half, where every write is bounded in time.
-struct Outbox {
-    sink: SplitSink<WebSocketStream, Message>,
-    send_timeout: Duration,
-}
-
-impl Outbox {
-    /// Sends and flushes `message`. A client that has not taken it in time
-    /// stopped reading: it is dropped, holding no memory nor subscriptions.
-    async fn send(&mut self, message: Message) -> Result<(), End> {
-        match tokio::time::timeout(self.send_timeout, self.sink.send(message)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "WebSocket write failed");
-                Err(End::Gone)
-            }
-            Err(_) => {
-                tracing::info!(
-                    timeout_secs = self.send_timeout.as_secs_f64(),
-                    "dropping a WebSocket client that stopped reading"
-                );
-                Err(End::Gone)
-            }
-        }
     }
 }
 
