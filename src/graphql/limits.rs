@@ -94,17 +94,8 @@ impl Guard {
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         check_variable_depth(&request.variables)?;
         let document = self.parsed(&request.query, true)?;
-        let operation = self.analyze(
-            &document,
-            request.operation_name.as_deref(),
-            Some(&request.variables),
-        )?;
-        Ok(operation.map(|(operation, name, cost)| Checked {
-            document,
-            operation,
-            name,
-            cost,
-        }))
+        let name = request.operation_name.as_deref();
+        self.analyze(document, name, Some(&request.variables))
     }
 
     /// Checks a document ahead of any request (a trusted document): each
@@ -113,7 +104,7 @@ impl Guard {
     pub fn check_document(&self, query: &str) -> AppResult<()> {
         let document = self.parsed(query, false)?;
         for (name, _) in document.operations.iter() {
-            self.analyze(&document, name.map(Name::as_str), None)?;
+            self.analyze(document.clone(), name.map(Name::as_str), None)?;
         }
         Ok(())
     }
@@ -145,17 +136,17 @@ impl Guard {
     /// operation can be selected.
     fn analyze(
         &self,
-        document: &ExecutableDocument,
+        document: Arc<ExecutableDocument>,
         operation_name: Option<&str>,
         variables: Option<&Variables>,
-    ) -> AppResult<Option<(OperationType, Option<Name>, u64)>> {
+    ) -> AppResult<Option<Checked>> {
         let limits = &self.limits;
         let document_has = |count, what, max| at_most("the document", count, what, max);
         let operations = document.operations.iter().count();
         document_has(operations, "operations", limits.max_operations)?;
         document_has(document.fragments.len(), "fragments", limits.max_fragments)?;
         let (mut aliases, mut spreads) = (0, 0);
-        for selection in selections(document) {
+        for selection in selections(&document) {
             match selection {
                 Selection::Field(field) if field.node.alias.is_some() => aliases += 1,
                 Selection::FragmentSpread(_) => spreads += 1,
@@ -165,10 +156,10 @@ impl Guard {
         document_has(aliases, "aliases", limits.max_aliases)?;
         document_has(spreads, "fragment spreads", limits.max_fragment_spreads)?;
 
-        let Some((name, operation)) = select_operation(document, operation_name) else {
+        let Some((name, operation)) = select_operation(&document, operation_name) else {
             return Ok(None);
         };
-        let operation = &operation.node;
+        let (operation, name) = (&operation.node, name.cloned());
         let defaults = Variables::default();
         if let Some(variables) = variables {
             check_variables(operation, variables)?;
@@ -181,7 +172,7 @@ impl Guard {
         };
         let mut walk = Walk {
             model: &self.model,
-            document,
+            document: &document,
             operation,
             variables,
             fragments: HashMap::new(),
@@ -200,7 +191,13 @@ impl Guard {
                 tally.cost, limits.max_query_cost
             )));
         }
-        Ok(Some((operation.ty, name.cloned(), tally.cost)))
+        let (operation, cost) = (operation.ty, tally.cost);
+        Ok(Some(Checked {
+            document,
+            operation,
+            name,
+            cost,
+        }))
     }
 }
 
