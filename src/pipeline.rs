@@ -252,7 +252,9 @@ async fn execute(
     let mut response = api.execute_checked(request, admitted.checked).await;
     let code = first_code(&response);
     if with_cost {
-        report_cost(api, &mut response, cost);
+        let limit = api.guard.limits.max_query_cost;
+        let report = async_graphql::value!({ "requested": cost, "limit": limit });
+        response.extensions.insert("cost".to_owned(), report);
     }
     let operation = admitted.operation;
     if is_request_error(&response) {
@@ -266,13 +268,6 @@ async fn execute(
     let body = response_body(&mut response, storing.is_some(), &recorded, cost);
     let cached = storing.map(|storing| store(storing, response.is_ok(), &recorded, &body));
     PipelineResponse::body(operation, code, body, cached, anonymous, Some(permit))
-}
-
-/// Adds `extensions.cost`: the query's cost and the limit.
-fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
-    let limit = api.guard.limits.max_query_cost;
-    let report = async_graphql::value!({ "requested": cost, "limit": limit });
-    response.extensions.insert("cost".to_owned(), report);
 }
 
 /// The body to serve; a response to cache is kept as a template, for
