@@ -167,17 +167,8 @@ impl WorkBudget {
 /// A response body holding its request's permit until it is written: one
 /// waiting on a slow reader still counts against the budget.
 pub struct HeldBody<B> {
-    body: B,
-    _permit: Permit,
-}
-
-impl<B> HeldBody<B> {
-    pub fn new(body: B, permit: Permit) -> Self {
-        Self {
-            body,
-            _permit: permit,
-        }
-    }
+    pub body: B,
+    pub _permit: Permit,
 }
 
 impl<B: http_body::Body + Unpin> http_body::Body for HeldBody<B> {

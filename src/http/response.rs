@@ -70,7 +70,10 @@ pub fn held(response: Response, permit: Option<Permit>) -> Response {
     };
     type BoxBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>;
     let (parts, body) = response.into_parts();
-    let body = BoxBody::new(HeldBody::new(BoxBody::from(body), permit));
+    let body = BoxBody::new(HeldBody {
+        body: BoxBody::from(body),
+        _permit: permit,
+    });
     Response::from_parts(parts, Body::from(body))
 }
 
