@@ -134,7 +134,7 @@ impl WebSockets {
             client,
             limits: self.limits,
             shared: self.shared.clone(),
-            shutdown: self.shutdown.listen(),
+            shutdown: self.shutdown.0.subscribe(),
             sessions: self.sessions.clone(),
             _slot: slot,
         };
@@ -169,10 +169,6 @@ impl Shutdown {
     /// Resolves once every connection has finished (each holds a receiver).
     pub async fn connections_closed(&self) {
         self.0.closed().await;
-    }
-
-    fn listen(&self) -> watch::Receiver<bool> {
-        self.0.subscribe()
     }
 }
 
