@@ -96,6 +96,24 @@ fn groups_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
     })
 }
 
+/// Follows `receiver` through lagging (a slow subscriber skips what it
+/// missed) until the channel closes, keeping the events `wanted` says.
+pub async fn next_wanted<T: ?Sized>(
+    receiver: &mut broadcast::Receiver<Arc<T>>,
+    wanted: impl Fn(&T) -> bool,
+) -> Option<Arc<T>> {
+    loop {
+        match receiver.recv().await {
+            Ok(event) if wanted(&event) => return Some(event),
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::debug!(missed, "slow subscriber skipped events");
+            }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
 /// What the listener has seen, for `/metrics`.
 #[derive(Default)]
 pub struct PubSubStats {

@@ -7,12 +7,11 @@ use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject, Subscr
 use futures_util::Stream;
 
 use super::shared_subscriptions::receiving;
-use super::subscription::next_wanted;
 use super::types::{connection_size, Article, ArticleConnection, DateTime, PageInfo, User};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName, ModAction, Role, UserName};
 use crate::error::AppError;
-use crate::pubsub::ModeratedEvent;
+use crate::pubsub::{next_wanted, ModeratedEvent};
 use crate::store::{ModLogFilter, ModLogRecord, UserAction};
 
 /// Longest reason a flag, removal or ban may give, in bytes.

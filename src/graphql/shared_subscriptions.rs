@@ -21,7 +21,6 @@ use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection}
 use async_graphql::{Context, Executor, Request, Response};
 use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::task::AbortHandle;
 
 use super::limits::{select_operation, selections};
@@ -29,7 +28,7 @@ pub use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::pubsub::{PubSub, Uncounted};
+use crate::pubsub::{next_wanted, PubSub, Uncounted};
 
 /// Payloads (each one `Arc` for all) a shared stream keeps for its slowest
 /// subscriber; one further behind skips the oldest.
@@ -152,15 +151,8 @@ impl SharedStreams {
             entry,
         };
         futures_util::stream::unfold((receiver, member), |(mut receiver, member)| async move {
-            loop {
-                match receiver.recv().await {
-                    Ok(payload) => return Some((payload, (receiver, member))),
-                    Err(RecvError::Lagged(missed)) => {
-                        tracing::debug!(missed, "slow subscriber skipped shared events");
-                    }
-                    Err(RecvError::Closed) => return None,
-                }
-            }
+            let payload = next_wanted(&mut receiver, |_| true).await?;
+            Some((payload, (receiver, member)))
         })
         .boxed()
     }

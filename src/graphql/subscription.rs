@@ -4,13 +4,12 @@ use std::sync::Arc;
 
 use async_graphql::{Context, Object, Result, Subscription, ID};
 use futures_util::Stream;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::shared_subscriptions::receiving;
 use super::types::{Article, DateTime};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};
-use crate::pubsub::{PostedEvent, ScoreEvent};
+use crate::pubsub::{next_wanted, PostedEvent, ScoreEvent};
 
 #[derive(Default)]
 pub struct SubscriptionRoot;
@@ -96,24 +95,6 @@ impl SubscriptionRoot {
                 }
             },
         ))
-    }
-}
-
-/// Follows `receiver` through lagging (a slow subscriber skips what it
-/// missed) until the channel closes, keeping the events `wanted` says.
-pub(super) async fn next_wanted<T>(
-    receiver: &mut tokio::sync::broadcast::Receiver<Arc<T>>,
-    wanted: impl Fn(&T) -> bool,
-) -> Option<Arc<T>> {
-    loop {
-        match receiver.recv().await {
-            Ok(event) if wanted(&event) => return Some(event),
-            Ok(_) => {}
-            Err(RecvError::Lagged(missed)) => {
-                tracing::debug!(missed, "slow subscriber skipped events");
-            }
-            Err(RecvError::Closed) => return None,
-        }
     }
 }
 
