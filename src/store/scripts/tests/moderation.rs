@@ -59,14 +59,9 @@ async fn all_keys(c: &mut Conn) -> Vec<String> {
 async fn article(c: &mut Conn, poster: &UserName) -> ArticleId {
     let stem = slug("hello");
     let text = ("A title", "https://example.com/", &stem);
-    let rate = (post_gate(poster.as_str()), 0);
-    let rate = (
-        Gate {
-            key: at().key(rate.0.key),
-            ..rate.0
-        },
-        0,
-    );
+    let gate = post_gate(poster.as_str());
+    let key = at().key(&gate.key);
+    let rate = (Gate { key, ..gate }, 0);
     let in_groups = groups(&["g"]);
     let reply = post(c, (at(), 12), poster, text, &in_groups, rate);
     match reply.await.unwrap() {
