@@ -14,13 +14,7 @@ use crate::error::AppError;
 #[derive(Default)]
 pub struct MutationRoot;
 
-/// Writes: accounts, posts, votes, groups, slugs and views. A mutation that
-/// fails writes nothing, except with `OUTCOME_UNKNOWN` (storage did not
-/// answer: it may have been applied) or `NOT_REPLICATED` (it was applied).
-/// Retrying any mutation after `OUTCOME_UNKNOWN` is safe: a repeated vote,
-/// group change, rename, view or logOut changes nothing more, a repeated
-/// post returns the first article, and a repeated signUp finds the name
-/// taken (logIn with the same password tells whether it was applied).
+// Described as a whole by `Mutation` (`graphql/mod.rs`).
 #[Object]
 impl MutationRoot {
     /// Creates an account and logs it in. Limited per client address.

@@ -14,7 +14,6 @@ use crate::store::GroupCursor;
 #[derive(Default)]
 pub struct QueryRoot;
 
-/// Reads: rankings, articles, groups, users.
 #[Object]
 impl QueryRoot {
     /// The site's ranked list of articles.

@@ -14,7 +14,6 @@ use crate::pubsub::{next_wanted, PostedEvent, ScoreEvent};
 #[derive(Default)]
 pub struct SubscriptionRoot;
 
-/// Live updates over WebSocket (`graphql-transport-ws` or `graphql-ws`).
 #[Subscription]
 impl SubscriptionRoot {
     /// Every score change from now on: all of them, one article's, or those
