@@ -188,11 +188,6 @@ impl Session {
         }
     }
 
-    /// The logged-in user, or BANNED or UNAUTHENTICATED.
-    pub async fn require_user(&self, store: &Store) -> AppResult<UserName> {
-        Ok(self.require_caller(store).await?.name)
-    }
-
     /// BANNED while the token's account is banned; Ok for any other token.
     pub async fn refuse_banned(&self, store: &Store) -> AppResult<()> {
         match self.stored(store).await? {

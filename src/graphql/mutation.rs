@@ -78,7 +78,7 @@ impl MutationRoot {
         let context = RequestContext::of(ctx)?;
         // Logged in first: an anonymous caller learns that before any
         // complaint about the input.
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let title = ArticleTitle::parse(&title)?;
         let link = Link::parse(&link)?;
         let groups = GroupName::parse_many(&groups, "groups")?;
@@ -95,7 +95,7 @@ impl MutationRoot {
         #[graphql(default_with = "VoteDirection::Up")] direction: VoteDirection,
     ) -> Result<Article> {
         let context = RequestContext::of(ctx)?;
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         Ok(Article(context.vote(id, direction.into()).await?))
     }
@@ -109,7 +109,7 @@ impl MutationRoot {
         slug: String,
     ) -> Result<Article> {
         let context = RequestContext::of(ctx)?;
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         let slug = Slug::parse(&slug)?;
         Ok(Article(context.rename_slug(id, &slug).await?))
@@ -134,7 +134,7 @@ impl MutationRoot {
         #[graphql(default)] remove: Vec<String>,
     ) -> Result<Article> {
         let context = RequestContext::of(ctx)?;
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         let add = GroupName::parse_many(&add, "add")?;
         let remove = GroupName::parse_many(&remove, "remove")?;
