@@ -84,9 +84,7 @@ impl SessionWatch {
     pub fn watch(&self, token_hash: &str) -> Watched {
         let hash: Arc<str> = Arc::from(token_hash);
         let mut open = self.inner.open.lock();
-        let sender = open
-            .entry(hash.clone())
-            .or_insert_with(|| watch::channel(false).0);
+        let sender = open.entry(hash.clone()).or_default();
         Watched {
             inner: self.inner.clone(),
             hash,

@@ -151,14 +151,8 @@ impl WebSockets {
 
 /// Tells open WebSockets that the server is stopping: upgraded, they left
 /// poem's graceful shutdown, and a cut socket looks like a network failure.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Shutdown(Arc<watch::Sender<bool>>);
-
-impl Default for Shutdown {
-    fn default() -> Self {
-        Self(Arc::new(watch::channel(false).0))
-    }
-}
 
 impl Shutdown {
     /// Every open connection closes with 1001; new ones close at once.
