@@ -19,7 +19,7 @@ use crate::error::AppError;
 const RETRY_AFTER_SECS: u64 = 1;
 
 /// The budget's settings, flags of their own.
-#[derive(Debug, Clone, Copy, clap::Args)]
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
 pub struct BudgetSettings {
     /// Query-cost units all queries and mutations in flight may hold together.
     #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,
@@ -36,6 +36,7 @@ pub struct BudgetSettings {
 #[derive(Clone)]
 pub struct WorkBudget(Arc<Inner>);
 
+#[derive(Default)]
 struct Inner {
     settings: BudgetSettings,
     /// Units held by admitted requests.
@@ -80,12 +81,7 @@ impl WorkBudget {
                 work_budget: settings.work_budget.max(1),
                 ..settings
             },
-            in_use: Mutex::new(0),
-            returned: Notify::new(),
-            waiting: AtomicU64::new(0),
-            admitted: AtomicU64::new(0),
-            waited: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            ..Inner::default()
         }))
     }
 
