@@ -73,14 +73,14 @@ async fn index_names_gives_each_folded_name_its_oldest_account() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     for (name, created) in [
-        ("Bob", 200),
-        ("bob", 100),
-        ("carol", 50),
-        ("Dave", 7),
-        ("dave", 7),
+        ("Bob", "200"),
+        ("bob", "100"),
+        ("carol", "50"),
+        ("Dave", "7"),
+        ("dave", "7"),
     ] {
-        let fields = [("name", name.to_owned()), ("created", created.to_string())];
-        let () = q(c, cmd("HSET").arg(keys::user(name)).arg(&fields)).await;
+        let fields = [("name", name), ("created", created)];
+        hset(c, &keys::user(name), &fields).await;
     }
     let names: Vec<UserName> = ["Bob", "bob", "carol", "dave", "Dave"].map(user).to_vec();
     // Bob, then bob (older), carol, dave, then Dave (same time, first by

@@ -23,25 +23,16 @@ async fn book_vote(c: &mut Conn, voter: &str, id: u64) {
 /// then `score:` and `time:`, at `now`.
 async fn book_post_rest(c: &mut Conn, id: u64, title: &str, poster: &str, now: f64) {
     let article = format!("article:{id}");
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg(&article)
-            .arg("title")
-            .arg(title)
-            .arg("poster")
-            .arg(poster)
-            .arg("time")
-            .arg(now)
-            .arg("votes")
-            .arg(1),
-    )
-    .await;
-    let () = q(
-        c,
-        cmd("ZADD").arg(keys::SCORE).arg(now + 432.0).arg(&article),
-    )
-    .await;
+    let time = now.to_string();
+    let fields = [
+        ("title", title),
+        ("poster", poster),
+        ("time", &time),
+        ("votes", "1"),
+    ];
+    hset(c, &article, &fields).await;
+    let score = now + 432.0;
+    let () = q(c, cmd("ZADD").arg(keys::SCORE).arg(score).arg(&article)).await;
     let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg(&article)).await;
 }
 

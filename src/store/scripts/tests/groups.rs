@@ -127,22 +127,12 @@ async fn only_the_poster_changes_an_articles_groups() {
     );
     // A poster stored without the user prefix (the book's callers) is
     // the same user.
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg(keys::article(id))
-            .arg("poster")
-            .arg("alice"),
-    )
-    .await;
+    hset(c, &keys::article(id), &[("poster", "alice")]).await;
     assert_eq!(set(c, id, "alice", &["a"], &[]).await, SetGroupsReply::Done);
 
     // The calls above were counted too: the limit starts afresh.
-    let () = q(
-        c,
-        cmd("DEL").arg(keys::user_rate("alice", crate::rate::RateAction::SetGroups)),
-    )
-    .await;
+    let counter = keys::user_rate("alice", crate::rate::RateAction::SetGroups);
+    let () = q(c, cmd("DEL").arg(counter)).await;
     let once = limit(1, 60);
     let reply = set_within(c, id, "alice", (&["b"], &[]), once).await;
     assert_eq!(reply, SetGroupsReply::Done);

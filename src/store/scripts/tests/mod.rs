@@ -92,6 +92,11 @@ pub(super) async fn exists(conn: &mut Conn, key: &str) -> bool {
     q(conn, cmd("EXISTS").arg(key)).await
 }
 
+/// Sets `fields` of the hash `key`, as another writer would.
+pub(super) async fn hset(conn: &mut Conn, key: &str, fields: &[(&str, &str)]) {
+    let () = q(conn, cmd("HSET").arg(key).arg(fields)).await;
+}
+
 pub(super) fn user(name: &str) -> UserName {
     UserName::parse(name).expect("a user name")
 }
@@ -203,14 +208,8 @@ impl Followed {
     pub(super) async fn start(redis: &TestRedis) -> Self {
         use futures_util::StreamExt;
         let mut conn = redis.conn().await;
-        let () = q(
-            &mut conn,
-            cmd("CONFIG")
-                .arg("SET")
-                .arg("notify-keyspace-events")
-                .arg("Kgs"),
-        )
-        .await;
+        let flags = ["SET", "notify-keyspace-events", "Kgs"];
+        let () = q(&mut conn, cmd("CONFIG").arg(&flags)).await;
         let client = redis::Client::open(redis.url()).unwrap();
         let mut pubsub = client.get_async_pubsub().await.unwrap();
         pubsub.psubscribe(keys::keyspace_patterns(0)).await.unwrap();

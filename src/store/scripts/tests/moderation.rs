@@ -80,7 +80,7 @@ async fn moderation_keeps_to_its_subjects_shard() {
     let id = article(c, &name).await;
     assert_eq!(Layout::Cluster.of_article(id), SHARD);
     let account = at().key(keys::user(name.as_str()));
-    let () = q(c, cmd("HSET").arg(&account).arg("name").arg(name.as_str())).await;
+    hset(c, &account, &[("name", name.as_str())]).await;
 
     let done = ModerationReply::Done;
     assert_eq!(flag(c, &run, id, true).await.unwrap(), done, "hidden");
@@ -157,12 +157,9 @@ async fn the_last_admin_counts_the_admins_of_other_shards() {
     let c = &mut redis.conn().await;
     let name = local_user();
     let account = at().key(keys::user(name.as_str()));
-    let () = q(c, cmd("HSET").arg(&account).arg("role").arg("admin")).await;
-    let () = q(
-        c,
-        cmd("SADD").arg(at().key(keys::ADMINS)).arg(name.as_str()),
-    )
-    .await;
+    hset(c, &account, &[("role", "admin")]).await;
+    let admins = at().key(keys::ADMINS);
+    let () = q(c, cmd("SADD").arg(admins).arg(name.as_str())).await;
     let other = user("someone");
     let actor = admin(&other);
     let run = acting(&actor, 100);

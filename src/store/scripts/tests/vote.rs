@@ -61,14 +61,10 @@ async fn a_vote_finds_the_article_by_its_hash_time() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     let now = redis_now(c).await;
-    let () = q(
+    hset(
         c,
-        cmd("HSET")
-            .arg("article:7")
-            .arg("time")
-            .arg(now)
-            .arg("poster")
-            .arg("alice"),
+        "article:7",
+        &[("time", &now.to_string()), ("poster", "alice")],
     )
     .await;
     assert_eq!(
@@ -78,7 +74,7 @@ async fn a_vote_finds_the_article_by_its_hash_time() {
     // A poster stored without the user prefix (the book's callers) gets
     // the karma all the same.
     assert_eq!(karma(c, "alice").await, 1.0);
-    let () = q(c, cmd("HSET").arg("article:8").arg("title").arg("x")).await;
+    hset(c, "article:8", &[("title", "x")]).await;
     assert_eq!(
         vote_as(c, ArticleId(8), "bob", VoteDirection::Up).await,
         VoteReply::Missing
@@ -181,14 +177,8 @@ async fn the_score_event_is_read_back_whatever_the_group_names() {
     let (plain, _) = posted(c, "alice", "plain", &["news", "rust-lang"]).await;
     let (odd, _) = posted(c, "alice", "odd", &["news"]).await;
     let odd_name = "we\"ird\\\tname";
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg(keys::article(odd))
-            .arg("groups")
-            .arg(format!("news,{odd_name}")),
-    )
-    .await;
+    let groups = format!("news,{odd_name}");
+    hset(c, &keys::article(odd), &[("groups", &groups)]).await;
 
     for (id, groups) in [
         (plain, vec!["news", "rust-lang"]),
