@@ -122,7 +122,6 @@ pub(super) fn unlimited() -> RateLimit {
     limit(1_000_000, 60)
 }
 
-/// Posts within no limit, reposts included.
 /// `poster`'s post rate counter, on one primary, within no limit.
 pub(super) fn post_gate(poster: &str) -> crate::store::shards::Gate {
     gate(
