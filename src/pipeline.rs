@@ -104,16 +104,9 @@ pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
         Err(e) => return PipelineResponse::refused(admitted.operation, e),
     };
     if let Some(body) = logged_in_page(api, &admitted).await {
-        let body = Arc::new(Cached::new(body));
-        let anonymous = admitted.anonymous();
-        return PipelineResponse::body(
-            admitted.operation,
-            None,
-            body,
-            None,
-            anonymous,
-            Some(permit),
-        );
+        let (body, anonymous) = (Arc::new(Cached::new(body)), admitted.anonymous());
+        let operation = admitted.operation;
+        return PipelineResponse::body(operation, None, body, None, anonymous, Some(permit));
     }
     execute(api, admitted, storing, permit).await
 }
