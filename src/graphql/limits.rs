@@ -814,19 +814,17 @@ mod tests {
             "{message}"
         );
         rejected(&nest(4));
-        let aliases: String = (0..500)
-            .map(|i| format!("a{i}: articles(pageSize: 100) {{ id }} "))
-            .collect();
-        assert!(rejected(&format!("{{ {aliases} }}")).contains("tokens"));
-        let aliases: String = (0..300)
-            .map(|i| format!("a{i}: articles(pageSize: 100) {{ id }} "))
-            .collect();
-        assert!(rejected(&format!("{{ {aliases} }}")).contains("300 aliases"));
+        // `n` aliases of `field`.
+        let aliased = |n, field: &str| {
+            let aliases: String = (0..n).map(|i| format!("a{i}: {field} ")).collect();
+            format!("{{ {aliases} }}")
+        };
+        let page = "articles(pageSize: 100) { id }";
+        assert!(rejected(&aliased(500, page)).contains("tokens"));
+        assert!(rejected(&aliased(300, page)).contains("300 aliases"));
         // Ten aliases pass the alias limit; their cost does not.
-        let aliases: String = (0..10)
-            .map(|i| format!("a{i}: topPosters(limit: 100) {{ user {{ articles(pageSize: 10) {{ id }} }} }} "))
-            .collect();
-        assert!(rejected(&format!("{{ {aliases} }}")).contains("costs 12000"));
+        let top = "topPosters(limit: 100) { user { articles(pageSize: 10) { id } } }";
+        assert!(rejected(&aliased(10, top)).contains("costs 12000"));
         // The fragment bomb: B0 spreads B1 twice … B19 spreads B20 twice.
         let mut bomb = "{ articles(pageSize: 1) { ...B0 } }".to_owned();
         for i in 0..20 {
