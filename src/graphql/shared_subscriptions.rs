@@ -89,10 +89,8 @@ impl SharedStreams {
         request: Request,
     ) -> Result<BoxStream<'static, Arc<str>>, Box<Request>> {
         let registry = &self.0;
-        if registry.max_streams == 0 {
-            return Err(Box::new(request));
-        }
-        let Some(key) = shareable_key(api, &request) else {
+        let key = (registry.max_streams > 0).then(|| shareable_key(api, &request));
+        let Some(key) = key.flatten() else {
             return Err(Box::new(request));
         };
         let mut streams = registry.streams.lock();
