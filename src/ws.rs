@@ -84,20 +84,6 @@ impl WebSockets {
         }
     }
 
-    /// Tungstenite refuses larger messages before buffering them. Small
-    /// buffers: a subscriber's messages are small, and the 128 KiB defaults
-    /// each way would cost ~250 KiB per subscriber. Writing stops past 1 MiB
-    /// pending, bounding what a stalled client holds.
-    fn config(&self) -> WebSocketConfig {
-        let max = self.limits.max_message_bytes;
-        WebSocketConfig::default()
-            .read_buffer_size(4 * 1024)
-            .write_buffer_size(4 * 1024)
-            .max_write_buffer_size(1024 * 1024)
-            .max_message_size(Some(max))
-            .max_frame_size(Some(max))
-    }
-
     /// Upgrades `GET /graphql` to a GraphQL WebSocket for `client`; a
     /// `BAD_REQUEST` that says what is missing, or `TOO_MANY_CONNECTIONS`.
     pub async fn upgrade(
@@ -138,11 +124,22 @@ impl WebSockets {
             sessions: self.sessions.clone(),
             _slot: slot,
         };
+        // Tungstenite refuses larger messages before buffering them. Small
+        // buffers: a subscriber's messages are small, and the 128 KiB
+        // defaults each way would cost ~250 KiB per subscriber. Writing
+        // stops past 1 MiB pending, bounding what a stalled client holds.
+        let max = self.limits.max_message_bytes;
+        let config = WebSocketConfig::default()
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(4 * 1024)
+            .max_write_buffer_size(1024 * 1024)
+            .max_message_size(Some(max))
+            .max_frame_size(Some(max));
         // The connection outlives the request; its log lines keep the
         // request's span (and request id).
         let span = tracing::Span::current();
         Ok(websocket
-            .config(self.config())
+            .config(config)
             .protocols(ALL_WEBSOCKET_PROTOCOLS)
             .on_upgrade(move |socket| connection.run(socket).instrument(span))
             .into_response())
