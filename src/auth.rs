@@ -15,19 +15,15 @@ use crate::error::{AppError, AppResult};
 use crate::store::keys::Layout;
 use crate::store::{unix_secs, Caller, SessionUser, Store};
 
-/// A fresh login token: 32 random bytes, hex-encoded.
-pub fn new_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    hex::encode(bytes)
-}
-
-/// A fresh login token for `name`'s session, whose key lands on the
-/// account's shard (see `keys::Layout`), so one script writes both.
+/// A fresh login token for `name`'s session (32 random bytes,
+/// hex-encoded), whose key lands on the account's shard (see
+/// `keys::Layout`), so one script writes both.
 pub fn new_token_for(layout: Layout, name: &UserName) -> String {
     let shard = layout.of_user(name);
+    let mut bytes = [0u8; 32];
     loop {
-        let token = new_token();
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        let token = hex::encode(bytes);
         if layout.of_session(&token_hash(&token)) == shard {
             return token;
         }
