@@ -40,11 +40,8 @@ pub fn reply(
         });
     let mut response = Response::builder().header(header::VARY, VARY);
     if public {
-        let etag = etag(
-            cached.tag(),
-            wants.media,
-            compressed.as_ref().map(|(e, _)| *e),
-        );
+        let encoding = compressed.as_ref().map(|(encoding, _)| *encoding);
+        let etag = etag(cached.tag(), wants.media, encoding);
         response = response
             .header(header::CACHE_CONTROL, PUBLIC_CACHE_CONTROL)
             .header(header::ETAG, &etag);
