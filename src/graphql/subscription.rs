@@ -106,10 +106,8 @@ impl ScoreChange {
     /// selected).
     async fn article(&self, ctx: &Context<'_>) -> Result<Article> {
         let id = ArticleId::parse(&self.0.id, "articleId")?;
-        match RequestContext::of(ctx)?.article_unbatched(id).await? {
-            Some(record) => Ok(Article(record)),
-            None => Err(crate::store::not_found(id).into()),
-        }
+        let record = RequestContext::of(ctx)?.article_unbatched(id).await?;
+        Ok(Article(record.ok_or_else(|| crate::store::not_found(id))?))
     }
 
     /// The score right after the vote.
