@@ -407,11 +407,7 @@ pub const MAX_MESSAGE_BYTES: usize = 512;
 
 fn truncate_message(message: &mut String) {
     if message.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+        message.truncate(message.floor_char_boundary(MAX_MESSAGE_BYTES));
         message.push_str("… (truncated)");
     }
 }
