@@ -13,21 +13,17 @@ use tokio::sync::OnceCell;
 use crate::domain::{Password, UserName};
 use crate::error::{AppError, AppResult};
 use crate::store::keys::Layout;
-use crate::store::{Caller, SessionUser, Store};
+use crate::store::{unix_secs, Caller, SessionUser, Store};
 
-/// A fresh login token: 32 random bytes, hex-encoded.
-pub fn new_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    hex::encode(bytes)
-}
-
-/// A fresh login token for `name`'s session, whose key lands on the
-/// account's shard (see `keys::Layout`), so one script writes both.
+/// A fresh login token for `name`'s session (32 random bytes,
+/// hex-encoded), whose key lands on the account's shard (see
+/// `keys::Layout`), so one script writes both.
 pub fn new_token_for(layout: Layout, name: &UserName) -> String {
     let shard = layout.of_user(name);
+    let mut bytes = [0u8; 32];
     loop {
-        let token = new_token();
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        let token = hex::encode(bytes);
         if layout.of_session(&token_hash(&token)) == shard {
             return token;
         }
@@ -188,24 +184,13 @@ impl Session {
         }
     }
 
-    /// The logged-in user, or BANNED or UNAUTHENTICATED.
-    pub async fn require_user(&self, store: &Store) -> AppResult<UserName> {
-        Ok(self.require_caller(store).await?.name)
-    }
-
     /// BANNED while the token's account is banned; Ok for any other token.
     pub async fn refuse_banned(&self, store: &Store) -> AppResult<()> {
         match self.stored(store).await? {
-            Some(SessionUser::Banned { until, .. }) if until.is_none_or(|u| u > unix_now()) => {
+            Some(SessionUser::Banned { until, .. }) if until.is_none_or(|u| u > unix_secs()) => {
                 Err(AppError::Banned { until: *until })
             }
             _ => Ok(()),
         }
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

@@ -19,7 +19,7 @@ use crate::error::AppError;
 const RETRY_AFTER_SECS: u64 = 1;
 
 /// The budget's settings, flags of their own.
-#[derive(Debug, Clone, Copy, clap::Args)]
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
 pub struct BudgetSettings {
     /// Query-cost units all queries and mutations in flight may hold together.
     #[arg(long, env = "VOTEGRAPH_WORK_BUDGET", default_value_t = 30_000,
@@ -36,6 +36,7 @@ pub struct BudgetSettings {
 #[derive(Clone)]
 pub struct WorkBudget(Arc<Inner>);
 
+#[derive(Default)]
 struct Inner {
     settings: BudgetSettings,
     /// Units held by admitted requests.
@@ -80,12 +81,7 @@ impl WorkBudget {
                 work_budget: settings.work_budget.max(1),
                 ..settings
             },
-            in_use: Mutex::new(0),
-            returned: Notify::new(),
-            waiting: AtomicU64::new(0),
-            admitted: AtomicU64::new(0),
-            waited: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            ..Inner::default()
         }))
     }
 
@@ -167,17 +163,8 @@ impl WorkBudget {
 /// A response body holding its request's permit until it is written: one
 /// waiting on a slow reader still counts against the budget.
 pub struct HeldBody<B> {
-    body: B,
-    _permit: Permit,
-}
-
-impl<B> HeldBody<B> {
-    pub fn new(body: B, permit: Permit) -> Self {
-        Self {
-            body,
-            _permit: permit,
-        }
-    }
+    pub body: B,
+    pub _permit: Permit,
 }
 
 impl<B: http_body::Body + Unpin> http_body::Body for HeldBody<B> {
@@ -203,6 +190,7 @@ impl<B: http_body::Body + Unpin> http_body::Body for HeldBody<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     fn budget(capacity: u64, wait_ms: u64) -> WorkBudget {
         WorkBudget::new(BudgetSettings {
@@ -219,7 +207,7 @@ mod tests {
         let b = budget.admit(449).await.expect("second large");
         assert_eq!(budget.stats().in_use, 900);
         let refused = budget.admit(449).await.err().expect("no room");
-        assert_eq!(refused.code(), "SERVICE_UNAVAILABLE");
+        assert_eq!(refused.code(), ErrorCode::ServiceUnavailable);
         assert_eq!(refused.retry_after(), Some(1));
         // Small ones still fit in the reserve.
         let small: Vec<_> = futures_util::future::join_all((0..10).map(|_| budget.admit(9))).await;

@@ -31,7 +31,8 @@ impl ClientAddr {
             return Self(peer);
         }
         let forwarded = if headers.contains_key("x-forwarded-for") {
-            from_x_forwarded_for(headers, trusted)
+            let items = header_items(headers, "x-forwarded-for");
+            items.and_then(|items| right_most_untrusted(items.into_iter().map(parse_host), trusted))
         } else if headers.contains_key("forwarded") {
             from_forwarded(headers, trusted)
         } else {
@@ -81,11 +82,6 @@ fn right_most_untrusted(
         last = Some(addr);
     }
     last
-}
-
-fn from_x_forwarded_for(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<IpAddr> {
-    let items = header_items(headers, "x-forwarded-for")?;
-    right_most_untrusted(items.into_iter().map(parse_host), trusted)
 }
 
 /// RFC 7239: `Forwarded: for=192.0.2.60;proto=http, for="[2001:db8::17]:4711"`.

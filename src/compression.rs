@@ -62,13 +62,9 @@ impl Encoding {
                     .iter()
                     .copied()
                     .filter(|e| token == "*" || token.eq_ignore_ascii_case(e.name()));
+                let rank = |e: Encoding| offered.iter().position(|o| *o == e);
                 for encoding in matching {
-                    let rank = |e: Encoding| offered.iter().position(|o| *o == e);
-                    let better = match best {
-                        None => true,
-                        Some((b, bq)) => q > bq || (q == bq && rank(encoding) < rank(b)),
-                    };
-                    if better {
+                    if best.is_none_or(|(b, bq)| q > bq || (q == bq && rank(encoding) < rank(b))) {
                         best = Some((encoding, q));
                     }
                 }

@@ -441,8 +441,8 @@ impl Settings {
         Duration::from_millis(self.pool_timeout_ms)
     }
 
-    pub fn persisted_limits(&self) -> crate::persisted::PersistedLimits {
-        crate::persisted::PersistedLimits {
+    pub fn persisted_limits(&self) -> crate::store::RegisterLimits {
+        crate::store::RegisterLimits {
             ttl_secs: self.persisted_query_ttl_secs.max(1),
             max_documents: self.persisted_queries_max.max(1),
             per_address: self.rate_persisted_query,

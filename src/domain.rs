@@ -362,17 +362,6 @@ pub enum VoteDirection {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UserName(String);
 
-/// The form of a name under which its case variants are one:
-/// [`UserName::folded`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FoldedName(String);
-
-impl FoldedName {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
 impl UserName {
     pub fn parse(raw: &str) -> AppResult<Self> {
         let ok = (3..=32).contains(&raw.len())
@@ -398,12 +387,13 @@ impl UserName {
         &self.0
     }
 
-    /// Case folding and NFKC, twice (Unicode's compatibility caseless
-    /// match: each can undo the other's normal form). Lower case for ASCII
-    /// names; right still if the alphabet grows.
-    pub fn folded(&self) -> FoldedName {
+    /// The form under which its case variants are one: case folding and
+    /// NFKC, twice (Unicode's compatibility caseless match: each can undo
+    /// the other's normal form). Lower case for ASCII names; right still
+    /// if the alphabet grows.
+    pub fn folded(&self) -> String {
         let once: String = caseless::default_case_fold_str(&self.0).nfkc().collect();
-        FoldedName(caseless::default_case_fold_str(&once).nfkc().collect())
+        caseless::default_case_fold_str(&once).nfkc().collect()
     }
 }
 

@@ -353,18 +353,6 @@ impl ErrorCode {
     }
 }
 
-impl std::fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl PartialEq<&str> for ErrorCode {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
 impl From<redis::RedisError> for AppError {
     fn from(err: redis::RedisError) -> Self {
         AppError::Storage(err)
@@ -419,11 +407,7 @@ pub const MAX_MESSAGE_BYTES: usize = 512;
 
 fn truncate_message(message: &mut String) {
     if message.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+        message.truncate(message.floor_char_boundary(MAX_MESSAGE_BYTES));
         message.push_str("… (truncated)");
     }
 }
@@ -445,7 +429,7 @@ mod tests {
     fn every_code_is_listed_once_and_reads_back() {
         let mut seen = std::collections::HashSet::new();
         for &code in ErrorCode::ALL {
-            assert!(seen.insert(code.as_str()), "{code} twice");
+            assert!(seen.insert(code.as_str()), "{code:?} twice");
             assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
         }
         assert_eq!(ErrorCode::parse("OK"), None);

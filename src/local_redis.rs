@@ -92,11 +92,8 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
             let holder = holder.trim();
-            let pid = if holder.is_empty() {
-                String::new()
-            } else {
-                format!(" (pid {holder})")
-            };
+            let pid = (!holder.is_empty()).then(|| format!(" (pid {holder})"));
+            let pid = pid.unwrap_or_default();
             bail!(
                 "another votegraph{pid} is already running on the data directory {dir}, with \
                  its own redis-server there.\n\

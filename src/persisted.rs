@@ -20,14 +20,10 @@ use crate::trusted::{sha256_hex, sha256_of_id, TrustedDocuments};
 const LOCAL_EXPECTED_DOCUMENTS: usize = 1024;
 const LOCAL_MAX_TEXT_BYTES: u64 = 2 * 1024 * 1024;
 
-/// How long and how many documents Redis keeps, and how fast and while
-/// how much memory they may be registered.
-pub type PersistedLimits = RegisterLimits;
-
 /// The registry: Redis behind an in-process map.
 pub struct PersistedQueries {
     store: Store,
-    limits: PersistedLimits,
+    limits: RegisterLimits,
     local: quick_cache::sync::Cache<String, Arc<str>, TextBytes>,
     redis_hits: AtomicU64,
     misses: AtomicU64,
@@ -69,7 +65,7 @@ pub fn requested_hash(
 }
 
 impl PersistedQueries {
-    pub fn new(store: Store, limits: PersistedLimits, trusted: TrustedDocuments) -> Self {
+    pub fn new(store: Store, limits: RegisterLimits, trusted: TrustedDocuments) -> Self {
         Self {
             store,
             limits,
@@ -227,6 +223,7 @@ impl PersistedQueries {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     fn extensions(value: serde_json::Value) -> HashMap<String, Value> {
         serde_json::from_value(value).unwrap()
@@ -248,7 +245,7 @@ mod tests {
             serde_json::json!({ "persistedQuery": { "version": 1 } }),
         ] {
             let err = requested_hash(&extensions(bad.clone())).unwrap_err();
-            assert_eq!(err.code(), "BAD_REQUEST", "{bad}");
+            assert_eq!(err.code(), ErrorCode::BadRequest, "{bad}");
         }
     }
 }

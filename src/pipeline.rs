@@ -104,16 +104,9 @@ pub async fn run(api: &Api, request: PipelineRequest) -> PipelineResponse {
         Err(e) => return PipelineResponse::refused(admitted.operation, e),
     };
     if let Some(body) = logged_in_page(api, &admitted).await {
-        let body = Arc::new(Cached::new(body));
-        let anonymous = admitted.anonymous();
-        return PipelineResponse::body(
-            admitted.operation,
-            None,
-            body,
-            None,
-            anonymous,
-            Some(permit),
-        );
+        let (body, anonymous) = (Arc::new(Cached::new(body)), admitted.anonymous());
+        let operation = admitted.operation;
+        return PipelineResponse::body(operation, None, body, None, anonymous, Some(permit));
     }
     execute(api, admitted, storing, permit).await
 }
@@ -252,7 +245,9 @@ async fn execute(
     let mut response = api.execute_checked(request, admitted.checked).await;
     let code = first_code(&response);
     if with_cost {
-        report_cost(api, &mut response, cost);
+        let limit = api.guard.limits.max_query_cost;
+        let report = async_graphql::value!({ "requested": cost, "limit": limit });
+        response.extensions.insert("cost".to_owned(), report);
     }
     let operation = admitted.operation;
     if is_request_error(&response) {
@@ -266,13 +261,6 @@ async fn execute(
     let body = response_body(&mut response, storing.is_some(), &recorded, cost);
     let cached = storing.map(|storing| store(storing, response.is_ok(), &recorded, &body));
     PipelineResponse::body(operation, code, body, cached, anonymous, Some(permit))
-}
-
-/// Adds `extensions.cost`: the query's cost and the limit.
-fn report_cost(api: &Api, response: &mut async_graphql::Response, cost: u64) {
-    let limit = api.guard.limits.max_query_cost;
-    let report = async_graphql::value!({ "requested": cost, "limit": limit });
-    response.extensions.insert("cost".to_owned(), report);
 }
 
 /// The body to serve; a response to cache is kept as a template, for

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 
@@ -95,6 +96,24 @@ fn groups_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
     })
 }
 
+/// Follows `receiver` through lagging (a slow subscriber skips what it
+/// missed) until the channel closes, keeping the events `wanted` says.
+pub async fn next_wanted<T: ?Sized>(
+    receiver: &mut broadcast::Receiver<Arc<T>>,
+    wanted: impl Fn(&T) -> bool,
+) -> Option<Arc<T>> {
+    loop {
+        match receiver.recv().await {
+            Ok(event) if wanted(&event) => return Some(event),
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::debug!(missed, "slow subscriber skipped events");
+            }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
 /// What the listener has seen, for `/metrics`.
 #[derive(Default)]
 pub struct PubSubStats {
@@ -113,13 +132,8 @@ pub struct PubSubStats {
 /// Handle to the process' event hub; cheap to clone.
 #[derive(Clone)]
 pub struct PubSub {
-    tx: broadcast::Sender<Arc<ScoreEvent>>,
-    posts: broadcast::Sender<Arc<PostedEvent>>,
-    /// Ended sessions' token hashes (see `sessions.rs`).
-    ended: broadcast::Sender<Arc<str>>,
-    moderated: broadcast::Sender<Arc<ModeratedEvent>>,
+    hub: Arc<Hub>,
     resubscriptions: watch::Receiver<u64>,
-    stats: Arc<PubSubStats>,
     /// Receivers held by the server itself (the response cache), which are
     /// not client subscriptions.
     internal: Arc<AtomicUsize>,
@@ -143,28 +157,19 @@ impl Drop for Uncounted {
 impl PubSub {
     /// Starts listening in the background; it keeps trying while Redis is down.
     pub fn start(locator: Locator) -> Self {
-        let (tx, _) = broadcast::channel(CAPACITY);
-        let (posts, _) = broadcast::channel(CAPACITY);
-        let (ended, _) = broadcast::channel(CAPACITY);
-        let (moderated, _) = broadcast::channel(CAPACITY);
-        let stats = Arc::new(PubSubStats::default());
         let (resubscribed, resubscriptions) = watch::channel(0);
-        let hub = Hub {
-            scores: tx.clone(),
-            posts: posts.clone(),
-            ended: ended.clone(),
-            moderated: moderated.clone(),
-            stats: stats.clone(),
+        let hub = Arc::new(Hub {
+            scores: broadcast::channel(CAPACITY).0,
+            posts: broadcast::channel(CAPACITY).0,
+            ended: broadcast::channel(CAPACITY).0,
+            moderated: broadcast::channel(CAPACITY).0,
+            stats: PubSubStats::default(),
             resubscribed,
-        };
-        let task = tokio::spawn(listen(locator, hub));
+        });
+        let task = tokio::spawn(listen(locator, hub.clone()));
         Self {
-            tx,
-            posts,
-            ended,
-            moderated,
+            hub,
             resubscriptions,
-            stats,
             internal: Arc::default(),
             shared: Arc::default(),
             _task: Arc::new(AbortOnDropHandle::new(task)),
@@ -173,44 +178,23 @@ impl PubSub {
 
     /// A new receiver of every event from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
-        self.tx.subscribe()
-    }
-
-    /// A receiver for the server's own use, kept for the life of the process
-    /// and not counted by [`PubSub::subscribers`].
-    pub fn subscribe_internal(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
-        self.internal.fetch_add(1, Ordering::Relaxed);
-        self.tx.subscribe()
+        self.hub.scores.subscribe()
     }
 
     /// A new receiver of every new post from now on.
     pub fn subscribe_posts(&self) -> broadcast::Receiver<Arc<PostedEvent>> {
-        self.posts.subscribe()
-    }
-
-    /// Like [`PubSub::subscribe_uncounted`], for new posts.
-    pub fn subscribe_posts_uncounted(&self) -> (broadcast::Receiver<Arc<PostedEvent>>, Uncounted) {
-        self.internal.fetch_add(1, Ordering::Relaxed);
-        (self.posts.subscribe(), Uncounted(self.internal.clone()))
+        self.hub.posts.subscribe()
     }
 
     /// A receiver of the token hashes of sessions ended from now on (by
     /// `logOut` on any instance). Not a client subscription: not counted.
     pub fn subscribe_ended_sessions(&self) -> broadcast::Receiver<Arc<str>> {
-        self.ended.subscribe()
+        self.hub.ended.subscribe()
     }
 
     /// A new receiver of moderations from now on (`articleRemoved`).
     pub fn subscribe_moderated(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
-        self.moderated.subscribe()
-    }
-
-    /// Like [`PubSub::subscribe_uncounted`], for moderations.
-    pub fn subscribe_moderated_uncounted(
-        &self,
-    ) -> (broadcast::Receiver<Arc<ModeratedEvent>>, Uncounted) {
-        self.internal.fetch_add(1, Ordering::Relaxed);
-        (self.moderated.subscribe(), Uncounted(self.internal.clone()))
+        self.hub.moderated.subscribe()
     }
 
     /// Changes each time the connection is subscribed again after a loss
@@ -222,14 +206,14 @@ impl PubSub {
 
     /// The listener's counters.
     pub fn stats(&self) -> &PubSubStats {
-        &self.stats
+        &self.hub.stats
     }
 
-    /// A shared execution's receiver, not counted by [`PubSub::subscribers`]
-    /// while the [`Uncounted`] lives (drop it after the receiver).
-    pub fn subscribe_uncounted(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
+    /// Keeps one receiver out of [`PubSub::subscribers`] while it lives:
+    /// the server's own, or a shared execution's (drop it after the receiver).
+    pub fn uncounted(&self) -> Uncounted {
         self.internal.fetch_add(1, Ordering::Relaxed);
-        (self.tx.subscribe(), Uncounted(self.internal.clone()))
+        Uncounted(self.internal.clone())
     }
 
     /// `n` more client subscriptions are served by shared executions.
@@ -245,9 +229,10 @@ impl PubSub {
     /// How many client subscriptions are live in this process: receivers
     /// of their own, plus those served by shared executions.
     pub fn subscribers(&self) -> usize {
-        (self.tx.receiver_count()
-            + self.posts.receiver_count()
-            + self.moderated.receiver_count()
+        let hub = &self.hub;
+        (hub.scores.receiver_count()
+            + hub.posts.receiver_count()
+            + hub.moderated.receiver_count()
             + self.shared.load(Ordering::Relaxed))
         .saturating_sub(self.internal.load(Ordering::Relaxed))
     }
@@ -259,7 +244,7 @@ struct Hub {
     posts: broadcast::Sender<Arc<PostedEvent>>,
     ended: broadcast::Sender<Arc<str>>,
     moderated: broadcast::Sender<Arc<ModeratedEvent>>,
-    stats: Arc<PubSubStats>,
+    stats: PubSubStats,
     /// Counts subscriptions made after the first (see
     /// [`PubSub::resubscriptions`]).
     resubscribed: watch::Sender<u64>,
@@ -271,22 +256,13 @@ impl Hub {
     fn dispatch(&self, message: &redis::Msg) {
         let payload = message.get_payload_bytes();
         let channel = message.get_channel_name();
-        let sent: Result<(), String> = if channel == SESSION_ENDED_CHANNEL {
-            std::str::from_utf8(payload)
+        let sent = match channel {
+            SESSION_ENDED_CHANNEL => std::str::from_utf8(payload)
                 .map(|hash| drop(self.ended.send(Arc::from(hash))))
-                .map_err(|e| e.to_string())
-        } else if channel == MODERATED_CHANNEL {
-            serde_json::from_slice::<ModeratedEvent>(payload)
-                .map(|e| drop(self.moderated.send(Arc::new(e))))
-                .map_err(|e| e.to_string())
-        } else if channel == POSTED_CHANNEL {
-            serde_json::from_slice::<PostedEvent>(payload)
-                .map(|e| drop(self.posts.send(Arc::new(e))))
-                .map_err(|e| e.to_string())
-        } else {
-            serde_json::from_slice::<ScoreEvent>(payload)
-                .map(|e| drop(self.scores.send(Arc::new(e))))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string()),
+            MODERATED_CHANNEL => relay(&self.moderated, payload),
+            POSTED_CHANNEL => relay(&self.posts, payload),
+            _ => relay(&self.scores, payload),
         };
         match sent {
             Ok(()) => {
@@ -300,46 +276,51 @@ impl Hub {
     }
 }
 
-async fn listen(locator: Locator, hub: Hub) {
-    let stats = hub.stats.clone();
+/// Sends a JSON event on to its receivers.
+fn relay<T: DeserializeOwned>(
+    sender: &broadcast::Sender<Arc<T>>,
+    payload: &[u8],
+) -> Result<(), String> {
+    let event = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    let _ = sender.send(Arc::new(event));
+    Ok(())
+}
+
+async fn listen(locator: Locator, hub: Arc<Hub>) {
+    let stats = &hub.stats;
     // Where Redis is (never the password), so a wrong REDIS_URL is named.
     let redis = locator.describe();
     let mut backoff = MIN_BACKOFF;
     loop {
         // Asked anew each time: after a failover, the new primary.
-        let pubsub = async { locator.client().await?.get_async_pubsub().await };
-        match pubsub.await {
-            Ok(mut pubsub) => match pubsub
-                .subscribe(&[
-                    SCORE_CHANNEL,
-                    POSTED_CHANNEL,
-                    SESSION_ENDED_CHANNEL,
-                    MODERATED_CHANNEL,
-                ])
-                .await
-            {
-                Ok(()) => {
-                    tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
-                    if stats.subscribed.fetch_add(1, Ordering::Relaxed) > 0 {
-                        hub.resubscribed.send_modify(|n| *n += 1);
-                    }
-                    stats.connected.store(true, Ordering::Relaxed);
-                    backoff = MIN_BACKOFF;
-                    let mut messages = pubsub.into_on_message();
-                    while let Some(message) = messages.next().await {
-                        hub.dispatch(&message);
-                    }
-                    stats.connected.store(false, Ordering::Relaxed);
-                    tracing::warn!(%redis, "pub/sub connection closed; reconnecting");
+        let subscribed = async {
+            let mut pubsub = locator.client().await?.get_async_pubsub().await?;
+            let channels = [
+                SCORE_CHANNEL,
+                POSTED_CHANNEL,
+                SESSION_ENDED_CHANNEL,
+                MODERATED_CHANNEL,
+            ];
+            pubsub.subscribe(&channels).await.map(|()| pubsub)
+        };
+        match subscribed.await {
+            Ok(pubsub) => {
+                tracing::info!(%redis, channel = SCORE_CHANNEL, "subscribed to score changes");
+                if stats.subscribed.fetch_add(1, Ordering::Relaxed) > 0 {
+                    hub.resubscribed.send_modify(|n| *n += 1);
                 }
-                Err(e) => {
-                    stats.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%redis, error = %e, "subscribing to score changes failed")
+                stats.connected.store(true, Ordering::Relaxed);
+                backoff = MIN_BACKOFF;
+                let mut messages = pubsub.into_on_message();
+                while let Some(message) = messages.next().await {
+                    hub.dispatch(&message);
                 }
-            },
+                stats.connected.store(false, Ordering::Relaxed);
+                tracing::warn!(%redis, "pub/sub connection closed; reconnecting");
+            }
             Err(e) => {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%redis, error = %e, "pub/sub connection failed")
+                tracing::warn!(%redis, error = %e, "subscribing to score changes failed")
             }
         }
         tokio::time::sleep(backoff).await;

@@ -35,6 +35,9 @@ pub struct ServerLimits {
 
 const MAX_HEADER_BYTES: usize = 64 * 1024;
 
+/// A response body as hyper sends it.
+type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>;
+
 /// Open connections (or WebSockets) per client address; none at zero.
 #[derive(Default, Clone)]
 pub(crate) struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
@@ -197,21 +200,15 @@ pub async fn serve(
     Ok(())
 }
 
-/// Bytes a request head holds: its target and its headers' names and
-/// values (what a client can make the server keep).
-fn head_bytes<B>(req: &hyper::Request<B>) -> usize {
+/// A `431` JSON error for a head over [`MAX_HEADER_BYTES`] (its target and
+/// its headers' names and values: what a client can make the server keep),
+/// closing the connection: hyper's buffer limit only stops heads several
+/// times larger.
+fn oversized_head<B>(req: &hyper::Request<B>) -> Option<hyper::Response<Body>> {
     let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    req.headers().iter().fold(target, |n, (name, value)| {
+    let bytes = req.headers().iter().fold(target, |n, (name, value)| {
         n + name.as_str().len() + value.len() + 4
-    })
-}
-
-/// A `431` JSON error for a head over [`MAX_HEADER_BYTES`], closing the
-/// connection: hyper's buffer limit only stops heads several times larger.
-fn oversized_head<B>(
-    req: &hyper::Request<B>,
-) -> Option<hyper::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>>> {
-    let bytes = head_bytes(req);
+    });
     if bytes <= MAX_HEADER_BYTES {
         return None;
     }
@@ -269,9 +266,7 @@ async fn serve_connection(
                 RemoteAddr(Addr::SocketAddr(peer)),
                 poem::http::uri::Scheme::HTTP,
             ));
-            let response: hyper::Response<
-                http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>,
-            > = endpoint.get_response(request).await.into();
+            let response: hyper::Response<Body> = endpoint.get_response(request).await.into();
             Ok::<_, std::convert::Infallible>(response)
         }
     });

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
-use crate::pubsub::PubSub;
+use crate::pubsub::{next_wanted, PubSub};
 use crate::store::Store;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -84,9 +84,7 @@ impl SessionWatch {
     pub fn watch(&self, token_hash: &str) -> Watched {
         let hash: Arc<str> = Arc::from(token_hash);
         let mut open = self.inner.open.lock();
-        let sender = open
-            .entry(hash.clone())
-            .or_insert_with(|| watch::channel(false).0);
+        let sender = open.entry(hash.clone()).or_default();
         Watched {
             inner: self.inner.clone(),
             hash,
@@ -121,11 +119,10 @@ async fn run(inner: Arc<Inner>, store: Store, mut announced: broadcast::Receiver
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            hash = announced.recv() => match hash {
-                Ok(hash) => inner.end(&hash),
-                // Missed announcements are caught by the next sweep.
-                Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => return,
+            // Missed announcements are caught by the next sweep.
+            hash = next_wanted(&mut announced, |_| true) => match hash {
+                Some(hash) => inner.end(&hash),
+                None => return,
             },
             _ = sweep.tick() => sweep_once(&inner, &store).await,
         }

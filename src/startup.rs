@@ -376,36 +376,33 @@ fn check_redis(store: Store, local: bool) {
 /// unknown.
 fn keep_current(cache: &Arc<ResponseCache>, pubsub: &PubSub) -> AbortOnDropHandle<()> {
     use tokio::sync::broadcast::error::RecvError;
-    let mut events = pubsub.subscribe_internal();
-    let (mut moderated, uncounted) = pubsub.subscribe_moderated_uncounted();
+    let mut events = pubsub.subscribe();
+    let mut moderated = pubsub.subscribe_moderated();
+    let uncounted = [pubsub.uncounted(), pubsub.uncounted()];
     let mut resubscriptions = pubsub.resubscriptions();
     let cache = Arc::downgrade(cache);
     AbortOnDropHandle::new(tokio::spawn(async move {
         let _uncounted = uncounted;
         loop {
-            tokio::select! {
-                event = events.recv() => {
-                    let Some(cache) = cache.upgrade() else { return };
-                    match event {
-                        Ok(event) => cache.vote(event),
-                        Err(RecvError::Lagged(_)) => cache.invalidate(),
-                        Err(RecvError::Closed) => return,
-                    }
-                }
-                event = moderated.recv() => {
-                    let Some(cache) = cache.upgrade() else { return };
-                    match event {
-                        Err(RecvError::Closed) => return,
-                        _ => cache.invalidate(),
-                    }
-                }
-                changed = resubscriptions.changed() => {
-                    let Some(cache) = cache.upgrade() else { return };
-                    if changed.is_err() {
-                        return;
-                    }
-                    cache.invalidate();
-                }
+            let vote = tokio::select! {
+                event = events.recv() => match event {
+                    Ok(event) => Some(event),
+                    Err(RecvError::Lagged(_)) => None,
+                    Err(RecvError::Closed) => return,
+                },
+                event = moderated.recv() => match event {
+                    Err(RecvError::Closed) => return,
+                    _ => None,
+                },
+                changed = resubscriptions.changed() => match changed {
+                    Err(_) => return,
+                    Ok(()) => None,
+                },
+            };
+            let Some(cache) = cache.upgrade() else { return };
+            match vote {
+                Some(event) => cache.vote(event),
+                None => cache.invalidate(),
             }
         }
     }))

@@ -296,10 +296,7 @@ pub async fn access_log<E: Endpoint>(
         .scope(RefCell::new(Outcome::default()), served)
         .instrument(span.clone())
         .await;
-    let mut response = match result {
-        Ok(response) => response.into_response(),
-        Err(e) => e.into_response(),
-    };
+    let mut response = result.map_or_else(|e| e.into_response(), IntoResponse::into_response);
     let elapsed = started.elapsed();
     let status = response.status();
     metrics.http(route, status, elapsed);

@@ -84,20 +84,6 @@ impl WebSockets {
         }
     }
 
-    /// Tungstenite refuses larger messages before buffering them. Small
-    /// buffers: a subscriber's messages are small, and the 128 KiB defaults
-    /// each way would cost ~250 KiB per subscriber. Writing stops past 1 MiB
-    /// pending, bounding what a stalled client holds.
-    fn config(&self) -> WebSocketConfig {
-        let max = self.limits.max_message_bytes;
-        WebSocketConfig::default()
-            .read_buffer_size(4 * 1024)
-            .write_buffer_size(4 * 1024)
-            .max_write_buffer_size(1024 * 1024)
-            .max_message_size(Some(max))
-            .max_frame_size(Some(max))
-    }
-
     /// Upgrades `GET /graphql` to a GraphQL WebSocket for `client`; a
     /// `BAD_REQUEST` that says what is missing, or `TOO_MANY_CONNECTIONS`.
     pub async fn upgrade(
@@ -134,15 +120,26 @@ impl WebSockets {
             client,
             limits: self.limits,
             shared: self.shared.clone(),
-            shutdown: self.shutdown.listen(),
+            shutdown: self.shutdown.0.subscribe(),
             sessions: self.sessions.clone(),
             _slot: slot,
         };
+        // Tungstenite refuses larger messages before buffering them. Small
+        // buffers: a subscriber's messages are small, and the 128 KiB
+        // defaults each way would cost ~250 KiB per subscriber. Writing
+        // stops past 1 MiB pending, bounding what a stalled client holds.
+        let max = self.limits.max_message_bytes;
+        let config = WebSocketConfig::default()
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(4 * 1024)
+            .max_write_buffer_size(1024 * 1024)
+            .max_message_size(Some(max))
+            .max_frame_size(Some(max));
         // The connection outlives the request; its log lines keep the
         // request's span (and request id).
         let span = tracing::Span::current();
         Ok(websocket
-            .config(self.config())
+            .config(config)
             .protocols(ALL_WEBSOCKET_PROTOCOLS)
             .on_upgrade(move |socket| connection.run(socket).instrument(span))
             .into_response())
@@ -151,14 +148,8 @@ impl WebSockets {
 
 /// Tells open WebSockets that the server is stopping: upgraded, they left
 /// poem's graceful shutdown, and a cut socket looks like a network failure.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Shutdown(Arc<watch::Sender<bool>>);
-
-impl Default for Shutdown {
-    fn default() -> Self {
-        Self(Arc::new(watch::channel(false).0))
-    }
-}
 
 impl Shutdown {
     /// Every open connection closes with 1001; new ones close at once.
@@ -169,10 +160,6 @@ impl Shutdown {
     /// Resolves once every connection has finished (each holds a receiver).
     pub async fn connections_closed(&self) {
         self.0.closed().await;
-    }
-
-    fn listen(&self) -> watch::Receiver<bool> {
-        self.0.subscribe()
     }
 }
 
@@ -197,10 +184,7 @@ impl Connection {
     pub async fn run(self, socket: WebSocketStream) {
         let (sink, incoming) = socket.split();
         let mut state = State {
-            out: Outbox {
-                sink,
-                send_timeout: self.limits.send_timeout,
-            },
+            sink,
             incoming,
             conn: self,
             login: None,
@@ -308,17 +292,9 @@ enum Payload {
 
 type Item = (Arc<str>, Option<Payload>);
 
-enum Event {
-    Shutdown,
-    InitTimeout,
-    Frame(Option<std::io::Result<Message>>),
-    Response(Arc<str>, Option<Payload>),
-    KeepAlive,
-    SessionEnded,
-}
-
 struct State {
-    out: Outbox,
+    /// The write half, where every write is bounded in time.
+    sink: SplitSink<WebSocketStream, Message>,
     incoming: SplitStream<WebSocketStream>,
     conn: Connection,
     /// The login this connection was authenticated with, watched until it
@@ -343,31 +319,23 @@ impl State {
         let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let event = tokio::select! {
-                _ = self.conn.shutdown.wait_for(|stopping| *stopping) => Event::Shutdown,
-                _ = &mut init_deadline, if !self.init_received => Event::InitTimeout,
-                frame = self.incoming.next() => Event::Frame(frame),
+            let step = tokio::select! {
+                _ = stopping(&mut self.conn.shutdown) => Err(End::close(1001, "server shutting down")),
+                _ = &mut init_deadline, if !self.init_received => Err(self.refuse(INIT_TIMEOUT)),
+                frame = self.incoming.next() => self.on_frame(frame).await,
                 Some((id, response)) = self.streams.next(), if !self.streams.is_empty() => {
-                    Event::Response(id, response)
+                    self.on_response(id, response).await
                 }
-                _ = keep_alive.tick() => Event::KeepAlive,
-                _ = login_ended(&mut self.login) => Event::SessionEnded,
-            };
-            let step = match event {
-                Event::Shutdown => Err(End::close(1001, "server shutting down")),
-                Event::InitTimeout => Err(self.refuse(INIT_TIMEOUT)),
-                Event::SessionEnded => Err(self.refuse(SESSION_ENDED)),
-                Event::Frame(frame) => self.on_frame(frame).await,
-                Event::Response(id, response) => self.on_response(id, response).await,
-                Event::KeepAlive => {
+                _ = keep_alive.tick() => {
                     let ping = match self.conn.protocol {
                         Protocol::SubscriptionsTransportWS => {
                             Message::Text(r#"{"type":"ka"}"#.into())
                         }
                         Protocol::GraphQLWS => Message::Ping(Vec::new()),
                     };
-                    self.out.send(ping).await
+                    self.write(ping).await
                 }
+                _ = login_ended(&mut self.login) => Err(self.refuse(SESSION_ENDED)),
             };
             if let Err(end) = step {
                 return end;
@@ -393,7 +361,7 @@ impl State {
                     .into_iter()
                     .chain([Message::close_with(code, reason)])
                 {
-                    if self.out.send(message).await.is_err() {
+                    if self.write(message).await.is_err() {
                         return;
                     }
                 }
@@ -569,13 +537,8 @@ impl State {
 
     /// Ends the operation `id`; whether it was running.
     fn stop(&mut self, id: Option<&str>) -> bool {
-        match id.and_then(|id| self.operations.remove(id)) {
-            Some(handle) => {
-                handle.abort();
-                true
-            }
-            None => false,
-        }
+        let handle = id.and_then(|id| self.operations.remove(id));
+        handle.map(|handle| handle.abort()).is_some()
     }
 
     async fn on_response(&mut self, id: Arc<str>, response: Option<Payload>) -> Result<(), End> {
@@ -590,7 +553,7 @@ impl State {
                     tracing::error!(error = %e, "serialising a WebSocket message id");
                     self.refuse(INTERNAL)
                 })?;
-                self.out.send(Message::Text(text)).await
+                self.write(Message::Text(text)).await
             }
             None => {
                 self.operations.remove(&*id);
@@ -619,7 +582,27 @@ impl State {
             tracing::error!(error = %e, "serialising a WebSocket message");
             self.refuse(INTERNAL)
         })?;
-        self.out.send(Message::Text(text)).await
+        self.write(Message::Text(text)).await
+    }
+
+    /// Sends and flushes `message`. A client that has not taken it in time
+    /// stopped reading: it is dropped, holding no memory nor subscriptions.
+    async fn write(&mut self, message: Message) -> Result<(), End> {
+        let timeout = self.conn.limits.send_timeout;
+        match tokio::time::timeout(timeout, self.sink.send(message)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "WebSocket write failed");
+                Err(End::Gone)
+            }
+            Err(_) => {
+                tracing::info!(
+                    timeout_secs = timeout.as_secs_f64(),
+                    "dropping a WebSocket client that stopped reading"
+                );
+                Err(End::Gone)
+            }
+        }
     }
 
     fn refuse(&self, refusal: Refusal) -> End {
@@ -639,6 +622,11 @@ impl State {
             legacy: reason,
         })
     }
+}
+
+/// Resolves once the server is stopping.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
 /// Resolves when the connection's login ends; never for an anonymous one.
@@ -661,33 +649,6 @@ fn answered(answer: pipeline::PipelineResponse) -> Payload {
         },
         ResponseContent::RequestError(response) => Payload::Own(Box::new(response)),
         ResponseContent::Refused(e) => Payload::Own(Box::new(crate::graphql::rejection(e))),
-    }
-}
-
-/// The write half, where every write is bounded in time.
-struct Outbox {
-    sink: SplitSink<WebSocketStream, Message>,
-    send_timeout: Duration,
-}
-
-impl Outbox {
-    /// Sends and flushes `message`. A client that has not taken it in time
-    /// stopped reading: it is dropped, holding no memory nor subscriptions.
-    async fn send(&mut self, message: Message) -> Result<(), End> {
-        match tokio::time::timeout(self.send_timeout, self.sink.send(message)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "WebSocket write failed");
-                Err(End::Gone)
-            }
-            Err(_) => {
-                tracing::info!(
-                    timeout_secs = self.send_timeout.as_secs_f64(),
-                    "dropping a WebSocket client that stopped reading"
-                );
-                Err(End::Gone)
-            }
-        }
     }
 }
 

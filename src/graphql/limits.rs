@@ -94,17 +94,8 @@ impl Guard {
     pub fn check(&self, request: &async_graphql::Request) -> AppResult<Option<Checked>> {
         check_variable_depth(&request.variables)?;
         let document = self.parsed(&request.query, true)?;
-        let operation = self.analyze(
-            &document,
-            request.operation_name.as_deref(),
-            Some(&request.variables),
-        )?;
-        Ok(operation.map(|(operation, name, cost)| Checked {
-            document,
-            operation,
-            name,
-            cost,
-        }))
+        let name = request.operation_name.as_deref();
+        self.analyze(document, name, Some(&request.variables))
     }
 
     /// Checks a document ahead of any request (a trusted document): each
@@ -113,7 +104,7 @@ impl Guard {
     pub fn check_document(&self, query: &str) -> AppResult<()> {
         let document = self.parsed(query, false)?;
         for (name, _) in document.operations.iter() {
-            self.analyze(&document, name.map(Name::as_str), None)?;
+            self.analyze(document.clone(), name.map(Name::as_str), None)?;
         }
         Ok(())
     }
@@ -145,33 +136,30 @@ impl Guard {
     /// operation can be selected.
     fn analyze(
         &self,
-        document: &ExecutableDocument,
+        document: Arc<ExecutableDocument>,
         operation_name: Option<&str>,
         variables: Option<&Variables>,
-    ) -> AppResult<Option<(OperationType, Option<Name>, u64)>> {
+    ) -> AppResult<Option<Checked>> {
         let limits = &self.limits;
         let document_has = |count, what, max| at_most("the document", count, what, max);
         let operations = document.operations.iter().count();
         document_has(operations, "operations", limits.max_operations)?;
         document_has(document.fragments.len(), "fragments", limits.max_fragments)?;
-        let mut counts = SyntaxCounts::default();
-        for (_, op) in document.operations.iter() {
-            counts.selection_set(&op.node.selection_set.node);
+        let (mut aliases, mut spreads) = (0, 0);
+        for selection in selections(&document) {
+            match selection {
+                Selection::Field(field) if field.node.alias.is_some() => aliases += 1,
+                Selection::FragmentSpread(_) => spreads += 1,
+                _ => {}
+            }
         }
-        for fragment in document.fragments.values() {
-            counts.selection_set(&fragment.node.selection_set.node);
-        }
-        document_has(counts.aliases, "aliases", limits.max_aliases)?;
-        document_has(
-            counts.spreads,
-            "fragment spreads",
-            limits.max_fragment_spreads,
-        )?;
+        document_has(aliases, "aliases", limits.max_aliases)?;
+        document_has(spreads, "fragment spreads", limits.max_fragment_spreads)?;
 
-        let Some((name, operation)) = select_operation(document, operation_name) else {
+        let Some((name, operation)) = select_operation(&document, operation_name) else {
             return Ok(None);
         };
-        let operation = &operation.node;
+        let (operation, name) = (&operation.node, name.cloned());
         let defaults = Variables::default();
         if let Some(variables) = variables {
             check_variables(operation, variables)?;
@@ -184,7 +172,7 @@ impl Guard {
         };
         let mut walk = Walk {
             model: &self.model,
-            document,
+            document: &document,
             operation,
             variables,
             fragments: HashMap::new(),
@@ -203,7 +191,13 @@ impl Guard {
                 tally.cost, limits.max_query_cost
             )));
         }
-        Ok(Some((operation.ty, name.cloned(), tally.cost)))
+        let (operation, cost) = (operation.ty, tally.cost);
+        Ok(Some(Checked {
+            document,
+            operation,
+            name,
+            cost,
+        }))
     }
 }
 
@@ -226,7 +220,7 @@ pub const MAX_VALUE_DEPTH: usize = 32;
 pub const MAX_SELECTION_DEPTH: usize = 64;
 
 fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
-    let bounds = shape::Bounds {
+    let bounds = shape::Shape {
         tokens: limits.max_query_tokens,
         selection_depth: MAX_SELECTION_DEPTH,
         value_depth: MAX_VALUE_DEPTH,
@@ -359,30 +353,28 @@ fn check_variables(operation: &OperationDefinition, variables: &Variables) -> Ap
     Ok(())
 }
 
-/// Aliases and spreads as written in the document.
-#[derive(Default)]
-struct SyntaxCounts {
-    aliases: usize,
-    spreads: usize,
-}
-
-impl SyntaxCounts {
-    fn selection_set(&mut self, set: &SelectionSet) {
-        for item in &set.items {
-            match &item.node {
-                Selection::Field(field) => {
-                    if field.node.alias.is_some() {
-                        self.aliases += 1;
-                    }
-                    self.selection_set(&field.node.selection_set.node);
-                }
-                Selection::FragmentSpread(_) => self.spreads += 1,
-                Selection::InlineFragment(inline) => {
-                    self.selection_set(&inline.node.selection_set.node)
-                }
+/// Every selection of `document` as written: its operations' and its
+/// fragments', nested ones included. Iterative, as documents may nest
+/// deeply.
+pub(crate) fn selections(document: &ExecutableDocument) -> impl Iterator<Item = &Selection> {
+    let operations = document.operations.iter();
+    let mut pending: Vec<&Positioned<Selection>> = operations
+        .map(|(_, op)| &op.node.selection_set)
+        .chain(document.fragments.values().map(|f| &f.node.selection_set))
+        .flat_map(|set| &set.node.items)
+        .collect();
+    std::iter::from_fn(move || {
+        let selection = &pending.pop()?.node;
+        match selection {
+            Selection::Field(field) => pending.extend(&field.node.selection_set.node.items),
+            Selection::InlineFragment(inline) => {
+                pending.extend(&inline.node.selection_set.node.items)
             }
+            // Every fragment's own selection is gone through above.
+            Selection::FragmentSpread(_) => {}
         }
-    }
+        Some(selection)
+    })
 }
 
 /// One field of the schema, as far as cost is concerned.
@@ -725,17 +717,17 @@ mod tests {
         Guard::new(defaults(), &crate::graphql::sdl()).unwrap()
     }
 
-    fn cost(query: &str) -> AppResult<u64> {
-        cost_with(query, Variables::default())
-    }
-
-    fn cost_with(query: &str, variables: Variables) -> AppResult<u64> {
+    fn checked(query: &str, variables: Variables) -> AppResult<u64> {
         let request = async_graphql::Request::new(query).variables(variables);
         Ok(guard().check(&request)?.expect("parses").cost)
     }
 
+    fn cost(query: &str) -> u64 {
+        checked(query, Variables::default()).expect("within the limits")
+    }
+
     fn rejected(query: &str) -> String {
-        match cost(query) {
+        match checked(query, Variables::default()) {
             Err(AppError::QueryTooComplex(message)) => message,
             other => panic!("expected QUERY_TOO_COMPLEX for {query}: {other:?}"),
         }
@@ -749,14 +741,12 @@ mod tests {
         // edges (1 × (edge 1 + node 1 + poster 1)) + pageInfo 1 + the
         // connection 1, times `first`.
         assert_eq!(
-            cost("{ feed(first: 10) { edges { node { id poster { name } } } pageInfo { hasNextPage } } }")
-                .unwrap(),
+            cost("{ feed(first: 10) { edges { node { id poster { name } } } pageInfo { hasNextPage } } }"),
             10 * (3 + 1 + 1)
         );
-        assert_eq!(cost("{ feed { totalCount } }").unwrap(), 25);
+        assert_eq!(cost("{ feed { totalCount } }"), 25);
         assert_eq!(
-            cost("{ feed(first: 10) { edges { node { poster { feed(first: 5) { totalCount } } } } } }")
-                .unwrap(),
+            cost("{ feed(first: 10) { edges { node { poster { feed(first: 5) { totalCount } } } } } }"),
             10 * (1 + 1 + 1 + 5 + 1)
         );
         rejected("{ a: feed(first: 100) { edges { node { poster { feed(first: 100) { edges { node { id } } } } } } } }");
@@ -764,32 +754,31 @@ mod tests {
         assert_eq!(
             cost(
                 "{ modLog(first: 10) { edges { node { id moderator { name } article { id } } } } }"
-            )
-            .unwrap(),
+            ),
             10 * (4 + 1)
         );
-        assert_eq!(cost("{ moderationQueue { totalCount } }").unwrap(), 25);
+        assert_eq!(cost("{ moderationQueue { totalCount } }"), 25);
     }
 
     #[test]
     fn lists_multiply_through_nesting() {
-        assert_eq!(cost("{ articleCount }").unwrap(), 0);
-        assert_eq!(cost("{ articles { id } }").unwrap(), 25);
+        assert_eq!(cost("{ articleCount }"), 0);
+        assert_eq!(cost("{ articles { id } }"), 25);
         assert_eq!(
-            cost("{ articles(pageSize: 10) { id poster { name } } }").unwrap(),
+            cost("{ articles(pageSize: 10) { id poster { name } } }"),
             20
         );
         assert_eq!(
-            cost("{ articles(pageSize: 10) { poster { articles(pageSize: 5) { id } } } }").unwrap(),
+            cost("{ articles(pageSize: 10) { poster { articles(pageSize: 5) { id } } } }"),
             10 * (1 + 1 + 5)
         );
         let vars = Variables::from_json(serde_json::json!({ "n": 7 }));
         assert_eq!(
-            cost_with("query($n: Int!) { articles(pageSize: $n) { id } }", vars).unwrap(),
+            checked("query($n: Int!) { articles(pageSize: $n) { id } }", vars).unwrap(),
             7
         );
         assert_eq!(
-            cost("query($n: Int = 3) { articles(pageSize: $n) { id } }").unwrap(),
+            cost("query($n: Int = 3) { articles(pageSize: $n) { id } }"),
             3
         );
     }
@@ -797,14 +786,14 @@ mod tests {
     #[test]
     fn the_heaviest_legitimate_documents_pass() {
         let page = format!("{{ articles(pageSize: 100) {{ {ALL_FIELDS} }} }}");
-        assert_eq!(cost(&page).unwrap(), 200);
+        assert_eq!(cost(&page), 200);
         let top = format!(
             "{{ topPosters(limit: 100) {{ rank karma user {{ name karma rank articles {{ {ALL_FIELDS} }} }} }} }}"
         );
-        let top_cost = cost(&top).unwrap();
+        let top_cost = cost(&top);
         assert_eq!(top_cost, 100 * (1 + 1 + 25 * 2));
         let introspection = include_str!("../../tests/api/introspection.graphql");
-        let c = cost(introspection).unwrap();
+        let c = cost(introspection);
         assert!(c < defaults().max_query_cost / 2, "introspection costs {c}");
         assert!(c > 500, "introspection is not free: {c}");
     }
@@ -818,26 +807,24 @@ mod tests {
             }
             format!("{{ {q} }}")
         };
-        assert!(cost(&nest(1)).is_ok());
+        cost(&nest(1));
         let message = rejected(&nest(3));
         assert!(
             message.contains("costs 2020200") && message.contains("10000"),
             "{message}"
         );
         rejected(&nest(4));
-        let aliases: String = (0..500)
-            .map(|i| format!("a{i}: articles(pageSize: 100) {{ id }} "))
-            .collect();
-        assert!(rejected(&format!("{{ {aliases} }}")).contains("tokens"));
-        let aliases: String = (0..300)
-            .map(|i| format!("a{i}: articles(pageSize: 100) {{ id }} "))
-            .collect();
-        assert!(rejected(&format!("{{ {aliases} }}")).contains("300 aliases"));
+        // `n` aliases of `field`.
+        let aliased = |n, field: &str| {
+            let aliases: String = (0..n).map(|i| format!("a{i}: {field} ")).collect();
+            format!("{{ {aliases} }}")
+        };
+        let page = "articles(pageSize: 100) { id }";
+        assert!(rejected(&aliased(500, page)).contains("tokens"));
+        assert!(rejected(&aliased(300, page)).contains("300 aliases"));
         // Ten aliases pass the alias limit; their cost does not.
-        let aliases: String = (0..10)
-            .map(|i| format!("a{i}: topPosters(limit: 100) {{ user {{ articles(pageSize: 10) {{ id }} }} }} "))
-            .collect();
-        assert!(rejected(&format!("{{ {aliases} }}")).contains("costs 12000"));
+        let top = "topPosters(limit: 100) { user { articles(pageSize: 10) { id } } }";
+        assert!(rejected(&aliased(10, top)).contains("costs 12000"));
         // The fragment bomb: B0 spreads B1 twice … B19 spreads B20 twice.
         let mut bomb = "{ articles(pageSize: 1) { ...B0 } }".to_owned();
         for i in 0..20 {

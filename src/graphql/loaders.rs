@@ -46,60 +46,36 @@ impl Loader<ArticleId> for ArticleLoader {
 }
 
 /// Users' roles and bans, by name.
-pub struct AccountLoader {
-    store: Store,
-}
-
-impl AccountLoader {
-    pub fn new(store: Store) -> Self {
-        Self { store }
-    }
-}
+pub struct AccountLoader(pub Store);
 
 impl Loader<String> for AccountLoader {
     type Value = Account;
     type Error = async_graphql::Error;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, Account>, Self::Error> {
-        Ok(self.store.accounts(keys).await?)
+        Ok(self.0.accounts(keys).await?)
     }
 }
 
-pub struct StandingLoader {
-    store: Store,
-}
-
-impl StandingLoader {
-    pub fn new(store: Store) -> Self {
-        Self { store }
-    }
-}
+pub struct StandingLoader(pub Store);
 
 impl Loader<String> for StandingLoader {
     type Value = Standing;
     type Error = async_graphql::Error;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, Standing>, Self::Error> {
-        Ok(self.store.standings(keys).await?)
+        Ok(self.0.standings(keys).await?)
     }
 }
 
 /// Whether users exist, for `node(id: "user:…")`.
-pub struct UserLoader {
-    store: Store,
-}
-
-impl UserLoader {
-    pub fn new(store: Store) -> Self {
-        Self { store }
-    }
-}
+pub struct UserLoader(pub Store);
 
 impl Loader<String> for UserLoader {
     type Value = bool;
     type Error = async_graphql::Error;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, bool>, Self::Error> {
-        Ok(self.store.known_users(keys).await?)
+        Ok(self.0.known_users(keys).await?)
     }
 }

@@ -199,19 +199,15 @@ fn timed_out(deadline: Duration, operation: Option<OperationType>) -> Response {
 
 impl Executor for Api {
     async fn execute(&self, request: async_graphql::Request) -> Response {
-        let checked = match self.guard.check(&request) {
-            Err(e) => return rejection(e),
-            Ok(checked) => checked,
+        let admitted = async {
+            let checked = self.guard.check(&request)?;
+            let permit = self.budget.admit(checked.as_ref().map_or(0, |c| c.cost));
+            Ok::<_, AppError>((checked, permit.await?))
         };
-        let _permit = match self
-            .budget
-            .admit(checked.as_ref().map_or(0, |c| c.cost))
-            .await
-        {
-            Ok(permit) => permit,
-            Err(e) => return rejection(e),
-        };
-        self.execute_checked(request, checked).await
+        match admitted.await {
+            Ok((checked, _permit)) => self.execute_checked(request, checked).await,
+            Err(e) => rejection(e),
+        }
     }
 
     /// Subscriptions are long-lived: the limits apply to them, the

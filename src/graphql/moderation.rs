@@ -6,13 +6,12 @@
 use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject, Subscription, ID};
 use futures_util::Stream;
 
-use super::shared_subscriptions::SharedExecution;
-use super::subscription::next_wanted;
+use super::shared_subscriptions::receiving;
 use super::types::{connection_size, Article, ArticleConnection, DateTime, PageInfo, User};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName, ModAction, Role, UserName};
 use crate::error::AppError;
-use crate::pubsub::ModeratedEvent;
+use crate::pubsub::{next_wanted, ModeratedEvent};
 use crate::store::{ModLogFilter, ModLogRecord, UserAction};
 
 /// Longest reason a flag, removal or ban may give, in bytes.
@@ -241,13 +240,7 @@ impl ModerationSubscription {
         let group = group
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
-        let events = match ctx.data_opt::<SharedExecution>() {
-            Some(shared) => {
-                let (receiver, uncounted) = shared.subscribe_moderated();
-                (receiver, Some(uncounted))
-            }
-            None => (RequestContext::of(ctx)?.moderated_events(), None),
-        };
+        let events = receiving(ctx, RequestContext::of(ctx)?.moderated_events());
         Ok(futures_util::stream::unfold(
             (events, group),
             |((mut receiver, uncounted), group)| async move {

@@ -14,13 +14,7 @@ use crate::error::AppError;
 #[derive(Default)]
 pub struct MutationRoot;
 
-/// Writes: accounts, posts, votes, groups, slugs and views. A mutation that
-/// fails writes nothing, except with `OUTCOME_UNKNOWN` (storage did not
-/// answer: it may have been applied) or `NOT_REPLICATED` (it was applied).
-/// Retrying any mutation after `OUTCOME_UNKNOWN` is safe: a repeated vote,
-/// group change, rename, view or logOut changes nothing more, a repeated
-/// post returns the first article, and a repeated signUp finds the name
-/// taken (logIn with the same password tells whether it was applied).
+// Described as a whole by `Mutation` (`graphql/mod.rs`).
 #[Object]
 impl MutationRoot {
     /// Creates an account and logs it in. Limited per client address.
@@ -84,7 +78,7 @@ impl MutationRoot {
         let context = RequestContext::of(ctx)?;
         // Logged in first: an anonymous caller learns that before any
         // complaint about the input.
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let title = ArticleTitle::parse(&title)?;
         let link = Link::parse(&link)?;
         let groups = GroupName::parse_many(&groups, "groups")?;
@@ -101,7 +95,7 @@ impl MutationRoot {
         #[graphql(default_with = "VoteDirection::Up")] direction: VoteDirection,
     ) -> Result<Article> {
         let context = RequestContext::of(ctx)?;
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         Ok(Article(context.vote(id, direction.into()).await?))
     }
@@ -115,7 +109,7 @@ impl MutationRoot {
         slug: String,
     ) -> Result<Article> {
         let context = RequestContext::of(ctx)?;
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         let slug = Slug::parse(&slug)?;
         Ok(Article(context.rename_slug(id, &slug).await?))
@@ -140,7 +134,7 @@ impl MutationRoot {
         #[graphql(default)] remove: Vec<String>,
     ) -> Result<Article> {
         let context = RequestContext::of(ctx)?;
-        context.viewer_required().await?;
+        context.caller_required().await?;
         let id = ArticleId::parse(&article_id, "articleId")?;
         let add = GroupName::parse_many(&add, "add")?;
         let remove = GroupName::parse_many(&remove, "remove")?;

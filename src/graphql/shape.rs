@@ -4,7 +4,9 @@
 //! `{` outside parentheses opens a selection set; `[` and `{` inside them
 //! nest a value, which holds no parentheses.
 
-/// What the lexer found, up to where it stopped.
+/// What the lexer found, up to where it stopped; or, as the bounds of a
+/// scan, where to stop: past any of them the document is refused anyway,
+/// so the rest need not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Shape {
     /// Punctuators, names, numbers and strings; whitespace, commas and
@@ -16,24 +18,15 @@ pub struct Shape {
     pub value_depth: usize,
 }
 
-/// Where to stop: past any of these the document is refused anyway, so
-/// the rest need not be read.
-#[derive(Debug, Clone, Copy)]
-pub struct Bounds {
-    pub tokens: usize,
-    pub selection_depth: usize,
-    pub value_depth: usize,
-}
-
 impl Shape {
-    fn over(&self, bounds: &Bounds) -> bool {
+    fn over(&self, bounds: &Shape) -> bool {
         self.tokens > bounds.tokens
             || self.selection_depth > bounds.selection_depth
             || self.value_depth > bounds.value_depth
     }
 }
 
-pub fn scan(text: &str, bounds: &Bounds) -> Shape {
+pub fn scan(text: &str, bounds: &Shape) -> Shape {
     let b = text.as_bytes();
     let mut shape = Shape::default();
     let mut nesting = Nesting::default();
@@ -150,7 +143,7 @@ impl Nesting {
 mod tests {
     use super::*;
 
-    const WIDE: Bounds = Bounds {
+    const WIDE: Shape = Shape {
         tokens: usize::MAX,
         selection_depth: usize::MAX,
         value_depth: usize::MAX,
@@ -166,7 +159,7 @@ mod tests {
         assert_eq!(shape("# only a comment\n").tokens, 0);
         assert_eq!(shape("{ a(s: \"x y, z\") ...F }").tokens, 10);
         assert_eq!(shape("\"\"\" block \\\"\"\" \"\"\" b").tokens, 2);
-        let bounds = Bounds { tokens: 10, ..WIDE };
+        let bounds = Shape { tokens: 10, ..WIDE };
         assert_eq!(
             scan(&"a ".repeat(1000), &bounds).tokens,
             11,
@@ -196,7 +189,7 @@ mod tests {
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        let bounds = Bounds {
+        let bounds = Shape {
             value_depth: 32,
             ..WIDE
         };

@@ -17,19 +17,18 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
-use async_graphql::{Executor, Request, Response};
+use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection};
+use async_graphql::{Context, Executor, Request, Response};
 use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::task::AbortHandle;
 
-use super::limits::select_operation;
+use super::limits::{select_operation, selections};
 pub use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::pubsub::{ModeratedEvent, PostedEvent, PubSub, ScoreEvent, Uncounted};
+use crate::pubsub::{next_wanted, PubSub, Uncounted};
 
 /// Payloads (each one `Arc` for all) a shared stream keeps for its slowest
 /// subscriber; one further behind skips the oldest.
@@ -90,10 +89,8 @@ impl SharedStreams {
         request: Request,
     ) -> Result<BoxStream<'static, Arc<str>>, Box<Request>> {
         let registry = &self.0;
-        if registry.max_streams == 0 {
-            return Err(Box::new(request));
-        }
-        let Some(key) = shareable_key(api, &request) else {
+        let key = (registry.max_streams > 0).then(|| shareable_key(api, &request));
+        let Some(key) = key.flatten() else {
             return Err(Box::new(request));
         };
         let mut streams = registry.streams.lock();
@@ -152,15 +149,8 @@ impl SharedStreams {
             entry,
         };
         futures_util::stream::unfold((receiver, member), |(mut receiver, member)| async move {
-            loop {
-                match receiver.recv().await {
-                    Ok(payload) => return Some((payload, (receiver, member))),
-                    Err(RecvError::Lagged(missed)) => {
-                        tracing::debug!(missed, "slow subscriber skipped shared events");
-                    }
-                    Err(RecvError::Closed) => return None,
-                }
-            }
+            let payload = next_wanted(&mut receiver, |_| true).await?;
+            Some((payload, (receiver, member)))
         })
         .boxed()
     }
@@ -250,35 +240,27 @@ pub struct SharedExecution {
     pubsub: PubSub,
 }
 
+/// A subscription resolver's `receiver`, with what keeps it out of the
+/// count in a shared execution (whose subscribers are counted instead):
+/// the [`Uncounted`] comes second, to be dropped after it.
+pub fn receiving<T>(
+    ctx: &Context<'_>,
+    receiver: broadcast::Receiver<T>,
+) -> (broadcast::Receiver<T>, Option<Uncounted>) {
+    let shared = ctx.data_opt::<SharedExecution>();
+    (receiver, shared.map(SharedExecution::go_live))
+}
+
 impl SharedExecution {
-    /// The receiver of score events; drop the [`Uncounted`] after it.
-    pub fn subscribe(&self) -> (broadcast::Receiver<Arc<ScoreEvent>>, Uncounted) {
-        let taken = self.pubsub.subscribe_uncounted();
-        self.go_live();
-        taken
-    }
-
-    /// Like [`SharedExecution::subscribe`], for new posts.
-    pub fn subscribe_posts(&self) -> (broadcast::Receiver<Arc<PostedEvent>>, Uncounted) {
-        let taken = self.pubsub.subscribe_posts_uncounted();
-        self.go_live();
-        taken
-    }
-
-    /// Like [`SharedExecution::subscribe`], for moderations.
-    pub fn subscribe_moderated(&self) -> (broadcast::Receiver<Arc<ModeratedEvent>>, Uncounted) {
-        let taken = self.pubsub.subscribe_moderated_uncounted();
-        self.go_live();
-        taken
-    }
-
     /// From now on the subscribers are counted as served by this execution.
-    fn go_live(&self) {
+    fn go_live(&self) -> Uncounted {
+        let uncounted = self.pubsub.uncounted();
         let mut state = self.entry.state.lock();
         if !state.live {
             state.live = true;
             self.pubsub.add_shared(state.subscribers);
         }
+        uncounted
     }
 }
 
@@ -334,35 +316,14 @@ fn key(request: &Request, document: &ExecutableDocument) -> Option<Arc<str>> {
 
 /// Whether no field of `document` (used or not) is one of
 /// [`CALLER_DEPENDENT_FIELDS`], whatever its type: conservative, and no
-/// schema lookup. Iterative, as documents may nest deeply.
+/// schema lookup.
 fn caller_independent(document: &ExecutableDocument) -> bool {
-    let mut pending: Vec<&SelectionSet> = document
-        .operations
-        .iter()
-        .map(|(_, op)| &op.node.selection_set.node)
-        .chain(
-            document
-                .fragments
-                .values()
-                .map(|f| &f.node.selection_set.node),
-        )
-        .collect();
-    while let Some(set) = pending.pop() {
-        for item in &set.items {
-            match &item.node {
-                Selection::Field(field) => {
-                    if CALLER_DEPENDENT_FIELDS.contains(&field.node.name.node.as_str()) {
-                        return false;
-                    }
-                    pending.push(&field.node.selection_set.node);
-                }
-                Selection::InlineFragment(inline) => pending.push(&inline.node.selection_set.node),
-                // Every fragment's own selection is scanned above.
-                Selection::FragmentSpread(_) => {}
-            }
-        }
-    }
-    true
+    !selections(document).any(|selection| {
+        let Selection::Field(field) = selection else {
+            return false;
+        };
+        CALLER_DEPENDENT_FIELDS.contains(&field.node.name.node.as_str())
+    })
 }
 
 #[cfg(test)]

@@ -4,18 +4,16 @@ use std::sync::Arc;
 
 use async_graphql::{Context, Object, Result, Subscription, ID};
 use futures_util::Stream;
-use tokio::sync::broadcast::error::RecvError;
 
-use super::shared_subscriptions::SharedExecution;
+use super::shared_subscriptions::receiving;
 use super::types::{Article, DateTime};
 use super::RequestContext;
 use crate::domain::{ArticleId, GroupName};
-use crate::pubsub::{PostedEvent, ScoreEvent};
+use crate::pubsub::{next_wanted, PostedEvent, ScoreEvent};
 
 #[derive(Default)]
 pub struct SubscriptionRoot;
 
-/// Live updates over WebSocket (`graphql-transport-ws` or `graphql-ws`).
 #[Subscription]
 impl SubscriptionRoot {
     /// Every score change from now on: all of them, one article's, or those
@@ -34,15 +32,7 @@ impl SubscriptionRoot {
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
         let article = article.map(|id| id.to_string());
-        // A shared execution's receiver is not counted (its subscribers
-        // are); the `Uncounted` comes second, to be dropped after it.
-        let events = match ctx.data_opt::<SharedExecution>() {
-            Some(shared) => {
-                let (receiver, uncounted) = shared.subscribe();
-                (receiver, Some(uncounted))
-            }
-            None => (RequestContext::of(ctx)?.score_events(), None),
-        };
+        let events = receiving(ctx, RequestContext::of(ctx)?.score_events());
         Ok(futures_util::stream::unfold(
             events,
             move |(mut receiver, uncounted)| {
@@ -73,14 +63,9 @@ impl SubscriptionRoot {
         let group = group
             .map(|g| GroupName::parse_field(&g, "group"))
             .transpose()?;
-        let events = match ctx.data_opt::<SharedExecution>() {
-            Some(shared) => {
-                let (receiver, uncounted) = shared.subscribe_posts();
-                (receiver, Some(uncounted))
-            }
-            None => (RequestContext::of(ctx)?.posted_events(), None),
-        };
-        let reader = RequestContext::of(ctx)?.article_reader();
+        let context = RequestContext::of(ctx)?;
+        let events = receiving(ctx, context.posted_events());
+        let reader = context.article_reader();
         Ok(futures_util::stream::unfold(
             (events, group, reader),
             move |((mut receiver, uncounted), group, reader)| async move {
@@ -112,24 +97,6 @@ impl SubscriptionRoot {
     }
 }
 
-/// Follows `receiver` through lagging (a slow subscriber skips what it
-/// missed) until the channel closes, keeping the events `wanted` says.
-pub(super) async fn next_wanted<T>(
-    receiver: &mut tokio::sync::broadcast::Receiver<Arc<T>>,
-    wanted: impl Fn(&T) -> bool,
-) -> Option<Arc<T>> {
-    loop {
-        match receiver.recv().await {
-            Ok(event) if wanted(&event) => return Some(event),
-            Ok(_) => {}
-            Err(RecvError::Lagged(missed)) => {
-                tracing::debug!(missed, "slow subscriber skipped events");
-            }
-            Err(RecvError::Closed) => return None,
-        }
-    }
-}
-
 pub struct ScoreChange(Arc<ScoreEvent>);
 
 /// One change of an article's score.
@@ -139,10 +106,8 @@ impl ScoreChange {
     /// selected).
     async fn article(&self, ctx: &Context<'_>) -> Result<Article> {
         let id = ArticleId::parse(&self.0.id, "articleId")?;
-        match RequestContext::of(ctx)?.article_unbatched(id).await? {
-            Some(record) => Ok(Article(record)),
-            None => Err(crate::store::not_found(id).into()),
-        }
+        let record = RequestContext::of(ctx)?.article_unbatched(id).await?;
+        Ok(Article(record.ok_or_else(|| crate::store::not_found(id))?))
     }
 
     /// The score right after the vote.

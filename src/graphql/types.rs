@@ -145,7 +145,7 @@ pub enum VoteDirection {
     Neither,
 }
 
-/// An instant, as an RFC 3339 string in UTC (`2026-11-22T18:47:58.123456Z`).
+/// Unix seconds, sent as an RFC 3339 instant in UTC.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DateTime(pub f64);
 

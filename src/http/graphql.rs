@@ -144,16 +144,8 @@ fn request_from_url(query: &str) -> Result<(async_graphql::Request, Option<Strin
             "operationName" if !value.is_empty() => {
                 request.operation_name = Some(value.into_owned())
             }
-            "variables" if !value.is_empty() => {
-                request.variables = serde_json::from_str(&value).map_err(|_| {
-                    AppError::BadRequest("variables must be a JSON object".to_owned())
-                })?;
-            }
-            "extensions" if !value.is_empty() => {
-                request.extensions = serde_json::from_str(&value).map_err(|_| {
-                    AppError::BadRequest("extensions must be a JSON object".to_owned())
-                })?;
-            }
+            "variables" if !value.is_empty() => request.variables = object("variables", &value)?,
+            "extensions" if !value.is_empty() => request.extensions = object("extensions", &value)?,
             "documentId" => {
                 let id = serde_json::Value::String(value.into_owned());
                 document_id = crate::trusted::document_id(Some(&id))?;
@@ -168,4 +160,10 @@ fn request_from_url(query: &str) -> Result<(async_graphql::Request, Option<Strin
         ));
     }
     Ok((request, document_id))
+}
+
+/// The JSON object a query string's parameter `name` holds.
+fn object<T: serde::de::DeserializeOwned>(name: &str, value: &str) -> Result<T, AppError> {
+    let object = serde_json::from_str(value);
+    object.map_err(|_| AppError::BadRequest(format!("{name} must be a JSON object")))
 }

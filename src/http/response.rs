@@ -40,11 +40,8 @@ pub fn reply(
         });
     let mut response = Response::builder().header(header::VARY, VARY);
     if public {
-        let etag = etag(
-            cached.tag(),
-            wants.media,
-            compressed.as_ref().map(|(e, _)| *e),
-        );
+        let encoding = compressed.as_ref().map(|(encoding, _)| *encoding);
+        let etag = etag(cached.tag(), wants.media, encoding);
         response = response
             .header(header::CACHE_CONTROL, PUBLIC_CACHE_CONTROL)
             .header(header::ETAG, &etag);
@@ -70,7 +67,10 @@ pub fn held(response: Response, permit: Option<Permit>) -> Response {
     };
     type BoxBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>;
     let (parts, body) = response.into_parts();
-    let body = BoxBody::new(HeldBody::new(BoxBody::from(body), permit));
+    let body = BoxBody::new(HeldBody {
+        body: BoxBody::from(body),
+        _permit: permit,
+    });
     Response::from_parts(parts, Body::from(body))
 }
 

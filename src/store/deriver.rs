@@ -47,9 +47,9 @@ pub const SWEEP_BATCH: u64 = 2000;
 /// [`scripts::SCRIPT_MEMBERS`] groups and voters).
 pub const SWEEP_CALL: u64 = 12;
 
-/// Keys one `SCAN` step of the group sets visits (a command Redis runs
-/// alone, like a script).
-pub const GROUP_SCAN_COUNT: u64 = 1000;
+/// Keys one `SCAN` step visits (a command Redis runs alone, like a
+/// script).
+pub const SCAN_COUNT: u64 = 1000;
 
 /// `SCAN` steps of the group sets per round of the sweep.
 const GROUP_SCANS_PER_ROUND: u32 = 10;
@@ -81,7 +81,8 @@ const MAX_CANDIDATES: usize = 256;
 const NOTIFY_FLAGS: [char; 3] = ['K', 'g', 's'];
 
 /// Whether Redis sends the notifications the deriver follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Notifications {
     /// Not known yet (never connected).
     #[default]
@@ -93,17 +94,6 @@ pub enum Notifications {
     Refused,
     /// The subscription is down (reconnecting).
     Down,
-}
-
-impl Notifications {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Starting => "starting",
-            Self::On => "on",
-            Self::Refused => "refused",
-            Self::Down => "down",
-        }
-    }
 }
 
 #[derive(Default)]
@@ -154,8 +144,7 @@ pub struct DeriveQueue {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeriverStats {
-    /// `on`, `refused`, `down` or `starting` (see [`Notifications`]).
-    pub notifications: &'static str,
+    pub notifications: Notifications,
     /// Articles and groups waiting to be derived.
     pub pending: usize,
     /// Whether a batch is being derived now.
@@ -203,7 +192,7 @@ impl DeriveQueue {
             pending.articles.len() + pending.groups.len()
         } + self.retrying.load(Ordering::Relaxed);
         DeriverStats {
-            notifications: self.notifications().name(),
+            notifications: self.notifications(),
             pending,
             busy: self.busy.load(Ordering::Relaxed),
             received: self.received.load(Ordering::Relaxed),
@@ -554,22 +543,13 @@ impl Store {
         Ok(())
     }
 
-    /// One `SCAN` of [`GROUP_SCAN_COUNT`] keys from `cursor`: each group
+    /// One `SCAN` step of the group sets from `cursor`: each group
     /// set found is compared whole with its mirror, and so is each mirror
     /// whose group set is gone (emptied while nothing followed it, which
     /// no scan of the group sets finds). Answers the next cursor (0 at the
     /// end).
     async fn derive_groups_step(&self, conn: &mut Conn, cursor: u64) -> AppResult<u64> {
-        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{}*", keys::GROUP_PREFIX))
-            .arg("COUNT")
-            .arg(GROUP_SCAN_COUNT)
-            .arg("TYPE")
-            .arg("set")
-            .query_async(&mut *conn)
-            .await?;
+        let (next, found) = scan(conn, cursor, keys::GROUP_PREFIX, "set").await?;
         let (mut groups, mut mirrored) = (Vec::new(), Vec::new());
         for key in &found {
             let mirror = key.strip_suffix(keys::GROUP_INDEXED_SUFFIX);
@@ -618,6 +598,20 @@ impl Store {
     fn count_derived(&self, n: u64) {
         self.derive.derived.fetch_add(n, Ordering::Relaxed);
     }
+}
+
+/// One `SCAN` step from `cursor` over the keys of type `ty` under
+/// `prefix`: the next cursor (0 at the end) and the keys found.
+pub(super) async fn scan(
+    conn: &mut Conn,
+    cursor: u64,
+    prefix: &str,
+    ty: &str,
+) -> AppResult<(u64, Vec<String>)> {
+    let mut scan = redis::cmd("SCAN");
+    scan.arg(cursor).arg("MATCH").arg(format!("{prefix}*"));
+    scan.arg("COUNT").arg(SCAN_COUNT).arg("TYPE").arg(ty);
+    Ok(scan.query_async(conn).await?)
 }
 
 /// Indexes every voter of an article too large for one script, in

@@ -28,11 +28,8 @@ const KIND: &str = "groups";
 
 impl GroupCursor {
     pub fn encode(position: &GroupPosition) -> String {
-        encode_cursor(&[
-            KIND,
-            &format!("{:?}", position.value),
-            position.name.as_str(),
-        ])
+        let value = format!("{:?}", position.value);
+        encode_cursor(&[KIND, &value, position.name.as_str()])
     }
 
     pub fn decode(cursor: &str) -> AppResult<GroupPosition> {

@@ -4,9 +4,10 @@ use std::collections::HashMap;
 
 use redis::Value;
 
+use super::deriver::scan;
 use super::keys;
 use super::scripts::{self, LogInReply, LoginAttemptReply, SignUpReply};
-use super::{value_f64, Store};
+use super::{value_f64, Conn, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{PageRequest, Role, UserName};
 use crate::error::{AppError, AppResult};
@@ -134,34 +135,14 @@ impl Store {
     }
 
     /// Indexes the existing accounts by folded name, unless that was done
-    /// (its marker is set); sign-ups wait for the marker. One SCAN of the
-    /// `user:` keys, in batches, each indexed in one script call.
+    /// (its marker is set); sign-ups wait for the marker. Each batch of
+    /// `user:` keys is indexed in one script call.
     pub async fn build_name_index(&self) -> AppResult<Option<u64>> {
         // One pass at a time in this process; a second caller finds the
         // marker set by the first.
         let _building = self.name_index.lock().await;
-        if self.has_marker(keys::NAMES_INDEX_BUILT).await? {
-            return Ok(None);
-        }
-        if self.layout.is_cluster() {
-            // No other client writes a cluster's keyspace: nothing to index.
-            self.set_marker(keys::NAMES_INDEX_BUILT).await?;
-            return Ok(Some(0));
-        }
-        let pattern = format!("{}*", keys::USER_PREFIX);
-        let (mut cursor, mut indexed) = (0u64, 0u64);
-        loop {
-            let mut conn = self.conn().await?;
-            let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1_000)
-                .arg("TYPE")
-                .arg("hash")
-                .query_async(&mut conn)
-                .await?;
+        let (marker, prefix) = (keys::NAMES_INDEX_BUILT, keys::USER_PREFIX);
+        self.once_over_keys(marker, prefix, "hash", async |conn, found| {
             // Accounts only: `user:<name>`, not `user:<name>:<attr>`.
             let names: Vec<UserName> = found
                 .iter()
@@ -169,16 +150,40 @@ impl Store {
                 .filter(|rest| !rest.contains(':'))
                 .filter_map(|name| UserName::parse(name).ok())
                 .collect();
-            if !names.is_empty() {
-                indexed += scripts::index_names(&mut conn, &names).await?;
+            match names.is_empty() {
+                true => Ok(0),
+                false => scripts::index_names(conn, &names).await,
             }
+        })
+        .await
+    }
+
+    /// Runs `batch` on the keys of type `ty` under `prefix`, one
+    /// `SCAN` step at a time, unless `marker` says that was done; then sets
+    /// it. Answers the sum of what the batches counted, None when it was
+    /// done. A cluster's keyspace has no other writer: nothing to go over.
+    async fn once_over_keys(
+        &self,
+        marker: &str,
+        prefix: &str,
+        ty: &str,
+        mut batch: impl AsyncFnMut(&mut Conn, Vec<String>) -> AppResult<u64>,
+    ) -> AppResult<Option<u64>> {
+        if self.has_marker(marker).await? {
+            return Ok(None);
+        }
+        let (mut cursor, mut counted) = (0, 0);
+        while !self.layout.is_cluster() {
+            let mut conn = self.conn().await?;
+            let (next, found) = scan(&mut conn, cursor, prefix, ty).await?;
+            counted += batch(&mut conn, found).await?;
             if next == 0 {
                 break;
             }
             cursor = next;
         }
-        self.set_marker(keys::NAMES_INDEX_BUILT).await?;
-        Ok(Some(indexed))
+        self.set_marker(marker).await?;
+        Ok(Some(counted))
     }
 
     /// Counts a logIn attempt for `name` from `client`, in one script call;
@@ -242,37 +247,20 @@ impl Store {
 
     /// Files every session in its user's `user:<name>:sessions`, so a ban
     /// or a role reaches sessions written without their set (by a server
-    /// that kept none); once, then its marker says so. One SCAN of the
-    /// session keys, a pipeline per step.
+    /// that kept none); once, then its marker says so. A pipeline per
+    /// batch of session keys.
     pub async fn index_sessions(&self) -> AppResult<Option<u64>> {
-        if self.has_marker(keys::SESSIONS_INDEX_BUILT).await? {
-            return Ok(None);
-        }
-        if self.layout.is_cluster() {
-            self.set_marker(keys::SESSIONS_INDEX_BUILT).await?;
-            return Ok(Some(0));
-        }
-        let (mut cursor, mut filed) = (0u64, 0u64);
-        loop {
-            let mut conn = self.conn().await?;
-            let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(format!("{}*", keys::SESSION_PREFIX))
-                .arg("COUNT")
-                .arg(1_000)
-                .query_async(&mut conn)
+        let (marker, prefix) = (keys::SESSIONS_INDEX_BUILT, keys::SESSION_PREFIX);
+        self.once_over_keys(marker, prefix, "string", async |conn, found| {
+            if found.is_empty() {
+                return Ok(0);
+            }
+            let values: Vec<Option<String>> = redis::cmd("MGET")
+                .arg(&found)
+                .query_async(&mut *conn)
                 .await?;
-            let values: Vec<Option<String>> = match found.is_empty() {
-                true => Vec::new(),
-                false => {
-                    redis::cmd("MGET")
-                        .arg(&found)
-                        .query_async(&mut conn)
-                        .await?
-                }
-            };
             let mut pipe = redis::pipe();
+            let mut filed = 0;
             for (key, value) in found.iter().zip(values) {
                 let (Some(hash), Some(name)) = (key.strip_prefix(keys::SESSION_PREFIX), value)
                 else {
@@ -284,16 +272,12 @@ impl Store {
                 filed += 1;
             }
             // An empty pipeline is an error to redis-rs.
-            if pipe.cmd_iter().next().is_some() {
-                let () = pipe.query_async(&mut conn).await?;
+            if filed > 0 {
+                let () = pipe.query_async(conn).await?;
             }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-        self.set_marker(keys::SESSIONS_INDEX_BUILT).await?;
-        Ok(Some(filed))
+            Ok(filed)
+        })
+        .await
     }
 
     /// Revokes a session; true when one was revoked. The revocation is

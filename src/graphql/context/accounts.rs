@@ -42,11 +42,7 @@ impl Accounts<'_> {
             .login_attempt(name, self.client, self.app.login, self.app.rates.log_in)
             .await?;
         // Any case of a name logs into its account.
-        let account = store.account(name).await?;
-        let (name, stored) = match account {
-            Some((name, hash)) => (Some(name), Some(hash)),
-            None => (None, None),
-        };
+        let (name, stored) = store.account(name).await?.unzip();
         if !self.app.hasher.verify(password, stored).await? {
             return Err(invalid_credentials().into());
         }

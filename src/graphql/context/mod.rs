@@ -10,7 +10,7 @@ use async_graphql::{Context, Result};
 
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
-use crate::domain::{UserName, VoteDirection};
+use crate::domain::VoteDirection;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::{ArticleRecord, Caller};
@@ -43,7 +43,7 @@ impl RequestContext {
     pub fn new(app: &Arc<AppState>, session: Session, client: ClientAddr) -> Self {
         let session = Arc::new(session);
         Self {
-            routing: Routing::primary(&app.store, &session),
+            routing: Routing::new(&app.store, &app.store, &session),
             app: app.clone(),
             session,
             client,
@@ -70,7 +70,7 @@ impl RequestContext {
     pub fn on_replica(mut self) -> Self {
         let usable = self.app.replica_lag.link_up();
         if let (Some(replica), None, true) = (&self.app.replica, self.session.token(), usable) {
-            self.routing = self.routing.with_replica(replica, &self.session);
+            self.routing = Routing::new(&self.app.store, replica, &self.session);
         }
         self
     }
@@ -104,26 +104,15 @@ impl RequestContext {
         }
     }
 
-    /// The logged-in user, looked up once per request.
-    pub async fn viewer(&self) -> Result<Option<UserName>> {
-        self.recording.shows_caller();
-        Ok(self.session.user(&self.routing.primary).await?)
-    }
-
-    /// The logged-in user, or `UNAUTHENTICATED`: resolvers ask first, so
-    /// an anonymous caller hears of it before any complaint about input.
-    pub async fn viewer_required(&self) -> Result<UserName> {
-        self.recording.shows_caller();
-        Ok(self.session.require_user(&self.routing.primary).await?)
-    }
-
-    /// The logged-in user and their role, or None (as [`Self::viewer`]).
+    /// The logged-in user and their role, looked up once per request.
     pub async fn caller(&self) -> Result<Option<Caller>> {
         self.recording.shows_caller();
         Ok(self.session.caller(&self.routing.primary).await?)
     }
 
-    /// The logged-in user and their role, or `BANNED` or `UNAUTHENTICATED`.
+    /// The logged-in user and their role, or `BANNED` or `UNAUTHENTICATED`:
+    /// resolvers ask first, so an anonymous caller hears of it before any
+    /// complaint about input.
     pub async fn caller_required(&self) -> Result<Caller> {
         self.recording.shows_caller();
         Ok(self.session.require_caller(&self.routing.primary).await?)

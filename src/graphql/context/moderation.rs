@@ -109,10 +109,7 @@ impl RequestContext {
         };
         let caller = self.in_role(needed).await?;
         let store = &self.routing.primary;
-        let user = match store.account(name).await? {
-            Some((user, _)) => user,
-            None => return Err(no_user(name).into()),
-        };
+        let (user, _) = store.account(name).await?.ok_or_else(|| no_user(name))?;
         let actor = acting(&caller, reason, self.app.rates.moderate);
         store.moderate_user(&actor, &user, action).await?;
         if remove_articles {

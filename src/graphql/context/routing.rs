@@ -24,18 +24,9 @@ pub(super) struct Routing {
 }
 
 impl Routing {
-    /// Every read on the primary.
-    pub(super) fn primary(primary: &Store, session: &Arc<Session>) -> Self {
-        Self::reading(primary, primary, session)
-    }
-
-    /// Reads that may go to a replica on `replica`; the rest stays on the
-    /// primary.
-    pub(super) fn with_replica(self, replica: &Store, session: &Arc<Session>) -> Self {
-        Self::reading(&self.primary, replica, session)
-    }
-
-    fn reading(primary: &Store, lagging: &Store, session: &Arc<Session>) -> Self {
+    /// Reads that may lag on `lagging` (the primary, or a replica), the
+    /// rest on `primary`.
+    pub(super) fn new(primary: &Store, lagging: &Store, session: &Arc<Session>) -> Self {
         Self {
             primary: primary.clone(),
             lagging: lagging.clone(),
@@ -43,9 +34,9 @@ impl Routing {
                 ArticleLoader::new(lagging.clone(), session.clone()),
                 tokio::spawn,
             ),
-            standings: DataLoader::new(StandingLoader::new(lagging.clone()), tokio::spawn),
-            users: DataLoader::new(UserLoader::new(lagging.clone()), tokio::spawn),
-            accounts: DataLoader::new(AccountLoader::new(primary.clone()), tokio::spawn),
+            standings: DataLoader::new(StandingLoader(lagging.clone()), tokio::spawn),
+            users: DataLoader::new(UserLoader(lagging.clone()), tokio::spawn),
+            accounts: DataLoader::new(AccountLoader(primary.clone()), tokio::spawn),
         }
     }
 

@@ -18,7 +18,7 @@ impl RequestContext {
         link: &Link,
         groups: &[GroupName],
     ) -> Result<ArticleRecord> {
-        let user = self.viewer_required().await?;
+        let user = self.caller_required().await?.name;
         let id = self
             .routing
             .primary

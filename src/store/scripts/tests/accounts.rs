@@ -10,17 +10,9 @@ use crate::store::keys::{self, At};
 const RATE: &str = "client:10.0.0.1:rate:sign-up";
 
 async fn sign_up_as(c: &mut Conn, name: &str, token: &str, limit: RateLimit) -> SignUpReply {
-    let account = (&user(name), "$argon2id$hash");
-    sign_up(
-        c,
-        At::SINGLE,
-        account,
-        1_700_000_000,
-        token,
-        gate(RATE, limit),
-    )
-    .await
-    .expect("the sign-up script runs")
+    let (account, rate) = ((&user(name), "$argon2id$hash"), gate(RATE, limit));
+    let reply = sign_up(c, At::SINGLE, account, 1_700_000_000, token, rate).await;
+    reply.expect("the sign-up script runs")
 }
 
 async fn index_built(c: &mut Conn) {
@@ -81,22 +73,14 @@ async fn index_names_gives_each_folded_name_its_oldest_account() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     for (name, created) in [
-        ("Bob", 200),
-        ("bob", 100),
-        ("carol", 50),
-        ("Dave", 7),
-        ("dave", 7),
+        ("Bob", "200"),
+        ("bob", "100"),
+        ("carol", "50"),
+        ("Dave", "7"),
+        ("dave", "7"),
     ] {
-        let () = q(
-            c,
-            cmd("HSET")
-                .arg(keys::user(name))
-                .arg("name")
-                .arg(name)
-                .arg("created")
-                .arg(created),
-        )
-        .await;
+        let fields = [("name", name), ("created", created)];
+        hset(c, &keys::user(name), &fields).await;
     }
     let names: Vec<UserName> = ["Bob", "bob", "carol", "dave", "Dave"].map(user).to_vec();
     // Bob, then bob (older), carol, dave, then Dave (same time, first by

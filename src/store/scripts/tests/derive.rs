@@ -23,26 +23,35 @@ async fn book_vote(c: &mut Conn, voter: &str, id: u64) {
 /// then `score:` and `time:`, at `now`.
 async fn book_post_rest(c: &mut Conn, id: u64, title: &str, poster: &str, now: f64) {
     let article = format!("article:{id}");
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg(&article)
-            .arg("title")
-            .arg(title)
-            .arg("poster")
-            .arg(poster)
-            .arg("time")
-            .arg(now)
-            .arg("votes")
-            .arg(1),
-    )
-    .await;
-    let () = q(
-        c,
-        cmd("ZADD").arg(keys::SCORE).arg(now + 432.0).arg(&article),
-    )
-    .await;
+    let time = now.to_string();
+    let fields = [
+        ("title", title),
+        ("poster", poster),
+        ("time", &time),
+        ("votes", "1"),
+    ];
+    hset(c, &article, &fields).await;
+    let score = now + 432.0;
+    let () = q(c, cmd("ZADD").arg(keys::SCORE).arg(score).arg(&article)).await;
     let () = q(c, cmd("ZADD").arg(keys::TIME).arg(now).arg(&article)).await;
+}
+
+/// One call of the derive-articles script.
+async fn derive(c: &mut Conn, ids: &[ArticleId], relist: usize) -> Derived {
+    let derived = derive_articles(c, ids, relist).await;
+    derived.expect("the derive-articles script runs")
+}
+
+/// One call of the derive-group script on group `name`.
+async fn follow(
+    c: &mut Conn,
+    name: &str,
+    mode: GroupMode,
+    cursor: &str,
+    candidates: &[ArticleId],
+) -> GroupDerived {
+    let reply = derive_group(c, &group(name), mode, cursor, candidates).await;
+    reply.expect("the derive-group script runs")
 }
 
 async fn dirty(c: &mut Conn) -> u64 {
@@ -59,12 +68,10 @@ async fn votegraphs_own_writes_leave_nothing_to_derive() {
     posted(c, "alice", "one", &["rust"]).await;
     vote_as(c, ArticleId(1), "bob", VoteDirection::Down).await;
     let before = dirty(c).await;
-    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    let derived = derive(c, &[ArticleId(1)], 0).await;
     assert_eq!(derived.changed, 0);
     assert!(derived.voters_left.is_empty());
-    let reply = derive_group(c, &group("rust"), GroupMode::Check, "0", &[ArticleId(1)])
-        .await
-        .unwrap();
+    let reply = follow(c, "rust", GroupMode::Check, "0", &[ArticleId(1)]).await;
     assert_eq!(reply, GroupDerived::Synced { changed: vec![] });
     assert_eq!(dirty(c).await, before, "nothing written");
 }
@@ -103,7 +110,7 @@ async fn a_large_voter_set_is_indexed_in_batches() {
     for n in 0..voters {
         book_vote(c, &format!("user:v{n}"), 1).await;
     }
-    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    let derived = derive(c, &[ArticleId(1)], 0).await;
     assert_eq!(
         derived.voters_left,
         [ArticleId(1)],
@@ -128,16 +135,10 @@ async fn a_large_voter_set_is_indexed_in_batches() {
     }
     assert!(calls >= 3, "{calls} calls");
     for n in [0, voters - 1] {
-        let index: Option<f64> = q(
-            c,
-            cmd("ZSCORE")
-                .arg(format!("user:v{n}:votes"))
-                .arg("article:1"),
-        )
-        .await;
+        let index = zscore(c, &format!("user:v{n}:votes"), "article:1").await;
         assert!(index.is_some(), "v{n}");
     }
-    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    let again = derive(c, &[ArticleId(1)], 0).await;
     assert!(again.voters_left.is_empty(), "the sizes were recorded");
 }
 
@@ -148,15 +149,10 @@ async fn a_large_group_is_followed_in_scan_batches() {
     let members = SCRIPT_MEMBERS + 10;
     let mut pipe = redis::pipe();
     for n in 1..=members {
-        pipe.cmd("SADD")
-            .arg("group:big")
-            .arg(format!("article:{n}"))
-            .ignore();
+        pipe.sadd("group:big", format!("article:{n}")).ignore();
     }
     let () = pipe.query_async(c).await.unwrap();
-    let reply = derive_group(c, &group("big"), GroupMode::Check, "0", &[])
-        .await
-        .unwrap();
+    let reply = follow(c, "big", GroupMode::Check, "0", &[]).await;
     assert_eq!(
         reply,
         GroupDerived::Scan { changed: vec![] },
@@ -165,10 +161,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
     let mut cursor = "0".to_owned();
     let mut added = 0;
     loop {
-        match derive_group(c, &group("big"), GroupMode::Add, &cursor, &[])
-            .await
-            .unwrap()
-        {
+        match follow(c, "big", GroupMode::Add, &cursor, &[]).await {
             GroupDerived::Cursor { next, changed } => {
                 added += changed.len() as u64;
                 if next == "0" {
@@ -184,9 +177,7 @@ async fn a_large_group_is_followed_in_scan_batches() {
     assert_eq!(listed, ["big"]);
     let size: f64 = q(c, cmd("ZSCORE").arg(keys::GROUPS_BY_SIZE).arg("big")).await;
     assert_eq!(size, -(members as f64));
-    let reply = derive_group(c, &group("big"), GroupMode::Check, "0", &[])
-        .await
-        .unwrap();
+    let reply = follow(c, "big", GroupMode::Check, "0", &[]).await;
     assert_eq!(reply, GroupDerived::Synced { changed: vec![] });
 }
 
@@ -201,7 +192,7 @@ async fn a_vote_on_an_article_not_derived_yet_is_counted_once() {
     book_post_rest(c, 1, "t", "user:alice", now).await;
     // votegraph's vote lands before the deriver runs.
     vote_as(c, ArticleId(1), "bob", VoteDirection::Up).await;
-    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    let derived = derive(c, &[ArticleId(1)], 0).await;
     assert_eq!(derived.changed, 1);
     let karma: f64 = q(c, cmd("ZSCORE").arg(keys::KARMA).arg("user:alice")).await;
     assert_eq!(karma.floor(), 2.0, "the post's upvote and bob's, once each");
@@ -219,13 +210,13 @@ async fn a_book_vote_followed_by_a_votegraph_vote_is_still_derived() {
     vote_as(c, ArticleId(1), "carol", VoteDirection::Up).await;
     let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
     assert_eq!(indexed, "2,0", "alice's and carol's votes, not bob's");
-    let derived = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    let derived = derive(c, &[ArticleId(1)], 0).await;
     assert_eq!(derived.changed, 1, "bob's vote reaches the rankings");
-    let index: Option<f64> = q(c, cmd("ZSCORE").arg("user:bob:votes").arg("article:1")).await;
+    let index = zscore(c, "user:bob:votes", "article:1").await;
     assert!(index.is_some(), "and bob's myVote");
     let indexed: String = q(c, cmd("HGET").arg("article:1").arg("indexed")).await;
     assert_eq!(indexed, "3,0");
-    let again = derive_articles(c, &[ArticleId(1)], 0).await.unwrap();
+    let again = derive(c, &[ArticleId(1)], 0).await;
     assert_eq!(again.changed, 0);
 }
 
@@ -239,16 +230,14 @@ async fn an_article_named_before_its_post_is_written_is_answered_absent() {
     posted(c, "alice", "one", &[]).await;
     // The book's post_article, stopped after its first command.
     let () = q(c, cmd("SADD").arg("voted:2").arg("user:bob")).await;
-    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 0)
-        .await
-        .unwrap();
+    let derived = derive(c, &[ArticleId(1), ArticleId(2)], 0).await;
     assert_eq!(derived.absent, [ArticleId(2)]);
     assert!(derived.voters_left.is_empty());
 
     // The rest of it.
     let now = redis_now(c).await;
     book_post_rest(c, 2, "two", "user:bob", now).await;
-    let derived = derive_articles(c, &[ArticleId(2)], 0).await.unwrap();
+    let derived = derive(c, &[ArticleId(2)], 0).await;
     assert!(derived.absent.is_empty());
     assert_eq!(derived.changed, 1);
 }
@@ -266,22 +255,11 @@ async fn group_lists_are_rebuilt_once_within_a_script_budget() {
     let groups = SCRIPT_MEMBERS;
     let mut pipe = redis::pipe();
     for g in 0..groups {
-        pipe.cmd("SADD")
-            .arg(format!("group:g{g}"))
-            .arg("article:1")
-            .ignore();
+        pipe.sadd(format!("group:g{g}"), "article:1").ignore();
     }
     let () = pipe.query_async(c).await.unwrap();
     for g in 0..groups {
-        let reply = derive_group(
-            c,
-            &group(&format!("g{g}")),
-            GroupMode::Check,
-            "0",
-            &[ArticleId(1)],
-        )
-        .await
-        .unwrap();
+        let reply = follow(c, &format!("g{g}"), GroupMode::Check, "0", &[ArticleId(1)]).await;
         assert_eq!(
             reply,
             GroupDerived::Synced {
@@ -292,9 +270,7 @@ async fn group_lists_are_rebuilt_once_within_a_script_budget() {
     let listed: String = q(c, cmd("HGET").arg("article:1").arg("groups")).await;
     assert_eq!(listed, "rust", "not rebuilt by the group derivations");
 
-    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 1)
-        .await
-        .unwrap();
+    let derived = derive(c, &[ArticleId(1), ArticleId(2)], 1).await;
     assert_eq!(
         derived.rest,
         [ArticleId(1), ArticleId(2)],
@@ -304,8 +280,6 @@ async fn group_lists_are_rebuilt_once_within_a_script_budget() {
     let listed: String = q(c, cmd("HGET").arg("article:1").arg("groups")).await;
     assert_eq!(listed.split(',').count() as u64, groups + 1);
     assert!(listed.starts_with("g0,g1,g10,"), "{listed}");
-    let derived = derive_articles(c, &[ArticleId(1), ArticleId(2)], 0)
-        .await
-        .unwrap();
+    let derived = derive(c, &[ArticleId(1), ArticleId(2)], 0).await;
     assert!(derived.rest.is_empty(), "both derived");
 }

@@ -19,6 +19,12 @@ fn names(reply: &FeedReply) -> Vec<&str> {
     reply.members.iter().map(|(m, _)| m.as_str()).collect()
 }
 
+/// A page of `source`, on one primary.
+async fn read(c: &mut Conn, source: &FeedSource, start: Start<'_>, first: usize) -> FeedReply {
+    let page = feed(c, At::SINGLE, source, start, first).await;
+    page.expect("the feed script runs")
+}
+
 async fn score_text(conn: &mut Conn, key: &str, member: &str) -> String {
     q(conn, cmd("ZSCORE").arg(key).arg(member)).await
 }
@@ -31,9 +37,7 @@ async fn pages_follow_a_rank_then_a_position() {
         posted(c, "alice", stem, &[]).await;
     }
     let by_time = source(keys::TIME);
-    let first = feed(c, At::SINGLE, &by_time, Start::Rank(0), 2)
-        .await
-        .unwrap();
+    let first = read(c, &by_time, Start::Rank(0), 2).await;
     assert_eq!(first.total, 5);
     assert_eq!(
         names(&first),
@@ -47,11 +51,9 @@ async fn pages_follow_a_rank_then_a_position() {
         value: &value,
         member: "article:4",
     };
-    let next = feed(c, At::SINGLE, &by_time, after, 2).await.unwrap();
+    let next = read(c, &by_time, after, 2).await;
     assert_eq!(names(&next), ["article:3", "article:2", "article:1"]);
-    let last = feed(c, At::SINGLE, &by_time, Start::Rank(3), 2)
-        .await
-        .unwrap();
+    let last = read(c, &by_time, Start::Rank(3), 2).await;
     assert_eq!(names(&last), ["article:2", "article:1"]);
 }
 
@@ -69,7 +71,7 @@ async fn a_cursor_keeps_its_place_when_its_member_moves_or_leaves() {
         value: &value,
         member: "article:4",
     };
-    let page = feed(c, At::SINGLE, &by_time, after, 10).await.unwrap();
+    let page = read(c, &by_time, after, 10).await;
     assert_eq!(names(&page), ["article:3", "article:2", "article:1"]);
 
     let value = score_text(c, keys::TIME, "article:3").await;
@@ -78,32 +80,20 @@ async fn a_cursor_keeps_its_place_when_its_member_moves_or_leaves() {
         value: &value,
         member: "article:3",
     };
-    let page = feed(c, At::SINGLE, &by_time, after, 10).await.unwrap();
+    let page = read(c, &by_time, after, 10).await;
     assert_eq!(names(&page), ["article:2", "article:1"]);
 
     // Members tied on the cursor's value run by member, descending: after
     // one that left, the page starts at the next one below it.
     let ties = "test:ties";
-    let () = q(
-        c,
-        cmd("ZADD")
-            .arg(ties)
-            .arg(100)
-            .arg("x:a")
-            .arg(100)
-            .arg("x:b")
-            .arg(100)
-            .arg("x:c")
-            .arg(50)
-            .arg("x:z"),
-    )
-    .await;
+    let tied = [(100, "x:a"), (100, "x:b"), (100, "x:c"), (50, "x:z")];
+    let () = q(c, cmd("ZADD").arg(ties).arg(&tied)).await;
     let () = q(c, cmd("ZREM").arg(ties).arg("x:b")).await;
     let after = Start::After {
         value: "100",
         member: "x:b",
     };
-    let page = feed(c, At::SINGLE, &source(ties), after, 10).await.unwrap();
+    let page = read(c, &source(ties), after, 10).await;
     assert_eq!(names(&page), ["x:a", "x:z"]);
 }
 
@@ -122,9 +112,7 @@ async fn a_missing_cached_ranking_is_built_first() {
         min_time: 0,
         marker: None,
     };
-    let page = feed(c, At::SINGLE, &built, Start::Rank(0), 10)
-        .await
-        .unwrap();
+    let page = read(c, &built, Start::Rank(0), 10).await;
     assert_eq!(page.total, 2);
     assert_eq!(names(&page), ["article:3", "article:1"]);
     let time: f64 = q(c, cmd("ZSCORE").arg(keys::TIME).arg("article:3")).await;
@@ -148,16 +136,12 @@ async fn building_a_top_ranking_sets_its_owners_marker() {
         min_time: 0,
         marker: Some(marker.clone()),
     };
-    let page = feed(c, At::SINGLE, &week, Start::Rank(0), 10)
-        .await
-        .unwrap();
+    let page = read(c, &week, Start::Rank(0), 10).await;
     assert_eq!(names(&page), ["article:1"]);
     let ttl: i64 = q(c, cmd("TTL").arg(&marker)).await;
     assert!(ttl > 0 && ttl <= keys::GROUP_CACHE_SECS as i64, "{ttl}");
     let () = q(c, cmd("DEL").arg(&marker)).await;
-    feed(c, At::SINGLE, &week, Start::Rank(0), 10)
-        .await
-        .unwrap();
+    read(c, &week, Start::Rank(0), 10).await;
     let set: bool = q(c, cmd("EXISTS").arg(&marker)).await;
     assert!(!set, "a ranking already built sets nothing");
 }
@@ -170,29 +154,17 @@ async fn net_vote_pages_skip_articles_older_than_the_period() {
     let old = now - 2.0 * 86_400.0;
     let day = keys::top(Period::Day);
     let step = keys::TOP_STEP;
-    let () = q(
-        c,
-        cmd("ZADD")
-            .arg(&day)
-            .arg(5.0 * step + old)
-            .arg("article:1")
-            .arg(step + now)
-            .arg("article:2"),
-    )
-    .await;
+    let scores = [(5.0 * step + old, "article:1"), (step + now, "article:2")];
+    let () = q(c, cmd("ZADD").arg(&day).arg(&scores)).await;
     let recent = FeedSource {
         key: day.clone(),
         build: None,
         min_time: (now - 86_400.0) as u64,
         marker: None,
     };
-    let page = feed(c, At::SINGLE, &recent, Start::Rank(0), 10)
-        .await
-        .unwrap();
+    let page = read(c, &recent, Start::Rank(0), 10).await;
     assert_eq!(page.total, 2);
     assert_eq!(names(&page), ["article:2"]);
-    let all = feed(c, At::SINGLE, &source(&day), Start::Rank(0), 10)
-        .await
-        .unwrap();
+    let all = read(c, &source(&day), Start::Rank(0), 10).await;
     assert_eq!(names(&all), ["article:1", "article:2"]);
 }

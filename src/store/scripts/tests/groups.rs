@@ -12,29 +12,31 @@ async fn set(
     add: &[&str],
     remove: &[&str],
 ) -> SetGroupsReply {
-    let rate = gate(
-        keys::user_rate(caller, crate::rate::RateAction::SetGroups),
-        unlimited(),
-    );
+    set_within(conn, id, caller, (add, remove), unlimited()).await
+}
+
+/// Sets `caller`'s groups of `id`, counted against `limit`.
+async fn set_within(
+    conn: &mut Conn,
+    id: ArticleId,
+    caller: &str,
+    (add, remove): (&[&str], &[&str]),
+    limit: RateLimit,
+) -> SetGroupsReply {
+    let rate = keys::user_rate(caller, crate::rate::RateAction::SetGroups);
     let (add, remove) = (groups(add), groups(remove));
+    let groups = (&add[..], &remove[..]);
+    let caller = &user(caller);
     set_groups(
         conn,
         (At::SINGLE, id),
-        &user(caller),
-        (&add, &remove),
-        rate,
+        caller,
+        groups,
+        gate(rate, limit),
         false,
     )
     .await
     .expect("the set-groups script runs")
-}
-
-async fn zscore(conn: &mut Conn, key: &str, member: &str) -> Option<f64> {
-    q(conn, cmd("ZSCORE").arg(key).arg(member)).await
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    q(conn, cmd("EXISTS").arg(key)).await
 }
 
 async fn groups_field(conn: &mut Conn, id: ArticleId) -> String {
@@ -125,52 +127,16 @@ async fn only_the_poster_changes_an_articles_groups() {
     );
     // A poster stored without the user prefix (the book's callers) is
     // the same user.
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg(keys::article(id))
-            .arg("poster")
-            .arg("alice"),
-    )
-    .await;
+    hset(c, &keys::article(id), &[("poster", "alice")]).await;
     assert_eq!(set(c, id, "alice", &["a"], &[]).await, SetGroupsReply::Done);
 
     // The calls above were counted too: the limit starts afresh.
-    let () = q(
-        c,
-        cmd("DEL").arg(keys::user_rate("alice", crate::rate::RateAction::SetGroups)),
-    )
-    .await;
+    let counter = keys::user_rate("alice", crate::rate::RateAction::SetGroups);
+    let () = q(c, cmd("DEL").arg(counter)).await;
     let once = limit(1, 60);
-    let alice = user("alice");
-    let rate = || {
-        gate(
-            keys::user_rate("alice", crate::rate::RateAction::SetGroups),
-            once,
-        )
-    };
-    let reply = set_groups(
-        c,
-        (At::SINGLE, id),
-        &alice,
-        (&groups(&["b"]), &[]),
-        rate(),
-        false,
-    )
-    .await
-    .unwrap();
+    let reply = set_within(c, id, "alice", (&["b"], &[]), once).await;
     assert_eq!(reply, SetGroupsReply::Done);
-    match set_groups(
-        c,
-        (At::SINGLE, id),
-        &alice,
-        (&groups(&["c"]), &[]),
-        rate(),
-        false,
-    )
-    .await
-    .unwrap()
-    {
+    match set_within(c, id, "alice", (&["c"], &[]), once).await {
         SetGroupsReply::Limited { retry_after_secs } => {
             assert!((1..=60).contains(&retry_after_secs))
         }

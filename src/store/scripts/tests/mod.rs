@@ -92,6 +92,11 @@ pub(super) async fn exists(conn: &mut Conn, key: &str) -> bool {
     q(conn, cmd("EXISTS").arg(key)).await
 }
 
+/// Sets `fields` of the hash `key`, as another writer would.
+pub(super) async fn hset(conn: &mut Conn, key: &str, fields: &[(&str, &str)]) {
+    let () = q(conn, cmd("HSET").arg(key).arg(fields)).await;
+}
+
 pub(super) fn user(name: &str) -> UserName {
     UserName::parse(name).expect("a user name")
 }
@@ -117,7 +122,6 @@ pub(super) fn unlimited() -> RateLimit {
     limit(1_000_000, 60)
 }
 
-/// Posts within no limit, reposts included.
 /// `poster`'s post rate counter, on one primary, within no limit.
 pub(super) fn post_gate(poster: &str) -> crate::store::shards::Gate {
     gate(
@@ -135,12 +139,6 @@ pub(super) fn gate(key: impl Into<String>, limit: RateLimit) -> crate::store::sh
     }
 }
 
-/// `voter`'s vote rate counter, on one primary.
-pub(super) fn vote_gate(voter: &str, limit: RateLimit) -> crate::store::shards::Gate {
-    let key = keys::user_rate(voter, crate::rate::RateAction::Vote);
-    gate(key, limit)
-}
-
 /// `voter`'s vote on article `id`, within no limit.
 pub(super) async fn vote_as(
     conn: &mut Conn,
@@ -148,7 +146,18 @@ pub(super) async fn vote_as(
     voter: &str,
     dir: crate::domain::VoteDirection,
 ) -> VoteReply {
-    let rate = vote_gate(voter, unlimited());
+    vote_within(conn, id, voter, dir, unlimited()).await
+}
+
+/// `voter`'s vote on article `id`, counted against `limit`.
+pub(super) async fn vote_within(
+    conn: &mut Conn,
+    id: ArticleId,
+    voter: &str,
+    dir: crate::domain::VoteDirection,
+    limit: RateLimit,
+) -> VoteReply {
+    let rate = gate(keys::user_rate(voter, crate::rate::RateAction::Vote), limit);
     vote(conn, (At::SINGLE, id), &user(voter), dir, rate, false)
         .await
         .expect("the vote script runs")
@@ -198,14 +207,8 @@ impl Followed {
     pub(super) async fn start(redis: &TestRedis) -> Self {
         use futures_util::StreamExt;
         let mut conn = redis.conn().await;
-        let () = q(
-            &mut conn,
-            cmd("CONFIG")
-                .arg("SET")
-                .arg("notify-keyspace-events")
-                .arg("Kgs"),
-        )
-        .await;
+        let flags = ["SET", "notify-keyspace-events", "Kgs"];
+        let () = q(&mut conn, cmd("CONFIG").arg(&flags)).await;
         let client = redis::Client::open(redis.url()).unwrap();
         let mut pubsub = client.get_async_pubsub().await.unwrap();
         pubsub.psubscribe(keys::keyspace_patterns(0)).await.unwrap();

@@ -59,14 +59,9 @@ async fn all_keys(c: &mut Conn) -> Vec<String> {
 async fn article(c: &mut Conn, poster: &UserName) -> ArticleId {
     let stem = slug("hello");
     let text = ("A title", "https://example.com/", &stem);
-    let rate = (post_gate(poster.as_str()), 0);
-    let rate = (
-        Gate {
-            key: at().key(rate.0.key),
-            ..rate.0
-        },
-        0,
-    );
+    let gate = post_gate(poster.as_str());
+    let key = at().key(&gate.key);
+    let rate = (Gate { key, ..gate }, 0);
     let in_groups = groups(&["g"]);
     let reply = post(c, (at(), 12), poster, text, &in_groups, rate);
     match reply.await.unwrap() {
@@ -85,7 +80,7 @@ async fn moderation_keeps_to_its_subjects_shard() {
     let id = article(c, &name).await;
     assert_eq!(Layout::Cluster.of_article(id), SHARD);
     let account = at().key(keys::user(name.as_str()));
-    let () = q(c, cmd("HSET").arg(&account).arg("name").arg(name.as_str())).await;
+    hset(c, &account, &[("name", name.as_str())]).await;
 
     let done = ModerationReply::Done;
     assert_eq!(flag(c, &run, id, true).await.unwrap(), done, "hidden");
@@ -165,12 +160,9 @@ async fn the_last_admin_counts_the_admins_of_other_shards() {
     let c = &mut redis.conn().await;
     let name = local_user();
     let account = at().key(keys::user(name.as_str()));
-    let () = q(c, cmd("HSET").arg(&account).arg("role").arg("admin")).await;
-    let () = q(
-        c,
-        cmd("SADD").arg(at().key(keys::ADMINS)).arg(name.as_str()),
-    )
-    .await;
+    hset(c, &account, &[("role", "admin")]).await;
+    let admins = at().key(keys::ADMINS);
+    let () = q(c, cmd("SADD").arg(admins).arg(name.as_str())).await;
     let other = user("someone");
     let actor = admin(&other);
     let run = acting(&actor, 100);

@@ -79,13 +79,8 @@ async fn each_of_ten_groups_gets_its_own_keys() {
     let (id, _) = posted(c, "alice", "hello", &names).await;
     let article = keys::article(id);
     for name in &names {
-        let member: bool = q(
-            c,
-            cmd("SISMEMBER")
-                .arg(keys::group(&group(name)))
-                .arg(&article),
-        )
-        .await;
+        let set = keys::group(&group(name));
+        let member: bool = q(c, cmd("SISMEMBER").arg(set).arg(&article)).await;
         assert!(member, "{name}");
         assert_eq!(zscore(c, keys::GROUPS_BY_SIZE, name).await, Some(-1.0));
     }

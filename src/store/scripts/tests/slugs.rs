@@ -5,7 +5,18 @@ use super::*;
 use crate::store::keys::{self, At};
 
 async fn rename(c: &mut Conn, id: ArticleId, caller: &str, new: &str) -> RenameSlugReply {
-    let rate = gate(rate_key(caller), unlimited());
+    rename_within(c, id, caller, new, unlimited()).await
+}
+
+/// Renames `id`'s slug as `caller`, counted against `limit`.
+async fn rename_within(
+    c: &mut Conn,
+    id: ArticleId,
+    caller: &str,
+    new: &str,
+    limit: RateLimit,
+) -> RenameSlugReply {
+    let rate = gate(rate_key(caller), limit);
     rename_slug(c, (At::SINGLE, id), &user(caller), &slug(new), rate, false)
         .await
         .expect("the rename-slug script runs")
@@ -39,25 +50,11 @@ async fn only_the_poster_renames_and_within_the_limit() {
     );
 
     // The calls above were counted too: the limit starts afresh.
-    let () = q(
-        c,
-        cmd("DEL").arg(keys::user_rate(
-            "alice",
-            crate::rate::RateAction::RenameSlug,
-        )),
-    )
-    .await;
+    let () = q(c, cmd("DEL").arg(rate_key("alice"))).await;
     let once = limit(1, 60);
-    let alice = user("alice");
-    let rate = || gate(rate_key("alice"), once);
-    let reply = rename_slug(c, (At::SINGLE, id), &alice, &slug("first"), rate(), false)
-        .await
-        .unwrap();
+    let reply = rename_within(c, id, "alice", "first", once).await;
     assert_eq!(reply, RenameSlugReply::Renamed(None));
-    match rename_slug(c, (At::SINGLE, id), &alice, &slug("second"), rate(), false)
-        .await
-        .unwrap()
-    {
+    match rename_within(c, id, "alice", "second", once).await {
         RenameSlugReply::Limited { retry_after_secs } => {
             assert!((1..=60).contains(&retry_after_secs))
         }

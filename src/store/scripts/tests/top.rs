@@ -25,27 +25,14 @@ async fn pruning_removes_articles_too_old_for_the_period_and_resumes() {
         let () = q(c, cmd("ZADD").arg(keys::TIME).arg(t).arg(m)).await;
         let () = q(c, cmd("ZADD").arg(&day).arg(t).arg(m)).await;
     }
-    assert_eq!(
-        prune_top(c, At::SINGLE, Period::Day, 2500, 1)
+    // One article a call, then where the period starts.
+    for (pruned, at) in [(1, "1000"), (1, "2000"), (0, "2500")] {
+        let n = prune_top(c, At::SINGLE, Period::Day, 2500, 1)
             .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(mark(c).await.as_deref(), Some("1000"));
-    assert_eq!(
-        prune_top(c, At::SINGLE, Period::Day, 2500, 1)
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(mark(c).await.as_deref(), Some("2000"));
-    assert_eq!(
-        prune_top(c, At::SINGLE, Period::Day, 2500, 1)
-            .await
-            .unwrap(),
-        0
-    );
-    assert_eq!(mark(c).await.as_deref(), Some("2500"));
+            .unwrap();
+        assert_eq!(n, pruned);
+        assert_eq!(mark(c).await.as_deref(), Some(at));
+    }
     assert_eq!(zset(c, &day).await, [("article:3".to_owned(), 3000.0)]);
     // The other periods are untouched.
     let week: bool = q(c, cmd("EXISTS").arg(keys::top(Period::Week))).await;
@@ -64,14 +51,8 @@ async fn the_build_derives_net_votes_from_the_books_keys() {
     let now = redis_now(c).await;
     let old = (now - 2.0 * 86_400.0).floor();
     let () = q(c, cmd("ZADD").arg(keys::TIME).arg(old).arg("article:3")).await;
-    let () = q(
-        c,
-        cmd("ZADD")
-            .arg(keys::SCORE)
-            .arg(old + 3.0 * keys::VOTE_SCORE)
-            .arg("article:3"),
-    )
-    .await;
+    let score = old + 3.0 * keys::VOTE_SCORE;
+    let () = q(c, cmd("ZADD").arg(keys::SCORE).arg(score).arg("article:3")).await;
     for period in Period::ALL {
         let () = q(c, cmd("DEL").arg(keys::top(period))).await;
     }
@@ -93,18 +74,17 @@ async fn the_build_derives_net_votes_from_the_books_keys() {
             );
         }
     }
+    // Too old for the day.
     let old_value = Some(3.0 * step + old);
-    assert_eq!(
-        zscore(c, &keys::top(Period::Day), "article:3").await,
-        None,
-        "too old for the day"
-    );
-    assert_eq!(
-        zscore(c, &keys::top(Period::Week), "article:3").await,
-        old_value
-    );
-    assert_eq!(
-        zscore(c, &keys::top(Period::All), "article:3").await,
-        old_value
-    );
+    for (period, value) in [
+        (Period::Day, None),
+        (Period::Week, old_value),
+        (Period::All, old_value),
+    ] {
+        assert_eq!(
+            zscore(c, &keys::top(period), "article:3").await,
+            value,
+            "{period:?}"
+        );
+    }
 }

@@ -3,18 +3,12 @@
 
 use super::*;
 use crate::domain::VoteDirection;
-use crate::store::keys::{self, At};
+use crate::store::keys;
 
 /// The article's `votes` and `downvotes`.
 async fn counts(conn: &mut Conn, id: ArticleId) -> (i64, i64) {
-    q(
-        conn,
-        cmd("HMGET")
-            .arg(keys::article(id))
-            .arg("votes")
-            .arg("downvotes"),
-    )
-    .await
+    let fields = ["votes", "downvotes"];
+    q(conn, cmd("HMGET").arg(keys::article(id)).arg(&fields)).await
 }
 
 /// The post time of article `id`, as `time:` holds it.
@@ -67,14 +61,10 @@ async fn a_vote_finds_the_article_by_its_hash_time() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
     let now = redis_now(c).await;
-    let () = q(
+    hset(
         c,
-        cmd("HSET")
-            .arg("article:7")
-            .arg("time")
-            .arg(now)
-            .arg("poster")
-            .arg("alice"),
+        "article:7",
+        &[("time", &now.to_string()), ("poster", "alice")],
     )
     .await;
     assert_eq!(
@@ -84,7 +74,7 @@ async fn a_vote_finds_the_article_by_its_hash_time() {
     // A poster stored without the user prefix (the book's callers) gets
     // the karma all the same.
     assert_eq!(karma(c, "alice").await, 1.0);
-    let () = q(c, cmd("HSET").arg("article:8").arg("title").arg("x")).await;
+    hset(c, "article:8", &[("title", "x")]).await;
     assert_eq!(
         vote_as(c, ArticleId(8), "bob", VoteDirection::Up).await,
         VoteReply::Missing
@@ -97,31 +87,9 @@ async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
     let c = &mut redis.conn().await;
     let (id, _) = posted(c, "alice", "hello", &[]).await;
     let once = limit(1, 60);
-    let bob = user("bob");
-    assert_eq!(
-        vote(
-            c,
-            (At::SINGLE, id),
-            &bob,
-            VoteDirection::Up,
-            vote_gate("bob", once),
-            false
-        )
-        .await
-        .unwrap(),
-        VoteReply::Changed
-    );
-    match vote(
-        c,
-        (At::SINGLE, id),
-        &bob,
-        VoteDirection::Down,
-        vote_gate("bob", once),
-        false,
-    )
-    .await
-    .unwrap()
-    {
+    let up = vote_within(c, id, "bob", VoteDirection::Up, once).await;
+    assert_eq!(up, VoteReply::Changed);
+    match vote_within(c, id, "bob", VoteDirection::Down, once).await {
         VoteReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
         other => panic!("{other:?}"),
     }
@@ -209,14 +177,8 @@ async fn the_score_event_is_read_back_whatever_the_group_names() {
     let (plain, _) = posted(c, "alice", "plain", &["news", "rust-lang"]).await;
     let (odd, _) = posted(c, "alice", "odd", &["news"]).await;
     let odd_name = "we\"ird\\\tname";
-    let () = q(
-        c,
-        cmd("HSET")
-            .arg(keys::article(odd))
-            .arg("groups")
-            .arg(format!("news,{odd_name}")),
-    )
-    .await;
+    let groups = format!("news,{odd_name}");
+    hset(c, &keys::article(odd), &[("groups", &groups)]).await;
 
     for (id, groups) in [
         (plain, vec!["news", "rust-lang"]),
