@@ -577,7 +577,7 @@ mod tests {
     fn members_read_back_as_article_ids() {
         assert_eq!(article_id("article:12"), Some(ArticleId(12)));
         assert_eq!(article_id("post:12"), None);
-        assert_eq!(article_id("{s3.76}article:12"), Some(ArticleId(12)));
+        assert_eq!(article_id("{s0.127}article:12"), Some(ArticleId(12)));
         assert_eq!(article_id(&article(ArticleId(7))), Some(ArticleId(7)));
     }
 
