@@ -168,7 +168,7 @@ impl Store {
         let share = need.min(need.div_ceil(shards.len()) * 2 + 2);
         let mut pages = try_join_all(shards.iter().map(|&s| read(s, 0, share))).await?;
         let merged = merge(&pages);
-        let cutoff = merged.get(need.wrapping_sub(1));
+        let cutoff = merged.get(need - 1).copied();
         let ran_out: Vec<usize> = (0..pages.len())
             .filter(|&i| share < need && pages[i].0.len() == share)
             .filter(|&i| {
@@ -177,26 +177,26 @@ impl Store {
                     .is_none_or(|(last, cut)| by_rank(last, cut).is_le())
             })
             .collect();
-        if ran_out.is_empty() {
-            let count = pages.iter().map(|p| p.1).sum();
-            return Ok((merged.into_iter().skip(skip).take(take).collect(), count));
-        }
-        let again = try_join_all(ran_out.iter().map(|&i| read(shards[i], 0, need))).await?;
-        for (i, page) in ran_out.into_iter().zip(again) {
-            pages[i] = page;
-        }
+        let merged = if ran_out.is_empty() {
+            merged
+        } else {
+            drop(merged);
+            let again = try_join_all(ran_out.iter().map(|&i| read(shards[i], 0, need))).await?;
+            for (i, page) in ran_out.into_iter().zip(again) {
+                pages[i] = page;
+            }
+            merge(&pages)
+        };
         let count = pages.iter().map(|p| p.1).sum();
-        Ok((
-            merge(&pages).into_iter().skip(skip).take(take).collect(),
-            count,
-        ))
+        let page = merged.into_iter().skip(skip).take(take);
+        Ok((page.cloned().collect(), count))
     }
 }
 
 /// Every page's entries in one order.
-fn merge(pages: &[ShardPage]) -> Vec<(String, f64)> {
-    let mut all: Vec<(String, f64)> = pages.iter().flat_map(|p| p.0.iter().cloned()).collect();
-    all.sort_by(by_rank);
+fn merge(pages: &[ShardPage]) -> Vec<&(String, f64)> {
+    let mut all: Vec<&(String, f64)> = pages.iter().flat_map(|p| &p.0).collect();
+    all.sort_by(|a, b| by_rank(a, b));
     all
 }
 
@@ -211,4 +211,58 @@ fn by_rank(a: &(String, f64), b: &(String, f64)) -> Ordering {
     };
     let (a_key, b_key) = (&a.0[untagged(&a.0)..], &b.0[untagged(&b.0)..]);
     b.1.total_cmp(&a.1).then_with(|| b_key.cmp(a_key))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering as Atomic};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::locator::Locator;
+
+    /// A cluster-layout store that never dials: only `read` is asked.
+    fn cluster_store() -> Store {
+        let timeout = Duration::from_secs(1);
+        let locator = Locator::cluster("127.0.0.1:1", timeout).unwrap();
+        Store::new(locator, 1, timeout, timeout, None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_shard_holding_the_whole_page_is_read_again_for_it() {
+        // Shard 0 holds the 30 best entries, each other shard 5 worse ones
+        // (tied across shards), and shard 1 one that ties with shard 0's.
+        let mut slices = vec![Vec::new(); keys::SHARDS];
+        for i in 0..30 {
+            slices[0].push((format!("{{s0}}a{i:02}"), 100.0 - i as f64));
+        }
+        for (shard, slice) in slices.iter_mut().enumerate().skip(1) {
+            for i in 0..5 {
+                slice.push((format!("{{s{shard}}}b{i}"), 10.0 - i as f64));
+            }
+        }
+        slices[1].push(("{s1}a99".to_owned(), 71.0));
+        for slice in &mut slices {
+            slice.sort_by(by_rank);
+        }
+        let mut one_set: Vec<(String, f64)> = slices.concat();
+        one_set.sort_by(by_rank);
+
+        let reads = AtomicUsize::new(0);
+        let read = |shard: Shard, from: usize, count: usize| {
+            reads.fetch_add(1, Atomic::SeqCst);
+            let slice = &slices[shard.0];
+            let page = slice.iter().skip(from).take(count).cloned().collect();
+            std::future::ready(Ok((page, slice.len() as u64)))
+        };
+        let store = cluster_store();
+        let (page, count) = store.merged_ranking((20, 12), read).await.unwrap();
+        assert_eq!(page, one_set[20..32].to_vec());
+        assert_eq!(count, one_set.len() as u64, "each slice's count, once");
+        assert_eq!(
+            reads.load(Atomic::SeqCst),
+            keys::SHARDS + 1,
+            "shard 0 again"
+        );
+    }
 }
