@@ -373,8 +373,7 @@ async fn a_cluster_spreads_articles_and_votes_over_its_primaries() {
     assert_eq!(primaries.len(), 3);
     let mut articles = Vec::new();
     for port in &primaries {
-        let client = redis::Client::open(cluster.node_url(*port)).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut conn = node(&cluster, *port).await;
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("*article:*")
             .query_async(&mut conn)
@@ -485,8 +484,7 @@ async fn karma_survives_a_server_killed_mid_vote_and_counts_once() {
 /// The primary that holds the key whose name ends with `suffix`.
 async fn holder(cluster: &TestCluster, suffix: &str) -> u16 {
     for port in cluster.primaries().await {
-        let client = redis::Client::open(cluster.node_url(port)).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut conn = node(cluster, port).await;
         let found: Vec<String> = redis::cmd("KEYS")
             .arg(format!("*}}{suffix}"))
             .query_async(&mut conn)
