@@ -168,7 +168,7 @@ impl Store {
         let share = need.min(need.div_ceil(shards.len()) * 2 + 2);
         let mut pages = try_join_all(shards.iter().map(|&s| read(s, 0, share))).await?;
         let merged = merge(&pages);
-        let cutoff = merged.get(need - 1).copied();
+        let cutoff = merged.get(need - 1);
         let ran_out: Vec<usize> = (0..pages.len())
             .filter(|&i| share < need && pages[i].0.len() == share)
             .filter(|&i| {
@@ -180,7 +180,6 @@ impl Store {
         let merged = if ran_out.is_empty() {
             merged
         } else {
-            drop(merged);
             let again = try_join_all(ran_out.iter().map(|&i| read(shards[i], 0, need))).await?;
             for (i, page) in ran_out.into_iter().zip(again) {
                 pages[i] = page;
@@ -188,15 +187,14 @@ impl Store {
             merge(&pages)
         };
         let count = pages.iter().map(|p| p.1).sum();
-        let page = merged.into_iter().skip(skip).take(take);
-        Ok((page.cloned().collect(), count))
+        Ok((merged.into_iter().skip(skip).take(take).collect(), count))
     }
 }
 
 /// Every page's entries in one order.
-fn merge(pages: &[ShardPage]) -> Vec<&(String, f64)> {
-    let mut all: Vec<&(String, f64)> = pages.iter().flat_map(|p| &p.0).collect();
-    all.sort_by(|a, b| by_rank(a, b));
+fn merge(pages: &[ShardPage]) -> Vec<(String, f64)> {
+    let mut all: Vec<(String, f64)> = pages.iter().flat_map(|p| p.0.iter().cloned()).collect();
+    all.sort_by(by_rank);
     all
 }
 
