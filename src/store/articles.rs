@@ -7,6 +7,7 @@ use redis::Value;
 use super::keys;
 use super::keys::{Layout, Shard};
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
+use super::votes::votes_in_reply;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{
@@ -204,14 +205,15 @@ impl Store {
         }
         let articles = reads.len();
         if let Some(viewer) = viewer {
-            reads.extend(self.vote_reads(viewer, &members));
+            let members: Vec<String> = members.into_iter().map(|(_, m)| m).collect();
+            reads.push(self.vote_read(viewer, &members));
         }
         let mut replies = self.scatter(reads).await?;
-        let votes = replies.split_off(articles);
         let votes = match viewer {
-            Some(_) => Some(self.votes_in_order(&members, &votes)?),
+            Some(_) => Some(votes_in_reply(replies.get(articles), entries.len())?),
             None => None,
         };
+        replies.truncate(articles);
         let mut out = HashMap::with_capacity(entries.len());
         let mut unlisted = Vec::new();
         let mut replies = replies.iter();

@@ -1,7 +1,7 @@
 //! The cluster layout's outbox: a vote or a post changes its poster's
-//! karma, which lives on the poster's shard, and a post or a change of
-//! groups changes group sizes, which live on each group's shard, not the
-//! article's. The script queues each change in its own shard's `outbox`
+//! karma and its voter's vote index, which live on their users' shards,
+//! and a post or a change of groups changes group sizes, which live on
+//! each group's shard, not the article's. The script queues each change in its own shard's `outbox`
 //! stream, in the same step as the write; a drain applies the stream's
 //! entries to their shards and deletes them.
 //!
@@ -36,11 +36,13 @@ const PASS_EVERY: Duration = Duration::from_secs(1);
 const GATHER: Duration = Duration::from_millis(50);
 
 /// One queued change: its stream id, its kind (`karma` of a user's
-/// member, or the size of a `group`), whose, the delta and the time.
+/// member, a `vote` in a voter's index, or the size of a `group`), whose,
+/// the voted article, the delta (a vote's index value) and the time.
 pub struct Entry {
     pub id: String,
     pub kind: &'static str,
     pub whose: String,
+    pub article: String,
     pub delta: String,
     pub at: String,
 }
@@ -99,8 +101,8 @@ impl Store {
             let mut by_target: Vec<(Shard, Vec<&Entry>)> = Vec::new();
             for entry in &entries {
                 let target = match entry.kind {
-                    "karma" => self.layout.of_user(&member_name(&entry.whose)),
-                    _ => self.layout.of_group(&entry.whose),
+                    "group" => self.layout.of_group(&entry.whose),
+                    _ => self.layout.of_user(&member_name(&entry.whose)),
                 };
                 match by_target.iter_mut().find(|(s, _)| *s == target) {
                     Some((_, list)) => list.push(entry),
@@ -140,15 +142,15 @@ impl Entry {
     /// An entry as the scripts write it; None for one they do not (it is
     /// deleted unapplied).
     fn read(entry: &StreamId) -> Option<Self> {
-        let (kind, whose) = match entry.get("member") {
-            Some(member) => ("karma", member),
-            None => ("group", entry.get("group")?),
-        };
+        let (kind, whose) = [("karma", "member"), ("vote", "voter"), ("group", "group")]
+            .into_iter()
+            .find_map(|(kind, field)| Some((kind, entry.get(field)?)))?;
         Some(Entry {
             id: entry.id.clone(),
             kind,
             whose,
-            delta: entry.get("delta")?,
+            article: entry.get("article").unwrap_or_default(),
+            delta: entry.get("delta").or_else(|| entry.get("vote"))?,
             at: entry.get("at").unwrap_or_default(),
         })
     }

@@ -54,7 +54,7 @@ fn unix_now() -> f64 {
 
 impl Store {
     /// A user's votes on `ids`, in order, with one `ZMSCORE` of their
-    /// index per shard (how a logged-in page's template is filled).
+    /// index (how a logged-in page's template is filled).
     pub async fn my_votes(
         &self,
         viewer: &UserName,
@@ -63,64 +63,27 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let members: Vec<(Shard, String)> = ids.iter().map(|&id| self.member(id)).collect();
-        let replies = self.scatter(self.vote_reads(viewer, &members)).await?;
-        self.votes_in_order(&members, &replies)
+        let members: Vec<String> = ids.iter().map(|&id| self.member(id).1).collect();
+        let replies = self.scatter(vec![self.vote_read(viewer, &members)]).await?;
+        votes_in_reply(replies.first(), members.len())
     }
 
-    /// One `ZMSCORE` of the viewer's index per shard of `members` (the
-    /// index is split like the articles, so each vote is beside its
-    /// article), in the shards' order of first appearance.
-    pub(crate) fn vote_reads(
-        &self,
-        viewer: &UserName,
-        members: &[(Shard, String)],
-    ) -> Vec<(Shard, redis::Cmd)> {
-        let index = keys::user_votes(viewer.as_str());
-        let mut reads: Vec<(Shard, redis::Cmd)> = Vec::new();
-        for (shard, member) in members {
-            match reads.iter_mut().find(|(s, _)| s == shard) {
-                Some((_, read)) => {
-                    read.arg(member);
-                }
-                None => {
-                    let mut read = redis::cmd("ZMSCORE");
-                    read.arg(self.layout.on(*shard, &index)).arg(member);
-                    reads.push((*shard, read));
-                }
-            }
-        }
-        reads
+    /// The `ZMSCORE` of the viewer's index, on the viewer's shard, that
+    /// reads their votes on `members`.
+    pub(crate) fn vote_read(&self, viewer: &UserName, members: &[String]) -> (Shard, redis::Cmd) {
+        let shard = self.layout.of_user(viewer);
+        let mut read = redis::cmd("ZMSCORE");
+        read.arg(self.layout.on(shard, keys::user_votes(viewer.as_str())))
+            .arg(members);
+        (shard, read)
     }
+}
 
-    /// The votes of [`Store::vote_reads`]' replies, in `members`' order.
-    pub(crate) fn votes_in_order(
-        &self,
-        members: &[(Shard, String)],
-        replies: &[Value],
-    ) -> AppResult<Vec<VoteDirection>> {
-        let mut shards: Vec<Shard> = Vec::new();
-        for (shard, _) in members {
-            if !shards.contains(shard) {
-                shards.push(*shard);
-            }
-        }
-        let mut per_shard = Vec::with_capacity(shards.len());
-        for (shard, reply) in shards.iter().zip(replies) {
-            let asked = members.iter().filter(|(s, _)| s == shard).count();
-            let votes = votes_from_reply(reply, asked).ok_or_else(|| {
-                AppError::Internal(format!("ZMSCORE of the vote index answered {reply:?}"))
-            })?;
-            per_shard.push(votes.into_iter());
-        }
-        Ok(members
-            .iter()
-            .map(|(shard, _)| {
-                let at = shards.iter().position(|s| s == shard).unwrap_or(0);
-                per_shard[at].next().unwrap_or(VoteDirection::Neither)
-            })
-            .collect())
-    }
+/// The votes in the reply of [`Store::vote_read`] for `asked` members.
+pub(crate) fn votes_in_reply(reply: Option<&Value>, asked: usize) -> AppResult<Vec<VoteDirection>> {
+    let reply = reply.unwrap_or(&Value::Nil);
+    votes_from_reply(reply, asked)
+        .ok_or_else(|| AppError::Internal(format!("ZMSCORE of the vote index answered {reply:?}")))
 }
 
 #[cfg(test)]

@@ -69,9 +69,24 @@ impl Site {
         data["logIn"]["token"].as_str().expect("token").to_owned()
     }
 
+    /// Votes; the answer shows the vote cast, whatever the caller's
+    /// index on another shard says yet.
     async fn vote(&self, token: &str, id: &str, direction: &str) {
-        self.ok(VOTE_AS, json!({ "id": id, "d": direction }), Some(token))
+        let query = "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { myVote } }";
+        let data = self
+            .ok(query, json!({ "id": id, "d": direction }), Some(token))
             .await;
+        assert_eq!(data["vote"]["myVote"], direction, "{data}");
+    }
+
+    /// The caller's vote on each article of the newest page.
+    async fn my_votes(&self, token: &str) -> HashMap<String, String> {
+        let page = self.front_page("NEWEST", Some(token)).await;
+        let votes = page.as_array().unwrap().iter().map(|a| {
+            let id = a["id"].as_str().unwrap().to_owned();
+            (id, a["myVote"].as_str().unwrap().to_owned())
+        });
+        votes.collect()
     }
 
     async fn front_page(&self, order: &str, token: Option<&str>) -> Value {
@@ -149,20 +164,23 @@ async fn a_cluster_serves_accounts_posts_votes_and_pages() {
         .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     assert_eq!(ids(&page)[0], posted[2], "two upvotes lead: {page}");
-    let mine: HashMap<String, String> = page
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["id"].as_str().unwrap().to_owned(),
-                a["myVote"].to_string(),
-            )
+    // A voter's index is on their own shard: pages show their votes a
+    // moment after the votes answer.
+    for (token, votes) in [
+        (&bob, [(2, "UP"), (5, "DOWN"), (0, "NONE")]),
+        (&carol, [(2, "UP"), (4, "DOWN"), (0, "NONE")]),
+    ] {
+        eventually("votes on pages", Duration::from_secs(5), async || {
+            let mine = site.my_votes(token).await;
+            let seen: Vec<&str> = votes
+                .iter()
+                .map(|&(p, _)| mine[&posted[p]].as_str())
+                .collect();
+            let cast: Vec<&str> = votes.iter().map(|&(_, d)| d).collect();
+            done_if(seen == cast, format!("{seen:?} for {cast:?}"))
         })
-        .collect();
-    assert_eq!(mine[&posted[2]], "\"UP\"");
-    assert_eq!(mine[&posted[5]], "\"DOWN\"");
-    assert_eq!(mine[&posted[0]], "\"NONE\"");
+        .await;
+    }
 
     // Karma follows the votes across shards: alice's six articles have six
     // own upvotes, two more on "three", one down on "five" and on "six".
@@ -431,10 +449,10 @@ fn vote_until_killed(
     })
 }
 
-/// Karma lives on the poster's shard, the vote on the article's: a server
-/// killed between the two leaves the change in the article shard's
-/// outbox for the others, and two servers draining the same outboxes at
-/// once apply each change once.
+/// Karma and vote indexes live on their users' shards, the vote on the
+/// article's: a server killed between the two leaves the changes in the
+/// article shard's outbox for the others, and two servers draining the
+/// same outboxes at once apply each change once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karma_survives_a_server_killed_mid_vote_and_counts_once() {
     let cluster = TestCluster::start(3, 1).await;
@@ -462,23 +480,62 @@ async fn karma_survives_a_server_killed_mid_vote_and_counts_once() {
         voters.push(sign_up_at(&site.client, &site.address, &format!("voter{n}")).await);
     }
     let addresses = vec![killed.address.clone(), other.address.clone()];
-    let stream = vote_until_killed(addresses, voters, posts);
+    let stream = vote_until_killed(addresses, voters.clone(), posts);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     drop(killed); // SIGKILL
     assert!(stream.await.unwrap() > 0, "the stream ran before the kill");
 
     eventually(
-        "karma to match the net votes",
+        "karma and vote indexes to match the votes",
         Duration::from_secs(10),
         async || {
             let (karma, net) = (site.karma().await, site.net_votes().await);
-            done_if(karma == net, format!("{karma:?} vs {net:?}"))
+            let (indexed, counted) = (
+                indexed_votes(&site, &voters).await,
+                counted_votes(&site).await,
+            );
+            let same = karma == net && indexed == counted;
+            done_if(
+                same,
+                format!("{karma:?} vs {net:?}; {indexed:?} vs {counted:?}"),
+            )
         },
     )
     .await;
     // And it stays so: nothing is applied twice by later drains.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(site.karma().await, site.net_votes().await);
+    assert_eq!(
+        indexed_votes(&site, &voters).await,
+        counted_votes(&site).await
+    );
+}
+
+/// Per article, the voters whose pages show an up and a down vote.
+async fn indexed_votes(site: &Site, voters: &[String]) -> HashMap<String, (i64, i64)> {
+    let mut tally: HashMap<String, (i64, i64)> = HashMap::new();
+    for token in voters {
+        for (id, vote) in site.my_votes(token).await {
+            let (up, down) = tally.entry(id).or_default();
+            *up += i64::from(vote == "UP");
+            *down += i64::from(vote == "DOWN");
+        }
+    }
+    tally
+}
+
+/// Per article, its up and down votes but its poster's own.
+async fn counted_votes(site: &Site) -> HashMap<String, (i64, i64)> {
+    let page = site.front_page("NEWEST", None).await;
+    let counts = page.as_array().unwrap().iter().map(|a| {
+        let id = a["id"].as_str().unwrap().to_owned();
+        let (up, down) = (
+            a["votes"].as_i64().unwrap(),
+            a["downvotes"].as_i64().unwrap(),
+        );
+        (id, (up - 1, down))
+    });
+    counts.collect()
 }
 
 /// The primary that holds the key whose name ends with `suffix`.
@@ -560,12 +617,18 @@ async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
             .await
             .unwrap();
         for key in outboxes {
-            let n: usize = redis::cmd("XLEN")
+            let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
                 .arg(&key)
+                .arg("-")
+                .arg("+")
                 .query_async(&mut conn)
                 .await
                 .unwrap();
-            queued += n;
+            queued += entries
+                .ids
+                .iter()
+                .filter(|e| e.contains_key("member"))
+                .count();
         }
     }
     assert_eq!(
@@ -587,6 +650,8 @@ async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
     })
     .await;
     assert_eq!(site.karma().await, site.net_votes().await);
+    let mine = site.my_votes(&voter).await;
+    assert!(elsewhere.iter().all(|id| mine[id] == "UP"), "{mine:?}");
 }
 
 /// What a stream of unique up-votes saw: the (voter, article) pairs
@@ -649,18 +714,29 @@ async fn vote_stream(
 
 impl Stream {
     /// Every refusal was a documented, retryable one, and every
-    /// acknowledged vote reads UP to its voter.
+    /// acknowledged vote reads UP to its voter (once their shard's
+    /// outbox is applied).
     async fn check(&self, site: &Site, voters: &[String]) {
         for code in self.refused.keys() {
             assert!(RETRYABLE.contains(&code.as_str()), "{:?}", self.refused);
         }
-        let up = up_votes(site, voters).await;
-        let lost: Vec<_> = self
-            .acked
-            .iter()
-            .filter(|(v, id)| !up[*v].contains(id))
-            .collect();
-        assert!(lost.is_empty(), "acknowledged votes lost: {lost:?}");
+        eventually(
+            "no acknowledged vote lost",
+            Duration::from_secs(10),
+            async || {
+                let up = up_votes(site, voters).await;
+                let lost: Vec<_> = self
+                    .acked
+                    .iter()
+                    .filter(|(v, id)| !up[*v].contains(id))
+                    .collect();
+                done_if(
+                    lost.is_empty(),
+                    format!("acknowledged votes lost: {lost:?}"),
+                )
+            },
+        )
+        .await;
     }
 }
 

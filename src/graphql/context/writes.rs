@@ -29,7 +29,9 @@ impl RequestContext {
     }
 
     /// Sets the caller's vote. Only a vote that changed something drops
-    /// cached pages, and only those it can change.
+    /// cached pages, and only those it can change. The answer shows the
+    /// vote cast: on a cluster, the caller's index may follow a moment
+    /// later (see `store/outbox.rs`).
     pub async fn vote(&self, id: ArticleId, direction: VoteDirection) -> Result<ArticleRecord> {
         let caller = self.caller_required().await?;
         let changed = self
@@ -37,7 +39,8 @@ impl RequestContext {
             .primary
             .vote(id, &caller, direction, self.app.rates.vote)
             .await?;
-        let article = self.reload(id).await?;
+        let mut article = self.reload(id).await?;
+        article.my_vote = Some(direction);
         if let (true, Some(cache)) = (changed, &self.app.responses) {
             cache.vote(Arc::new(ScoreEvent {
                 id: article.id.to_string(),

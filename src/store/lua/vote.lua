@@ -12,7 +12,8 @@
 -- [11] cached marker, [12] group, [13] group net-vote, [14] group score,
 -- [15] user score, [16] user net-vote, [17..21] the period names,
 -- [22] '1' when the voter moderates, [23] the shard's tag for keys built
--- from a member, and [24] '1' when karma (KEYS[9]) is the shard's outbox.
+-- from a member, [24] '1' when karma (KEYS[9]) is the shard's outbox and
+-- [25] '1' when the index (KEYS[2]) is.
 local rate, index, article, upvoters, downvoters, group_set, by_time, by_score, karma =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
@@ -20,7 +21,7 @@ local week, vote_score, top_step = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumbe
 local channel, user_prefix, cached_suffix = ARGV[9], ARGV[10], ARGV[11]
 local group_prefix, group_top_infix, group_score_prefix = ARGV[12], ARGV[13], ARGV[14]
 local user_score_suffix, user_top_infix = ARGV[15], ARGV[16]
-local tag, via_outbox = ARGV[23], ARGV[24] == '1'
+local tag, via_outbox, index_queued = ARGV[23], ARGV[24] == '1', ARGV[25] == '1'
 
 local wait = rate_limit(rate, ARGV[4], ARGV[5])
 if wait > 0 then return {'limited', wait} end
@@ -53,8 +54,11 @@ else
   elseif redis.call('SREM', other, voter) == 1 then was = opposite end
 end
 -- The index follows the sets whatever the outcome, so a vote the book's
--- code cast is indexed by the voter's next vote on the article.
-index_vote(index, article, posted, dir, now, week)
+-- code cast is indexed by the voter's next vote on the article (a queued
+-- one only when it changed: the book's code writes no cluster).
+if not (index_queued and was == dir) then
+  index_vote(index, voter, article, posted, dir, now, week, index_queued)
+end
 if was == dir then return {'same'} end
 
 local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')

@@ -191,6 +191,8 @@ static APPLY_OUTBOX: LazyLock<Lua<Counted>> = LazyLock::new(|| {
         &[
             library::KARMA,
             library::GROUP_SIZES,
+            library::INDEX_TIME,
+            library::VOTE_INDEX,
             include_str!("../lua/apply_outbox.lua"),
         ],
     )
@@ -207,14 +209,18 @@ pub async fn apply_outbox(
         .key(at.key(keys::KARMA))
         .key(at.key(keys::GROUPS_BY_SIZE))
         .key(at.key(keys::OUTBOX_APPLIED))
-        .arg(source.0);
+        .arg(source.0)
+        .arg(at.tag())
+        .arg(keys::USER_VOTES_SUFFIX)
+        .arg(keys::VOTING_WINDOW_SECS);
     for e in entries {
         invocation
             .arg(&e.id)
             .arg(e.kind)
             .arg(&e.whose)
-            .arg(&e.delta);
-        invocation.arg(&e.at);
+            .arg(&e.article)
+            .arg(&e.delta)
+            .arg(&e.at);
     }
     Ok(APPLY_OUTBOX.call(&invocation, conn).await?.0)
 }
@@ -300,6 +306,16 @@ fn or_outbox(at: At, key: &'static str) -> &'static str {
 
 fn karma_or_outbox(at: At) -> &'static str {
     or_outbox(at, keys::KARMA)
+}
+
+/// Where a script on `at` writes `voter`'s vote index: the index, or the
+/// shard's outbox (and "1") when the index is on another shard.
+fn index_or_outbox(at: At, voter: &crate::domain::UserName) -> (String, &'static str) {
+    if at.layout.of_user(voter) == at.shard {
+        (at.key(keys::user_votes(voter.as_str())), "")
+    } else {
+        (at.key(keys::OUTBOX), "1")
+    }
 }
 
 fn via_outbox(at: At) -> &'static str {

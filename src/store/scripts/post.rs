@@ -7,7 +7,7 @@ use redis::Value;
 
 use super::library::{GROUP_LIST, GROUP_SIZES, INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS};
-use super::{karma_or_outbox, or_outbox, via_outbox};
+use super::{index_or_outbox, karma_or_outbox, or_outbox, via_outbox};
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
@@ -73,6 +73,7 @@ pub async fn post(
     (rate, dedupe_secs): (Gate, u64),
 ) -> AppResult<PostReply> {
     let name = poster.as_str();
+    let (index, index_queued) = index_or_outbox(at, poster);
     let mut invocation = POST.invocation();
     invocation
         .key(rate.key)
@@ -84,7 +85,7 @@ pub async fn post(
         .key(at.key(keys::SLUG_SUFFIXES))
         .key(at.key(keys::user_articles(name, Ranking::Time)))
         .key(at.key(keys::user_articles(name, Ranking::Score)))
-        .key(at.key(keys::user_votes(name)));
+        .key(index);
     top_keys(&mut invocation, at);
     for period in Period::ALL {
         invocation.key(at.key(keys::user_top(name, period)));
@@ -109,7 +110,8 @@ pub async fn post(
         .arg(dedupe_secs)
         .arg(shards)
         .arg(at.shard.0)
-        .arg(via_outbox(at));
+        .arg(via_outbox(at))
+        .arg(index_queued);
     for g in groups {
         group_keys(&mut invocation, at, g);
         invocation.arg(g.as_str());

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::library::{INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
-use super::{karma_or_outbox, via_outbox};
+use super::{index_or_outbox, karma_or_outbox, via_outbox};
 use super::{seconds, status, top_keys, Lua, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
@@ -54,7 +54,8 @@ impl ScriptReply for VoteReply {
 /// `downvoted:<id>` downvoters. Both sets expire when the voting window
 /// closes, as the book's `voted:<id>` does. They decide the previous
 /// direction; the voter's `user:<name>:votes` index, which pages read
-/// `myVote` from, is written to match them in the same step, as are the
+/// `myVote` from, is written to match them in the same step (or queued for
+/// the voter's shard, see `outbox.rs`), as are the
 /// article's counts and rankings, its poster's karma and the cached
 /// rankings that hold it, and the change is published on the score channel.
 static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
@@ -90,10 +91,11 @@ pub async fn vote(
     rate: Gate,
     moderates: bool,
 ) -> AppResult<VoteReply> {
+    let (index, index_queued) = index_or_outbox(at, voter);
     let mut invocation = VOTE.invocation();
     invocation
         .key(rate.key)
-        .key(at.key(keys::user_votes(voter.as_str())))
+        .key(index)
         .key(at.key(keys::article(id)))
         .key(at.key(keys::voted(id)))
         .key(at.key(keys::downvoted(id)))
@@ -125,6 +127,7 @@ pub async fn vote(
     invocation
         .arg(if moderates { "1" } else { "" })
         .arg(at.tag())
-        .arg(via_outbox(at));
+        .arg(via_outbox(at))
+        .arg(index_queued);
     VOTE.call(&invocation, conn).await
 }

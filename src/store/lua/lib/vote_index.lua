@@ -1,18 +1,33 @@
--- A vote in its voter's index (user:<name>:votes), for the post and vote
--- scripts. Needs index_time.
+-- A vote in its voter's index (user:<name>:votes), for the post, vote and
+-- apply_outbox scripts. Needs index_time.
 --
--- index_vote(index, article, posted, dir, now, week) records the vote as
--- article -> +t (up) or -t (down), t = index_time(posted), or removes it
--- (none), after dropping the entries of closed articles. The index then
+-- set_vote(index, article, value, now, week) files the article under
+-- value, +t (up) or -t (down) with t = index_time(posted), or removes it
+-- ('0'), after dropping the entries of closed articles. The index then
 -- lives at least a week more, when every article in it has closed.
-local function index_vote(index, article, posted, dir, now, week)
+local function set_vote(index, article, value, now, week)
   drop_closed(index, now, week)
-  if dir == 'up' then
-    redis.call('ZADD', index, index_time(posted), article)
-  elseif dir == 'down' then
-    redis.call('ZADD', index, '-' .. index_time(posted), article)
-  else
+  if value == '0' then
     redis.call('ZREM', index, article)
+  else
+    redis.call('ZADD', index, value, article)
   end
   keep_index(index, string.format('%d', week))
+end
+
+-- index_vote(index, voter, article, posted, dir, now, week, via_outbox)
+-- records the voter's vote (dir: up, down or none). With via_outbox (the
+-- cluster layout, when the voter's shard is not the article's), index is
+-- the shard's outbox and the vote is queued for the voter's shard (see
+-- outbox.rs).
+local function index_vote(index, voter, article, posted, dir, now, week, via_outbox)
+  local value = '0'
+  if dir == 'up' then value = index_time(posted) end
+  if dir == 'down' then value = '-' .. index_time(posted) end
+  if via_outbox then
+    redis.call('XADD', index, '*', 'voter', voter, 'article', article, 'vote', value,
+      'at', string.format('%.6f', now))
+    return
+  end
+  set_vote(index, article, value, now, week)
 end
