@@ -65,6 +65,13 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(0..=16))]
     pub wait_replicas: u32,
 
+    /// On a Redis Cluster, the entries a shard's outbox may hold before
+    /// writes on that shard are refused (`SERVICE_UNAVAILABLE`) until it
+    /// drains: the changes for other shards that could not be applied.
+    #[arg(long, env = "VOTEGRAPH_OUTBOX_MAX_ENTRIES", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub outbox_max_entries: u64,
+
     /// How long (ms) a write waits for `--wait-replicas` before `NOT_REPLICATED`.
     #[arg(long, env = "VOTEGRAPH_WAIT_TIMEOUT_MS", default_value_t = 1_000,
           value_parser = clap::value_parser!(u64).range(10..=60_000))]

@@ -113,6 +113,10 @@ pub enum AppError {
     /// No room in the work budget (`budget.rs`) in time.
     #[error("the server is busy with other requests; try again in {retry_after_secs} second(s)")]
     Busy { retry_after_secs: u64 },
+    /// A cluster shard's outbox is full: its changes for other shards are
+    /// not being applied (see `store/outbox.rs`).
+    #[error("writes to this article are paused while earlier changes reach the rest of the site; try again in {retry_after_secs} second(s)")]
+    Backlogged { retry_after_secs: u64 },
     /// The document does not parse; `pos` (in `locations`) is where.
     #[error("{message}")]
     Syntax { message: String, pos: Option<Pos> },
@@ -192,6 +196,7 @@ impl AppError {
             AppError::RequestTimeout => ErrorCode::RequestTimeout,
             AppError::Overloaded
             | AppError::Busy { .. }
+            | AppError::Backlogged { .. }
             | AppError::RegistrationsPaused { .. }
             | AppError::Starting { .. } => ErrorCode::ServiceUnavailable,
             AppError::Syntax { .. } => ErrorCode::GraphqlParseFailed,
@@ -219,6 +224,7 @@ impl AppError {
             AppError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             AppError::Overloaded
             | AppError::Busy { .. }
+            | AppError::Backlogged { .. }
             | AppError::RegistrationsPaused { .. }
             | AppError::Starting { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::RateLimited { .. } | AppError::TooManyConnections { .. } => {
@@ -258,6 +264,7 @@ impl AppError {
                 retry_after_secs, ..
             }
             | AppError::Busy { retry_after_secs }
+            | AppError::Backlogged { retry_after_secs }
             | AppError::RegistrationsPaused { retry_after_secs }
             | AppError::Starting { retry_after_secs } => Some(*retry_after_secs),
             AppError::Overloaded => Some(1),

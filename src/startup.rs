@@ -217,7 +217,8 @@ fn primary_store(
     .context("invalid Redis URL")?;
     Ok(store
         .with_group_scan_budget(settings.group_scan_budget)
-        .with_moderation(settings.moderation()))
+        .with_moderation(settings.moderation())
+        .with_outbox_limit(settings.outbox_max_entries))
 }
 
 /// The pool of `--redis-replica-url`, which serves reads that may lag.

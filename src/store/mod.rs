@@ -306,8 +306,10 @@ pub struct Store {
     derive: Arc<deriver::DeriveQueue>,
     /// The book's keyspace, or the cluster's (see [`keys::Layout`]).
     layout: keys::Layout,
-    /// Asks each shard's outbox drain to run (see `outbox.rs`).
-    outbox: Arc<[tokio::sync::Notify; keys::SHARDS]>,
+    /// Each shard's outbox, as this instance knows it (see `outbox.rs`).
+    outbox: Arc<outbox::Outboxes>,
+    /// The entries an outbox may hold before its shard's writes wait.
+    outbox_limit: u64,
 }
 
 impl Store {
@@ -363,6 +365,7 @@ impl Store {
             locator,
             derive: Arc::default(),
             outbox: Arc::default(),
+            outbox_limit: outbox::DEFAULT_LIMIT,
         })
     }
 
@@ -374,6 +377,12 @@ impl Store {
     /// How following other clients' writes goes (for `/health`).
     pub fn deriver_stats(&self) -> DeriverStats {
         self.derive.stats()
+    }
+
+    /// Sets the entries an outbox may hold (see `outbox.rs`).
+    pub fn with_outbox_limit(mut self, entries: u64) -> Self {
+        self.outbox_limit = entries;
+        self
     }
 
     /// Sets the cold group page's scan budget (0: always build the ranking).

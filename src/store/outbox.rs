@@ -12,7 +12,12 @@
 //! killed between the vote and the drain leaves the entry in the stream
 //! for the next drain: the one after the next write to that shard, or the
 //! periodic pass over every shard.
+//!
+//! An outbox whose entries cannot be applied (a target shard that stays
+//! unwritable) is bounded: once a drain finds it holding the limit, the
+//! shard's writes are refused, unwritten, until a drain empties it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -23,7 +28,20 @@ use super::keys::{self, Shard};
 use super::scripts;
 use super::Store;
 use crate::domain::UserName;
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
+
+/// The entries an outbox holds before its shard's writes wait: a day of
+/// writes at a busy site's failover, a few megabytes.
+pub const DEFAULT_LIMIT: u64 = 100_000;
+
+/// Each shard's outbox, as this instance knows it.
+#[derive(Default)]
+pub struct Outboxes {
+    /// Asks a shard's drain to run soon.
+    asked: [tokio::sync::Notify; keys::SHARDS],
+    /// Set while a shard's outbox held the limit when last drained.
+    full: [AtomicBool; keys::SHARDS],
+}
 
 /// Entries read and applied per step of a drain.
 const STEP: usize = 256;
@@ -53,7 +71,17 @@ impl Store {
     /// they came from stands, and its answer does not change.
     pub(crate) fn apply_outbox(&self, shard: Shard) {
         if self.layout.is_cluster() {
-            self.outbox[shard.0].notify_one();
+            self.outbox.asked[shard.0].notify_one();
+        }
+    }
+
+    /// Refuses a write on `shard` while its outbox is full.
+    pub(crate) fn outbox_open(&self, shard: Shard) -> AppResult<()> {
+        match self.outbox.full[shard.0 % keys::SHARDS].load(Ordering::Relaxed) {
+            true => Err(AppError::Backlogged {
+                retry_after_secs: PASS_EVERY.as_secs(),
+            }),
+            false => Ok(()),
         }
     }
 
@@ -70,7 +98,7 @@ impl Store {
     }
 
     async fn keep_draining(&self, shard: Shard) {
-        let asked = &self.outbox[shard.0];
+        let asked = &self.outbox.asked[shard.0];
         loop {
             // The periodic pass applies what a killed server left behind.
             let _ = tokio::time::timeout(PASS_EVERY, asked.notified()).await;
@@ -84,9 +112,13 @@ impl Store {
 
     async fn drain(&self, shard: Shard) -> AppResult<()> {
         let outbox = self.layout.on(shard, keys::OUTBOX);
+        let full = &self.outbox.full[shard.0];
         loop {
             let mut conn = self.conn().await?;
-            let reply: StreamRangeReply = redis::cmd("XRANGE")
+            let (held, reply): (u64, StreamRangeReply) = redis::pipe()
+                .cmd("XLEN")
+                .arg(&outbox)
+                .cmd("XRANGE")
                 .arg(&outbox)
                 .arg("-")
                 .arg("+")
@@ -94,6 +126,7 @@ impl Store {
                 .arg(STEP)
                 .query_async(&mut conn)
                 .await?;
+            full.store(held >= self.outbox_limit, Ordering::Relaxed);
             let entries: Vec<Entry> = reply.ids.iter().filter_map(Entry::read).collect();
             if reply.ids.is_empty() {
                 return Ok(());
@@ -126,6 +159,7 @@ impl Store {
                 .query_async(&mut conn)
                 .await?;
             if ids.len() < STEP {
+                full.store(false, Ordering::Relaxed);
                 return Ok(());
             }
         }

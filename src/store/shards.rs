@@ -119,7 +119,8 @@ impl Store {
 }
 
 impl Store {
-    /// [`Store::gate`] for a user's own limit of `action`.
+    /// [`Store::gate`] for a user's own limit of `action`, a write on
+    /// `shard`, which waits while the shard's outbox is full.
     pub(crate) async fn user_gate(
         &self,
         user: &UserName,
@@ -127,6 +128,7 @@ impl Store {
         shard: Shard,
         limit: RateLimit,
     ) -> AppResult<Gate> {
+        self.outbox_open(shard)?;
         let counter = (
             self.layout.of_user(user),
             keys::user_rate(user.as_str(), action),

@@ -575,62 +575,16 @@ async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
     );
     let killed = Binary::start("", &env).await;
     let site = Site::at(&killed.address);
-    let ann = sign_up_at(&site.client, &site.address, "ann").await;
-    let mut posts = Vec::new();
-    for n in 0..12 {
-        posts.push(site.post(&ann, &format!("ann {n}")).await);
-    }
-    let home = holder(&cluster, "user:ann").await;
-    // A voter whose own keys (their vote counter) stay writable.
-    let mut n = 0;
-    let voter = loop {
-        let name = format!("voter{n}");
-        let token = sign_up_at(&site.client, &site.address, &name).await;
-        if holder(&cluster, &format!("user:{name}")).await != home {
-            break token;
-        }
-        n += 1;
-    };
-    let mut elsewhere = Vec::new();
-    for id in &posts {
-        if holder(&cluster, &format!("article:{id}")).await != home {
-            elsewhere.push(id.clone());
-        }
-    }
-    assert!(!elsewhere.is_empty());
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(3_000)
-        .arg("WRITE")
-        .query_async(&mut node(&cluster, home).await)
-        .await
-        .unwrap();
+    let (home, voter, elsewhere) = ann_and_a_voter(&cluster, &site).await;
+    pause_writes(&cluster, home, 3_000).await;
     let votes = elsewhere.iter().map(|id| site.vote(&voter, id, "UP"));
     futures_util::future::join_all(votes).await;
     drop(killed); // SIGKILL, the changes still queued
-    let mut queued = 0;
-    for port in cluster.primaries().await.into_iter().filter(|&p| p != home) {
-        let mut conn = node(&cluster, port).await;
-        let outboxes: Vec<String> = redis::cmd("KEYS")
-            .arg("*}outbox")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        for key in outboxes {
-            let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-                .arg(&key)
-                .arg("-")
-                .arg("+")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            queued += entries
-                .ids
-                .iter()
-                .filter(|e| e.contains_key("member"))
-                .count();
-        }
-    }
+    let queued: usize = outboxes(&cluster, home)
+        .await
+        .iter()
+        .map(|entries| entries.iter().filter(|e| e.contains_key("member")).count())
+        .sum();
     assert_eq!(
         queued,
         elsewhere.len(),
@@ -652,6 +606,141 @@ async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
     assert_eq!(site.karma().await, site.net_votes().await);
     let mine = site.my_votes(&voter).await;
     assert!(elsewhere.iter().all(|id| mine[id] == "UP"), "{mine:?}");
+}
+
+/// Ann, who posts 12 articles; her primary; a voter whose own keys (their
+/// vote counter) are on another; and her articles that are not on hers.
+async fn ann_and_a_voter(cluster: &TestCluster, site: &Site) -> (u16, String, Vec<String>) {
+    let ann = sign_up_at(&site.client, &site.address, "ann").await;
+    let mut posts = Vec::new();
+    for n in 0..12 {
+        posts.push(site.post(&ann, &format!("ann {n}")).await);
+    }
+    let home = holder(cluster, "user:ann").await;
+    let mut n = 0;
+    let voter = loop {
+        let name = format!("voter{n}");
+        let token = sign_up_at(&site.client, &site.address, &name).await;
+        if holder(cluster, &format!("user:{name}")).await != home {
+            break token;
+        }
+        n += 1;
+    };
+    let mut elsewhere = Vec::new();
+    for id in &posts {
+        if holder(cluster, &format!("article:{id}")).await != home {
+            elsewhere.push(id.clone());
+        }
+    }
+    assert!(!elsewhere.is_empty());
+    (home, voter, elsewhere)
+}
+
+async fn pause_writes(cluster: &TestCluster, port: u16, ms: u64) {
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("WRITE")
+        .query_async(&mut node(cluster, port).await)
+        .await
+        .unwrap();
+}
+
+/// The entries of every shard's outbox on the primaries but `but`.
+async fn outboxes(cluster: &TestCluster, but: u16) -> Vec<Vec<redis::streams::StreamId>> {
+    let mut out = Vec::new();
+    for port in cluster.primaries().await.into_iter().filter(|&p| p != but) {
+        let mut conn = node(cluster, port).await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*}outbox")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for key in keys {
+            let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg(&key)
+                .arg("-")
+                .arg("+")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            out.push(entries.ids);
+        }
+    }
+    out
+}
+
+/// While the shard karma goes to cannot be written, the outboxes of the
+/// shards voted on hold about their limit: past it, votes there are
+/// refused, unwritten, until the outbox drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_outbox_refuses_writes_until_it_drains() {
+    const LIMIT: usize = 4;
+    let cluster = TestCluster::start(3, 0).await;
+    let seeds = cluster.seeds();
+    let env = on_cluster(
+        &seeds,
+        &[
+            ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
+            ("VOTEGRAPH_RATE_POST", "1000/60"),
+            ("VOTEGRAPH_RATE_VOTE", "1000000/60"),
+            ("VOTEGRAPH_OUTBOX_MAX_ENTRIES", "4"),
+        ],
+    );
+    let server = Binary::start("", &env).await;
+    let site = Site::at(&server.address);
+    let (home, voter, elsewhere) = ann_and_a_voter(&cluster, &site).await;
+    pause_writes(&cluster, home, 6_000).await;
+    // Up and down in turn: every vote changes karma on Ann's shard.
+    let (mut cast, mut refused) = (HashMap::new(), 0);
+    for round in 0..200 {
+        let id = &elsewhere[round % elsewhere.len()];
+        let direction = ["UP", "DOWN"][(round / elsewhere.len()) % 2];
+        let body = site
+            .gql(VOTE_AS, json!({ "id": id, "d": direction }), Some(&voter))
+            .await;
+        match body["errors"][0]["extensions"]["code"].as_str() {
+            None => {
+                cast.insert(id.clone(), direction);
+            }
+            Some("SERVICE_UNAVAILABLE") => refused += 1,
+            Some(code) => panic!("{code}: {body}"),
+        }
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    let held: Vec<usize> = outboxes(&cluster, home)
+        .await
+        .iter()
+        .map(Vec::len)
+        .collect();
+    assert!(refused > 100, "{refused} of 200 votes refused");
+    // Each shard's drain reads its outbox's length about three times a
+    // second here (its applications time out): what it admits meanwhile
+    // is the slack over the limit.
+    assert!(held.iter().all(|&n| n <= LIMIT + 24), "{held:?}");
+
+    // Once the shard is writable again, the outboxes drain and votes pass.
+    eventually("votes to pass again", Duration::from_secs(10), async || {
+        let vars = json!({ "id": elsewhere[0], "d": "NONE" });
+        let body = site.gql(VOTE_AS, vars, Some(&voter)).await;
+        done_if(body.get("errors").is_none(), body)
+    })
+    .await;
+    cast.insert(elsewhere[0].clone(), "NONE");
+    eventually(
+        "karma and votes to settle",
+        Duration::from_secs(10),
+        async || {
+            let (karma, net) = (site.karma().await, site.net_votes().await);
+            let mine = site.my_votes(&voter).await;
+            let settled = karma == net && cast.iter().all(|(id, d)| mine[id] == *d);
+            done_if(
+                settled,
+                format!("{karma:?} vs {net:?}; {mine:?} vs {cast:?}"),
+            )
+        },
+    )
+    .await;
 }
 
 /// What a stream of unique up-votes saw: the (voter, article) pairs
