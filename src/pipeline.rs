@@ -10,13 +10,14 @@ use std::sync::Arc;
 use async_graphql::parser::types::OperationType;
 use async_graphql::Name;
 
-use crate::auth::Session;
+use crate::auth::{token_hash, Session};
 use crate::budget::Permit;
 use crate::cache::{Cached, Computation, Position, ResponseCache};
 use crate::client_addr::ClientAddr;
 use crate::error::{AppError, ErrorCode};
 use crate::graphql::limits::Checked;
 use crate::graphql::{Api, Recording, RequestContext};
+use crate::store::SessionUser;
 
 /// One request, as a transport read it.
 pub struct PipelineRequest {
@@ -339,9 +340,10 @@ fn json_body(response: &async_graphql::Response, cost: u64) -> bytes::Bytes {
     bytes::Bytes::from(body)
 }
 
-/// A logged-in query's body, from its template (`templates.rs`), looking
-/// the session up meanwhile. None when it must run whole: no logged-in
-/// query, it reads who the caller is, or it (or Redis) failed.
+/// A logged-in query's body, from its template (`templates.rs`), filled
+/// with the reader's votes, read with their session in one step. None
+/// when it must run whole: no logged-in query, it reads who the caller
+/// is, or it (or Redis) failed.
 async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> {
     let cache = api
         .state
@@ -351,21 +353,19 @@ async fn logged_in_page(api: &Api, admitted: &Admitted) -> Option<bytes::Bytes> 
     let checked = admitted.checked.clone()?;
     let request = &admitted.ask.request;
     let key = format!("\u{1}{}", cache_key(request));
-    let session = Session::from_authorization(admitted.ask.authorization.as_deref());
-    let store = &api.state.store;
-    let (cached, viewer) = futures_util::join!(
-        template(api, cache, &key, admitted.ask.client, request, checked),
-        session.user(store)
-    );
-    let cached = cached?;
+    let client = admitted.ask.client;
+    let cached = template(api, cache, &key, client, request, checked).await?;
     let template = cached.as_template()?;
-    match viewer.ok()? {
-        // An unknown or expired token reads as anonymous, as everywhere.
-        None => Some(template.anonymous()),
-        Some(user) => {
-            let votes = store.my_votes(&user, &template.ids()).await.ok()?;
-            Some(template.fill(&votes))
-        }
+    let session = Session::from_authorization(admitted.ask.authorization.as_deref());
+    let Some(token) = session.token() else {
+        return Some(template.anonymous());
+    };
+    let (hash, ids) = (token_hash(token), template.ids());
+    match api.state.store.session_votes(&hash, &ids).await.ok()? {
+        Some((SessionUser::Active(_), votes)) => Some(template.fill(&votes)),
+        // An unknown, expired or banned token reads as anonymous, as
+        // everywhere.
+        _ => Some(template.anonymous()),
     }
 }
 

@@ -230,7 +230,7 @@ impl Store {
         }
     }
 
-    fn session_key(&self, token_hash: &str) -> String {
+    pub(crate) fn session_key(&self, token_hash: &str) -> String {
         let layout = self.layout;
         layout.on(layout.of_session(token_hash), keys::session(token_hash))
     }
@@ -337,7 +337,7 @@ pub enum SessionUser {
 }
 
 impl SessionUser {
-    fn parse(value: &str) -> Option<Self> {
+    pub(crate) fn parse(value: &str) -> Option<Self> {
         let (name, rest) = value.split_once(' ').unwrap_or((value, "member"));
         let name = UserName::from_stored(name.to_owned());
         Some(match rest.strip_prefix("banned ") {

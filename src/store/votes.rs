@@ -7,6 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redis::Value;
 
 use super::keys::{self, Shard};
+use super::scripts::{self, SessionVotes};
+use super::users::SessionUser;
 use super::{value_f64, Store};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
@@ -53,19 +55,25 @@ fn unix_now() -> f64 {
 }
 
 impl Store {
-    /// A user's votes on `ids`, in order, with one `ZMSCORE` of their
-    /// index (how a logged-in page's template is filled).
-    pub async fn my_votes(
+    /// The session of `token_hash`, and its user's votes on `ids`, in
+    /// order: one script on the session's shard, which is its user's (how
+    /// a logged-in page's template is filled). None without a session.
+    pub async fn session_votes(
         &self,
-        viewer: &UserName,
+        token_hash: &str,
         ids: &[ArticleId],
-    ) -> AppResult<Vec<VoteDirection>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    ) -> AppResult<Option<(SessionUser, Vec<VoteDirection>)>> {
+        let at = self.layout.at(self.layout.of_session(token_hash));
         let members: Vec<String> = ids.iter().map(|&id| self.member(id).1).collect();
-        let replies = self.scatter(vec![self.vote_read(viewer, &members)]).await?;
-        votes_in_reply(replies.first(), members.len())
+        let mut conn = self.conn().await?;
+        let session = self.session_key(token_hash);
+        match scripts::session_votes(&mut conn, at, session, &members).await? {
+            SessionVotes::None => Ok(None),
+            SessionVotes::Session(value, votes) => match SessionUser::parse(&value) {
+                Some(user) => Ok(Some((user, votes_in_reply(Some(&votes), ids.len())?))),
+                None => Ok(None),
+            },
+        }
     }
 
     /// The `ZMSCORE` of the viewer's index, on the viewer's shard, that

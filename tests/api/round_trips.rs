@@ -300,6 +300,10 @@ async fn a_logged_in_page_costs_at_most_30_redis_commands() {
     let query = format!(
         "{{ articles(order: SCORE, page: 1, pageSize: 25) {{ {ARTICLE_FIELDS} downvotes slug views myVote }} }}"
     );
+    // Another page loads the script that reads a reader's session and
+    // votes, as any server's first logged-in page does once.
+    let other = "{ articles(order: NEWEST, pageSize: 1) { id myVote } }";
+    app.gql_ok(other, json!({}), Some(&bob)).await;
     app.wait_for_derivations().await;
     reset_command_stats(&mut conn).await;
     // The first logged-in read of a page computes it (its template, see
@@ -363,9 +367,11 @@ async fn a_reader_served_from_a_shared_template_costs_a_session_and_one_zmscore(
     reset_command_stats(&mut conn).await;
     let carols = app.gql_ok(page, json!({}), Some(&carol)).await;
     let counted = command_stats(&mut conn).await;
+    // One script reads her session and her votes on the page.
+    let expected = [("evalsha", 1), ("get", 1), ("zmscore", 1)];
     assert_eq!(
         counted,
-        HashMap::from([("get".to_owned(), 1), ("zmscore".to_owned(), 1)]),
+        HashMap::from(expected.map(|(c, n)| (c.to_owned(), n))),
         "carol's page ran {counted:?}"
     );
     assert_eq!(carols["articles"].as_array().unwrap().len(), 25);

@@ -21,6 +21,7 @@ mod groups;
 mod library;
 mod moderation;
 mod post;
+mod session_votes;
 mod slugs;
 mod top;
 mod views;
@@ -58,6 +59,7 @@ pub use moderation::{
     ModerationReply, UserAction,
 };
 pub use post::{post, PostReply};
+pub use session_votes::{session_votes, SessionVotes};
 pub use slugs::{free_slug, rename_slug, RenameSlugReply};
 pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};

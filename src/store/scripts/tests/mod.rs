@@ -14,6 +14,7 @@ mod moderation;
 mod outbox;
 mod post;
 mod rate_limit;
+mod session_votes;
 mod slugs;
 mod top;
 mod views;
