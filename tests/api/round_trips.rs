@@ -377,6 +377,50 @@ async fn a_reader_served_from_a_shared_template_costs_a_session_and_one_zmscore(
     assert_eq!(carols["articles"].as_array().unwrap().len(), 25);
 }
 
+/// A template with more holes than one step of the index read takes is
+/// filled in parts by the same script, each hole with its vote.
+#[tokio::test]
+async fn a_template_of_over_a_thousand_votes_is_filled_by_one_script() {
+    let app = spawn_app().await;
+    let alice = app.sign_up("alice").await;
+    let bob = app.sign_up("bob").await;
+    let mut ids = Vec::new();
+    for n in 0..40 {
+        let article = app.post(&alice, &format!("story {n}"), &[]).await;
+        ids.push(article["id"].as_str().unwrap().to_owned());
+    }
+    app.vote_as(&bob, &ids[0], "UP").await;
+    app.vote_as(&bob, &ids[39], "DOWN").await;
+    let query = "{ articles(order: NEWEST, pageSize: 40) { poster { articles(order: NEWEST, pageSize: 40) { id myVote } } } }";
+    app.gql_ok(query, json!({}), Some(&bob)).await;
+    let mut conn = app.redis.conn().await;
+    app.wait_for_derivations().await;
+    reset_command_stats(&mut conn).await;
+    let data = app.gql_ok(query, json!({}), Some(&bob)).await;
+    let counted = command_stats(&mut conn).await;
+    let expected = [("evalsha", 1), ("get", 1), ("zmscore", 2)];
+    let expected = HashMap::from(expected.map(|(c, n)| (c.to_owned(), n)));
+    assert_eq!(counted, expected, "the filled page ran {counted:?}");
+    let shown: Vec<(String, String)> = data["articles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a["poster"]["articles"].as_array().unwrap().clone())
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().into(),
+                a["myVote"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(shown.len(), 1_600);
+    let cast = [(&ids[0], "UP"), (&ids[39], "DOWN")];
+    for (id, vote) in shown {
+        let expected = cast.iter().find(|(i, _)| **i == id).map_or("NONE", |c| c.1);
+        assert_eq!(vote, expected, "article {id}");
+    }
+}
+
 /// A subscription that cannot depend on its caller runs once per event
 /// for all its subscribers: one article read per vote.
 #[tokio::test]

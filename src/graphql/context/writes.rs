@@ -39,7 +39,8 @@ impl RequestContext {
             .primary
             .vote(id, &caller, direction, self.app.rates.vote)
             .await?;
-        let article = self.reload_voted(id, direction).await?;
+        let mut article = self.reload(id).await?;
+        article.my_vote = Some(direction);
         if let (true, Some(cache)) = (changed, &self.app.responses) {
             cache.vote(Arc::new(ScoreEvent {
                 id: article.id.to_string(),
@@ -108,28 +109,9 @@ impl RequestContext {
         let read = self
             .article(id)
             .await
-            .map_err(|e| read_back_failed(id, e))?;
+            .map_err(|e| AppError::OutcomeUnknown {
+                cause: format!("reading article {id} back after a write: {}", e.message),
+            })?;
         read.ok_or_else(|| crate::store::not_found(id).into())
-    }
-
-    /// The article a vote was cast on, read back with the vote cast as
-    /// the caller's: their index is not read (on a cluster it may follow
-    /// the vote a moment later).
-    async fn reload_voted(&self, id: ArticleId, vote: VoteDirection) -> Result<ArticleRecord> {
-        self.recording.record(|deps| deps.article(&id.to_string()));
-        let read = self.routing.primary.load_ranked(&[(id, None)], None).await;
-        let mut read = read.map_err(|e| read_back_failed(id, e.into()))?;
-        let mut article = read
-            .remove(&id)
-            .ok_or_else(|| crate::store::not_found(id))?;
-        article.my_vote = Some(vote);
-        Ok(article)
-    }
-}
-
-/// A write that answered, whose result could not be read back.
-fn read_back_failed(id: ArticleId, e: async_graphql::Error) -> AppError {
-    AppError::OutcomeUnknown {
-        cause: format!("reading article {id} back after a write: {}", e.message),
     }
 }

@@ -1,5 +1,5 @@
 -- A session and its user's votes on a page's articles, for a logged-in
--- page filled from its template (see scripts/session_votes.rs). A session
+-- page filled from its template (see scripts/accounts.rs). A session
 -- is made on its user's shard, where their vote index is too.
 --
 -- KEYS: [1] the session.

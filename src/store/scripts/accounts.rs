@@ -1,7 +1,8 @@
 //! Accounts: signing up (an account and its first session, case twins
 //! refused), indexing existing accounts by their folded names, and counting
-//! logIn attempts and starting a session (`lua/sign_up.lua`,
-//! `lua/index_names.lua`, `lua/login_attempt.lua`, `lua/log_in.lua`).
+//! logIn attempts and starting a session, and reading a session with its
+//! user's votes (`lua/sign_up.lua`, `lua/index_names.lua`,
+//! `lua/login_attempt.lua`, `lua/log_in.lua`, `lua/session_votes.lua`).
 
 use std::sync::LazyLock;
 
@@ -219,4 +220,46 @@ pub async fn login_attempt(
         .arg(address.count)
         .arg(address.window_secs);
     LOGIN_ATTEMPT.call(&invocation, conn).await
+}
+
+// --- a session and its user's votes -------------------------------------
+
+/// What the session-votes script answered: no session, or its value and the reply of
+/// `ZMSCORE` of its user's vote index.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionVotes {
+    None,
+    Session(String, Value),
+}
+
+impl ScriptReply for SessionVotes {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("none", []) => Some(Self::None),
+            ("session", [session, votes]) => {
+                Some(Self::Session(value_str(session)?.to_owned(), votes.clone()))
+            }
+            _ => None,
+        }
+    }
+}
+
+static SESSION_VOTES: LazyLock<Lua<SessionVotes>> =
+    LazyLock::new(|| Lua::new("session-votes", &[include_str!("../lua/session_votes.lua")]));
+
+/// Reads the session `session` (a key on `at`) and its user's votes on
+/// `members`.
+pub async fn session_votes(
+    conn: &mut Conn,
+    at: At,
+    session: String,
+    members: &[String],
+) -> AppResult<SessionVotes> {
+    let mut invocation = SESSION_VOTES.invocation();
+    invocation
+        .key(session)
+        .arg(at.key(keys::USER_PREFIX))
+        .arg(keys::USER_VOTES_SUFFIX)
+        .arg(members);
+    SESSION_VOTES.call(&invocation, conn).await
 }

@@ -21,7 +21,6 @@ mod groups;
 mod library;
 mod moderation;
 mod post;
-mod session_votes;
 mod slugs;
 mod top;
 mod views;
@@ -43,8 +42,8 @@ use crate::error::{AppError, AppResult};
 use crate::rate::RateLimit;
 
 pub use accounts::{
-    end_session, index_names, log_in, login_attempt, sign_up, LogInReply, LoginAttemptReply,
-    SignUpReply,
+    end_session, index_names, log_in, login_attempt, session_votes, sign_up, LogInReply,
+    LoginAttemptReply, SessionVotes, SignUpReply,
 };
 pub use derive::{
     derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,
@@ -59,7 +58,6 @@ pub use moderation::{
     ModerationReply, UserAction,
 };
 pub use post::{post, PostReply};
-pub use session_votes::{session_votes, SessionVotes};
 pub use slugs::{free_slug, rename_slug, RenameSlugReply};
 pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};

@@ -14,7 +14,6 @@ mod moderation;
 mod outbox;
 mod post;
 mod rate_limit;
-mod session_votes;
 mod slugs;
 mod top;
 mod views;
