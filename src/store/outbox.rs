@@ -1,9 +1,9 @@
 //! The cluster layout's outbox: a vote or a post changes its poster's
 //! karma and its voter's vote index, which live on their users' shards,
 //! and a post or a change of groups changes group sizes, which live on
-//! each group's shard, not the article's. The script queues each change in its own shard's `outbox`
-//! stream, in the same step as the write; a drain applies the stream's
-//! entries to their shards and deletes them.
+//! each group's shard, not the article's. The script queues each change
+//! in its own shard's `outbox` stream, in the same step as the write; a
+//! drain applies the stream's entries to their shards and deletes them.
 //!
 //! Each entry is applied exactly once, whoever drains and however often:
 //! a target shard keeps the id of the last entry it applied from each
@@ -30,8 +30,8 @@ use super::Store;
 use crate::domain::UserName;
 use crate::error::{AppError, AppResult};
 
-/// The entries an outbox holds before its shard's writes wait: a day of
-/// writes at a busy site's failover, a few megabytes.
+/// The entries an outbox may hold before its shard's writes wait
+/// (`--outbox-max-entries`).
 pub const DEFAULT_LIMIT: u64 = 100_000;
 
 /// Each shard's outbox, as this instance knows it.
