@@ -115,7 +115,7 @@ pub enum AppError {
     Busy { retry_after_secs: u64 },
     /// A cluster shard's outbox is full: its changes for other shards are
     /// not being applied (see `store/outbox.rs`).
-    #[error("writes to this article are paused while earlier changes reach the rest of the site; try again in {retry_after_secs} second(s)")]
+    #[error("this write must wait while earlier changes reach the rest of the site; try again in {retry_after_secs} second(s)")]
     Backlogged { retry_after_secs: u64 },
     /// The document does not parse; `pos` (in `locations`) is where.
     #[error("{message}")]
