@@ -7,7 +7,7 @@ use redis::Value;
 use super::keys;
 use super::keys::{Layout, Shard};
 use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
-use super::votes::votes_in_reply;
+use super::votes::votes_from_reply;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{
@@ -210,7 +210,10 @@ impl Store {
         }
         let mut replies = self.scatter(reads).await?;
         let votes = match viewer {
-            Some(_) => Some(votes_in_reply(replies.get(articles), entries.len())?),
+            Some(_) => {
+                let reply = replies.get(articles).unwrap_or(&Value::Nil);
+                Some(votes_from_reply(reply, entries.len())?)
+            }
             None => None,
         };
         replies.truncate(articles);

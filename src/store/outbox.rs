@@ -77,7 +77,7 @@ impl Store {
 
     /// Refuses a write on `shard` while its outbox is full.
     pub(crate) fn outbox_open(&self, shard: Shard) -> AppResult<()> {
-        match self.outbox.full[shard.0 % keys::SHARDS].load(Ordering::Relaxed) {
+        match self.outbox.full[shard.0].load(Ordering::Relaxed) {
             true => Err(AppError::Backlogged {
                 retry_after_secs: PASS_EVERY.as_secs(),
             }),

@@ -230,7 +230,7 @@ impl Store {
         }
     }
 
-    pub(crate) fn session_key(&self, token_hash: &str) -> String {
+    fn session_key(&self, token_hash: &str) -> String {
         let layout = self.layout;
         layout.on(layout.of_session(token_hash), keys::session(token_hash))
     }

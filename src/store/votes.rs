@@ -30,21 +30,20 @@ pub(crate) fn vote_from_index(score: Option<f64>, now: f64) -> VoteDirection {
 }
 
 /// Reads the reply of `ZMSCORE user:<name>:votes article:<a> …`: one vote
-/// per asked article, in order; None when the reply is not such a list.
-pub(crate) fn votes_from_reply(reply: &Value, asked: usize) -> Option<Vec<VoteDirection>> {
-    let Value::Array(scores) = reply else {
-        return None;
+/// per asked article, in order; INTERNAL when the reply is not such a list.
+pub(crate) fn votes_from_reply(reply: &Value, asked: usize) -> AppResult<Vec<VoteDirection>> {
+    let scores = match reply {
+        Value::Array(scores) if scores.len() == asked => scores,
+        _ => {
+            let answer = format!("ZMSCORE of the vote index answered {reply:?}");
+            return Err(AppError::Internal(answer));
+        }
     };
-    if scores.len() != asked {
-        return None;
-    }
     let now = unix_now();
-    Some(
-        scores
-            .iter()
-            .map(|s| vote_from_index(value_f64(s), now))
-            .collect(),
-    )
+    Ok(scores
+        .iter()
+        .map(|s| vote_from_index(value_f64(s), now))
+        .collect())
 }
 
 fn unix_now() -> f64 {
@@ -66,11 +65,11 @@ impl Store {
         let at = self.layout.at(self.layout.of_session(token_hash));
         let members: Vec<String> = ids.iter().map(|&id| self.member(id).1).collect();
         let mut conn = self.conn().await?;
-        let session = self.session_key(token_hash);
+        let session = at.key(keys::session(token_hash));
         match scripts::session_votes(&mut conn, at, session, &members).await? {
             SessionVotes::None => Ok(None),
             SessionVotes::Session(value, votes) => match SessionUser::parse(&value) {
-                Some(user) => Ok(Some((user, votes_in_reply(Some(&votes), ids.len())?))),
+                Some(user) => Ok(Some((user, votes_from_reply(&votes, ids.len())?))),
                 None => Ok(None),
             },
         }
@@ -85,13 +84,6 @@ impl Store {
             .arg(members);
         (shard, read)
     }
-}
-
-/// The votes in the reply of [`Store::vote_read`] for `asked` members.
-pub(crate) fn votes_in_reply(reply: Option<&Value>, asked: usize) -> AppResult<Vec<VoteDirection>> {
-    let reply = reply.unwrap_or(&Value::Nil);
-    votes_from_reply(reply, asked)
-        .ok_or_else(|| AppError::Internal(format!("ZMSCORE of the vote index answered {reply:?}")))
 }
 
 #[cfg(test)]
@@ -124,8 +116,8 @@ mod tests {
     #[test]
     fn replies_of_another_length_are_refused() {
         let reply = Value::Array(vec![Value::Nil, Value::BulkString(b"1".to_vec())]);
-        assert!(votes_from_reply(&reply, 3).is_none());
-        assert!(votes_from_reply(&Value::Nil, 0).is_none());
-        assert_eq!(votes_from_reply(&reply, 2).map(|v| v.len()), Some(2));
+        assert!(votes_from_reply(&reply, 3).is_err());
+        assert!(votes_from_reply(&Value::Nil, 0).is_err());
+        assert_eq!(votes_from_reply(&reply, 2).map(|v| v.len()).ok(), Some(2));
     }
 }
