@@ -292,7 +292,7 @@ impl Store {
                     scripts::free_slug(&mut conn, claim, slug.as_str(), id).await?;
                 }
                 return Err(match refused? {
-                    RenameSlugReply::Limited { retry_after_secs } => {
+                    RenameSlugReply::Limited(retry_after_secs) => {
                         user_limited(RateAction::RenameSlug, retry_after_secs)
                     }
                     RenameSlugReply::Forbidden => {
@@ -352,7 +352,7 @@ impl Store {
             ViewReply::Counted => Ok(ViewOutcome::Counted),
             ViewReply::Repeated => Ok(ViewOutcome::Repeated),
             ViewReply::Missing => Err(not_found(id)),
-            ViewReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+            ViewReply::Limited(retry_after_secs) => Err(AppError::rate_limited(
                 RateAction::View,
                 viewer.scope(),
                 retry_after_secs,
@@ -399,7 +399,7 @@ impl Store {
         self.apply_outbox(at.shard);
         match reply {
             PostReply::Posted { id, .. } => Ok(id),
-            PostReply::Limited { retry_after_secs } => {
+            PostReply::Limited(retry_after_secs) => {
                 Err(user_limited(RateAction::Post, retry_after_secs))
             }
         }
@@ -432,7 +432,7 @@ impl Store {
             VoteReply::Same => Ok(false),
             VoteReply::Missing => Err(not_found(id)),
             VoteReply::Closed => Err(AppError::VotingClosed),
-            VoteReply::Limited { retry_after_secs } => {
+            VoteReply::Limited(retry_after_secs) => {
                 Err(user_limited(RateAction::Vote, retry_after_secs))
             }
         }
@@ -461,7 +461,7 @@ impl Store {
         self.apply_outbox(at.shard);
         match reply {
             SetGroupsReply::Done => Ok(()),
-            SetGroupsReply::Limited { retry_after_secs } => {
+            SetGroupsReply::Limited(retry_after_secs) => {
                 Err(user_limited(RateAction::SetGroups, retry_after_secs))
             }
             SetGroupsReply::TooManyGroups => Err(AppError::bad_input(

@@ -306,7 +306,7 @@ fn outcome(
         ModerationReply::Done => Ok(true),
         ModerationReply::Same => Ok(false),
         ModerationReply::Missing => Err(missing()),
-        ModerationReply::Limited { retry_after_secs } => Err(AppError::rate_limited(
+        ModerationReply::Limited(retry_after_secs) => Err(AppError::rate_limited(
             action,
             RateScope::User,
             retry_after_secs,

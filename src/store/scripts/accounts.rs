@@ -23,9 +23,7 @@ use crate::store::Conn;
 /// too, which slows down probing for names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignUpReply {
-    Limited {
-        retry_after_secs: u64,
-    },
+    Limited(u64),
     Taken,
     Created,
     /// The folded-name index is not built yet (the first start).
@@ -35,9 +33,7 @@ pub enum SignUpReply {
 impl ScriptReply for SignUpReply {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("limited", v) => Some(Self::Limited {
-                retry_after_secs: seconds(v)?,
-            }),
+            ("limited", v) => Some(Self::Limited(seconds(v)?)),
             ("taken", _) => Some(Self::Taken),
             ("created", _) => Some(Self::Created),
             ("indexing", _) => Some(Self::Indexing),
@@ -172,20 +168,16 @@ pub async fn index_names(conn: &mut Conn, names: &[UserName]) -> AppResult<u64> 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoginAttemptReply {
     Allowed,
-    AddressLimited { retry_after_secs: u64 },
-    NameLimited { retry_after_secs: u64 },
+    AddressLimited(u64),
+    NameLimited(u64),
 }
 
 impl ScriptReply for LoginAttemptReply {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
             ("ok", _) => Some(Self::Allowed),
-            ("address", v) => Some(Self::AddressLimited {
-                retry_after_secs: seconds(v)?,
-            }),
-            ("name", v) => Some(Self::NameLimited {
-                retry_after_secs: seconds(v)?,
-            }),
+            ("address", v) => Some(Self::AddressLimited(seconds(v)?)),
+            ("name", v) => Some(Self::NameLimited(seconds(v)?)),
             _ => None,
         }
     }

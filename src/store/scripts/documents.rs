@@ -19,12 +19,8 @@ pub enum RegisterReply {
     Registered,
     /// Redis is near its `maxmemory`: nothing was written.
     MemoryNearlyFull,
-    AddressLimited {
-        retry_after_secs: u64,
-    },
-    SiteLimited {
-        retry_after_secs: u64,
-    },
+    AddressLimited(u64),
+    SiteLimited(u64),
 }
 
 impl ScriptReply for RegisterReply {
@@ -32,12 +28,8 @@ impl ScriptReply for RegisterReply {
         match status(reply)? {
             ("ok", _) => Some(Self::Registered),
             ("memory", _) => Some(Self::MemoryNearlyFull),
-            ("address", v) => Some(Self::AddressLimited {
-                retry_after_secs: seconds(v)?,
-            }),
-            ("site", v) => Some(Self::SiteLimited {
-                retry_after_secs: seconds(v)?,
-            }),
+            ("address", v) => Some(Self::AddressLimited(seconds(v)?)),
+            ("site", v) => Some(Self::SiteLimited(seconds(v)?)),
             _ => None,
         }
     }

@@ -20,9 +20,7 @@ use crate::store::Conn;
 /// What the set-groups script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetGroupsReply {
-    Limited {
-        retry_after_secs: u64,
-    },
+    Limited(u64),
     Missing,
     /// The caller is not the article's poster.
     Forbidden,
@@ -37,9 +35,7 @@ pub enum SetGroupsReply {
 impl ScriptReply for SetGroupsReply {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("limited", v) => Some(Self::Limited {
-                retry_after_secs: seconds(v)?,
-            }),
+            ("limited", v) => Some(Self::Limited(seconds(v)?)),
             ("missing", _) => Some(Self::Missing),
             ("forbidden", _) => Some(Self::Forbidden),
             ("out", _) => Some(Self::Out),

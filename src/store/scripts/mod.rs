@@ -63,7 +63,8 @@ pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};
 pub use vote::{vote, VoteReply};
 
-/// A script's reply, read from what the script returned.
+/// A script's reply, read from what the script returned. A `…Limited(n)`
+/// reply is a rate limit's refusal, whose window ends in `n` seconds.
 pub trait ScriptReply: Sized {
     /// None for a reply this version does not know, which is a bug.
     fn read(reply: &Value) -> Option<Self>;

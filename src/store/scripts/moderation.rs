@@ -30,9 +30,7 @@ pub enum ModerationReply {
     /// Already so: nothing written, nothing logged.
     Same,
     Missing,
-    Limited {
-        retry_after_secs: u64,
-    },
+    Limited(u64),
     /// A moderator acting on a moderator or an admin.
     Forbidden,
     /// A ban of one's own account.
@@ -47,9 +45,7 @@ impl ScriptReply for ModerationReply {
             ("ok", []) => Self::Done,
             ("same", []) => Self::Same,
             ("missing", []) => Self::Missing,
-            ("limited", v) => Self::Limited {
-                retry_after_secs: seconds(v)?,
-            },
+            ("limited", v) => Self::Limited(seconds(v)?),
             ("forbidden", []) => Self::Forbidden,
             ("self", []) => Self::OwnAccount,
             ("last-admin", []) => Self::LastAdmin,

@@ -17,16 +17,14 @@ use crate::store::{value_f64, value_str, Conn};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PostReply {
-    Limited { retry_after_secs: u64 },
+    Limited(u64),
     Posted { id: ArticleId, slug: String },
 }
 
 impl ScriptReply for PostReply {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("limited", v) => Some(Self::Limited {
-                retry_after_secs: seconds(v)?,
-            }),
+            ("limited", v) => Some(Self::Limited(seconds(v)?)),
             ("posted", [id, slug]) => match value_f64(id)? {
                 id if id >= 1.0 => Some(Self::Posted {
                     id: ArticleId(id as u64),

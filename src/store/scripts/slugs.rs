@@ -17,9 +17,7 @@ use crate::store::{value_str, Conn};
 /// What the rename-slug script answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RenameSlugReply {
-    Limited {
-        retry_after_secs: u64,
-    },
+    Limited(u64),
     Missing,
     Forbidden,
     /// Another article has the slug.
@@ -31,9 +29,7 @@ pub enum RenameSlugReply {
 impl ScriptReply for RenameSlugReply {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("limited", v) => Some(Self::Limited {
-                retry_after_secs: seconds(v)?,
-            }),
+            ("limited", v) => Some(Self::Limited(seconds(v)?)),
             ("missing", _) => Some(Self::Missing),
             ("forbidden", _) => Some(Self::Forbidden),
             ("taken", _) => Some(Self::Taken),

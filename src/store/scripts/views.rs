@@ -16,9 +16,7 @@ use crate::store::Conn;
 /// What the view script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ViewReply {
-    Limited {
-        retry_after_secs: u64,
-    },
+    Limited(u64),
     Missing,
     /// The viewer was already counted in this view window.
     Repeated,
@@ -28,9 +26,7 @@ pub enum ViewReply {
 impl ScriptReply for ViewReply {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
-            ("limited", v) => Some(Self::Limited {
-                retry_after_secs: seconds(v)?,
-            }),
+            ("limited", v) => Some(Self::Limited(seconds(v)?)),
             ("missing", _) => Some(Self::Missing),
             ("repeat", _) => Some(Self::Repeated),
             ("counted", _) => Some(Self::Counted),

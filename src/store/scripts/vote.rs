@@ -21,9 +21,7 @@ use crate::store::Conn;
 /// whatever its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VoteReply {
-    Limited {
-        retry_after_secs: u64,
-    },
+    Limited(u64),
     /// No such article.
     Missing,
     /// The voting window has closed.
@@ -36,9 +34,7 @@ pub enum VoteReply {
 impl ScriptReply for VoteReply {
     fn read(reply: &Value) -> Option<Self> {
         Some(match status(reply)? {
-            ("limited", v) => Self::Limited {
-                retry_after_secs: seconds(v)?,
-            },
+            ("limited", v) => Self::Limited(seconds(v)?),
             ("missing", []) => Self::Missing,
             ("closed", []) => Self::Closed,
             ("same", []) => Self::Same,

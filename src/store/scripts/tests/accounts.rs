@@ -61,7 +61,7 @@ async fn taken_names_and_case_twins_are_refused_and_counted() {
     let () = q(c, cmd("DEL").arg(RATE)).await;
     assert_eq!(sign_up_as(c, "bob", "t4", once).await, SignUpReply::Created);
     match sign_up_as(c, "carol", "t5", once).await {
-        SignUpReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
+        SignUpReply::Limited(retry_after_secs) => assert!((1..=60).contains(&retry_after_secs)),
         other => panic!("{other:?}"),
     }
     assert!(!exists(c, &keys::user("carol")).await);

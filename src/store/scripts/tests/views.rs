@@ -40,7 +40,7 @@ async fn a_repeat_is_never_refused_but_new_views_are_limited() {
         ViewReply::Repeated
     );
     match view_as(c, second, "user:bob", once).await {
-        ViewReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
+        ViewReply::Limited(retry_after_secs) => assert!((1..=60).contains(&retry_after_secs)),
         other => panic!("{other:?}"),
     }
     assert_eq!(views(c, second).await, None);

@@ -90,7 +90,7 @@ async fn votes_past_the_limit_are_refused_with_the_seconds_left() {
     let up = vote_within(c, id, "bob", VoteDirection::Up, once).await;
     assert_eq!(up, VoteReply::Changed);
     match vote_within(c, id, "bob", VoteDirection::Down, once).await {
-        VoteReply::Limited { retry_after_secs } => assert!((1..=60).contains(&retry_after_secs)),
+        VoteReply::Limited(retry_after_secs) => assert!((1..=60).contains(&retry_after_secs)),
         other => panic!("{other:?}"),
     }
     assert_eq!(counts(c, id).await, (2, 0), "a refused vote writes nothing");
