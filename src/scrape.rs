@@ -22,6 +22,7 @@ pub fn register(
     let started = SystemTime::now();
     metrics.read(move |r| {
         redis(r, &api);
+        outboxes(r, &api);
         caches(r, &api);
         live(r, &api, &sockets);
         budget(r, &api);
@@ -80,6 +81,25 @@ fn redis(r: &mut Readings<'_>, api: &Api) {
         "votegraph_redis_pool_connections_closed_broken",
         "Pooled connections dropped because they broke (a Redis restart, a network fault).",
         stats.connections_closed_broken,
+    );
+}
+
+/// Each shard's outbox, in the cluster layout (see `store/outbox.rs`).
+fn outboxes(r: &mut Readings<'_>, api: &Api) {
+    let Some(held) = api.state.store.outbox_entries() else {
+        return;
+    };
+    let shards: Vec<String> = (0..held.len()).map(|s| s.to_string()).collect();
+    let labels: Vec<[(&str, &str); 1]> = shards.iter().map(|s| [("shard", s.as_str())]).collect();
+    let samples: Vec<_> = labels
+        .iter()
+        .zip(&held)
+        .map(|(l, &n)| (&l[..], n as f64))
+        .collect();
+    r.gauges(
+        "votegraph_outbox_entries",
+        "Entries each shard's outbox held when this instance last drained it; the shard's writes are refused while it holds --outbox-max-entries.",
+        &samples,
     );
 }
 

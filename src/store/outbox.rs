@@ -17,7 +17,7 @@
 //! unwritable) is bounded: once a drain finds it holding the limit, the
 //! shard's writes are refused, unwritten, until a drain empties it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -39,8 +39,8 @@ pub const DEFAULT_LIMIT: u64 = 100_000;
 pub struct Outboxes {
     /// Asks a shard's drain to run soon.
     asked: [tokio::sync::Notify; keys::SHARDS],
-    /// Set while a shard's outbox held the limit when last drained.
-    full: [AtomicBool; keys::SHARDS],
+    /// The entries each shard's outbox held when last drained.
+    held: [AtomicU64; keys::SHARDS],
 }
 
 /// Entries read and applied per step of a drain.
@@ -77,12 +77,19 @@ impl Store {
 
     /// Refuses a write on `shard` while its outbox is full.
     pub(crate) fn outbox_open(&self, shard: Shard) -> AppResult<()> {
-        match self.outbox.full[shard.0].load(Ordering::Relaxed) {
+        match self.outbox.held[shard.0].load(Ordering::Relaxed) >= self.outbox_limit {
             true => Err(AppError::Backlogged {
                 retry_after_secs: PASS_EVERY.as_secs(),
             }),
             false => Ok(()),
         }
+    }
+
+    /// The entries each shard's outbox held when this instance last
+    /// drained it; None but in the cluster layout.
+    pub fn outbox_entries(&self) -> Option<Vec<u64>> {
+        let held = self.outbox.held.iter().map(|n| n.load(Ordering::Relaxed));
+        self.layout.is_cluster().then(|| held.collect())
     }
 
     /// Drains each shard's outbox when a write asks and every second, for
@@ -112,7 +119,7 @@ impl Store {
 
     async fn drain(&self, shard: Shard) -> AppResult<()> {
         let outbox = self.layout.on(shard, keys::OUTBOX);
-        let full = &self.outbox.full[shard.0];
+        let counted = &self.outbox.held[shard.0];
         loop {
             let mut conn = self.conn().await?;
             let (held, reply): (u64, StreamRangeReply) = redis::pipe()
@@ -126,7 +133,7 @@ impl Store {
                 .arg(STEP)
                 .query_async(&mut conn)
                 .await?;
-            full.store(held >= self.outbox_limit, Ordering::Relaxed);
+            counted.store(held, Ordering::Relaxed);
             let entries: Vec<Entry> = reply.ids.iter().filter_map(Entry::read).collect();
             if reply.ids.is_empty() {
                 return Ok(());
@@ -159,7 +166,7 @@ impl Store {
                 .query_async(&mut conn)
                 .await?;
             if ids.len() < STEP {
-                full.store(false, Ordering::Relaxed);
+                counted.store(held.saturating_sub(ids.len() as u64), Ordering::Relaxed);
                 return Ok(());
             }
         }

@@ -11,6 +11,7 @@ use crate::helpers::{
     done_if, eventually, gql_at, ids, set_role_on_cluster, sign_up_at, spawn_server,
     test_settings_for, Binary, Instance, TestCluster, WsClient, TRANSPORT_WS, VOTE_AS,
 };
+use crate::metrics::{metrics_text, parse, value};
 
 /// A server binary's environment on the cluster of `seeds`, with `more`.
 fn on_cluster<'a>(seeds: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
@@ -670,6 +671,15 @@ async fn outboxes(cluster: &TestCluster, but: u16) -> Vec<Vec<redis::streams::St
     out
 }
 
+/// Each shard's `votegraph_outbox_entries` on `/metrics`.
+async fn outbox_gauges(site: &Site) -> Vec<f64> {
+    let families = parse(&metrics_text(&site.client, &site.address).await);
+    let shards = (0..6).map(|s| s.to_string());
+    let held = shards.map(|s| value(&families, "votegraph_outbox_entries", &[("shard", &s)]));
+    held.collect::<Option<_>>()
+        .expect("a gauge for each of the 6 shards")
+}
+
 /// While the shard karma goes to cannot be written, the outboxes of the
 /// shards voted on hold about their limit: past it, votes there are
 /// refused, unwritten, until the outbox drains.
@@ -718,6 +728,8 @@ async fn a_full_outbox_refuses_writes_until_it_drains() {
     // second here (its applications time out): what it admits meanwhile
     // is the slack over the limit.
     assert!(held.iter().all(|&n| n <= LIMIT + 24), "{held:?}");
+    let gauges = outbox_gauges(&site).await;
+    assert!(gauges.iter().any(|&n| n >= LIMIT as f64), "{gauges:?}");
 
     // Once the shard is writable again, the outboxes drain and votes pass.
     eventually("votes to pass again", Duration::from_secs(10), async || {
@@ -733,10 +745,11 @@ async fn a_full_outbox_refuses_writes_until_it_drains() {
         async || {
             let (karma, net) = (site.karma().await, site.net_votes().await);
             let mine = site.my_votes(&voter).await;
+            let gauges = outbox_gauges(&site).await;
             let settled = karma == net && cast.iter().all(|(id, d)| mine[id] == *d);
             done_if(
-                settled,
-                format!("{karma:?} vs {net:?}; {mine:?} vs {cast:?}"),
+                settled && gauges.iter().all(|&n| n == 0.0),
+                format!("{karma:?} vs {net:?}; {mine:?} vs {cast:?}; outboxes {gauges:?}"),
             )
         },
     )

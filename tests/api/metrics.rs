@@ -213,6 +213,8 @@ async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
     let text = metrics_text(&app.client, &app.address).await;
     let families = parse(&text);
     check_conventions(&families);
+    let outbox = value(&families, "votegraph_outbox_entries", &[("shard", "0")]);
+    assert_eq!(outbox, None, "one primary has no outbox");
     let graphql = |kind: &str, operation: &str, code: &str| {
         value(
             &families,
