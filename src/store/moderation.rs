@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 
 use futures_util::future::try_join_all;
+use futures_util::{stream, StreamExt};
 use redis::Value;
 
 use super::feeds::{cursor_fields, encode_cursor, malformed_cursor};
@@ -68,8 +69,10 @@ pub struct Page<T> {
     pub total: u64,
 }
 
-/// Articles read per batch when a ban removes a user's articles.
+/// Articles read per batch when a ban removes a user's articles, and how
+/// many of a batch are removed at once.
 const REMOVE_BATCH: isize = 100;
+const REMOVE_AT_ONCE: usize = 16;
 
 impl Store {
     /// Sets the flag threshold and the log's bound.
@@ -200,11 +203,19 @@ impl Store {
             if members.is_empty() {
                 return Ok(());
             }
-            for id in members.iter().filter_map(|m| keys::article_id(m)) {
-                let removed = self.moderate_article(actor, id, true).await;
-                // A removed visible article leaves the set read.
-                if !(leaving && matches!(removed, Ok(true))) {
-                    start += 1;
+            let ids = members.iter().filter_map(|m| keys::article_id(m));
+            let removals: Vec<_> = ids
+                .map(|id| self.moderate_article(actor, id, true))
+                .collect();
+            let removals = stream::iter(removals).buffer_unordered(REMOVE_AT_ONCE);
+            let removed: Vec<AppResult<bool>> = removals.collect().await;
+            for removed in removed {
+                match removed {
+                    // A removed visible article leaves the set read.
+                    Ok(true) if leaving => {}
+                    // Gone behind votegraph's back: nothing to remove.
+                    Ok(_) | Err(AppError::NotFound(_)) => start += 1,
+                    Err(e) => return Err(e),
                 }
             }
         }

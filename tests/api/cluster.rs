@@ -374,6 +374,61 @@ async fn moderators_flag_remove_ban_and_log_across_shards() {
     assert_eq!(log["totalCount"], actions.len());
 }
 
+/// A ban whose removals cannot all be written answers that it may be
+/// partly done, and sent again once the shard is back, removes the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ban_that_cannot_remove_every_article_says_so() {
+    let cluster = TestCluster::start(3, 0).await;
+    let seeds = cluster.seeds();
+    let limits = [
+        ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
+        ("VOTEGRAPH_RATE_POST", "1000/60"),
+    ];
+    let server = Binary::start("", &on_cluster(&seeds, &limits)).await;
+    let site = Site::at(&server.address);
+    sign_up_at(&site.client, &site.address, "root").await;
+    assert!(set_role_on_cluster(&seeds, "root", "admin")
+        .status
+        .success());
+    let root = site.log_in("root").await;
+    let spammer = sign_up_at(&site.client, &site.address, "spammer").await;
+    let mut posts = Vec::new();
+    for n in 0..24 {
+        posts.push(site.post(&spammer, &format!("spam {n}")).await);
+    }
+    // A primary with some of the articles but neither user's keys.
+    let spared = [
+        holder(&cluster, "user:root").await,
+        holder(&cluster, "user:spammer").await,
+    ];
+    let mut elsewhere = Vec::new();
+    for id in &posts {
+        elsewhere.push(holder(&cluster, &format!("article:{id}")).await);
+    }
+    let paused = *elsewhere.iter().find(|p| !spared.contains(p)).unwrap();
+    pause_writes(&cluster, paused, 3_000).await;
+    let ban =
+        "mutation { banUser(name: \"spammer\", reason: \"spam\", removeArticles: true) { name } }";
+    let body = site.gql(ban, json!({}), Some(&root)).await;
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "OUTCOME_UNKNOWN",
+        "{body}"
+    );
+    let left = site.front_page("NEWEST", None).await;
+    assert!(!left.as_array().unwrap().is_empty(), "{left}");
+
+    eventually(
+        "the ban sent again to pass",
+        Duration::from_secs(10),
+        async || {
+            let body = site.gql(ban, json!({}), Some(&root)).await;
+            done_if(body.get("errors").is_none(), body)
+        },
+    )
+    .await;
+    assert_eq!(site.front_page("NEWEST", None).await, json!([]));
+}
+
 #[tokio::test]
 async fn a_cluster_spreads_articles_and_votes_over_its_primaries() {
     let cluster = TestCluster::start(3, 1).await;
