@@ -410,12 +410,11 @@ async fn a_ban_that_cannot_remove_every_article_says_so() {
     let ban =
         "mutation { banUser(name: \"spammer\", reason: \"spam\", removeArticles: true) { name } }";
     let body = site.gql(ban, json!({}), Some(&root)).await;
+    // The removals that timed out may still run when the pause ends.
     assert_eq!(
         body["errors"][0]["extensions"]["code"], "OUTCOME_UNKNOWN",
         "{body}"
     );
-    let left = site.front_page("NEWEST", None).await;
-    assert!(!left.as_array().unwrap().is_empty(), "{left}");
 
     eventually(
         "the ban sent again to pass",
