@@ -11,8 +11,8 @@ use poem::{handler, IntoResponse, Response};
 use crate::graphql::Api;
 use crate::ws::WebSockets;
 
-/// How long `/health` waits for Redis to answer PING.
-const PING_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long `/health` waits for each shard's primary to answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Set during the shutdown grace period, when `/health` answers 503
 /// `draining` so load balancers send new requests elsewhere.
@@ -29,8 +29,9 @@ impl Draining {
     }
 }
 
-/// `GET /health`: 200 when Redis answers PING, else 503, with what each
-/// part reports.
+/// `GET /health`: 200 while Redis answers, else 503, with what each part
+/// reports. On a cluster, some shards silent is `degraded` but 200: every
+/// instance shares them, so none should leave its load balancer for it.
 #[handler]
 pub async fn health(
     schema: Data<&Api>,
@@ -41,26 +42,35 @@ pub async fn health(
         let body = serde_json::json!({ "status": "draining" });
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
-    let redis = match tokio::time::timeout(PING_TIMEOUT, schema.state.store.ping()).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("timed out".to_owned()),
+    let (answering, shards) = schema.state.store.shards_answering(PROBE_TIMEOUT).await;
+    let status = match answering {
+        0 => "unavailable",
+        n if n < shards => "degraded",
+        _ => "ok",
     };
-    let body = report(&schema, &ws, redis.is_ok());
-    match redis {
-        Ok(()) => Json(body).into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "health check: redis unavailable");
-            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
-        }
+    if answering < shards {
+        tracing::warn!(answering, shards, "health check: redis does not answer");
+    }
+    let body = report(&schema, &ws, status, (answering, shards));
+    match answering {
+        0 => (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response(),
+        _ => Json(body).into_response(),
     }
 }
 
 /// The body of `/health`: Redis' status and what each part reports.
-fn report(schema: &Api, ws: &WebSockets, redis_ok: bool) -> serde_json::Value {
+fn report(
+    schema: &Api,
+    ws: &WebSockets,
+    status: &str,
+    (answering, shards): (usize, usize),
+) -> serde_json::Value {
     let state = &schema.state;
+    let cluster = state.store.layout().is_cluster();
     serde_json::json!({
-        "status": if redis_ok { "ok" } else { "unavailable" },
+        "status": status,
+        // The shards whose primary answers a read.
+        "shards": cluster.then(|| serde_json::json!({ "answering": answering, "of": shards })),
         "subscriptions": state.pubsub.subscribers(),
         "sharedSubscriptions": ws.shared.stats(),
         "responseCache": state.responses.as_ref().map(|c| c.stats()),

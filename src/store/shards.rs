@@ -5,8 +5,9 @@
 
 use std::cmp::Ordering;
 use std::future::Future;
+use std::time::Duration;
 
-use futures_util::future::try_join_all;
+use futures_util::future::{join_all, try_join_all};
 use redis::{Cmd, Value};
 
 use super::keys::{self, Shard};
@@ -82,6 +83,26 @@ impl Store {
             .iter()
             .filter_map(super::value_f64)
             .sum::<f64>() as u64)
+    }
+
+    /// How many shards' primaries answer a read within `wait`, of how
+    /// many shards (one on one primary).
+    pub async fn shards_answering(&self, wait: Duration) -> (usize, usize) {
+        let layout = self.layout;
+        let probe = |shard| async move {
+            let mut conn = self.conn().await?;
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(layout.on(shard, keys::SCORE));
+            AppResult::Ok(exists.query_async::<u64>(&mut conn).await?)
+        };
+        let answers = join_all(
+            layout
+                .shards()
+                .map(|s| tokio::time::timeout(wait, probe(s))),
+        );
+        let answers = answers.await;
+        let answering = answers.iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
+        (answering, answers.len())
     }
 
     /// A rate limit for a script that runs on `shard`: counted by the

@@ -428,6 +428,33 @@ async fn a_ban_that_cannot_remove_every_article_says_so() {
     assert_eq!(site.front_page("NEWEST", None).await, json!([]));
 }
 
+/// `/health` counts the shards whose primary answers: some silent is
+/// `degraded`, still 200, and all silent is 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_counts_the_shards_that_answer() {
+    let cluster = TestCluster::start(3, 0).await;
+    let seeds = cluster.seeds();
+    let timeout = [("VOTEGRAPH_REDIS_TIMEOUT_MS", "300")];
+    let server = Binary::start("", &on_cluster(&seeds, &timeout)).await;
+    let site = Site::at(&server.address);
+    let health = async || {
+        let url = format!("{}/health", site.address);
+        let response = site.client.get(url).send().await.unwrap();
+        let code = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        (code, body["status"].clone(), body["shards"].clone())
+    };
+    let shards = |answering: usize| json!({ "answering": answering, "of": 6 });
+    assert_eq!(health().await, (200, json!("ok"), shards(6)));
+    let primaries = cluster.primaries().await;
+    pause(&cluster, primaries[0], 2_000, "ALL").await;
+    assert_eq!(health().await, (200, json!("degraded"), shards(4)));
+    for &port in &primaries[1..] {
+        pause(&cluster, port, 2_000, "ALL").await;
+    }
+    assert_eq!(health().await, (503, json!("unavailable"), shards(0)));
+}
+
 #[tokio::test]
 async fn a_cluster_spreads_articles_and_votes_over_its_primaries() {
     let cluster = TestCluster::start(3, 1).await;
@@ -692,10 +719,16 @@ async fn ann_and_a_voter(cluster: &TestCluster, site: &Site) -> (u16, String, Ve
 }
 
 async fn pause_writes(cluster: &TestCluster, port: u16, ms: u64) {
+    pause(cluster, port, ms, "WRITE").await;
+}
+
+/// Pauses the clients of the node on `port` (not the cluster bus) for
+/// `ms`: their writes, or `ALL` their commands.
+async fn pause(cluster: &TestCluster, port: u16, ms: u64, what: &str) {
     let () = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(ms)
-        .arg("WRITE")
+        .arg(what)
         .query_async(&mut node(cluster, port).await)
         .await
         .unwrap();
