@@ -292,9 +292,7 @@ impl Store {
                     scripts::free_slug(&mut conn, claim, slug.as_str(), id).await?;
                 }
                 return Err(match refused? {
-                    RenameSlugReply::Limited(retry_after_secs) => {
-                        user_limited(RateAction::RenameSlug, retry_after_secs)
-                    }
+                    RenameSlugReply::Limited(secs) => user_limited(RateAction::RenameSlug, secs),
                     RenameSlugReply::Forbidden => {
                         AppError::Forbidden("only the poster of an article can rename its slug")
                     }
@@ -352,10 +350,10 @@ impl Store {
             ViewReply::Counted => Ok(ViewOutcome::Counted),
             ViewReply::Repeated => Ok(ViewOutcome::Repeated),
             ViewReply::Missing => Err(not_found(id)),
-            ViewReply::Limited(retry_after_secs) => Err(AppError::rate_limited(
+            ViewReply::Limited(secs) => Err(AppError::rate_limited(
                 RateAction::View,
                 viewer.scope(),
-                retry_after_secs,
+                secs,
             )),
         }
     }
@@ -399,9 +397,7 @@ impl Store {
         self.apply_outbox(at.shard);
         match reply {
             PostReply::Posted { id, .. } => Ok(id),
-            PostReply::Limited(retry_after_secs) => {
-                Err(user_limited(RateAction::Post, retry_after_secs))
-            }
+            PostReply::Limited(secs) => Err(user_limited(RateAction::Post, secs)),
         }
     }
 
@@ -432,9 +428,7 @@ impl Store {
             VoteReply::Same => Ok(false),
             VoteReply::Missing => Err(not_found(id)),
             VoteReply::Closed => Err(AppError::VotingClosed),
-            VoteReply::Limited(retry_after_secs) => {
-                Err(user_limited(RateAction::Vote, retry_after_secs))
-            }
+            VoteReply::Limited(secs) => Err(user_limited(RateAction::Vote, secs)),
         }
     }
 
@@ -461,9 +455,7 @@ impl Store {
         self.apply_outbox(at.shard);
         match reply {
             SetGroupsReply::Done => Ok(()),
-            SetGroupsReply::Limited(retry_after_secs) => {
-                Err(user_limited(RateAction::SetGroups, retry_after_secs))
-            }
+            SetGroupsReply::Limited(secs) => Err(user_limited(RateAction::SetGroups, secs)),
             SetGroupsReply::TooManyGroups => Err(AppError::bad_input(
                 "add",
                 format!(

@@ -51,12 +51,8 @@ impl Store {
             RegisterReply::MemoryNearlyFull => Err(AppError::RegistrationsPaused {
                 retry_after_secs: MEMORY_RETRY_AFTER_SECS,
             }),
-            RegisterReply::AddressLimited(retry_after_secs) => {
-                Err(limited(RateScope::Address, retry_after_secs))
-            }
-            RegisterReply::SiteLimited(retry_after_secs) => {
-                Err(limited(RateScope::Site, retry_after_secs))
-            }
+            RegisterReply::AddressLimited(secs) => Err(limited(RateScope::Address, secs)),
+            RegisterReply::SiteLimited(secs) => Err(limited(RateScope::Site, secs)),
         }
     }
 }

@@ -317,11 +317,9 @@ fn outcome(
         ModerationReply::Done => Ok(true),
         ModerationReply::Same => Ok(false),
         ModerationReply::Missing => Err(missing()),
-        ModerationReply::Limited(retry_after_secs) => Err(AppError::rate_limited(
-            action,
-            RateScope::User,
-            retry_after_secs,
-        )),
+        ModerationReply::Limited(secs) => {
+            Err(AppError::rate_limited(action, RateScope::User, secs))
+        }
         ModerationReply::Forbidden => Err(AppError::Forbidden(
             "only an admin can ban or unban a moderator or an admin",
         )),

@@ -96,10 +96,10 @@ impl Store {
             SignUpReply::Indexing => Err(AppError::Starting {
                 retry_after_secs: 5,
             }),
-            SignUpReply::Limited(retry_after_secs) => Err(AppError::rate_limited(
+            SignUpReply::Limited(secs) => Err(AppError::rate_limited(
                 RateAction::SignUp,
                 RateScope::Address,
-                retry_after_secs,
+                secs,
             )),
         }
     }
@@ -208,9 +208,7 @@ impl Store {
         let reply = scripts::login_attempt(&mut conn, at, name, name_limit, address).await?;
         let (scope, secs) = match reply {
             LoginAttemptReply::Allowed => return Ok(()),
-            LoginAttemptReply::AddressLimited(retry_after_secs) => {
-                (RateScope::Address, retry_after_secs)
-            }
+            LoginAttemptReply::AddressLimited(secs) => (RateScope::Address, secs),
             LoginAttemptReply::NameLimited(retry_after_secs) => (RateScope::Name, retry_after_secs),
         };
         Err(AppError::rate_limited(RateAction::LogIn, scope, secs))
