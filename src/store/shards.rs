@@ -95,12 +95,10 @@ impl Store {
             exists.arg(layout.on(shard, keys::SCORE));
             AppResult::Ok(exists.query_async::<u64>(&mut conn).await?)
         };
-        let answers = join_all(
-            layout
-                .shards()
-                .map(|s| tokio::time::timeout(wait, probe(s))),
-        );
-        let answers = answers.await;
+        let probes = layout
+            .shards()
+            .map(|s| tokio::time::timeout(wait, probe(s)));
+        let answers = join_all(probes).await;
         let answering = answers.iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
         (answering, answers.len())
     }
