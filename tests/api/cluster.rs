@@ -20,6 +20,24 @@ fn on_cluster<'a>(seeds: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, 
     env
 }
 
+/// A server binary in cluster mode on `cluster` that gives up on a silent
+/// primary after 300 ms and lets posters post freely, with `more`; and
+/// the site it serves.
+async fn impatient(cluster: &TestCluster, more: &[(&str, &str)]) -> (Binary, Site) {
+    let seeds = cluster.seeds();
+    let mut env = on_cluster(
+        &seeds,
+        &[
+            ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
+            ("VOTEGRAPH_RATE_POST", "1000/60"),
+        ],
+    );
+    env.extend_from_slice(more);
+    let server = Binary::start("", &env).await;
+    let site = Site::at(&server.address);
+    (server, site)
+}
+
 /// A server in cluster mode on `cluster`, with the test settings.
 async fn serve(cluster: &TestCluster) -> Instance {
     let mut settings = test_settings_for("redis://unused");
@@ -379,15 +397,9 @@ async fn moderators_flag_remove_ban_and_log_across_shards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ban_that_cannot_remove_every_article_says_so() {
     let cluster = TestCluster::start(3, 0).await;
-    let seeds = cluster.seeds();
-    let limits = [
-        ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
-        ("VOTEGRAPH_RATE_POST", "1000/60"),
-    ];
-    let server = Binary::start("", &on_cluster(&seeds, &limits)).await;
-    let site = Site::at(&server.address);
+    let (_server, site) = impatient(&cluster, &[]).await;
     sign_up_at(&site.client, &site.address, "root").await;
-    assert!(set_role_on_cluster(&seeds, "root", "admin")
+    assert!(set_role_on_cluster(&cluster.seeds(), "root", "admin")
         .status
         .success());
     let root = site.log_in("root").await;
@@ -433,10 +445,7 @@ async fn a_ban_that_cannot_remove_every_article_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_counts_the_shards_that_answer() {
     let cluster = TestCluster::start(3, 0).await;
-    let seeds = cluster.seeds();
-    let timeout = [("VOTEGRAPH_REDIS_TIMEOUT_MS", "300")];
-    let server = Binary::start("", &on_cluster(&seeds, &timeout)).await;
-    let site = Site::at(&server.address);
+    let (_server, site) = impatient(&cluster, &[]).await;
     let health = async || {
         let url = format!("{}/health", site.address);
         let response = site.client.get(url).send().await.unwrap();
@@ -647,16 +656,7 @@ async fn node(cluster: &TestCluster, port: u16) -> redis::aio::MultiplexedConnec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karma_a_killed_server_left_in_the_outbox_is_applied_by_the_next() {
     let cluster = TestCluster::start(3, 0).await;
-    let seeds = cluster.seeds();
-    let env = on_cluster(
-        &seeds,
-        &[
-            ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
-            ("VOTEGRAPH_RATE_POST", "1000/60"),
-        ],
-    );
-    let killed = Binary::start("", &env).await;
-    let site = Site::at(&killed.address);
+    let (killed, site) = impatient(&cluster, &[]).await;
     let (home, voter, elsewhere) = ann_and_a_voter(&cluster, &site).await;
     pause_writes(&cluster, home, 3_000).await;
     let votes = elsewhere.iter().map(|id| site.vote(&voter, id, "UP"));
@@ -774,18 +774,11 @@ async fn outbox_gauges(site: &Site) -> Vec<f64> {
 async fn a_full_outbox_refuses_writes_until_it_drains() {
     const LIMIT: usize = 4;
     let cluster = TestCluster::start(3, 0).await;
-    let seeds = cluster.seeds();
-    let env = on_cluster(
-        &seeds,
-        &[
-            ("VOTEGRAPH_REDIS_TIMEOUT_MS", "300"),
-            ("VOTEGRAPH_RATE_POST", "1000/60"),
-            ("VOTEGRAPH_RATE_VOTE", "1000000/60"),
-            ("VOTEGRAPH_OUTBOX_MAX_ENTRIES", "4"),
-        ],
-    );
-    let server = Binary::start("", &env).await;
-    let site = Site::at(&server.address);
+    let more = [
+        ("VOTEGRAPH_RATE_VOTE", "1000000/60"),
+        ("VOTEGRAPH_OUTBOX_MAX_ENTRIES", "4"),
+    ];
+    let (_server, site) = impatient(&cluster, &more).await;
     let (home, voter, elsewhere) = ann_and_a_voter(&cluster, &site).await;
     pause_writes(&cluster, home, 6_000).await;
     // Up and down in turn: every vote changes karma on Ann's shard.
