@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 use crate::domain::{Password, UserName};
 use crate::error::{AppError, AppResult};
 use crate::store::keys::Layout;
-use crate::store::{unix_secs, Caller, SessionUser, Store};
+use crate::store::{Caller, SessionUser, Store};
 
 /// A fresh login token for `name`'s session (32 random bytes,
 /// hex-encoded), whose key lands on the account's shard (see
@@ -114,8 +114,8 @@ impl PasswordHasher {
 /// The caller of one request, looked up in Redis only when a resolver asks.
 ///
 /// Anonymous reads therefore cost no session lookup, and a request that asks
-/// several times looks up once. The session's value carries the caller's
-/// role and a ban, so neither costs another lookup.
+/// several times looks up once. The lookup reads the role and ban from the
+/// account in the same step, so a request acts with them as they are now.
 pub struct Session {
     token: Option<String>,
     user: OnceCell<Option<SessionUser>>,
@@ -187,9 +187,7 @@ impl Session {
     /// BANNED while the token's account is banned; Ok for any other token.
     pub async fn refuse_banned(&self, store: &Store) -> AppResult<()> {
         match self.stored(store).await? {
-            Some(SessionUser::Banned { until, .. }) if until.is_none_or(|u| u > unix_secs()) => {
-                Err(AppError::Banned { until: *until })
-            }
+            Some(SessionUser::Banned { until, .. }) => Err(AppError::Banned { until: *until }),
             _ => Ok(()),
         }
     }

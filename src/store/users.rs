@@ -6,6 +6,7 @@ use redis::Value;
 
 use super::deriver::scan;
 use super::keys;
+use super::keys::Shard;
 use super::scripts::{self, LogInReply, LoginAttemptReply, SignUpReply};
 use super::{value_f64, Conn, Store};
 use crate::client_addr::ClientAddr;
@@ -14,6 +15,7 @@ use crate::error::{AppError, AppResult};
 use crate::rate::RateAction;
 use crate::rate::RateLimit;
 use crate::rate::RateScope;
+use futures_util::future::try_join_all;
 
 /// How many logIn attempts one user name gets per window. Counting by name
 /// stops password guessing against an account however many addresses the
@@ -231,14 +233,13 @@ impl Store {
         layout.on(layout.of_session(token_hash), keys::session(token_hash))
     }
 
-    /// Who a token hash's session is, while it lives.
+    /// Who a token hash's session is, with its account's role and ban as
+    /// they are now.
     pub async fn session_user(&self, token_hash: &str) -> AppResult<Option<SessionUser>> {
         let mut conn = self.conn().await?;
-        let value: Option<String> = redis::cmd("GET")
-            .arg(self.session_key(token_hash))
-            .query_async(&mut conn)
-            .await?;
-        Ok(value.as_deref().and_then(SessionUser::parse))
+        let at = self.layout.at(self.layout.of_session(token_hash));
+        let session = at.key(keys::session(token_hash));
+        Ok(scripts::session_user(&mut conn, at, session).await?.0)
     }
 
     /// Files every session in its user's `user:<name>:sessions`, so a ban
@@ -286,32 +287,26 @@ impl Store {
         Ok(deleted == 1)
     }
 
-    /// Which of `token_hashes` no longer have a session (logged out,
-    /// expired, deleted, banned), in one round trip.
+    /// Which of `token_hashes` no longer let their user in (logged out,
+    /// expired, deleted, banned): one script per shard, in parallel.
     pub async fn ended_sessions<'a>(&self, token_hashes: &[&'a str]) -> AppResult<Vec<&'a str>> {
-        if token_hashes.is_empty() {
-            return Ok(Vec::new());
+        let layout = self.layout;
+        let mut by_shard: HashMap<Shard, Vec<&'a str>> = HashMap::new();
+        for &hash in token_hashes {
+            by_shard
+                .entry(layout.of_session(hash))
+                .or_default()
+                .push(hash);
         }
-        let gets = token_hashes.iter().map(|hash| {
-            let mut get = redis::cmd("GET");
-            get.arg(self.session_key(hash));
-            (self.layout.of_session(hash), get)
+        let checked = by_shard.into_iter().map(|(shard, hashes)| async move {
+            let at = layout.at(shard);
+            let sessions: Vec<String> = hashes.iter().map(|h| at.key(keys::session(h))).collect();
+            let mut conn = self.conn().await?;
+            let alive = scripts::sessions_alive(&mut conn, at, &sessions).await?.0;
+            let ended = hashes.into_iter().zip(alive).filter(|(_, alive)| !alive);
+            AppResult::Ok(ended.map(|(hash, _)| hash).collect::<Vec<_>>())
         });
-        let replies = self.scatter(gets.collect()).await?;
-        let values = replies
-            .iter()
-            .map(|v| super::value_str(v).map(str::to_owned));
-        Ok(token_hashes
-            .iter()
-            .zip(values)
-            .filter(|(_, value)| {
-                !matches!(
-                    value.as_deref().and_then(SessionUser::parse),
-                    Some(SessionUser::Active(_))
-                )
-            })
-            .map(|(hash, _)| *hash)
-            .collect())
+        Ok(try_join_all(checked).await?.concat())
     }
 }
 
@@ -322,31 +317,12 @@ pub struct Caller {
     pub role: Role,
 }
 
-/// Who a session is, as its value says: `<name>` (a member),
-/// `<name> <role>`, or `<name> banned <end>` (Unix seconds, or `forever`)
-/// once its account was banned. The value is rewritten when the role
-/// changes or a ban comes, so a request learns both with its one lookup.
+/// Who a session is, as its account stands now: an active user and their
+/// role, or a banned one and the ban's end (None: for good).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionUser {
     Active(Caller),
     Banned { name: UserName, until: Option<u64> },
-}
-
-impl SessionUser {
-    pub(crate) fn parse(value: &str) -> Option<Self> {
-        let (name, rest) = value.split_once(' ').unwrap_or((value, "member"));
-        let name = UserName::from_stored(name.to_owned());
-        Some(match rest.strip_prefix("banned ") {
-            Some(until) => Self::Banned {
-                name,
-                until: until.parse().ok(),
-            },
-            None => Self::Active(Caller {
-                name,
-                role: Role::parse(rest)?,
-            }),
-        })
-    }
 }
 
 /// Karma is the integer part of a `karma:` score (the fraction is the

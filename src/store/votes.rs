@@ -68,10 +68,9 @@ impl Store {
         let session = at.key(keys::session(token_hash));
         match scripts::session_votes(&mut conn, at, session, &members).await? {
             SessionVotes::None => Ok(None),
-            SessionVotes::Session(value, votes) => match SessionUser::parse(&value) {
-                Some(user) => Ok(Some((user, votes_from_reply(&votes, ids.len())?))),
-                None => Ok(None),
-            },
+            SessionVotes::Session(user, votes) => {
+                Ok(Some((user, votes_from_reply(&votes, ids.len())?)))
+            }
         }
     }
 

@@ -340,3 +340,86 @@ async fn a_ban_reaches_sessions_started_by_an_earlier_version() {
         .await;
     assert_eq!(error_code(&post), "BANNED", "{post}");
 }
+
+/// A mutation sent over `socket` as operation `id`; its result.
+async fn over_socket(socket: &mut WsClient, id: &str, query: &str) -> Value {
+    socket.subscribe(id, query, json!({})).await;
+    socket.next_raw().await["payload"].clone()
+}
+
+/// Bans `name` for two seconds as the admin, waits the ban out, and logs
+/// `name` in again: the ban's mark stays on the account.
+async fn serve_short_ban(m: &Moderated, name: &str) -> String {
+    let until = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let until = until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let ban = "mutation($n: String!, $u: DateTime) { banUser(name: $n, reason: \"r\", until: $u) { banned } }";
+    let vars = json!({ "n": name, "u": until });
+    m.app.gql_ok(ban, vars, Some(&m.admin)).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let body = log_in(m, name).await;
+    body["data"]["logIn"]["token"]
+        .as_str()
+        .expect("logged in")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_demoted_admin_acts_as_a_member_at_once_even_after_an_expired_ban() {
+    let m = Moderated::start().await;
+    m.app.sign_up("xavi").await;
+    serve_short_ban(&m, "xavi").await;
+    let promote = "mutation { setRole(name: \"xavi\", role: ADMIN) { role } }";
+    m.app.gql_ok(promote, json!({}), Some(&m.admin)).await;
+    let x = log_in(&m, "xavi").await["data"]["logIn"]["token"]
+        .as_str()
+        .expect("logged in")
+        .to_owned();
+    let mut socket = socket(&m.other.address, &x).await;
+    let demote = "mutation { setRole(name: \"xavi\", role: MEMBER) { role } }";
+    let data = m.app.gql_ok(demote, json!({}), Some(&m.admin)).await;
+    assert_eq!(data["setRole"]["role"], "MEMBER");
+
+    let me = m.at_other(ME, json!({}), Some(&x)).await;
+    assert_eq!(
+        me["data"]["me"],
+        json!({ "name": "xavi", "role": "MEMBER" })
+    );
+    let coup = "mutation { setRole(name: \"root\", role: MEMBER) { role } }";
+    assert_eq!(
+        error_code(&m.at_other(coup, json!({}), Some(&x)).await),
+        "FORBIDDEN"
+    );
+    assert_eq!(
+        error_code(&m.app.gql(promote, json!({}), Some(&x)).await),
+        "FORBIDDEN"
+    );
+    let over_ws = over_socket(&mut socket, "1", coup).await;
+    assert_eq!(
+        over_ws["errors"][0]["extensions"]["code"], "FORBIDDEN",
+        "{over_ws}"
+    );
+    let me = m.app.gql_ok(ME, json!({}), Some(&m.admin)).await;
+    assert_eq!(me["me"]["role"], "ADMIN", "the real admin stays one");
+}
+
+#[tokio::test]
+async fn a_demoted_moderator_loses_removal_at_once_on_every_transport() {
+    let m = Moderated::start().await;
+    let article = m.app.post(&m.alice, "a story", &[]).await;
+    let moderator = serve_short_ban(&m, "mod").await;
+    let mut live = socket(&m.other.address, &moderator).await;
+    let demote = "mutation { setRole(name: \"mod\", role: MEMBER) { role } }";
+    m.app.gql_ok(demote, json!({}), Some(&m.admin)).await;
+
+    let remove = format!(
+        "mutation {{ removeArticle(articleId: \"{}\", reason: \"r\") {{ id }} }}",
+        article["id"].as_str().unwrap()
+    );
+    let body = m.at_other(&remove, json!({}), Some(&moderator)).await;
+    assert_eq!(error_code(&body), "FORBIDDEN", "{body}");
+    let over_ws = over_socket(&mut live, "1", &remove).await;
+    assert_eq!(
+        over_ws["errors"][0]["extensions"]["code"], "FORBIDDEN",
+        "{over_ws}"
+    );
+}

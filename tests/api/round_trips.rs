@@ -367,8 +367,9 @@ async fn a_reader_served_from_a_shared_template_costs_a_session_and_one_zmscore(
     reset_command_stats(&mut conn).await;
     let carols = app.gql_ok(page, json!({}), Some(&carol)).await;
     let counted = command_stats(&mut conn).await;
-    // One script reads her session and her votes on the page.
-    let expected = [("evalsha", 1), ("get", 1), ("zmscore", 1)];
+    // One script reads her session, her account's role and ban, and her
+    // votes on the page.
+    let expected = [("evalsha", 1), ("get", 1), ("hmget", 1), ("zmscore", 1)];
     assert_eq!(
         counted,
         HashMap::from(expected.map(|(c, n)| (c.to_owned(), n))),
@@ -398,7 +399,7 @@ async fn a_template_of_over_a_thousand_votes_is_filled_by_one_script() {
     reset_command_stats(&mut conn).await;
     let data = app.gql_ok(query, json!({}), Some(&bob)).await;
     let counted = command_stats(&mut conn).await;
-    let expected = [("evalsha", 1), ("get", 1), ("zmscore", 2)];
+    let expected = [("evalsha", 1), ("get", 1), ("hmget", 1), ("zmscore", 2)];
     let expected = HashMap::from(expected.map(|(c, n)| (c.to_owned(), n)));
     assert_eq!(counted, expected, "the filled page ran {counted:?}");
     let shown: Vec<(String, String)> = data["articles"]

@@ -1,5 +1,6 @@
--- Bans or unbans a user, or sets their role, with the log entry; the
--- user's sessions follow in the same step (see scripts/moderation.rs).
+-- Bans or unbans a user, or sets their role, with the log entry (see
+-- scripts/moderation.rs). Sessions read both from the account; a ban
+-- announces the user's sessions as ended, which closes their sockets.
 -- Needs rate_limit, karma, group_sizes and moderation.
 --
 -- KEYS: common, then [12] the account, [13] its sessions, [14] the
@@ -27,21 +28,19 @@ if op == 'role' then
   if last_admin and c.actor ~= '' then return {'last-admin'} end
   if value == 'member' then redis.call('HDEL', account, 'role') else redis.call('HSET', account, 'role', value) end
   if value == 'admin' then redis.call('SADD', admins, name) else redis.call('SREM', admins, name) end
-  -- A banned user's sessions keep their ban; a login after it reads the role.
-  if not h[2] then set_sessions(sessions, prefix, value == 'member' and name or name .. ' ' .. value) end
 else
   if name == c.actor then return {'self'} end
   if role ~= 'member' and ARGV[41] ~= 'admin' then return {'forbidden'} end
   if op == 'ban' then
     if last_admin then return {'last-admin'} end
     if h[2] == value then return {'same'} end
-    redis.call('HSET', account, 'banned_until', value)
-    set_sessions(sessions, prefix, name .. ' banned ' .. value, ARGV[44])
+    -- Ends every session started before now (see lib/session.lua).
+    redis.call('HSET', account, 'banned_until', value, 'banned_at', c.ms)
+    announce_sessions(sessions, prefix, ARGV[44])
     if value ~= 'forever' then entry.ends = value end
   else
     if not h[2] then return {'same'} end
     redis.call('HDEL', account, 'banned_until')
-    set_sessions(sessions, prefix, false)
   end
 end
 log_entry(c, entry)

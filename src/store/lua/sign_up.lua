@@ -1,5 +1,5 @@
 -- Creates an account and its first session together (see
--- scripts/accounts.rs). Needs rate_limit.
+-- scripts/accounts.rs). Needs rate_limit and session.
 --
 -- Until the folded-name index is built (its marker is missing), sign-ups
 -- wait, so that no case twin slips in meanwhile.
@@ -18,7 +18,7 @@ if redis.call('EXISTS', user) == 1 then return {'taken'} end
 if redis.call('HEXISTS', by_folded, ARGV[7]) == 1 then return {'taken'} end
 redis.call('HSET', user, 'name', ARGV[1], 'password', ARGV[2], 'created', ARGV[3])
 redis.call('HSET', by_folded, ARGV[7], ARGV[1])
-redis.call('SET', session, ARGV[1], 'EX', ARGV[4])
+redis.call('SET', session, session_value(ARGV[1]), 'EX', ARGV[4])
 redis.call('SADD', KEYS[6], ARGV[8])
 redis.call('EXPIRE', KEYS[6], ARGV[4])
 return {'created'}

@@ -1,21 +1,24 @@
 //! Accounts: signing up (an account and its first session, case twins
 //! refused), indexing existing accounts by their folded names, and counting
-//! logIn attempts and starting a session, and reading a session with its
-//! user's votes (`lua/sign_up.lua`, `lua/index_names.lua`,
-//! `lua/login_attempt.lua`, `lua/log_in.lua`, `lua/session_votes.lua`).
+//! logIn attempts and starting a session, and reading sessions as their
+//! accounts stand, alone or with their user's votes (`lua/sign_up.lua`,
+//! `lua/index_names.lua`, `lua/login_attempt.lua`, `lua/log_in.lua`,
+//! `lua/session_user.lua`, `lua/sessions_alive.lua`,
+//! `lua/session_votes.lua`).
 
 use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::library::RATE_LIMIT;
+use super::library::{RATE_LIMIT, SESSION};
 use super::{seconds, status, Counted, Lua, ScriptReply};
+use crate::domain::Role;
 use crate::domain::UserName;
 use crate::error::AppResult;
 use crate::store::keys::{self, At};
 use crate::store::shards::Gate;
 use crate::store::value_str;
-use crate::store::Conn;
+use crate::store::{Caller, Conn, SessionUser};
 
 // --- sign up ------------------------------------------------------------
 
@@ -45,8 +48,10 @@ impl ScriptReply for SignUpReply {
 /// Creates an account and its first session together. A name is taken
 /// when its account exists or when another name folds to the same (a case
 /// twin); the new name is indexed by its folded form.
-static SIGN_UP: LazyLock<Lua<SignUpReply>> =
-    LazyLock::new(|| Lua::write("sign-up", &[RATE_LIMIT, include_str!("../lua/sign_up.lua")]));
+static SIGN_UP: LazyLock<Lua<SignUpReply>> = LazyLock::new(|| {
+    let parts = [RATE_LIMIT, SESSION, include_str!("../lua/sign_up.lua")];
+    Lua::write("sign-up", &parts)
+});
 
 /// Runs the sign-up script, counting against the client address' `limit`.
 pub async fn sign_up(
@@ -98,11 +103,10 @@ impl ScriptReply for LogInReply {
     }
 }
 
-/// Starts a session after a successful logIn, its value carrying the
-/// account's role, unless the account is banned (checked in the same step,
-/// so a ban cannot slip between them).
+/// Starts a session after a successful logIn, unless the account is
+/// banned (checked in the same step, so a ban cannot slip between them).
 static LOG_IN: LazyLock<Lua<LogInReply>> =
-    LazyLock::new(|| Lua::write("log-in", &[include_str!("../lua/log_in.lua")]));
+    LazyLock::new(|| Lua::write("log-in", &[SESSION, include_str!("../lua/log_in.lua")]));
 
 /// Runs the log-in script for `name`'s new session `token_hash`.
 pub async fn log_in(
@@ -214,30 +218,119 @@ pub async fn login_attempt(
     LOGIN_ATTEMPT.call(&invocation, conn).await
 }
 
+// --- who a session is -----------------------------------------------------
+
+/// `session_user`'s answer (see `lua/lib/session.lua`): `{'active', name,
+/// role}` or `{'banned', name, end}`.
+fn read_session_user(reply: &Value) -> Option<SessionUser> {
+    let (status, [name, value]) = status(reply)? else {
+        return None;
+    };
+    let name = UserName::from_stored(value_str(name)?.to_owned());
+    match status {
+        "active" => Some(SessionUser::Active(Caller {
+            name,
+            role: Role::parse(value_str(value)?)?,
+        })),
+        "banned" => Some(SessionUser::Banned {
+            name,
+            until: value_str(value)?.parse().ok(),
+        }),
+        _ => None,
+    }
+}
+
+/// Who a session is, as its account stands now; None without one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundSession(pub Option<SessionUser>);
+
+impl ScriptReply for FoundSession {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("none", []) => Some(Self(None)),
+            _ => read_session_user(reply).map(|user| Self(Some(user))),
+        }
+    }
+}
+
+static SESSION_USER: LazyLock<Lua<FoundSession>> = LazyLock::new(|| {
+    let parts = [SESSION, include_str!("../lua/session_user.lua")];
+    Lua::new("session-user", &parts)
+});
+
+/// Reads the session `session` (a key on `at`) with its account's role
+/// and ban.
+pub async fn session_user(conn: &mut Conn, at: At, session: String) -> AppResult<FoundSession> {
+    let mut invocation = SESSION_USER.invocation();
+    invocation.key(session).arg(at.key(keys::USER_PREFIX));
+    SESSION_USER.call(&invocation, conn).await
+}
+
+/// For each session checked, in order, whether it still lets its user in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AliveSessions(pub Vec<bool>);
+
+impl ScriptReply for AliveSessions {
+    fn read(reply: &Value) -> Option<Self> {
+        match status(reply)? {
+            ("alive", flags) => flags
+                .iter()
+                .map(|flag| match flag {
+                    Value::Int(n) => Some(*n == 1),
+                    _ => None,
+                })
+                .collect::<Option<_>>()
+                .map(Self),
+            _ => None,
+        }
+    }
+}
+
+static SESSIONS_ALIVE: LazyLock<Lua<AliveSessions>> = LazyLock::new(|| {
+    let parts = [SESSION, include_str!("../lua/sessions_alive.lua")];
+    Lua::new("sessions-alive", &parts)
+});
+
+/// Checks `sessions`, keys all on `at`.
+pub async fn sessions_alive(
+    conn: &mut Conn,
+    at: At,
+    sessions: &[String],
+) -> AppResult<AliveSessions> {
+    let mut invocation = SESSIONS_ALIVE.invocation();
+    for session in sessions {
+        invocation.key(session);
+    }
+    invocation.arg(at.key(keys::USER_PREFIX));
+    SESSIONS_ALIVE.call(&invocation, conn).await
+}
+
 // --- a session and its user's votes -------------------------------------
 
-/// What the session-votes script answered: no session, or its value and the reply of
-/// `ZMSCORE` of its user's vote index.
+/// What the session-votes script answered: no session, or who it is and
+/// the reply of `ZMSCORE` of its user's vote index.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionVotes {
     None,
-    Session(String, Value),
+    Session(SessionUser, Value),
 }
 
 impl ScriptReply for SessionVotes {
     fn read(reply: &Value) -> Option<Self> {
         match status(reply)? {
             ("none", []) => Some(Self::None),
-            ("session", [session, votes]) => {
-                Some(Self::Session(value_str(session)?.to_owned(), votes.clone()))
+            ("session", [user, votes]) => {
+                Some(Self::Session(read_session_user(user)?, votes.clone()))
             }
             _ => None,
         }
     }
 }
 
-static SESSION_VOTES: LazyLock<Lua<SessionVotes>> =
-    LazyLock::new(|| Lua::new("session-votes", &[include_str!("../lua/session_votes.lua")]));
+static SESSION_VOTES: LazyLock<Lua<SessionVotes>> = LazyLock::new(|| {
+    let parts = [SESSION, include_str!("../lua/session_votes.lua")];
+    Lua::new("session-votes", &parts)
+});
 
 /// Reads the session `session` (a key on `at`) and its user's votes on
 /// `members`.

@@ -17,5 +17,9 @@ pub(super) const VOTERS: &str = include_str!("../lua/lib/voters.lua");
 pub(super) const DERIVE: &str = include_str!("../lua/lib/derive.lua");
 
 /// `moderation_context`, `log_entry`, `take_out`, `put_back`, `announce`
-/// and `set_sessions`: what the moderation scripts share. Needs karma.
+/// and `announce_sessions`: what the moderation scripts share. Needs karma.
 pub(super) const MODERATION: &str = include_str!("../lua/lib/moderation.lua");
+
+/// `session_user(session, user_prefix)`: who a session is as its account
+/// stands now; `session_value(name)`: a new session's value.
+pub(super) const SESSION: &str = include_str!("../lua/lib/session.lua");

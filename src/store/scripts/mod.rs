@@ -42,8 +42,8 @@ use crate::error::{AppError, AppResult};
 use crate::rate::RateLimit;
 
 pub use accounts::{
-    end_session, index_names, log_in, login_attempt, session_votes, sign_up, LogInReply,
-    LoginAttemptReply, SessionVotes, SignUpReply,
+    end_session, index_names, log_in, login_attempt, session_user, session_votes, sessions_alive,
+    sign_up, LogInReply, LoginAttemptReply, SessionVotes, SignUpReply,
 };
 pub use derive::{
     derive_articles, derive_group, drop_absent, index_voters, sweep_articles, Derived,

@@ -1,8 +1,8 @@
 -- Shared by the moderation scripts (flag, moderate_article, moderate_user;
 -- see scripts/moderation.rs): the keys and names they all take, the log
 -- entry each action writes in the same step, taking an article out of
--- every ranking and putting it back, and a user's sessions. Needs karma
--- and group_sizes.
+-- every ranking and putting it back, and announcing a user's sessions
+-- ended. Needs karma and group_sizes.
 --
 -- KEYS[1..11] and ARGV[1..35] are the same in those scripts (laid out by
 -- scripts/moderation.rs, common); each script's own follow. Keys and
@@ -145,18 +145,15 @@ local function announce(c, event)
   redis.call('PUBLISH', c.channel, cjson.encode(event))
 end
 
--- set_sessions(set, prefix, value, channel): every live session of the
--- set (token hashes) reads `value` (false: ends), dead ones leave the set;
--- with a channel, each is announced there as ended.
-local function set_sessions(set, prefix, value, channel)
+-- announce_sessions(set, prefix, channel): announces every live session
+-- of the set (token hashes) on the channel as ended; dead ones leave the
+-- set.
+local function announce_sessions(set, prefix, channel)
   for _, hash in ipairs(redis.call('SMEMBERS', set)) do
-    local live
-    if value then
-      live = redis.call('SET', prefix .. hash, value, 'XX', 'KEEPTTL')
+    if redis.call('EXISTS', prefix .. hash) == 1 then
+      redis.call('PUBLISH', channel, hash)
     else
-      live = redis.call('DEL', prefix .. hash) == 1
+      redis.call('SREM', set, hash)
     end
-    if not live then redis.call('SREM', set, hash) end
-    if channel then redis.call('PUBLISH', channel, hash) end
   end
 end
