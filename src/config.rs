@@ -401,7 +401,7 @@ impl Settings {
                 "REDIS_CLUSTER_NODES (--redis-cluster-nodes) cannot be combined with {}: a cluster finds its own primaries and replicas",
                 set.join(", ")
             );
-            return Locator::cluster(nodes, redis_timeout)
+            return Locator::cluster(nodes, redis_timeout, self.reply_timeout(redis_timeout))
                 .context("invalid REDIS_CLUSTER_NODES")
                 .map(Some);
         }
@@ -446,6 +446,16 @@ impl Settings {
 
     pub fn pool_timeout(&self) -> Duration {
         Duration::from_millis(self.pool_timeout_ms)
+    }
+
+    /// The longest wait for one reply: `redis_timeout`, plus the
+    /// `--wait-timeout-ms` a write's `WAIT` may take, so a primary left
+    /// without replicas answers `NOT_REPLICATED` rather than time out.
+    pub fn reply_timeout(&self, redis_timeout: Duration) -> Duration {
+        match self.wait_replicas {
+            0 => redis_timeout,
+            _ => redis_timeout + Duration::from_millis(self.wait_timeout_ms),
+        }
     }
 
     pub fn persisted_limits(&self) -> crate::store::RegisterLimits {

@@ -211,7 +211,7 @@ fn primary_store(
         locator,
         settings.pool_size,
         settings.pool_timeout(),
-        redis_timeout,
+        settings.reply_timeout(redis_timeout),
         wait,
     )
     .context("invalid Redis URL")?;

@@ -62,13 +62,14 @@ impl Locator {
         })))
     }
 
-    /// A Redis Cluster, found through `seeds` (`host:port`, comma-separated).
+    /// A Redis Cluster, found through `seeds` (`host:port`, comma-separated),
+    /// dialling each node within `dial` and waiting `reply` for an answer.
     /// Slots, `MOVED`, `ASK` and failovers are redis-rs' job from there.
-    pub fn cluster(seeds: &str, timeout: Duration) -> AppResult<Self> {
+    pub fn cluster(seeds: &str, dial: Duration, reply: Duration) -> AppResult<Self> {
         let seeds = addresses(seeds, "REDIS_CLUSTER_NODES names no node")?;
         let client = ClusterClient::builder(seeds.clone())
-            .connection_timeout(timeout)
-            .response_timeout(timeout)
+            .connection_timeout(dial)
+            .response_timeout(reply)
             .build()
             .map_err(AppError::Storage)?;
         let client = Box::new(client);

@@ -146,6 +146,10 @@ impl Conn {
         self.shared.wait
     }
 
+    fn is_cluster(&self) -> bool {
+        matches!(self.inner, Link::Cluster(_))
+    }
+
     fn note<T>(&self, result: &redis::RedisResult<T>) {
         let Err(e) = result else { return };
         let address = &self.shared.address;
@@ -153,16 +157,21 @@ impl Conn {
         // A demoted primary (after a failover) or one still loading its
         // data: dial again, through the locator, to the primary of now.
         let demoted = matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"));
-        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() || demoted {
-            metrics.error(0);
-            if !self.broken.swap(true, Ordering::Relaxed) {
+        let timed_out = e.is_timeout();
+        if timed_out
+            || e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_unrecoverable_error()
+            || demoted
+        {
+            metrics.error(if timed_out { 1 } else { 0 });
+            // A cluster link repairs each node's connection itself: one
+            // node's failure must not take every shard's link down.
+            if !self.is_cluster() && !self.broken.swap(true, Ordering::Relaxed) {
                 // Once per connection: a storm of failing requests on
                 // one broken socket must not flood the log.
                 tracing::warn!(redis = %address, error = %e, "redis connection broken");
             }
-        } else if e.is_timeout() {
-            metrics.error(1);
-            tracing::warn!(redis = %address, error = %e, "redis command timed out");
         } else if e.code().is_some() {
             metrics.error(2);
         } else {

@@ -157,7 +157,13 @@ impl Store {
                 }
             });
             for result in join_all(applied).await {
-                result?;
+                match result {
+                    // Applied on its primary, which has no replica to wait
+                    // for now (one lost, or lagging): holding the entries
+                    // back would stop every later one behind them.
+                    Ok(_) | Err(AppError::NotReplicated { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
             let ids: Vec<&str> = reply.ids.iter().map(|e| e.id.as_str()).collect();
             let _: u64 = redis::cmd("XDEL")

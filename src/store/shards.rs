@@ -243,7 +243,7 @@ mod tests {
     /// A cluster-layout store that never dials: only `read` is asked.
     fn cluster_store() -> Store {
         let timeout = Duration::from_secs(1);
-        let locator = Locator::cluster("127.0.0.1:1", timeout).unwrap();
+        let locator = Locator::cluster("127.0.0.1:1", timeout, timeout).unwrap();
         Store::new(locator, 1, timeout, timeout, None).unwrap()
     }
 

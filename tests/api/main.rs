@@ -11,6 +11,7 @@ mod browser;
 mod budget;
 mod cache;
 mod cluster;
+mod cluster_node_loss;
 mod directory;
 mod failover;
 mod feed;
