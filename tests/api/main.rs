@@ -14,6 +14,7 @@ mod cluster;
 mod directory;
 mod failover;
 mod feed;
+mod flags;
 mod graphiql;
 mod groups;
 mod helpers;
