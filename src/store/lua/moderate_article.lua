@@ -1,11 +1,13 @@
 -- Removes or restores an article, with its log entry (see
 -- scripts/moderation.rs). A restore clears its flags, for good: their
--- flaggers' later flags never count toward hiding it again. Needs
--- rate_limit, karma, group_sizes and moderation.
+-- flaggers' later flags never count toward hiding it again; and its poster
+-- gets the karma of the votes cast while it was out. Needs rate_limit,
+-- karma, group_sizes and moderation.
 --
 -- KEYS: common, then [12] the article, [13] its flags, [14] the caller's
 -- counter, [15] the action's index, [16] the article's log, [17] the
--- flaggers whose flags may hide it, [18] those a restore cleared.
+-- flaggers whose flags may hide it, [18] those a restore cleared, [19]
+-- karma: (in the cluster layout, the shard's outbox).
 -- ARGV: common (the moderator, the reason), then [36] the article id,
 -- [37] 'remove' or 'restore', [38] [39] the rate limit and its window
 -- ('0': not counted here), [40] the action's name.
@@ -29,7 +31,11 @@ else
   for i = 1, #flaggers, 1000 do
     redis.call('SADD', KEYS[18], unpack(flaggers, i, math.min(i + 999, #flaggers)))
   end
-  redis.call('HDEL', article, 'status', 'removal_reason', 'flags')
+  local h = redis.call('HMGET', article, 'poster', 'pending_karma')
+  if h[1] and h[2] then
+    add_karma(KEYS[19], as_member(h[1], c.user_prefix), tonumber(h[2]), c.now, c.via_outbox)
+  end
+  redis.call('HDEL', article, 'status', 'removal_reason', 'flags', 'pending_karma')
   redis.call('DEL', KEYS[13], KEYS[17])
 end
 redis.call('ZREM', c.queue, article)

@@ -9,7 +9,7 @@ use redis::{ScriptInvocation, Value};
 
 use super::library::{GROUP_SIZES, KARMA, MODERATION, RATE_LIMIT};
 use super::ScriptReply;
-use super::{or_outbox, seconds, status, top_keys, via_outbox, Lua};
+use super::{karma_or_outbox, or_outbox, seconds, status, top_keys, via_outbox, Lua};
 use crate::domain::{ArticleId, ModAction, Period, Ranking, Role, UserName};
 use crate::error::AppResult;
 use crate::rate::RateLimit;
@@ -218,7 +218,8 @@ pub async fn flag(
 }
 
 /// Removes or restores an article (a restore puts it back with the score
-/// it had and clears its flags).
+/// it had, gives its poster the karma of the votes cast while it was out,
+/// and clears its flags).
 static MODERATE_ARTICLE: LazyLock<Lua<ModerationReply>> = LazyLock::new(|| {
     moderation_script(
         "moderate-article",
@@ -240,6 +241,7 @@ pub async fn moderate_article(
     let lua = &MODERATE_ARTICLE;
     let mut invocation = prepare(lua, run, Subject::Article(id), call);
     flaggers(&mut invocation, run.at, id);
+    invocation.key(run.at.key(karma_or_outbox(run.at)));
     lua.call(&invocation, conn).await
 }
 
