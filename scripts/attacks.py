@@ -56,6 +56,12 @@ What votegraph does with each attack:
   are read at once (80 reads a second) while derived in short scripts
   (slowlog over 2 ms); 200,000 voters added by the book to one article
   cost the vote indexes what docs/keyspace.md states.
+- Moderation: 5 accounts signed up at once flag an admin's article and it
+  stays in every view (their flags reach the queue, and count toward
+  hiding only from accounts old enough and with karma enough); with those
+  floors at 0 they hide it, and after a restore the same 5 cannot hide it
+  again. A moderator's vote on a removed article leaves its poster's karma
+  as it was until the restore, which brings it up to date.
 
 Everything the script starts is stopped on every path. Loopback only; every
 loop is bounded and every socket and HTTP call has a timeout.
@@ -1429,6 +1435,112 @@ def voter_amplification(voters=200_000):
         stop(srv)
 
 
+# --- 9. moderation: brigades and votes on removed articles -------------------
+
+FLAG = 'mutation($id: ID!) { flag(articleId: $id, reason: "brigade") { id } }'
+RESTORE = "mutation($id: ID!) { restoreArticle(articleId: $id) { id } }"
+REMOVE = 'mutation($id: ID!) { removeArticle(articleId: $id, reason: "test") { id } }'
+VOTE_DIRECTION = "mutation($id: ID!, $d: VoteDirection!) { vote(articleId: $id, direction: $d) { id } }"
+SEEN_BY_MODERATORS = "query($id: ID!) { article(id: $id) { status flags } moderationQueue { edges { node { id } } } }"
+
+
+def admin(srv, name):
+    """A user made admin with the real `votegraph set-role`; their token."""
+    token = sign_up(srv, name)
+    env = dict(os.environ, REDIS_URL=f"redis+unix://{srv.sock}", RUST_LOG="warn")
+    done = subprocess.run([BINARY, "set-role", name, "admin"], env=env, capture_output=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"set-role: {short(done.stderr.decode(errors='replace'))}")
+    return token
+
+
+def data_of(body, *path):
+    value = parse(body) or {}
+    for key in ("data", *path):
+        value = (value or {}).get(key) if isinstance(value, dict) else None
+    return value
+
+
+def flag_all(srv, tokens, id_):
+    """Each token flags article id_; (last status, last body)."""
+    status, body = None, b""
+    for token in tokens:
+        status, body = gql(srv, FLAG, {"id": id_}, token)
+        if code_of(body) != "ok":
+            break
+    return status, body
+
+
+def standing(srv, id_, admin_token):
+    """What readers and moderators see of article id_, in words."""
+    _, shown = gql(srv, "query($id: ID!) { article(id: $id) { id } }", {"id": id_})
+    _, moderated = gql(srv, SEEN_BY_MODERATORS, {"id": id_}, admin_token)
+    article = data_of(moderated, "article") or {}
+    queue = data_of(moderated, "moderationQueue", "edges") or []
+    queued = any(e.get("node", {}).get("id") == id_ for e in queue)
+    readers = "see it" if data_of(shown, "article") else "do not see it"
+    return f"readers {readers}; status {article.get('status')}, flags {article.get('flags')}, queued {queued}"
+
+
+def brigade_on(srv, label):
+    """5 accounts signed up at once flag an admin's article, then again after a restore."""
+    root = admin(srv, "root")
+    id_ = post_article(srv, root, "the admin's notes")
+    started = time.monotonic()
+    brigade = [sign_up(srv, f"brigade{i}") for i in range(5)]
+    made = time.monotonic() - started
+    status, body = flag_all(srv, brigade, id_)
+    rows.append((f"brigade ({label}): 5 accounts made in {made:.2f} s flag an admin's article", status,
+                 code_of(body), standing(srv, id_, root)))
+    status, body = gql(srv, RESTORE, {"id": id_}, root)
+    restored = code_of(body)
+    status, body = flag_all(srv, brigade, id_)
+    rows.append((f"brigade ({label}): restoreArticle ({restored}), then the same 5 flag again", status,
+                 code_of(body), standing(srv, id_, root)))
+
+
+def brigade():
+    srv = start({"VOTEGRAPH_RATE_FLAG": "1000000/60"})
+    try:
+        brigade_on(srv, "default floors")
+    finally:
+        stop(srv)
+    # Floors at 0: every account has earned it, as aged accounts with karma would have.
+    srv = start({"VOTEGRAPH_RATE_FLAG": "1000000/60", "VOTEGRAPH_FLAG_MIN_ACCOUNT_AGE_SECS": "0",
+                 "VOTEGRAPH_FLAG_MIN_KARMA": "0"})
+    try:
+        brigade_on(srv, "floors at 0")
+    finally:
+        stop(srv)
+
+
+def karma_of(srv, name):
+    query = 'query($id: ID!) { node(id: $id) { ... on User { karma } } }'
+    _, body = gql(srv, query, {"id": f"user:{name}"})
+    return (data_of(body, "node") or {}).get("karma")
+
+
+def removed_votes(srv):
+    """A moderator's votes on a removed article: what its poster's karma shows meanwhile and after."""
+    root = admin(srv, "root")
+    alice = sign_up(srv, "alice")
+    id_ = post_article(srv, alice, "alice's story")
+    before = karma_of(srv, "alice")
+    gql(srv, REMOVE, {"id": id_}, root)
+    status, body = gql(srv, VOTE_DIRECTION, {"id": id_, "d": "UP"}, root)
+    removed = karma_of(srv, "alice")
+    gql(srv, RESTORE, {"id": id_}, root)
+    restored = karma_of(srv, "alice")
+    rows.append(("removed-votes: an admin upvotes a removed article", status, code_of(body),
+                 f"poster's karma {before} before, {removed} while removed, {restored} after the restore"))
+    gql(srv, REMOVE, {"id": id_}, root)
+    status, body = gql(srv, VOTE_DIRECTION, {"id": id_, "d": "NONE"}, root)
+    removed = karma_of(srv, "alice")
+    gql(srv, RESTORE, {"id": id_}, root)
+    rows.append(("removed-votes: the admin takes the vote back while it is removed again", status, code_of(body),
+                 f"poster's karma {restored} before, {removed} while removed, {karma_of(srv, 'alice')} after"))
+
+
 # --- the run --------------------------------------------------------------------
 
 def wanted(name):
@@ -1491,6 +1603,8 @@ def main():
         guard("book-style burst", book_burst)
         guard("thousands of groups", many_groups)
         guard("voter amplification", voter_amplification)
+        guard("brigade", brigade)
+        on_misc_server([("removed-votes", removed_votes)])
     finally:
         for srv in _servers:
             stop(srv)

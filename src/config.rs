@@ -213,6 +213,25 @@ pub struct Settings {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub flag_threshold: u32,
 
+    /// Seconds an account must have existed before its flags count toward
+    /// hiding an article (younger accounts' flags reach the queue only).
+    #[arg(
+        long,
+        env = "VOTEGRAPH_FLAG_MIN_ACCOUNT_AGE_SECS",
+        default_value_t = 86_400
+    )]
+    pub flag_min_account_age_secs: u64,
+
+    /// Karma an account must have before its flags count toward hiding an
+    /// article (others' flags reach the queue only).
+    #[arg(
+        long,
+        env = "VOTEGRAPH_FLAG_MIN_KARMA",
+        default_value_t = 10,
+        allow_negative_numbers = true
+    )]
+    pub flag_min_karma: i64,
+
     /// Entries the moderation log keeps: the newest this many.
     #[arg(long, env = "VOTEGRAPH_MODLOG_MAX_ENTRIES", default_value_t = 1_000_000,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -426,6 +445,8 @@ impl Settings {
     pub fn moderation(&self) -> crate::store::ModerationLimits {
         crate::store::ModerationLimits {
             flag_threshold: self.flag_threshold,
+            flag_min_account_age_secs: self.flag_min_account_age_secs,
+            flag_min_karma: self.flag_min_karma,
             modlog_max_entries: self.modlog_max_entries,
         }
     }
@@ -508,6 +529,10 @@ mod tests {
         assert_eq!(s.rate_set_groups.to_string(), "30/60");
         assert_eq!(s.rate_rename_slug.to_string(), "10/3600");
         assert_eq!(s.view_window_secs, 3600);
+        assert_eq!(s.flag_min_account_age_secs, 86_400);
+        assert_eq!(s.flag_min_karma, 10);
+        let lenient = ["votegraph", "--flag-min-karma", "-5"];
+        assert_eq!(Settings::parse_from(lenient).flag_min_karma, -5);
         assert!(s.trusted_proxies.is_empty());
         assert!(Settings::try_parse_from(["votegraph", "--reconcile-votes"]).is_ok());
 

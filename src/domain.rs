@@ -289,8 +289,8 @@ pub enum ArticleStatus {
     Visible,
     /// Has flags, still in every view.
     Flagged,
-    /// Flags reached `--flag-threshold`: out of every public view until a
-    /// moderator removes or restores it.
+    /// Flags that may hide it reached `--flag-threshold`: out of every
+    /// public view until a moderator removes or restores it.
     Hidden,
     /// Removed by a moderator.
     Removed,
@@ -320,7 +320,7 @@ pub enum ModAction {
     RemoveArticle,
     /// A moderator restored a removed or hidden article.
     RestoreArticle,
-    /// Flags reached `--flag-threshold`.
+    /// Flags that may hide the article reached `--flag-threshold`.
     HideArticle,
     BanUser,
     UnbanUser,

@@ -121,7 +121,8 @@ pub struct ModerationMutation;
 #[Object]
 impl ModerationMutation {
     /// Flags an article for the moderators, once per user (a repeat is a
-    /// no-op); the flag that reaches `--flag-threshold` hides it.
+    /// no-op); flags of accounts old enough and with karma enough hide it
+    /// at `--flag-threshold`.
     async fn flag(
         &self,
         ctx: &Context<'_>,

@@ -508,6 +508,18 @@ pub fn article_flags(id: ArticleId) -> String {
     format!("{ARTICLE_PREFIX}{id}:flags")
 }
 
+/// `article:<id>:hiding-flaggers`: set of the `user:<name>` whose flag on
+/// the article counts toward hiding it.
+pub fn article_hiding_flaggers(id: ArticleId) -> String {
+    format!("{ARTICLE_PREFIX}{id}:hiding-flaggers")
+}
+
+/// `article:<id>:cleared-flaggers`: set of the `user:<name>` whose flags
+/// on the article a restore cleared; theirs never count toward hiding it.
+pub fn article_cleared_flaggers(id: ArticleId) -> String {
+    format!("{ARTICLE_PREFIX}{id}:cleared-flaggers")
+}
+
 /// `user:<name>:sessions`: the token hashes of the user's sessions.
 pub fn user_sessions(name: &str) -> String {
     format!("{USER_PREFIX}{name}:sessions")
@@ -642,6 +654,8 @@ mod tests {
         assert_eq!(article_modlog(id), "article:7:modlog");
         assert_eq!(user_modlog("alice"), "user:alice:modlog");
         assert_eq!(article_flags(id), "article:7:flags");
+        assert_eq!(article_hiding_flaggers(id), "article:7:hiding-flaggers");
+        assert_eq!(article_cleared_flaggers(id), "article:7:cleared-flaggers");
         assert_eq!(user_sessions("alice"), "user:alice:sessions");
         assert_eq!(user_articles_out("alice"), "user:alice:articles:out");
         assert_eq!(modlog_action(ModAction::BanUser), "modlog:action:BAN_USER");

@@ -26,15 +26,19 @@ use super::keys::{self, At, Shard};
 use super::scripts::{self, Acting, Actor, ModLogFilter, ModLogRecord};
 use super::scripts::{ModerationReply, UserAction};
 use super::shards::Gate;
+use super::users::karma_of;
 use super::{not_found, value_f64, value_str, Store};
 use crate::domain::{ArticleId, Ranking, Role, UserName};
 use crate::error::{AppError, AppResult};
 use crate::rate::{RateAction, RateScope};
 
-/// `--flag-threshold` and `--modlog-max-entries`.
+/// `--flag-threshold`, the floors a flagger's account must reach for the
+/// flag to count toward it, and `--modlog-max-entries`.
 #[derive(Debug, Clone, Copy)]
 pub struct ModerationLimits {
     pub flag_threshold: u32,
+    pub flag_min_account_age_secs: u64,
+    pub flag_min_karma: i64,
     pub modlog_max_entries: u64,
 }
 
@@ -42,6 +46,8 @@ impl Default for ModerationLimits {
     fn default() -> Self {
         Self {
             flag_threshold: 5,
+            flag_min_account_age_secs: 86_400,
+            flag_min_karma: 10,
             modlog_max_entries: 1_000_000,
         }
     }
@@ -85,11 +91,35 @@ impl Store {
     pub async fn flag(&self, actor: &Actor<'_>, id: ArticleId, flagging: bool) -> AppResult<()> {
         let at = self.layout.at(self.layout.of_article(id));
         let run = self.acting(actor, RateAction::Flag, at).await?;
+        let may_hide = match (flagging, actor.name) {
+            (true, Some(name)) => self.flags_may_hide(name).await?,
+            _ => false,
+        };
         let mut conn = self.conn().await?;
-        let reply = scripts::flag(&mut conn, &run, id, flagging).await?;
+        let reply = scripts::flag(&mut conn, &run, id, (flagging, may_hide)).await?;
         drop(conn);
         self.apply_outbox(at.shard);
         outcome(reply, RateAction::Flag, || not_found(id)).map(drop)
+    }
+
+    /// Whether `name`'s flags count toward hiding an article: the account
+    /// is old enough and has karma enough. Read on the account's shard
+    /// before the flag's script, which runs on the article's. An account
+    /// without a creation time predates its recording: old enough.
+    async fn flags_may_hide(&self, name: &UserName) -> AppResult<bool> {
+        let limits = self.moderation;
+        let names = [name.as_str().to_owned()];
+        let replies = self.per_user(&names, |pipe, karma, (account, member)| {
+            pipe.cmd("HGET").arg(account).arg("created");
+            pipe.cmd("ZSCORE").arg(karma).arg(member);
+        });
+        let replies = replies.await?;
+        let created = replies.first().and_then(value_f64);
+        let karma = replies.get(1).and_then(value_f64).map_or(0, karma_of);
+        let now = chrono::Utc::now().timestamp() as f64;
+        let floor = limits.flag_min_account_age_secs as f64;
+        let old_enough = created.is_none_or(|created| now - created >= floor);
+        Ok(old_enough && karma >= limits.flag_min_karma)
     }
 
     /// Removes (`remove`) or restores an article. False when it was

@@ -327,7 +327,7 @@ pub enum SessionUser {
 
 /// Karma is the integer part of a `karma:` score (the fraction is the
 /// tie-break, see `lua/lib/karma.lua`).
-fn karma_of(score: f64) -> i64 {
+pub(super) fn karma_of(score: f64) -> i64 {
     score.floor() as i64
 }
 
@@ -427,7 +427,7 @@ impl Store {
     /// The replies to the commands `add` pipelines for each of `names`
     /// (given its shard's `karma:`, its account's key and its member), one
     /// pipeline per shard, in one round trip.
-    async fn per_user(
+    pub(super) async fn per_user(
         &self,
         names: &[String],
         add: impl Fn(&mut redis::Pipeline, &str, (&str, &str)),

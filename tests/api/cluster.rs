@@ -392,6 +392,64 @@ async fn moderators_flag_remove_ban_and_log_across_shards() {
     assert_eq!(log["totalCount"], actions.len());
 }
 
+/// A flag counts toward hiding by the karma its account has on its own
+/// shard; a moderator's vote on the hidden article reaches its poster's
+/// karma, through the outbox, only at the restore, which clears the flags
+/// for good.
+#[tokio::test]
+async fn earned_flags_hide_and_held_karma_follows_the_restore_across_shards() {
+    let cluster = TestCluster::start(3, 0).await;
+    let mut settings = test_settings_for("redis://unused");
+    settings.redis_url = None;
+    settings.redis_cluster_nodes = Some(cluster.seeds());
+    (settings.flag_threshold, settings.flag_min_account_age_secs) = (2, 0);
+    settings.flag_min_karma = 1;
+    let server = spawn_server(settings).await;
+    let site = Site::at(&server.address);
+    sign_up_at(&site.client, &site.address, "root").await;
+    let made = set_role_on_cluster(&cluster.seeds(), "root", "admin");
+    assert!(made.status.success(), "{made:?}");
+    let root = site.log_in("root").await;
+    let (posts, readers) = seed(&site, 1, 4).await;
+    let id = posts[0].as_str();
+    let flag = "mutation($id: ID!) { flag(articleId: $id) { id } }";
+    let public = async || ids(&site.front_page("NEWEST", None).await).contains(&posts[0]);
+
+    for reader in &readers[..2] {
+        site.ok(flag, json!({ "id": id }), Some(reader)).await;
+    }
+    assert!(public().await, "accounts without karma do not hide");
+    // A post is a point of karma, on the poster's shard.
+    site.post(&readers[2], "veteran two").await;
+    site.post(&readers[3], "veteran three").await;
+    eventually("the veterans' karma", Duration::from_secs(5), async || {
+        let karma = site.karma().await;
+        let earned = ["reader2", "reader3"].map(|r| karma.get(r).copied());
+        done_if(earned == [Some(1), Some(1)], karma)
+    })
+    .await;
+    for reader in &readers[2..] {
+        site.ok(flag, json!({ "id": id }), Some(reader)).await;
+    }
+    assert!(!public().await, "two flags that count hide it");
+
+    site.vote(&root, id, "UP").await;
+    // Past the outbox's drain and any cached page.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(site.karma().await["poster"], 1, "held while hidden");
+    let restore = "mutation($id: ID!) { restoreArticle(articleId: $id) { id } }";
+    site.ok(restore, json!({ "id": id }), Some(&root)).await;
+    eventually("karma at the restore", Duration::from_secs(5), async || {
+        let karma = site.karma().await["poster"];
+        done_if(karma == 2, karma)
+    })
+    .await;
+    for reader in &readers[2..] {
+        site.ok(flag, json!({ "id": id }), Some(reader)).await;
+    }
+    assert!(public().await, "cleared flaggers do not hide it again");
+}
+
 /// A ban whose removals cannot all be written answers that it may be
 /// partly done, and sent again once the shard is back, removes the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ mod cluster_node_loss;
 mod directory;
 mod failover;
 mod feed;
+mod flags;
 mod graphiql;
 mod groups;
 mod helpers;

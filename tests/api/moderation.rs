@@ -268,3 +268,38 @@ async fn a_feed_cursor_at_a_removed_article_goes_on_below_it() {
     let next = m.app.gql_ok(page, json!({ "a": cursor }), None).await;
     assert_eq!(next["feed"]["edges"][0]["node"]["id"], second.as_str());
 }
+
+/// alice's karma and rank, as anyone reads them.
+async fn alices_karma(m: &Moderated) -> Value {
+    let query = "{ user: node(id: \"user:alice\") { ... on User { karma rank } } \
+                 topPosters { karma } }";
+    m.app.gql_ok(query, json!({}), None).await
+}
+
+#[tokio::test]
+async fn votes_on_a_removed_article_reach_karma_only_at_its_restore() {
+    let m = Moderated::start().await;
+    let (first, _, _) = two_articles(&m).await;
+    // Two posts and bob's upvote.
+    let before = alices_karma(&m).await;
+    assert_eq!(before["user"]["karma"], 3, "{before}");
+
+    m.remove(&first).await;
+    m.app.vote_as(&m.moderator, &first, "UP").await;
+    m.app.vote_as(&m.admin, &first, "DOWN").await;
+    m.app.vote_as(&m.admin, &first, "NONE").await;
+    assert_eq!(alices_karma(&m).await, before, "nothing changes while out");
+
+    m.restore(&first).await;
+    let after = alices_karma(&m).await;
+    assert_eq!(after["user"]["karma"], 4, "the moderator's upvote: {after}");
+    assert_eq!(after["topPosters"][0]["karma"], 4);
+
+    // A vote taken back while the article is out is taken back at its
+    // restore.
+    m.remove(&first).await;
+    m.app.vote_as(&m.moderator, &first, "NONE").await;
+    assert_eq!(alices_karma(&m).await, after);
+    m.restore(&first).await;
+    assert_eq!(alices_karma(&m).await["user"]["karma"], 3);
+}

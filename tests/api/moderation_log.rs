@@ -36,7 +36,11 @@ async fn ids_of(m: &Moderated, n: usize) -> Vec<String> {
 
 #[tokio::test]
 async fn flags_fill_the_queue_and_the_threshold_hides_an_article() {
-    let m = Moderated::start_with(|s| s.flag_threshold = 3).await;
+    let m = Moderated::start_with(|s| {
+        s.flag_threshold = 3;
+        (s.flag_min_account_age_secs, s.flag_min_karma) = (0, 0);
+    })
+    .await;
     let ids = ids_of(&m, 2).await;
     let (x, y) = (ids[0].as_str(), ids[1].as_str());
     let mut users = Vec::new();

@@ -258,7 +258,11 @@ async fn a_ban_ends_every_session_and_answers_banned_until_it_ends() {
 
 #[tokio::test]
 async fn a_ban_can_remove_every_article_of_the_user_each_with_its_entry() {
-    let m = Moderated::start_with(|s| s.flag_threshold = 1).await;
+    let m = Moderated::start_with(|s| {
+        s.flag_threshold = 1;
+        (s.flag_min_account_age_secs, s.flag_min_karma) = (0, 0);
+    })
+    .await;
     let bob = m.app.sign_up("bob").await;
     let mut ids = Vec::new();
     for title in ["one", "two", "three"] {

@@ -87,9 +87,9 @@ else
 end
 
 if out then
-  -- Its score waits in the hash for its restore, out of every ranking.
+  -- Its score and its poster's karma wait in the hash for its restore.
   redis.call('HINCRBYFLOAT', article, 'removed_score', net * vote_score)
-  if h[1] then add_karma(karma, as_member(h[1], user_prefix), net, now, via_outbox) end
+  if h[1] then redis.call('HINCRBY', article, 'pending_karma', net) end
   return {'changed'}
 end
 local score = redis.call('ZINCRBY', by_score, net * vote_score, article)

@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 use redis::{ScriptInvocation, Value};
 
 use super::library::{GROUP_SIZES, KARMA, MODERATION, RATE_LIMIT};
-use super::{or_outbox, seconds, status, top_keys, via_outbox, Lua, ScriptReply};
+use super::ScriptReply;
+use super::{karma_or_outbox, or_outbox, seconds, status, top_keys, via_outbox, Lua};
 use crate::domain::{ArticleId, ModAction, Period, Ranking, Role, UserName};
 use crate::error::AppResult;
 use crate::rate::RateLimit;
@@ -181,30 +182,44 @@ fn moderation_script(name: &'static str, body: &str) -> Lua<ModerationReply> {
     Lua::write(name, &[RATE_LIMIT, KARMA, GROUP_SIZES, MODERATION, body])
 }
 
-/// Flags an article, or takes the flag back; the flag that reaches
-/// `--flag-threshold` hides the article (`HIDE_ARTICLE`).
+/// Flags an article, or takes the flag back; the flag that brings the
+/// flags that may hide it to `--flag-threshold` hides the article
+/// (`HIDE_ARTICLE`).
 static FLAG: LazyLock<Lua<ModerationReply>> =
     LazyLock::new(|| moderation_script("flag", include_str!("../lua/flag.lua")));
 
+/// The article's flaggers whose flags count toward hiding it, and those
+/// whose flags a restore cleared: KEYS [17] and [18] of the article
+/// scripts.
+fn flaggers(invocation: &mut ScriptInvocation<'_>, at: At, id: ArticleId) {
+    invocation
+        .key(at.key(keys::article_hiding_flaggers(id)))
+        .key(at.key(keys::article_cleared_flaggers(id)));
+}
+
 /// Runs the flag script on the article's shard (the actor's name is the
-/// flag's).
+/// flag's); `may_hide`: the actor's account may hide articles (read on its
+/// own shard before, see `Store::flag`).
 pub async fn flag(
     conn: &mut Conn,
     run: &Acting<'_>,
     id: ArticleId,
-    flagging: bool,
+    (flagging, may_hide): (bool, bool),
 ) -> AppResult<ModerationReply> {
     let op = if flagging { "flag" } else { "unflag" };
     let call = (ModAction::HideArticle, op);
     let mut invocation = prepare(&FLAG, run, Subject::Article(id), call);
+    flaggers(&mut invocation, run.at, id);
     invocation
         .arg(if run.actor.role.moderates() { "1" } else { "" })
-        .arg(run.limits.flag_threshold);
+        .arg(run.limits.flag_threshold)
+        .arg(if may_hide { "1" } else { "" });
     FLAG.call(&invocation, conn).await
 }
 
 /// Removes or restores an article (a restore puts it back with the score
-/// it had and clears its flags).
+/// it had, gives its poster the karma of the votes cast while it was out,
+/// and clears its flags).
 static MODERATE_ARTICLE: LazyLock<Lua<ModerationReply>> = LazyLock::new(|| {
     moderation_script(
         "moderate-article",
@@ -224,7 +239,9 @@ pub async fn moderate_article(
         false => (ModAction::RestoreArticle, "restore"),
     };
     let lua = &MODERATE_ARTICLE;
-    let invocation = prepare(lua, run, Subject::Article(id), call);
+    let mut invocation = prepare(lua, run, Subject::Article(id), call);
+    flaggers(&mut invocation, run.at, id);
+    invocation.key(run.at.key(karma_or_outbox(run.at)));
     lua.call(&invocation, conn).await
 }
 

@@ -27,6 +27,7 @@ fn acting<'a>(actor: &'a Actor<'a>, max_entries: u64) -> Acting<'a> {
     let limits = ModerationLimits {
         flag_threshold: 1,
         modlog_max_entries: max_entries,
+        ..ModerationLimits::default()
     };
     let rate = Gate {
         key: at().key("user:someone:rate:moderate"),
@@ -83,7 +84,11 @@ async fn moderation_keeps_to_its_subjects_shard() {
     hset(c, &account, &[("name", name.as_str())]).await;
 
     let done = ModerationReply::Done;
-    assert_eq!(flag(c, &run, id, true).await.unwrap(), done, "hidden");
+    assert_eq!(
+        flag(c, &run, id, (true, true)).await.unwrap(),
+        done,
+        "hidden"
+    );
     let (member, queue) = (
         at().key(keys::article(id)),
         at().key(keys::MODERATION_QUEUE),
