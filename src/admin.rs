@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::config::{Command, Settings};
-use crate::local_redis;
 use crate::domain::{Role, UserName};
+use crate::local_redis;
 use crate::store::{Actor, Locator, Store, UserAction};
 
 /// Runs `command`; an error ends the process with a non-zero status.

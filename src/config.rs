@@ -79,7 +79,12 @@ pub struct Settings {
 
     /// Where the self-managed `redis-server` keeps its data (only without
     /// REDIS_URL); `set-role` finds the running server's Redis there.
-    #[arg(long, env = "VOTEGRAPH_DATA_DIR", default_value = "data", global = true)]
+    #[arg(
+        long,
+        env = "VOTEGRAPH_DATA_DIR",
+        default_value = "data",
+        global = true
+    )]
     pub data_dir: PathBuf,
 
     /// The `redis-server` program to start when REDIS_URL is unset.

@@ -388,7 +388,11 @@ impl Store {
             };
             found.map(|found| (name.clone(), found))
         };
-        Ok(names.iter().zip(replies.chunks_exact(3)).filter_map(named).collect())
+        Ok(names
+            .iter()
+            .zip(replies.chunks_exact(3))
+            .filter_map(named)
+            .collect())
     }
 
     /// Karma and rank of many users: their karma and rank on their own

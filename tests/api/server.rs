@@ -380,15 +380,17 @@ async fn set_role_finds_the_redis_a_server_runs_in_its_data_directory() {
     let (child, address) = start_binary(&data).await;
     let server = Running { child, address };
     for name in ["alice", "bob"] {
-        let query = format!(
-            "mutation {{ signUp(name: \"{name}\", password: \"password1\") {{ token }} }}"
-        );
+        let query =
+            format!("mutation {{ signUp(name: \"{name}\", password: \"password1\") {{ token }} }}");
         assert!(gql(&server.address, &query, None).await["errors"].is_null());
     }
 
     let data_dir = data.to_str().unwrap();
     for (args, said) in [
-        (vec!["ALICE", "admin", "--data-dir", data_dir], "alice is now admin"),
+        (
+            vec!["ALICE", "admin", "--data-dir", data_dir],
+            "alice is now admin",
+        ),
         // The default data directory, ./data.
         (vec!["bob", "moderator"], "bob is now moderator"),
     ] {
@@ -448,7 +450,10 @@ async fn ctrl_c_drains_then_stops_the_server_and_its_redis_without_a_warning() {
     // Draining: still serving, from Redis.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let answer = gql(&server.address, "{ articleCount }", None).await;
-    assert_eq!(answer["data"]["articleCount"], 0, "while draining: {answer}");
+    assert_eq!(
+        answer["data"]["articleCount"], 0,
+        "while draining: {answer}"
+    );
     let stopped = poll_until(
         Duration::from_secs(10),
         Duration::from_millis(50),
@@ -463,8 +468,15 @@ async fn ctrl_c_drains_then_stops_the_server_and_its_redis_without_a_warning() {
         "{said}"
     );
     let warnings: Vec<&str> = said.lines().filter(|l| l.contains(" WARN ")).collect();
-    assert!(warnings.is_empty(), "a clean stop warns of nothing: {warnings:#?}");
-    assert_eq!(redis_processes_in(data.path()), 0, "its redis-server stopped");
+    assert!(
+        warnings.is_empty(),
+        "a clean stop warns of nothing: {warnings:#?}"
+    );
+    assert_eq!(
+        redis_processes_in(data.path()),
+        0,
+        "its redis-server stopped"
+    );
 }
 
 #[test]
