@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Builds the image with podman (the Dockerfile's `prebuilt` stage: the
+# First reads docker-compose.yml (scripts/check-compose.py, on any
+# machine): votegraph without capabilities, on a read-only file system,
+# gaining no privileges; Redis' password a secret that Redis, its health
+# check and votegraph's REDIS_URL take; Redis on internal networks only.
+# Then builds the image with podman (the Dockerfile's `prebuilt` stage: the
 # `runtime` image with a binary built here) and runs it against a Redis
-# container, side by side as docker-compose.yml runs them: the image's
-# health check passes, the server runs as its own user, /health answers
+# container, side by side as docker-compose.yml runs them, with its
+# password, entrypoints, health check and hardening: both health checks
+# pass, Redis refuses a client without the password, the server runs as
+# its own user with no capabilities, /health answers
 # from the host through the published port, a sign-up, a post and a query
 # go through to Redis, and SIGTERM drains and stops it with status 0. Then
 # deploy/systemd/votegraph.service runs under a real systemd in a container:
@@ -34,6 +40,12 @@ fail() {
   exit 1
 }
 
+scripts/ensure-pyyaml.sh
+# docker-compose.yml's parts, as podman takes them (see check-compose.py).
+compose() { python3 scripts/check-compose.py docker-compose.yml "$@"; }
+compose || fail "docker-compose.yml breaks what docs/operations.md says of it"
+echo "container-check: docker-compose.yml keeps its hardening, Redis password and networks" >&2
+
 [ "$(uname -s)" = Linux ] || skip "podman runs them on Linux only"
 [ "$(id -u)" -eq 0 ] || fail "run it as root (sudo): it uses podman's rootful mode and mmdebstrap's"
 for tool in podman runc mmdebstrap; do
@@ -47,6 +59,7 @@ work=$(mktemp -d)
 images=()
 cleanup() {
   podman pod rm --force --ignore "$run_id" >/dev/null 2>&1 || true
+  podman secret rm "$run_id-redis-password" >/dev/null 2>&1 || true
   podman rm --force --ignore "$run_id-systemd" >/dev/null 2>&1 || true
   if [ ${#images[@]} -gt 0 ]; then
     podman rmi --force "${images[@]}" >/dev/null 2>&1 || true
@@ -107,11 +120,16 @@ quietly podman build --isolation chroot --format docker --target prebuilt \
   --tag "localhost/$run_id-votegraph" "$work/binary"
 images+=("localhost/$run_id-votegraph")
 
+# The official image's entrypoint, as far as the compose file's Redis
+# command uses it: the command, in Redis' directory, as its user.
+printf '#!/bin/sh\ncd /var/lib/redis && exec "$@"\n' >"$work/docker-entrypoint.sh"
+chmod 755 "$work/docker-entrypoint.sh"
 cat >"$work/Containerfile.redis" <<EOF
 FROM $base
 RUN apt-get update \\
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server \\
     && apt-get clean && rm -rf /var/lib/apt/lists/*
+COPY docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh
 USER redis
 EOF
 echo "container-check: building a Redis image from Debian's redis-server" >&2
@@ -140,21 +158,35 @@ quietly podman build --isolation chroot --tag "localhost/$run_id-systemd" "$work
 images+=("localhost/$run_id-systemd")
 built=$SECONDS
 
-# One pod: the containers share its network, as compose's share theirs;
-# Redis listens in the pod only, votegraph is published on loopback.
-quietly podman pod create --name "$run_id" --publish 127.0.0.1::8000
-quietly podman run --detach --pod "$run_id" --name "$run_id-redis" "localhost/$run_id-redis" \
-  redis-server --bind 127.0.0.1 --port 6379 --dir /var/lib/redis --appendonly yes
+# One pod: the containers share its network, as compose's share theirs,
+# where `redis` names Redis; only votegraph is published, on loopback.
+quietly podman pod create --name "$run_id" --publish 127.0.0.1::8000 --add-host redis:127.0.0.1
+# The compose file's secret, hex as docs/operations.md makes it.
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/redis-password"
+quietly podman secret create "$run_id-redis-password" "$work/redis-password"
+secret=("--secret" "$run_id-redis-password,target=redis-password")
+mapfile -d '' redis_command < <(compose redis-command)
+mapfile -d '' redis_health < <(compose redis-health)
+quietly podman run --detach --pod "$run_id" --name "$run_id-redis" "${secret[@]}" \
+  "localhost/$run_id-redis" "${redis_command[@]}"
 # The compose file's Redis health check, waited for as its votegraph does.
 for _ in $(seq 50); do
-  if podman exec "$run_id-redis" redis-cli ping 2>/dev/null | grep -q PONG; then break; fi
+  if podman exec "$run_id-redis" sh -c "${redis_health[0]}" 2>/dev/null; then break; fi
   sleep 0.2
 done
-podman exec "$run_id-redis" redis-cli ping | grep -q PONG || fail "Redis did not start"
+podman exec "$run_id-redis" sh -c "${redis_health[0]}" \
+  || { podman logs "$run_id-redis" 2>&1 | tail -20 >&2; fail "Redis' health check never passed"; }
+answer=$(podman exec "$run_id-redis" redis-cli ping 2>&1 || true)
+case $answer in
+*NOAUTH*) ;;
+*) fail "Redis answered $answer to a client without its password" ;;
+esac
+echo "container-check: Redis takes its password from the secret; its health check passes" >&2
 
-quietly podman run --detach --pod "$run_id" --name "$run_id-votegraph" \
-  --env REDIS_URL=redis://127.0.0.1:6379/0 --env VOTEGRAPH_SHUTDOWN_GRACE_MS=500 \
-  "localhost/$run_id-votegraph"
+mapfile -d '' hardening < <(compose votegraph-hardening)
+quietly podman run --detach --pod "$run_id" --name "$run_id-votegraph" "${secret[@]}" \
+  --entrypoint "$(compose votegraph-entrypoint | tr -d '\0')" "${hardening[@]}" \
+  --env VOTEGRAPH_SHUTDOWN_GRACE_MS=500 "localhost/$run_id-votegraph"
 votegraph_log() { podman logs "$run_id-votegraph" 2>&1 | tail -20 >&2; }
 
 healthy=no
@@ -170,6 +202,14 @@ echo "container-check: the image's health check passes" >&2
 
 uid=$(podman exec "$run_id-votegraph" id -u)
 [ "$uid" = 10001 ] || fail "votegraph runs as uid $uid, not its own user"
+status=$(podman exec "$run_id-votegraph" cat /proc/1/status)
+t=$'\t'
+for field in "NoNewPrivs:${t}1" "CapEff:${t}0000000000000000" "CapBnd:${t}0000000000000000"; do
+  printf '%s\n' "$status" | grep -q "^$field" || fail "votegraph's process lacks $field"
+done
+podman exec "$run_id-votegraph" sh -c 'touch /tmp/x' 2>/dev/null \
+  && fail "votegraph's file system is writable"
+echo "container-check: votegraph runs hardened as the compose file says, as uid 10001" >&2
 
 address=$(podman port "$run_id-votegraph" 8000/tcp)
 health=$(curl -fsS "http://$address/health") || fail "/health on $address failed"
@@ -225,7 +265,6 @@ wait_serving "the unit never served /health"
 pid=$(in_systemd systemctl show --property MainPID --value votegraph)
 status=$(in_systemd cat "/proc/$pid/status")
 uid=$(in_systemd id -u votegraph)
-t=$'\t'
 for field in "Uid:$t$uid$t" "NoNewPrivs:${t}1" "Seccomp:${t}2" \
   "CapEff:${t}0000000000000000" "CapBnd:${t}0000000000000000"; do
   printf '%s\n' "$status" | grep -q "^$field" || fail "the unit's process lacks $field"

@@ -1,7 +1,8 @@
 //! What `votegraph` runs instead of the server: `set-role`, which makes
 //! the first admin (or changes any role) from the command line, on the
 //! Redis the servers use, found as they find it (REDIS_URL, Sentinel or
-//! REDIS_CLUSTER_NODES).
+//! REDIS_CLUSTER_NODES; without them, the Redis a server runs in the data
+//! directory).
 //! Servers running on that Redis see the change at the user's next
 //! request; the log records it as SET_ROLE, with no moderator.
 
@@ -11,17 +12,17 @@ use anyhow::Context as _;
 
 use crate::config::{Command, Settings};
 use crate::domain::{Role, UserName};
-use crate::store::{Actor, Store, UserAction};
+use crate::local_redis;
+use crate::store::{Actor, Locator, Store, UserAction};
 
 /// Runs `command`; an error ends the process with a non-zero status.
 pub async fn run(command: Command, settings: &Settings) -> anyhow::Result<()> {
     let Command::SetRole { name, role } = command;
     let timeout = Duration::from_millis(settings.redis_timeout_ms.max(1));
-    let locator = settings.configured_redis(timeout)?.context(
-        "set-role changes the Redis the servers use: set REDIS_URL (or REDIS_SENTINELS and \
-         REDIS_MASTER_NAME, or REDIS_CLUSTER_NODES) as they have it; a server without \
-         REDIS_URL runs its Redis at redis+unix://<data dir>/redis.sock",
-    )?;
+    let locator = match settings.configured_redis(timeout)? {
+        Some(locator) => locator,
+        None => Locator::url(&local_redis::running_url(&settings.data_dir).await?)?,
+    };
     let store =
         Store::new(locator, 1, timeout, timeout, None)?.with_moderation(settings.moderation());
     let unknown = || format!("no user named {name:?}");

@@ -77,8 +77,14 @@ pub struct Settings {
           value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub wait_timeout_ms: u64,
 
-    /// Where the self-managed `redis-server` keeps its data (only without REDIS_URL).
-    #[arg(long, env = "VOTEGRAPH_DATA_DIR", default_value = "data")]
+    /// Where the self-managed `redis-server` keeps its data (only without
+    /// REDIS_URL); `set-role` finds the running server's Redis there.
+    #[arg(
+        long,
+        env = "VOTEGRAPH_DATA_DIR",
+        default_value = "data",
+        global = true
+    )]
     pub data_dir: PathBuf,
 
     /// The `redis-server` program to start when REDIS_URL is unset.

@@ -27,13 +27,14 @@ impl LocalRedis {
             .canonicalize()
             .with_context(|| format!("resolving {}", data_dir.display()))?;
         let lock = lock_data_dir(&dir)?;
-        let socket = socket_path(&dir);
+        let socket = socket_path(&dir, std::process::id());
         let builder = RedisServer::builder(&dir)
             .program(program)
             .unix_socket(&socket)
             .persistent(true)
             .log_file("redis.log")
-            .inherit_stderr(true);
+            .inherit_stderr(true)
+            .own_process_group(true);
         if answers_ping(&redis::Client::open(builder.url())?).await {
             bail!(
                 "a redis-server is already running on {socket} (left behind by a votegraph that \
@@ -92,6 +93,7 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
             let holder = holder.trim();
+            let socket = socket_path(dir, holder.parse().unwrap_or(0));
             let pid = (!holder.is_empty()).then(|| format!(" (pid {holder})"));
             let pid = pid.unwrap_or_default();
             bail!(
@@ -101,7 +103,7 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
                  (VOTEGRAPH_DATA_DIR), or share its Redis with \
                  REDIS_URL=redis+unix://{socket}",
                 dir = dir.display(),
-                socket = socket_path(dir).display(),
+                socket = socket.display(),
             );
         }
         Err(std::fs::TryLockError::Error(e)) => {
@@ -115,12 +117,36 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
-fn socket_path(dir: &Path) -> PathBuf {
+/// The socket of the server that the votegraph of process `pid` runs in
+/// `dir`.
+fn socket_path(dir: &Path, pid: u32) -> PathBuf {
     let socket = dir.join("redis.sock");
     if socket.as_os_str().len() <= MAX_SOCKET_PATH {
         socket
     } else {
         // A deep data directory: keep the socket in a short, private place.
-        std::env::temp_dir().join(format!("votegraph-{}.sock", std::process::id()))
+        std::env::temp_dir().join(format!("votegraph-{pid}.sock"))
+    }
+}
+
+/// The URL of the `redis-server` a running votegraph keeps in `data_dir`
+/// (found through its lock file), for commands run beside it; an error
+/// saying what to do when none answers there.
+pub async fn running_url(data_dir: &Path) -> anyhow::Result<String> {
+    let not_running = || {
+        anyhow::anyhow!(
+            "no running votegraph server keeps its Redis in the data directory {:?}: start the \
+             server first (with the same --data-dir), or set REDIS_URL to the Redis the servers use",
+            data_dir
+        )
+    };
+    let dir = data_dir.canonicalize().map_err(|_| not_running())?;
+    let holder = std::fs::read_to_string(dir.join(LOCK_FILE)).unwrap_or_default();
+    let socket = socket_path(&dir, holder.trim().parse().unwrap_or(0));
+    let url = format!("redis+unix://{}", socket.display());
+    let client = redis::Client::open(url.as_str()).map_err(|_| not_running())?;
+    match answers_ping(&client).await {
+        true => Ok(url),
+        false => Err(not_running()),
     }
 }

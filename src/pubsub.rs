@@ -165,6 +165,7 @@ impl PubSub {
             moderated: broadcast::channel(CAPACITY).0,
             stats: PubSubStats::default(),
             resubscribed,
+            stopping: AtomicBool::new(false),
         });
         let task = tokio::spawn(listen(locator, hub.clone()));
         Self {
@@ -174,6 +175,12 @@ impl PubSub {
             shared: Arc::default(),
             _task: Arc::new(AbortOnDropHandle::new(task)),
         }
+    }
+
+    /// Stops listening once the connection closes, without a warning or
+    /// another attempt: for a server stopping, before its Redis goes.
+    pub fn stop(&self) {
+        self.hub.stopping.store(true, Ordering::SeqCst);
     }
 
     /// A new receiver of every event from now on.
@@ -248,6 +255,8 @@ struct Hub {
     /// Counts subscriptions made after the first (see
     /// [`PubSub::resubscriptions`]).
     resubscribed: watch::Sender<u64>,
+    /// Set by [`PubSub::stop`].
+    stopping: AtomicBool,
 }
 
 impl Hub {
@@ -316,8 +325,12 @@ async fn listen(locator: Locator, hub: Arc<Hub>) {
                     hub.dispatch(&message);
                 }
                 stats.connected.store(false, Ordering::Relaxed);
+                if hub.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
                 tracing::warn!(%redis, "pub/sub connection closed; reconnecting");
             }
+            Err(_) if hub.stopping.load(Ordering::SeqCst) => return,
             Err(e) => {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%redis, error = %e, "subscribing to score changes failed")

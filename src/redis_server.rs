@@ -25,6 +25,7 @@ pub struct RedisServerBuilder {
     args: Vec<OsString>,
     log_file: Option<String>,
     inherit_stderr: bool,
+    own_process_group: bool,
 }
 
 /// Why a server did not start.
@@ -70,6 +71,7 @@ impl RedisServer {
             args: Vec::new(),
             log_file: None,
             inherit_stderr: false,
+            own_process_group: false,
         }
     }
 
@@ -173,6 +175,13 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Runs the server in a process group of its own, so a Ctrl-C in the
+    /// terminal reaches its owner alone, which stops it once done with it.
+    pub fn own_process_group(mut self, on: bool) -> Self {
+        self.own_process_group = on;
+        self
+    }
+
     /// The URL the server will answer on.
     pub fn url(&self) -> String {
         match &self.listen {
@@ -223,6 +232,11 @@ impl RedisServerBuilder {
             command.args(["--logfile", log]);
         }
         command.args(&self.args);
+        #[cfg(unix)]
+        if self.own_process_group {
+            use std::os::unix::process::CommandExt as _;
+            command.process_group(0);
+        }
         command.stdin(Stdio::null()).stdout(Stdio::null());
         command.stderr(if self.inherit_stderr {
             Stdio::inherit()

@@ -176,6 +176,8 @@ impl Application {
             let _ = tokio::time::timeout(Duration::from_secs(2), metrics).await;
         }
         if let Some(redis) = self.local_redis {
+            // Its connection closing is no loss to report.
+            self.state.pubsub.stop();
             redis.stop().await;
         }
         served.context("server failed")

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_graphql::dataloader::Loader;
 
 use crate::auth::Session;
-use crate::domain::ArticleId;
+use crate::domain::{ArticleId, UserName};
 use crate::store::{Account, ArticleRecord, Ranked, Standing, Store};
 
 /// Loads articles, with the caller's vote on each when logged in.
@@ -68,14 +68,15 @@ impl Loader<String> for StandingLoader {
     }
 }
 
-/// Whether users exist, for `node(id: "user:…")`.
+/// The user each name names (any case, as `logIn` finds it): for
+/// `node(id: "user:…")` and `modLog(user:)`.
 pub struct UserLoader(pub Store);
 
-impl Loader<String> for UserLoader {
-    type Value = bool;
+impl Loader<UserName> for UserLoader {
+    type Value = UserName;
     type Error = async_graphql::Error;
 
-    async fn load(&self, keys: &[String]) -> Result<HashMap<String, bool>, Self::Error> {
-        Ok(self.0.known_users(keys).await?)
+    async fn load(&self, keys: &[UserName]) -> Result<HashMap<UserName, UserName>, Self::Error> {
+        Ok(self.0.user_names(keys).await?)
     }
 }

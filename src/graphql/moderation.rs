@@ -71,8 +71,10 @@ impl ModerationQuery {
     }
 
     /// The moderation log, newest first: every action, or those of one
-    /// `action`, about one `user` (banned, unbanned, role set) or one
-    /// article. Public; `moderator` is shown to moderators only.
+    /// `action`, about one `user` (banned, unbanned, role set; the name in
+    /// any case) or one article. Public, reasons and bans included, as
+    /// `Article.removalReason` and `User.banned` are; `moderator` is shown
+    /// to moderators only.
     async fn mod_log(
         &self,
         ctx: &Context<'_>,
@@ -92,7 +94,7 @@ impl ModerationQuery {
             article,
         };
         let page = RequestContext::of(ctx)?
-            .modlog(&filter, first, after.as_deref())
+            .modlog(filter, first, after.as_deref())
             .await?;
         let end_cursor = page.entries.last().map(|(cursor, _)| cursor.clone());
         Ok(ModLogConnection {
@@ -284,6 +286,7 @@ pub struct ModLogEntry {
     id: ID,
     at: DateTime,
     action: ModAction,
+    /// Why, as the moderator said (a `SET_ROLE`'s names the role).
     reason: Option<String>,
     /// The user banned, unbanned or given a role.
     user: Option<User>,

@@ -26,16 +26,19 @@ pub enum Node {
 pub const NODES_MAX: usize = 100;
 
 /// The object with global id `id`; None when there is none, the id is
-/// malformed, or the article is out of view as `Query.article` says. A group, as `Query.group` answers, is any valid name (one
-/// with no articles is empty).
+/// malformed, or the article is out of view as `Query.article` says. A
+/// user's name may be in any case, as `logIn` takes it; a group, as
+/// `Query.group` answers, is any valid name (one with no articles is
+/// empty).
 pub(super) async fn load(ctx: &Context<'_>, id: &str) -> Result<Option<Node>> {
     let context = RequestContext::of(ctx)?;
     if let Some(name) = id.strip_prefix(USER_ID_PREFIX) {
         let Ok(name) = UserName::parse(name) else {
             return Ok(None);
         };
-        let exists = context.user_exists(name.as_str()).await?;
-        return Ok(exists.then(|| Node::User(User::from(name))));
+        // Any case of the name: the user, with their own id.
+        let user = context.user_named(&name).await?;
+        return Ok(user.map(|user| Node::User(User::from(user))));
     }
     if let Some(name) = id.strip_prefix(GROUP_ID_PREFIX) {
         return Ok(GroupName::parse(name)

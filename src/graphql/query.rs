@@ -106,6 +106,7 @@ impl QueryRoot {
 
     /// The object with this global id (Relay's Global Object
     /// Identification), or null when there is none or the id is malformed.
+    /// A user's name may be in any case; the user answers with their own id.
     async fn node(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Node>> {
         node::load(ctx, &id).await
     }

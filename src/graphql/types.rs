@@ -184,14 +184,7 @@ pub struct Article(pub ArticleRecord);
 /// every subscriber of a shared stream would see the first one's answer
 /// (they see an anonymous caller's); `shared_subscriptions.rs` has a test that lists
 /// every field a subscription can reach, to make adding one a decision.
-pub const CALLER_DEPENDENT_FIELDS: &[&str] = &[
-    "myVote",
-    "status",
-    "removalReason",
-    "flags",
-    "banned",
-    "bannedUntil",
-];
+pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote", "status", "flags"];
 
 // Serial: every field is in memory (`poster`'s still batch), and
 // async-graphql's per-object `FuturesUnordered` costs more than it overlaps.
@@ -264,28 +257,30 @@ impl Article {
         self.0.views
     }
 
-    /// Where moderation left it; null for anyone but moderators and its
-    /// poster.
-    // Depends on the caller, as the next two: in `CALLER_DEPENDENT_FIELDS`.
+    /// Where moderation left it, as public as the moderation log: `HIDDEN`
+    /// and `REMOVED` to whoever sees it, `VISIBLE` to everyone else.
+    /// `FLAGGED` (flags are not logged) only to moderators and its poster.
+    // Depends on the caller: in `CALLER_DEPENDENT_FIELDS`.
     async fn status(&self, ctx: &Context<'_>) -> Result<Option<ArticleStatus>> {
-        let context = RequestContext::of(ctx)?;
-        if !context.sees_moderation_of(&self.0).await? {
-            return Ok(None);
-        }
         if self.0.status.is_out() {
             return Ok(Some(self.0.status));
+        }
+        let context = RequestContext::of(ctx)?;
+        if !context.sees_moderation_of(&self.0).await? {
+            return Ok(Some(ArticleStatus::Visible));
         }
         let (flags, _) = context.moderation_details(self.0.id).await?;
         Ok(Some(ArticleStatus::of(None, flags)))
     }
 
-    /// Why a moderator removed it; null for anyone but moderators and its
-    /// poster.
+    /// Why a moderator removed it, as the moderation log says to everyone;
+    /// null unless removed. Only its poster and moderators see a removed
+    /// article.
     async fn removal_reason(&self, ctx: &Context<'_>) -> Result<Option<String>> {
-        let context = RequestContext::of(ctx)?;
-        if self.0.status != ArticleStatus::Removed || !context.sees_moderation_of(&self.0).await? {
+        if self.0.status != ArticleStatus::Removed {
             return Ok(None);
         }
+        let context = RequestContext::of(ctx)?;
         Ok(context.moderation_details(self.0.id).await?.1)
     }
 
@@ -439,14 +434,14 @@ impl User {
         Ok(RequestContext::of(ctx)?.account(&self.name).await?.role)
     }
 
-    /// Whether the user is banned now; false for anyone but moderators.
-    // Depends on the caller, as `bannedUntil`: in `CALLER_DEPENDENT_FIELDS`.
+    /// Whether the user is banned now; public, as the moderation log's
+    /// bans are.
     async fn banned(&self, ctx: &Context<'_>) -> Result<bool> {
         Ok(self.ban(ctx).await?.is_some())
     }
 
-    /// When the user's ban ends; null for a ban for good, when not banned,
-    /// and for anyone but moderators.
+    /// When the user's ban ends; null for a ban for good and when not
+    /// banned.
     async fn banned_until(&self, ctx: &Context<'_>) -> Result<Option<DateTime>> {
         let until = self.ban(ctx).await?.flatten();
         Ok(until.map(|secs| DateTime(secs as f64)))
@@ -465,12 +460,9 @@ impl User {
 }
 
 impl User {
-    /// The user's ban in force, as a moderator asking sees it.
+    /// The user's ban in force, with its end.
     async fn ban(&self, ctx: &Context<'_>) -> Result<Option<Option<u64>>> {
         let context = RequestContext::of(ctx)?;
-        if !context.moderates().await? {
-            return Ok(None);
-        }
         let now = chrono::Utc::now().timestamp() as u64;
         Ok(context.account(&self.name).await?.banned(now))
     }

@@ -8,7 +8,7 @@ use super::deriver::scan;
 use super::keys;
 use super::keys::Shard;
 use super::scripts::{self, LogInReply, LoginAttemptReply, SignUpReply};
-use super::{value_f64, Conn, Store};
+use super::{value_f64, value_str, Conn, Store};
 use crate::client_addr::ClientAddr;
 use crate::domain::{PageRequest, Role, UserName};
 use crate::error::{AppError, AppResult};
@@ -359,19 +359,39 @@ impl Store {
             .collect())
     }
 
-    /// Whether each of `names` is a user, in one pipelined round trip: one
-    /// with an account, or a poster (every poster has karma).
-    pub async fn known_users(&self, names: &[String]) -> AppResult<HashMap<String, bool>> {
-        let replies = self.per_user(names, |pipe, karma, (user, member)| {
-            pipe.cmd("EXISTS").arg(user);
-            pipe.cmd("ZSCORE").arg(karma).arg(member);
-        });
-        let replies = replies.await?;
-        let known = |pair: &[Value]| pair[0] == Value::Int(1) || pair[1] != Value::Nil;
+    /// The user each of `names` names, in one pipelined round trip: the
+    /// one of that exact name (with an account, or a poster: every poster
+    /// has karma), else the account its case variants fold to (see
+    /// `UserName::folded`), as `logIn` finds it. Absent: no user.
+    pub async fn user_names(&self, names: &[UserName]) -> AppResult<HashMap<UserName, UserName>> {
+        let layout = self.layout;
+        let mut commands = Vec::new();
+        for name in names {
+            // Case twins fold alike, and so share the account's shard.
+            let at = layout.at(layout.of_user(name));
+            let member = keys::user(name.as_str());
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(at.key(&member));
+            let mut karma = redis::cmd("ZSCORE");
+            karma.arg(at.key(keys::KARMA)).arg(&member);
+            let mut twin = redis::cmd("HGET");
+            twin.arg(at.key(keys::USERS_BY_FOLDED_NAME))
+                .arg(name.folded());
+            commands.extend([exists, karma, twin].map(|cmd| (at.shard, cmd)));
+        }
+        let replies = self.scatter(commands).await?;
+        let named = |(name, replies): (&UserName, &[Value])| {
+            let exact = replies[0] == Value::Int(1) || replies[1] != Value::Nil;
+            let found = match exact {
+                true => Some(name.clone()),
+                false => value_str(&replies[2]).map(|twin| UserName::from_stored(twin.to_owned())),
+            };
+            found.map(|found| (name.clone(), found))
+        };
         Ok(names
             .iter()
-            .cloned()
-            .zip(replies.chunks_exact(2).map(known))
+            .zip(replies.chunks_exact(3))
+            .filter_map(named)
             .collect())
     }
 

@@ -1,7 +1,8 @@
 //! Flags, the moderators' queue and the moderation log: the threshold
 //! hides an article and logs it, every action writes its entry and no
 //! refusal writes one, the log pages and filters and keeps exactly the
-//! newest `--modlog-max-entries`; and the book's own code, which can
+//! newest `--modlog-max-entries`, and every reader learns from the fields
+//! what the log says; and the book's own code, which can
 //! bring a removed article back neither itself nor through what votegraph
 //! derives from it.
 
@@ -57,10 +58,13 @@ async fn flags_fill_the_queue_and_the_threshold_hides_an_article() {
         seen(&m, x, Some(&m.alice)).await,
         json!({ "status": "FLAGGED", "flags": null })
     );
-    assert_eq!(
-        seen(&m, x, None).await,
-        json!({ "status": null, "flags": null })
-    );
+    // Flags are not logged: others see a flagged article as visible.
+    for reader in [None, Some(users[0].as_str())] {
+        assert_eq!(
+            seen(&m, x, reader).await,
+            json!({ "status": "VISIBLE", "flags": null })
+        );
+    }
     flag(&m, &users[0], y).await;
     flag(&m, &users[1], y).await;
     let queue = m.app.gql_ok(QUEUE, json!({}), Some(&m.moderator)).await;
@@ -98,7 +102,7 @@ async fn flags_fill_the_queue_and_the_threshold_hides_an_article() {
     m.restore(x).await;
     assert_eq!(
         seen(&m, x, None).await,
-        json!({ "status": null, "flags": null })
+        json!({ "status": "VISIBLE", "flags": null })
     );
     assert_eq!(
         seen(&m, x, Some(&m.moderator)).await,
@@ -284,4 +288,108 @@ async fn the_books_own_code_cannot_bring_a_removed_article_back() {
     assert_eq!(data["article"]["groups"], json!(["news", "tech"]), "{data}");
     assert!(listed(&book.call(&["articles", "1"]).await));
     assert!(listed(&book.call(&["group-articles", "tech", "1"]).await));
+}
+
+const FACTS: &str = "query($a: ID!, $b: ID!) { \
+    modLog(first: 100) { totalCount edges { node { action reason until \
+      article { id status removalReason } user { name banned bannedUntil } } } } \
+    bans: modLog(action: BAN_USER) { totalCount } \
+    ofBob: modLog(user: \"bob\") { totalCount } \
+    ofA: modLog(articleId: $a) { totalCount } \
+    a: article(id: $a) { id status removalReason } \
+    b: article(id: $b) { id status removalReason } \
+    bob: node(id: \"user:bob\") { ... on User { name banned bannedUntil } } \
+    carol: node(id: \"user:carol\") { ... on User { name banned bannedUntil } } }";
+
+/// What the log says, as every reader sees it: each entry's action,
+/// reason, ban end and user, and the filtered counts.
+fn public_facts(data: &Value) -> Value {
+    let entries: Vec<Value> = data["modLog"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let n = &e["node"];
+            json!([n["action"], n["reason"], n["until"], n["user"]])
+        })
+        .collect();
+    let counts = ["modLog", "bans", "ofBob", "ofA"].map(|k| data[k]["totalCount"].clone());
+    json!({ "entries": entries, "counts": counts })
+}
+
+/// Checks that `data` (one reader's answer to [`FACTS`]) says on each
+/// field what its log entries say: `a` is the removed article, `b` the
+/// hidden one.
+fn assert_fields_agree_with_the_log(data: &Value) {
+    for edge in data["modLog"]["edges"].as_array().unwrap() {
+        let entry = &edge["node"];
+        let (field, status, reason) = match entry["action"].as_str().unwrap() {
+            "BAN_USER" => {
+                let user = &entry["user"];
+                let name = user["name"].as_str().unwrap();
+                assert_eq!(user["banned"], true, "{entry}");
+                assert_eq!(user["bannedUntil"], entry["until"], "{entry}");
+                assert_eq!(data[name], *user, "node(id: user:{name}) says otherwise");
+                assert!(entry["reason"].is_string(), "{entry}");
+                continue;
+            }
+            "REMOVE_ARTICLE" => ("a", "REMOVED", &entry["reason"]),
+            "HIDE_ARTICLE" => ("b", "HIDDEN", &Value::Null),
+            _ => continue,
+        };
+        let article = &entry["article"];
+        assert_eq!(data[field], *article, "article(id:) says otherwise");
+        if !article.is_null() {
+            assert_eq!(article["status"], status, "{entry}");
+            assert_eq!(article["removalReason"], *reason, "{entry}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_reader_sees_the_same_facts_in_the_log_and_on_the_fields() {
+    let m = Moderated::start_with(|s| s.flag_threshold = 1).await;
+    for name in ["bob", "carol"] {
+        m.app.sign_up(name).await;
+    }
+    let dave = m.app.sign_up("dave").await;
+    let ids = ids_of(&m, 2).await;
+    let (a, b) = (ids[0].as_str(), ids[1].as_str());
+    m.remove(a).await;
+    flag(&m, &dave, b).await;
+    let until = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 7200, 0)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let ban = "mutation($n: String!, $r: String!, $u: DateTime) { \
+               banUser(name: $n, reason: $r, until: $u) { name } }";
+    for vars in [
+        json!({ "n": "bob", "r": "trolling", "u": until }),
+        json!({ "n": "carol", "r": "a spam bot" }),
+    ] {
+        m.app.gql_ok(ban, vars, Some(&m.moderator)).await;
+    }
+
+    let vars = json!({ "a": a, "b": b });
+    let read = async |token: Option<&str>| m.app.gql_ok(FACTS, vars.clone(), token).await;
+    let anonymous = read(None).await;
+    assert_eq!(anonymous["bans"]["totalCount"], 2, "{anonymous}");
+    assert_eq!(anonymous["bob"]["bannedUntil"], until.as_str());
+    let facts = public_facts(&anonymous);
+    for (reader, token, sees_articles) in [
+        ("anonymous", None, false),
+        ("a member", Some(dave.as_str()), false),
+        ("the poster", Some(m.alice.as_str()), true),
+        ("a moderator", Some(m.moderator.as_str()), true),
+        // Again, from the response cache.
+        ("anonymous", None, false),
+    ] {
+        let data = read(token).await;
+        assert_eq!(public_facts(&data), facts, "{reader} reads another log");
+        assert_fields_agree_with_the_log(&data);
+        assert_eq!(
+            !data["a"].is_null() && !data["b"].is_null(),
+            sees_articles,
+            "{reader}: {data}"
+        );
+    }
 }

@@ -156,16 +156,16 @@ async fn roles_decide_who_may_act_and_refusals_name_the_role_needed() {
         "refusals log nothing"
     );
 
-    // Roles are public; bans are for moderators.
+    // Roles are public, and so are bans, as the moderation log is.
     m.app
         .gql_ok(ban, json!({ "n": "alice" }), Some(&m.moderator))
         .await;
     let users = "{ topPosters { user { name role banned bannedUntil } } }";
-    let anonymous = m.app.gql_ok(users, json!({}), None).await;
-    let alice = json!({ "name": "alice", "role": "MEMBER", "banned": false, "bannedUntil": null });
-    assert_eq!(anonymous["topPosters"][0]["user"], alice);
-    let seen = m.app.gql_ok(users, json!({}), Some(&m.moderator)).await;
-    assert_eq!(seen["topPosters"][0]["user"]["banned"], true);
+    let alice = json!({ "name": "alice", "role": "MEMBER", "banned": true, "bannedUntil": null });
+    for reader in [None, Some(m.moderator.as_str())] {
+        let seen = m.app.gql_ok(users, json!({}), reader).await;
+        assert_eq!(seen["topPosters"][0]["user"], alice);
+    }
 }
 
 /// A socket on `address` logged in as `token`.
@@ -426,4 +426,55 @@ async fn a_demoted_moderator_loses_removal_at_once_on_every_transport() {
         over_ws["errors"][0]["extensions"]["code"], "FORBIDDEN",
         "{over_ws}"
     );
+}
+
+#[tokio::test]
+async fn every_argument_naming_a_user_takes_any_case_of_the_name() {
+    let m = Moderated::start().await;
+    let set = "mutation($n: String!) { setRole(name: $n, role: MODERATOR) { name role } }";
+    let data = m
+        .app
+        .gql_ok(set, json!({ "n": "ALICE" }), Some(&m.admin))
+        .await;
+    assert_eq!(
+        data["setRole"],
+        json!({ "name": "alice", "role": "MODERATOR" })
+    );
+    m.app.sign_up("bob").await;
+    let ban = "mutation($n: String!) { banUser(name: $n, reason: \"spam\") { name banned } }";
+    let data = m
+        .app
+        .gql_ok(ban, json!({ "n": "BoB" }), Some(&m.moderator))
+        .await;
+    assert_eq!(data["banUser"], json!({ "name": "bob", "banned": true }));
+    let unban = "mutation($n: String!) { unbanUser(name: $n) { name banned } }";
+    let data = m
+        .app
+        .gql_ok(unban, json!({ "n": "BOB" }), Some(&m.moderator))
+        .await;
+    assert_eq!(data["unbanUser"], json!({ "name": "bob", "banned": false }));
+
+    let log = "query($u: String) { modLog(user: $u) { totalCount edges { node { action user { name } } } } }";
+    let exact = m.app.gql_ok(log, json!({ "u": "bob" }), None).await;
+    assert_eq!(exact["modLog"]["totalCount"], 2, "{exact}");
+    for typed in ["BOB", "Bob", "bOb"] {
+        let data = m.app.gql_ok(log, json!({ "u": typed }), None).await;
+        assert_eq!(data, exact, "modLog(user: {typed:?})");
+    }
+    // No such user, or no such name: nothing.
+    for typed in ["nobody", "b", "not a name"] {
+        let data = m.app.gql_ok(log, json!({ "u": typed }), None).await;
+        assert_eq!(data["modLog"]["totalCount"], 0, "{typed:?}: {data}");
+    }
+
+    let node = "query($id: ID!, $ids: [ID!]!) { node(id: $id) { id ... on User { name role } } \
+                nodes(ids: $ids) { id ... on User { name } } }";
+    let vars = json!({ "id": "user:ALICE", "ids": ["user:Bob", "user:bob", "user:NOBODY"] });
+    let data = m.app.gql_ok(node, vars, None).await;
+    assert_eq!(
+        data["node"],
+        json!({ "id": "user:alice", "name": "alice", "role": "MODERATOR" })
+    );
+    let bob = json!({ "id": "user:bob", "name": "bob" });
+    assert_eq!(data["nodes"], json!([bob, bob, null]));
 }

@@ -9,17 +9,27 @@ use crate::helpers::{eventually, free_port, poll_until, spawn_app, spawn_app_wit
 
 /// Starts the binary with its own redis-server in `data`; returns it and its address.
 async fn start_binary(data: &std::path::Path) -> (std::process::Child, String) {
+    start_binary_with(data, |command| {
+        command.stdout(Stdio::null()).stderr(Stdio::null());
+    })
+    .await
+}
+
+/// [`start_binary`], with the command changed by `configure` first.
+async fn start_binary_with(
+    data: &std::path::Path,
+    configure: impl FnOnce(&mut Command),
+) -> (std::process::Child, String) {
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_votegraph"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_votegraph"));
+    command
         .env_remove("REDIS_URL")
         .env("VOTEGRAPH_BIND", format!("127.0.0.1:{port}"))
         .env("VOTEGRAPH_DATA_DIR", data)
         .env("VOTEGRAPH_ARGON2_MEMORY_KIB", "1024")
-        .env("VOTEGRAPH_ARGON2_ITERATIONS", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .env("VOTEGRAPH_ARGON2_ITERATIONS", "1");
+    configure(&mut command);
+    let mut child = command.spawn().unwrap();
     let address = format!("http://127.0.0.1:{port}");
     let health = format!("{address}/health");
     let up = poll_until(
@@ -340,6 +350,133 @@ async fn a_redis_left_running_on_the_data_directory_is_not_replaced() {
         .unwrap();
     assert_eq!(kept.as_deref(), Some("1"));
     drop(orphan);
+}
+
+/// `votegraph set-role` run in `dir` with `args`, without any Redis
+/// setting but those `args` give.
+fn set_role_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_votegraph"))
+        .arg("set-role")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("REDIS_URL")
+        .env_remove("REDIS_SENTINELS")
+        .env_remove("REDIS_MASTER_NAME")
+        .env_remove("REDIS_CLUSTER_NODES")
+        .env_remove("VOTEGRAPH_DATA_DIR")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn set_role_finds_the_redis_a_server_runs_in_its_data_directory() {
+    // Deep enough that the server keeps its socket elsewhere.
+    let parent = tempfile::Builder::new().prefix("vgd").tempdir().unwrap();
+    let deep = parent.path().join("d".repeat(60)).join("e".repeat(40));
+    let data = deep.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    assert!(!data.join("redis.sock").exists());
+    let (child, address) = start_binary(&data).await;
+    let server = Running { child, address };
+    for name in ["alice", "bob"] {
+        let query =
+            format!("mutation {{ signUp(name: \"{name}\", password: \"password1\") {{ token }} }}");
+        assert!(gql(&server.address, &query, None).await["errors"].is_null());
+    }
+
+    let data_dir = data.to_str().unwrap();
+    for (args, said) in [
+        (
+            vec!["ALICE", "admin", "--data-dir", data_dir],
+            "alice is now admin",
+        ),
+        // The default data directory, ./data.
+        (vec!["bob", "moderator"], "bob is now moderator"),
+    ] {
+        let out = set_role_in(&deep, &args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), said);
+    }
+    let roles = "{ alice: node(id: \"user:alice\") { ... on User { role } } \
+                 bob: node(id: \"user:bob\") { ... on User { role } } }";
+    let data_back = gql(&server.address, roles, None).await;
+    assert_eq!(
+        data_back["data"],
+        json!({ "alice": { "role": "ADMIN" }, "bob": { "role": "MODERATOR" } })
+    );
+
+    let mut server = server;
+    stop_gracefully(&mut server.child, &data).await;
+    for dir in [&deep, parent.path()] {
+        let out = set_role_in(dir, &["alice", "member"]);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.contains("start the server") && stderr.contains("REDIS_URL"),
+            "says what to do: {stderr}"
+        );
+    }
+}
+
+/// Ctrl-C in a terminal signals its whole foreground process group: the
+/// server and, unless it keeps it apart, its redis-server, which the drain
+/// still needs.
+#[tokio::test]
+async fn ctrl_c_drains_then_stops_the_server_and_its_redis_without_a_warning() {
+    use std::os::unix::process::CommandExt as _;
+    let data = tempfile::Builder::new().prefix("vgd").tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("votegraph.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let err = out.try_clone().unwrap();
+    let (child, address) = start_binary_with(data.path(), |command| {
+        command
+            .process_group(0)
+            .env("RUST_LOG", "info")
+            .env("VOTEGRAPH_SHUTDOWN_GRACE_MS", "1000")
+            .stdout(out)
+            .stderr(err);
+    })
+    .await;
+    let mut server = Running { child, address };
+    let group = format!("-{}", server.child.id());
+    let signalled = Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    // Draining: still serving, from Redis.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let answer = gql(&server.address, "{ articleCount }", None).await;
+    assert_eq!(
+        answer["data"]["articleCount"], 0,
+        "while draining: {answer}"
+    );
+    let stopped = poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        async || server.child.try_wait().unwrap().is_some(),
+    )
+    .await;
+    assert!(stopped.is_ok(), "votegraph stopped on Ctrl-C");
+    assert!(server.child.wait().unwrap().success());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("shutting down") && said.contains("local redis-server stopped"),
+        "{said}"
+    );
+    let warnings: Vec<&str> = said.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert!(
+        warnings.is_empty(),
+        "a clean stop warns of nothing: {warnings:#?}"
+    );
+    assert_eq!(
+        redis_processes_in(data.path()),
+        0,
+        "its redis-server stopped"
+    );
 }
 
 #[test]

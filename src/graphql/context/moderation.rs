@@ -41,8 +41,8 @@ impl RequestContext {
         Ok(self.caller().await?.is_some_and(|c| c.role.moderates()))
     }
 
-    /// Whether the caller sees what moderation did to `article`: its
-    /// poster and moderators do.
+    /// Whether the caller sees `article` taken out, and whether it is
+    /// flagged: its poster and moderators do.
     pub async fn sees_moderation_of(&self, article: &ArticleRecord) -> Result<bool> {
         Ok(self
             .caller()
@@ -126,15 +126,30 @@ impl RequestContext {
             .await
     }
 
-    /// A page of the moderation log. Moderation drops cached responses,
-    /// so the page records nothing.
+    /// A page of the moderation log; `filter.user` in any case, as
+    /// `logIn` takes it (no such user: no entries). Moderation drops cached
+    /// responses, so the page records nothing.
     pub async fn modlog(
         &self,
-        filter: &ModLogFilter,
+        mut filter: ModLogFilter,
         first: usize,
         after: Option<&str>,
     ) -> Result<Page<ModLogRecord>> {
-        Ok(self.routing.primary.modlog(filter, after, first).await?)
+        if let Some(typed) = filter.user.take() {
+            let user = match UserName::parse(&typed) {
+                Ok(name) => self.user_named(&name).await?,
+                Err(_) => None,
+            };
+            let Some(user) = user else {
+                return Ok(Page {
+                    entries: Vec::new(),
+                    has_next: false,
+                    total: 0,
+                });
+            };
+            filter.user = Some(user.as_str().to_owned());
+        }
+        Ok(self.routing.primary.modlog(&filter, after, first).await?)
     }
 
     /// A user's role and ban (batched).

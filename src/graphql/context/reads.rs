@@ -9,7 +9,7 @@ use tokio::sync::broadcast;
 
 use super::{ArticleList, Feed, RequestContext};
 use crate::cache::Deps;
-use crate::domain::{ArticleId, GroupName, PageRequest, Ranking};
+use crate::domain::{ArticleId, GroupName, PageRequest, Ranking, UserName};
 use crate::error::AppResult;
 use crate::graphql::loaders::ArticleLoader;
 use crate::pubsub::{PostedEvent, ScoreEvent};
@@ -186,11 +186,11 @@ impl RequestContext {
         self.routing.standings.load_one(name.to_owned()).await
     }
 
-    /// Whether `name` is a user (batched). Not recorded: a sign-up drops
-    /// no cached response, and one lives a second.
-    pub async fn user_exists(&self, name: &str) -> Result<bool> {
-        let known = self.routing.users.load_one(name.to_owned()).await?;
-        Ok(known.unwrap_or(false))
+    /// The user `name` names, in any case, as `logIn` finds them
+    /// (batched). Not recorded: a sign-up drops no cached response, and
+    /// one lives a second.
+    pub async fn user_named(&self, name: &UserName) -> Result<Option<UserName>> {
+        self.routing.users.load_one(name.clone()).await
     }
 
     /// The karma leaderboard; any vote may change it.
