@@ -1541,6 +1541,31 @@ def removed_votes(srv):
                  f"poster's karma {restored} before, {removed} while removed, {karma_of(srv, 'alice')} after"))
 
 
+SET_ROLE = "mutation($n: String!, $r: Role!) { setRole(name: $n, role: $r) { role } }"
+
+
+def demoted_admin(srv):
+    """An admin bans x for 2 s, promotes x once it ends, then demotes x: what x's token can still do."""
+    root = admin(srv, "root")
+    sign_up(srv, "xavier")
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2))
+    ban = 'mutation($u: DateTime) { banUser(name: "xavier", reason: "test", until: $u) { banned } }'
+    gql(srv, ban, {"u": until}, root)
+    time.sleep(3.1)
+    gql(srv, SET_ROLE, {"n": "xavier", "r": "ADMIN"}, root)
+    _, body = gql(srv, LOG_IN, {"n": "xavier", "p": "password-1"})
+    token = data_of(body, "logIn", "token")
+    _, body = gql(srv, SET_ROLE, {"n": "xavier", "r": "MEMBER"}, root)
+    said = data_of(body, "setRole", "role")
+    status, body = gql(srv, SET_ROLE, {"n": "root", "r": "MEMBER"}, token)
+    _, me = gql(srv, "{ me { role } }", None, root)
+    rows.append(("demoted admin: after an expired ban, x is promoted, logs in, is demoted, then demotes the admin",
+                 status, code_of(body), f"demotion answered {said}; the admin is now {data_of(me, 'me', 'role')}"))
+    status, body = gql(srv, SET_ROLE, {"n": "xavier", "r": "ADMIN"}, token)
+    rows.append(("demoted admin: x's token promotes x again", status, code_of(body),
+                 f"x is {data_of(body, 'setRole', 'role') or 'unchanged'}"))
+
+
 # --- the run --------------------------------------------------------------------
 
 def wanted(name):
@@ -1604,7 +1629,7 @@ def main():
         guard("thousands of groups", many_groups)
         guard("voter amplification", voter_amplification)
         guard("brigade", brigade)
-        on_misc_server([("removed-votes", removed_votes)])
+        on_misc_server([("removed-votes", removed_votes), ("demoted admin", demoted_admin)])
     finally:
         for srv in _servers:
             stop(srv)
