@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // The pool is bb8's, through bb8-redis, which keeps the two in step.
-use bb8_redis::bb8;
+
 use redis::aio::ConnectionLike;
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::AsyncConnectionConfig;
