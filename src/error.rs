@@ -113,6 +113,11 @@ pub enum AppError {
     /// No room in the work budget (`budget.rs`) in time.
     #[error("the server is busy with other requests; try again in {retry_after_secs} second(s)")]
     Busy { retry_after_secs: u64 },
+    /// An action that may remove an admin found, each time it counted the
+    /// admins of a cluster's shards, that another had counted since (see
+    /// `store/moderation.rs`). Nothing was written.
+    #[error("other changes of admins ran at the same moment, so this one was not made; try again in {retry_after_secs} second(s)")]
+    AdminsContended { retry_after_secs: u64 },
     /// A cluster shard's outbox is full: its changes for other shards are
     /// not being applied (see `store/outbox.rs`).
     #[error("this write must wait while earlier changes reach the rest of the site; try again in {retry_after_secs} second(s)")]
@@ -197,6 +202,7 @@ impl AppError {
             AppError::Overloaded
             | AppError::Busy { .. }
             | AppError::Backlogged { .. }
+            | AppError::AdminsContended { .. }
             | AppError::RegistrationsPaused { .. }
             | AppError::Starting { .. } => ErrorCode::ServiceUnavailable,
             AppError::Syntax { .. } => ErrorCode::GraphqlParseFailed,
@@ -225,6 +231,7 @@ impl AppError {
             AppError::Overloaded
             | AppError::Busy { .. }
             | AppError::Backlogged { .. }
+            | AppError::AdminsContended { .. }
             | AppError::RegistrationsPaused { .. }
             | AppError::Starting { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::RateLimited { .. } | AppError::TooManyConnections { .. } => {
@@ -265,6 +272,7 @@ impl AppError {
             }
             | AppError::Busy { retry_after_secs }
             | AppError::Backlogged { retry_after_secs }
+            | AppError::AdminsContended { retry_after_secs }
             | AppError::RegistrationsPaused { retry_after_secs }
             | AppError::Starting { retry_after_secs } => Some(*retry_after_secs),
             AppError::Overloaded => Some(1),

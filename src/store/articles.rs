@@ -6,7 +6,8 @@ use redis::Value;
 
 use super::keys;
 use super::keys::{Layout, Shard};
-use super::scripts::{self, PostReply, RenameSlugReply, SetGroupsReply, ViewReply, VoteReply};
+use super::scripts::{self, PostReply, Queuing, RenameSlugReply, SetGroupsReply};
+use super::scripts::{ViewReply, VoteReply};
 use super::votes::votes_from_reply;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
@@ -396,8 +397,13 @@ impl Store {
         drop(conn);
         self.apply_outbox(at.shard);
         match reply {
-            PostReply::Posted { id, .. } => Ok(id),
-            PostReply::Limited(secs) => Err(user_limited(RateAction::Post, secs)),
+            Queuing(PostReply::Posted { id, .. }, queued) => {
+                if let Some(queued) = queued {
+                    self.index_now(poster, id, &queued).await?;
+                }
+                Ok(id)
+            }
+            Queuing(PostReply::Limited(secs), _) => Err(user_limited(RateAction::Post, secs)),
         }
     }
 
@@ -418,10 +424,13 @@ impl Store {
         let moderates = voter.role.moderates();
         let mut conn = self.conn().await?;
         let reply = scripts::vote(&mut conn, (at, id), &voter.name, direction, rate, moderates);
-        let reply = reply.await?;
+        let Queuing(reply, queued) = reply.await?;
         drop(conn);
-        if reply == VoteReply::Changed {
+        if reply == VoteReply::Changed || queued.is_some() {
             self.apply_outbox(at.shard);
+        }
+        if let Some(queued) = queued {
+            self.index_now(&voter.name, id, &queued).await?;
         }
         match reply {
             VoteReply::Changed => Ok(true),

@@ -45,6 +45,9 @@ pub const USER_PREFIX: &str = "user:";
 pub const USER_ARTICLES_SCORE_SUFFIX: &str = ":articles:score";
 pub const USER_ARTICLES_TIME_SUFFIX: &str = ":articles:time";
 pub const USER_VOTES_SUFFIX: &str = ":votes";
+/// After a user's member: the cluster layout's votes of theirs applied
+/// to their index before their outbox entries were drained.
+pub const USER_VOTES_AHEAD_SUFFIX: &str = ":votes:ahead";
 pub const CLIENT_PREFIX: &str = "client:";
 pub const SESSION_PREFIX: &str = "session:";
 
@@ -335,6 +338,13 @@ pub fn user_votes(name: &str) -> String {
     format!("{USER_PREFIX}{name}{USER_VOTES_SUFFIX}")
 }
 
+/// `user:<name>:votes:ahead`: hash article → the id of the outbox entry
+/// last applied to the user's index before the drain reached it (the
+/// cluster layout, see `outbox.rs`).
+pub fn user_votes_ahead(name: &str) -> String {
+    format!("{USER_PREFIX}{name}{USER_VOTES_AHEAD_SUFFIX}")
+}
+
 /// Hash: a user name folded (see `UserName::folded`) → the account's name.
 pub const USERS_BY_FOLDED_NAME: &str = "users:by-folded-name";
 
@@ -478,6 +488,11 @@ pub const MODERATED_CHANNEL: &str = "votegraph:moderated";
 pub const MODERATION_QUEUE: &str = "moderation:queue";
 /// Set of the admins' names.
 pub const ADMINS: &str = "users:admins";
+/// The cluster layout's last admin's guard (see `moderation.rs`): on
+/// each shard, the newest guard number that counted its admins; on the
+/// site's shard, the last number handed out.
+pub const ADMINS_GUARD: &str = "users:admins:guard";
+pub const ADMINS_GUARD_LAST_ID: &str = "users:admins:guard:last-id";
 /// The log's entry counter, entries (`modlog:<n>`), all entries, and
 /// an action's (`modlog:action:<ACTION>`).
 pub const MODLOG_LAST_ID: &str = "modlog:last-id";
@@ -643,6 +658,7 @@ mod tests {
             "user:alice:posted:0f115db062b7c0dd030b16878c99dea5c354b49dc37b38eb8846179c7783e9d7"
         );
         assert_eq!(user_votes("alice"), "user:alice:votes");
+        assert_eq!(user_votes_ahead("alice"), "user:alice:votes:ahead");
         assert_eq!(user_rate("alice", RateAction::Vote), "user:alice:rate:vote");
         let addr = ClientAddr::from("10.0.0.1".parse::<std::net::IpAddr>().unwrap());
         assert_eq!(client(addr), "client:10.0.0.1");

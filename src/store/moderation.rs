@@ -14,6 +14,17 @@
 //! In the cluster layout an action runs on its subject's shard (an
 //! article's, a user's) and logs there: the queue, the log and the admins
 //! are split in one slice per shard, which reads merge.
+//!
+//! So the last admin's guard spans shards. An action of the API that may
+//! remove an admin (a ban, a role other than admin) takes a number, higher
+//! than any before, on the site's shard; counts the admins of every other
+//! shard under it, each shard keeping the newest number that counted it;
+//! then runs on the user's shard only if no newer number counted that
+//! shard since (`lua/moderate_user.lua`). Of two such actions racing, the
+//! one with the newer number counted the other's shard after the older
+//! one's change there, or the older one is refused there and counts
+//! again: nothing is held, waited for or released, and a server dying
+//! mid-way leaves no lock behind.
 
 use std::collections::HashMap;
 
@@ -24,7 +35,7 @@ use redis::Value;
 use super::feeds::{cursor_fields, encode_cursor, malformed_cursor};
 use super::keys::{self, At, Shard};
 use super::scripts::{self, Acting, Actor, ModLogFilter, ModLogRecord};
-use super::scripts::{ModerationReply, UserAction};
+use super::scripts::{AdminsGuard, ModerationReply, UserAction};
 use super::shards::Gate;
 use super::users::karma_of;
 use super::{not_found, value_f64, value_str, Store};
@@ -79,6 +90,10 @@ pub struct Page<T> {
 /// many of a batch are removed at once.
 const REMOVE_BATCH: isize = 100;
 const REMOVE_AT_ONCE: usize = 16;
+
+/// Counts of the admins an action that may remove one makes before it
+/// answers that others kept racing it (`AdminsContended`).
+const GUARD_TRIES: usize = 5;
 
 impl Store {
     /// Sets the flag threshold and the log's bound.
@@ -149,10 +164,17 @@ impl Store {
     ) -> AppResult<bool> {
         let at = self.layout.at(self.layout.of_user(name));
         let run = self.acting(actor, RateAction::Moderate, at).await?;
-        let others = self.admins_elsewhere(at.shard).await?;
-        let mut conn = self.conn().await?;
-        let reply = scripts::moderate_user(&mut conn, &run, name, action, others);
-        outcome(reply.await?, RateAction::Moderate, || no_user(name))
+        for _ in 0..GUARD_TRIES {
+            let guard = self.admins_guard(actor, action, at.shard).await?;
+            let mut conn = self.conn().await?;
+            let reply = scripts::moderate_user(&mut conn, &run, name, action, guard).await?;
+            if reply != ModerationReply::Recount {
+                return outcome(reply, RateAction::Moderate, || no_user(name));
+            }
+        }
+        Err(AppError::AdminsContended {
+            retry_after_secs: 1,
+        })
     }
 
     /// How a moderation script on `at` runs as `actor`: its counter of
@@ -180,19 +202,35 @@ impl Store {
         })
     }
 
-    /// The admins on shards other than `shard` (each shard holds its
-    /// users' slice of the admins): none on one primary. Read before the
-    /// script, so two admins of different shards losing the role at once
-    /// could both pass the last admin's guard.
-    async fn admins_elsewhere(&self, shard: Shard) -> AppResult<u64> {
+    /// The last admin's guard of `action` on a user of `shard` (see the
+    /// module's notes): a new number, and the admins of the other shards
+    /// counted under it. None on one primary, where the script counts
+    /// every admin; for an action that removes no admin; and for the
+    /// command line, which may remove the last admin.
+    async fn admins_guard(
+        &self,
+        actor: &Actor<'_>,
+        action: UserAction,
+        shard: Shard,
+    ) -> AppResult<Option<AdminsGuard>> {
+        let removes_admin = match action {
+            UserAction::Ban(_) => true,
+            UserAction::SetRole(role) => role != Role::Admin,
+            UserAction::Unban => false,
+        };
         let layout = self.layout;
-        let counts = layout.shards().filter(|&s| s != shard).map(|s| {
-            let mut count = redis::cmd("SCARD");
-            count.arg(layout.on(s, keys::ADMINS));
-            (s, count)
+        if !layout.is_cluster() || !removes_admin || actor.name.is_none() {
+            return Ok(None);
+        }
+        let mut conn = self.conn().await?;
+        let number = scripts::next_admins_guard(&mut conn, layout.at(layout.site())).await?;
+        drop(conn);
+        let counts = layout.shards().filter(|&s| s != shard).map(|s| async move {
+            let mut conn = self.conn().await?;
+            scripts::count_admins(&mut conn, layout.at(s), number).await
         });
-        let counts = self.scatter(counts.collect()).await?;
-        Ok(counts.iter().filter_map(value_f64).sum::<f64>() as u64)
+        let elsewhere = try_join_all(counts).await?.into_iter().sum();
+        Ok(Some(AdminsGuard { number, elsewhere }))
     }
 
     /// Removes every article of `name`, hidden ones included, each as
@@ -357,6 +395,9 @@ fn outcome(
         ModerationReply::LastAdmin => Err(AppError::Forbidden(
             "the last admin cannot be banned or lose the role; make another admin first",
         )),
+        ModerationReply::Recount => Err(AppError::AdminsContended {
+            retry_after_secs: 1,
+        }),
     }
 }
 

@@ -13,6 +13,11 @@
 //! for the next drain: the one after the next write to that shard, or the
 //! periodic pass over every shard.
 //!
+//! A vote's entry for its voter's index is also applied by the vote
+//! itself, before it answers (`Store::index_now`); the drain then skips
+//! it, and never applies an older vote over a newer one applied so
+//! (`lua/lib/queued_vote.lua`).
+//!
 //! An outbox whose entries cannot be applied (a target shard that stays
 //! unwritable) is bounded: once a drain finds it holding the limit, the
 //! shard's writes are refused, unwritten, until a drain empties it.

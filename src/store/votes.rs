@@ -1,13 +1,15 @@
 //! The per-user vote index (`user:<name>:votes`): how pages read `myVote`
 //! in one command. The vote and post scripts keep it and the deriver copies
-//! other writers' votes into it (see docs/keyspace.md).
+//! other writers' votes into it (see docs/keyspace.md). In the cluster
+//! layout a vote on another shard than its voter's is queued there for the
+//! index, and written to it before the vote answers ([`Store::index_now`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
 use super::keys::{self, Shard};
-use super::scripts::{self, SessionVotes};
+use super::scripts::{self, QueuedVote, SessionVotes};
 use super::users::SessionUser;
 use super::{value_f64, Store};
 use crate::domain::VoteDirection;
@@ -71,6 +73,33 @@ impl Store {
             SessionVotes::Session(user, votes) => {
                 Ok(Some((user, votes_from_reply(&votes, ids.len())?)))
             }
+        }
+    }
+
+    /// Writes `queued`, a vote of `voter` on `id` queued in the article's
+    /// shard's outbox, to the voter's index on their shard, so that the
+    /// voter sees it on every instance once the write answers; the entry
+    /// stays queued, for a write whose server dies before this step. The
+    /// write stands whatever this answers: a failure is OUTCOME_UNKNOWN
+    /// (or NOT_REPLICATED), and the write sent again writes it again.
+    pub(crate) async fn index_now(
+        &self,
+        voter: &UserName,
+        id: ArticleId,
+        queued: &QueuedVote,
+    ) -> AppResult<()> {
+        let (source, article) = self.member(id);
+        let at = self.layout.at(self.layout.of_user(voter));
+        let applied = async {
+            let mut conn = self.conn().await?;
+            scripts::apply_queued_vote(&mut conn, (at, source), voter, &article, queued).await
+        };
+        match applied.await {
+            Ok(_) => Ok(()),
+            Err(e @ (AppError::OutcomeUnknown { .. } | AppError::NotReplicated { .. })) => Err(e),
+            Err(e) => Err(AppError::OutcomeUnknown {
+                cause: format!("the write stands, its voter's index was not written: {e:?}"),
+            }),
         }
     }
 

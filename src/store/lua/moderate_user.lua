@@ -5,21 +5,32 @@
 --
 -- KEYS: common, then [12] the account, [13] its sessions, [14] the
 -- caller's counter, [15] the action's index, [16] the user's log, [17]
--- this shard's admins.
+-- this shard's admins, [18] the newest guard number that counted them.
 -- ARGV: common (the caller, '' for the command line; the reason), then
 -- [36] the user's name, [37] 'ban', 'unban' or 'role', [38] [39] the rate
 -- limit and its window ('0': not counted here), [40] the action's name,
 -- [41] the caller's role, [42] the ban's end (Unix seconds, or 'forever')
 -- or the new role, [43] the session prefix, [44] the channel of ended
--- sessions, [45] the admins of the other shards (the cluster layout).
+-- sessions, [45] the admins of the other shards and [46] the number of
+-- the guard that counted them ('': none, one primary).
+--
+-- On a cluster, an action that removes an admin runs only under the
+-- newest guard that counted this shard: under an older one, its count of
+-- the other shards may miss an admin removed since, so it answers
+-- 'recount', writing nothing, and the caller counts again.
 local c = moderation_context()
-local account, sessions, admins = KEYS[12], KEYS[13], KEYS[17]
-local name, op, value, prefix = ARGV[36], ARGV[37], ARGV[42], ARGV[43]
+local account, sessions, admins, newest = KEYS[12], KEYS[13], KEYS[17], KEYS[18]
+local name, op, value, prefix, guard = ARGV[36], ARGV[37], ARGV[42], ARGV[43], ARGV[46]
+local h = redis.call('HMGET', account, 'role', 'banned_until')
+local role = h[1] or 'member'
+local removes_admin = role == 'admin' and (op == 'ban' or (op == 'role' and value ~= 'admin'))
+local guarded = guard ~= '' and removes_admin
+if guarded and (tonumber(redis.call('GET', newest)) or 0) > tonumber(guard) then
+  return {'recount'}
+end
 local wait = rate_limit(KEYS[14], ARGV[38], ARGV[39])
 if wait > 0 then return {'limited', wait} end
 if redis.call('EXISTS', account) == 0 then return {'missing'} end
-local h = redis.call('HMGET', account, 'role', 'banned_until')
-local role = h[1] or 'member'
 local last_admin = role == 'admin' and redis.call('SCARD', admins) + tonumber(ARGV[45]) <= 1
 local entry = {action = ARGV[40], index = KEYS[15], subject = KEYS[16], moderator = c.actor,
   user = name}
@@ -43,6 +54,7 @@ else
     redis.call('HDEL', account, 'banned_until')
   end
 end
+if guarded then redis.call('SET', newest, guard) end
 log_entry(c, entry)
 announce(c, {user = name})
 return {'ok'}

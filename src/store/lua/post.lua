@@ -17,7 +17,8 @@ local repost_window = tonumber(ARGV[15])
 -- Ids are handed out per shard: the shard's count times ARGV[16] (the
 -- number of shards) plus ARGV[17] (this shard's), so an id names its shard.
 local id_stride, id_offset, via_outbox = tonumber(ARGV[16]), tonumber(ARGV[17]), ARGV[18] == '1'
--- ARGV[19] is '1' when my_votes (KEYS[10]) is the shard's outbox too.
+-- ARGV[19] is '1' when my_votes (KEYS[10]) is the shard's outbox too; the
+-- upvote queued there follows the answer (see lib/vote_index.lua).
 local index_queued = ARGV[19] == '1'
 local first_group = 20
 -- A repost (or a retried post) of the link answers the first article and
@@ -63,7 +64,7 @@ redis.call('ZADD', by_time, ts, article)
 redis.call('ZADD', mine_time, ts, article)
 if redis.call('EXISTS', mine_score) == 1 then redis.call('ZADD', mine_score, score, article) end
 add_karma(karma, poster, 1, now, via_outbox)
-index_vote(my_votes, poster, article, ts, 'up', now, week, index_queued)
+local queued = index_vote(my_votes, poster, article, ts, 'up', now, week, index_queued)
 -- Net votes 1 (the own upvote of the poster), then the post time.
 local top = string.format('%.0f', top_step + math.floor(now))
 for k = 11, 15 do redis.call('ZADD', KEYS[k], top, article) end
@@ -86,4 +87,4 @@ if repost_window > 0 then redis.call('SET', posted_link, id, 'EX', repost_window
 local groups = {}
 for i = first_group, #ARGV do groups[#groups + 1] = ARGV[i] end
 redis.call('PUBLISH', channel, cjson.encode({ id = tostring(id), groups = groups, at = ts }))
-return {'posted', id, slug}
+return with_queued({'posted', id, slug}, queued)

@@ -13,7 +13,8 @@
 -- [15] user score, [16] user net-vote, [17..21] the period names,
 -- [22] '1' when the voter moderates, [23] the shard's tag for keys built
 -- from a member, [24] '1' when karma (KEYS[9]) is the shard's outbox and
--- [25] '1' when the index (KEYS[2]) is.
+-- [25] '1' when the index (KEYS[2]) is. A vote queued for the index
+-- answers what it queued after its status (see lib/vote_index.lua).
 local rate, index, article, upvoters, downvoters, group_set, by_time, by_score, karma =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local id, voter, dir = ARGV[1], ARGV[2], ARGV[3]
@@ -54,12 +55,12 @@ else
   elseif redis.call('SREM', other, voter) == 1 then was = opposite end
 end
 -- The index follows the sets whatever the outcome, so a vote the book's
--- code cast is indexed by the voter's next vote on the article (a queued
--- one only when it changed: the book's code writes no cluster).
-if not (index_queued and was == dir) then
-  index_vote(index, voter, article, posted, dir, now, week, index_queued)
-end
-if was == dir then return {'same'} end
+-- code cast is indexed by the voter's next vote on the article, and a
+-- vote sent again after an unknown outcome writes its voter's index on
+-- another shard again before it answers.
+local queued = index_vote(index, voter, article, posted, dir, now, week, index_queued)
+if was == dir then return with_queued({'same'}, queued) end
+local changed = with_queued({'changed'}, queued)
 
 local h = redis.call('HMGET', article, 'poster', 'votes', 'downvotes', 'indexed', 'groups')
 local old_up, old_down = tonumber(h[2]) or 0, tonumber(h[3]) or 0
@@ -90,7 +91,7 @@ if out then
   -- Its score and its poster's karma wait in the hash for its restore.
   redis.call('HINCRBYFLOAT', article, 'removed_score', net * vote_score)
   if h[1] then redis.call('HINCRBY', article, 'pending_karma', net) end
-  return {'changed'}
+  return changed
 end
 local score = redis.call('ZINCRBY', by_score, net * vote_score, article)
 -- An article missing from the all-time net-vote ranking was written by
@@ -123,7 +124,7 @@ for _, g in ipairs(groups) do
   probe[#probe + 1] = group_prefix .. g .. cached_suffix
 end
 if poster then probe[#probe + 1] = tag .. poster .. cached_suffix end
-if #probe == 0 or redis.call('EXISTS', unpack(probe)) == 0 then return {'changed'} end
+if #probe == 0 or redis.call('EXISTS', unpack(probe)) == 0 then return changed end
 for _, g in ipairs(groups) do
   redis.call('ZADD', group_score_prefix .. g, 'XX', score, article)
   tops[#tops + 1] = group_prefix .. g .. group_top_infix
@@ -137,4 +138,4 @@ if top then
     for p = 17, 21 do redis.call('ZADD', prefix .. ARGV[p], 'XX', top, article) end
   end
 end
-return {'changed'}
+return changed

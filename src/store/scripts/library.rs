@@ -9,6 +9,9 @@ pub(super) const GROUP_SIZES: &str = include_str!("../lua/lib/group_sizes.lua");
 pub(super) const INDEX_TIME: &str = include_str!("../lua/lib/index_time.lua");
 /// Needs index_time.
 pub(super) const VOTE_INDEX: &str = include_str!("../lua/lib/vote_index.lua");
+/// `apply_ahead` and `apply_drained`: a queued vote applied by its write
+/// and by the drain, in either order. Needs index_time and vote_index.
+pub(super) const QUEUED_VOTE: &str = include_str!("../lua/lib/queued_vote.lua");
 /// Needs index_time.
 pub(super) const VOTERS: &str = include_str!("../lua/lib/voters.lua");
 

@@ -21,6 +21,7 @@ mod groups;
 mod library;
 mod moderation;
 mod post;
+mod queued;
 mod slugs;
 mod top;
 mod views;
@@ -54,10 +55,11 @@ pub use documents::{register_document, RegisterLimits, RegisterReply};
 pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
 pub use moderation::{
-    flag, moderate_article, moderate_user, modlog_page, Acting, Actor, ModLogFilter, ModLogRecord,
-    ModerationReply, UserAction,
+    count_admins, flag, moderate_article, moderate_user, modlog_page, next_admins_guard, Acting,
+    Actor, AdminsGuard, ModLogFilter, ModLogRecord, ModerationReply, UserAction,
 };
 pub use post::{post, PostReply};
+pub use queued::{apply_queued_vote, QueuedVote, Queuing};
 pub use slugs::{free_slug, rename_slug, RenameSlugReply};
 pub use top::{prune_top, TopCursor};
 pub use views::{view, ViewReply};
@@ -194,6 +196,7 @@ static APPLY_OUTBOX: LazyLock<Lua<Counted>> = LazyLock::new(|| {
             library::GROUP_SIZES,
             library::INDEX_TIME,
             library::VOTE_INDEX,
+            library::QUEUED_VOTE,
             include_str!("../lua/apply_outbox.lua"),
         ],
     )
@@ -213,6 +216,7 @@ pub async fn apply_outbox(
         .arg(source.0)
         .arg(at.tag())
         .arg(keys::USER_VOTES_SUFFIX)
+        .arg(keys::USER_VOTES_AHEAD_SUFFIX)
         .arg(keys::VOTING_WINDOW_SECS);
     for e in entries {
         invocation

@@ -1,15 +1,16 @@
 //! Moderation: flags, removing and restoring articles, bans and roles,
 //! each written with its log entry in one script (`lua/flag.lua`,
-//! `lua/moderate_article.lua`, `lua/moderate_user.lua`), and pages of the
-//! log (`lua/modlog_page.lua`).
+//! `lua/moderate_article.lua`, `lua/moderate_user.lua`), pages of the
+//! log (`lua/modlog_page.lua`), and the cluster layout's last admin's
+//! guard (`lua/next_admins_guard.lua`, `lua/count_admins.lua`).
 
 use std::sync::LazyLock;
 
 use redis::{ScriptInvocation, Value};
 
 use super::library::{GROUP_SIZES, KARMA, MODERATION, RATE_LIMIT};
-use super::ScriptReply;
-use super::{karma_or_outbox, or_outbox, seconds, status, top_keys, via_outbox, Lua};
+use super::{karma_or_outbox, or_outbox, seconds, status, top_keys, via_outbox};
+use super::{Counted, Lua, ScriptReply};
 use crate::domain::{ArticleId, ModAction, Period, Ranking, Role, UserName};
 use crate::error::AppResult;
 use crate::rate::RateLimit;
@@ -38,6 +39,9 @@ pub enum ModerationReply {
     OwnAccount,
     /// A ban or demotion of the last admin.
     LastAdmin,
+    /// A newer guard counted the admins since this one: count again
+    /// (nothing written).
+    Recount,
 }
 
 impl ScriptReply for ModerationReply {
@@ -50,6 +54,7 @@ impl ScriptReply for ModerationReply {
             ("forbidden", []) => Self::Forbidden,
             ("self", []) => Self::OwnAccount,
             ("last-admin", []) => Self::LastAdmin,
+            ("recount", []) => Self::Recount,
             _ => return None,
         })
     }
@@ -259,14 +264,23 @@ pub enum UserAction {
 static MODERATE_USER: LazyLock<Lua<ModerationReply>> =
     LazyLock::new(|| moderation_script("moderate-user", include_str!("../lua/moderate_user.lua")));
 
-/// Runs the ban, unban or role script on `name`'s shard; `admins_elsewhere`
-/// counts the admins of the other shards, for the last admin's guard.
+/// The last admin's guard of an action that may remove an admin, in the
+/// cluster layout: its number, and the admins it counted on the other
+/// shards (see `store/moderation.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminsGuard {
+    pub number: u64,
+    pub elsewhere: u64,
+}
+
+/// Runs the ban, unban or role script on `name`'s shard, under `guard`
+/// when the action may remove an admin of a cluster.
 pub async fn moderate_user(
     conn: &mut Conn,
     run: &Acting<'_>,
     name: &UserName,
     action: UserAction,
-    admins_elsewhere: u64,
+    guard: Option<AdminsGuard>,
 ) -> AppResult<ModerationReply> {
     let (logged, op, value) = match action {
         UserAction::Ban(until) => (ModAction::BanUser, "ban", until.map(|u| u.to_string())),
@@ -278,12 +292,44 @@ pub async fn moderate_user(
     let at = run.at;
     invocation
         .key(at.key(keys::ADMINS))
+        .key(at.key(keys::ADMINS_GUARD))
         .arg(run.actor.role.as_str())
         .arg(value.unwrap_or_else(|| "forever".to_owned()))
         .arg(at.key(keys::SESSION_PREFIX))
         .arg(keys::SESSION_ENDED_CHANNEL)
-        .arg(admins_elsewhere);
+        .arg(guard.map_or(0, |g| g.elsewhere))
+        .arg(guard.map_or(String::new(), |g| g.number.to_string()));
     MODERATE_USER.call(&invocation, conn).await
+}
+
+// The guard's numbers are not a user's write: they do not wait for
+// replicas, and a failure is the action's, which is not written.
+static NEXT_ADMINS_GUARD: LazyLock<Lua<Counted>> = LazyLock::new(|| {
+    Lua::new(
+        "next-admins-guard",
+        &[include_str!("../lua/next_admins_guard.lua")],
+    )
+});
+
+/// The next number of the last admin's guard, handed out on the site's
+/// shard `at`.
+pub async fn next_admins_guard(conn: &mut Conn, at: At) -> AppResult<u64> {
+    let mut invocation = NEXT_ADMINS_GUARD.invocation();
+    invocation.key(at.key(keys::ADMINS_GUARD_LAST_ID));
+    Ok(NEXT_ADMINS_GUARD.call(&invocation, conn).await?.0)
+}
+
+static COUNT_ADMINS: LazyLock<Lua<Counted>> =
+    LazyLock::new(|| Lua::new("count-admins", &[include_str!("../lua/count_admins.lua")]));
+
+/// The admins of shard `at`, counted for the guard numbered `number`.
+pub async fn count_admins(conn: &mut Conn, at: At, number: u64) -> AppResult<u64> {
+    let mut invocation = COUNT_ADMINS.invocation();
+    invocation
+        .key(at.key(keys::ADMINS))
+        .key(at.key(keys::ADMINS_GUARD))
+        .arg(number);
+    Ok(COUNT_ADMINS.call(&invocation, conn).await?.0)
 }
 
 /// One log entry, as the page script reads it.

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use super::library::{GROUP_LIST, GROUP_SIZES, INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
-use super::{group_keys, seconds, status, top_keys, Lua, ScriptReply, GROUP_KEYS};
+use super::{group_keys, seconds, status, top_keys, Lua, Queuing, ScriptReply, GROUP_KEYS};
 use super::{index_or_outbox, karma_or_outbox, or_outbox, via_outbox};
 use crate::domain::{ArticleId, GroupName, Slug, UserName};
 use crate::domain::{Period, Ranking};
@@ -45,7 +45,7 @@ impl ScriptReply for PostReply {
 /// `slug.to.id`, so concurrent posts never share one. The highest
 /// suffix handed out per stem is kept in `slug:last-suffix`, so the
 /// thousandth post of one title tries one slug, not a thousand.
-static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
+static POST: LazyLock<Lua<Queuing<PostReply>>> = LazyLock::new(|| {
     Lua::write(
         "post",
         &[
@@ -62,6 +62,8 @@ static POST: LazyLock<Lua<PostReply>> = LazyLock::new(|| {
 
 /// Runs the post script on shard `at`, where the slug is claimed too (see
 /// `Layout::of_slug`); `shards` spreads the ids (see `lua/post.lua`).
+/// Answers the upvote queued for the poster's index on another shard, if
+/// any.
 pub async fn post(
     conn: &mut Conn,
     (at, shards): (At, usize),
@@ -69,7 +71,7 @@ pub async fn post(
     (title, link, stem): (&str, &str, &Slug),
     groups: &[GroupName],
     (rate, dedupe_secs): (Gate, u64),
-) -> AppResult<PostReply> {
+) -> AppResult<Queuing<PostReply>> {
     let name = poster.as_str();
     let (index, index_queued) = index_or_outbox(at, poster);
     let mut invocation = POST.invocation();

@@ -8,7 +8,7 @@ use redis::Value;
 
 use super::library::{INDEX_TIME, KARMA, RATE_LIMIT, VOTE_INDEX};
 use super::{index_or_outbox, karma_or_outbox, via_outbox};
-use super::{seconds, status, top_keys, Lua, ScriptReply};
+use super::{seconds, status, top_keys, Lua, Queuing, ScriptReply};
 use crate::domain::VoteDirection;
 use crate::domain::{ArticleId, UserName};
 use crate::domain::{Period, Ranking};
@@ -51,10 +51,10 @@ impl ScriptReply for VoteReply {
 /// closes, as the book's `voted:<id>` does. They decide the previous
 /// direction; the voter's `user:<name>:votes` index, which pages read
 /// `myVote` from, is written to match them in the same step (or queued for
-/// the voter's shard, see `outbox.rs`), as are the
+/// the voter's shard, see `outbox.rs` and `queued.rs`), as are the
 /// article's counts and rankings, its poster's karma and the cached
 /// rankings that hold it, and the change is published on the score channel.
-static VOTE: LazyLock<Lua<VoteReply>> = LazyLock::new(|| {
+static VOTE: LazyLock<Lua<Queuing<VoteReply>>> = LazyLock::new(|| {
     Lua::write(
         "vote",
         &[
@@ -78,7 +78,8 @@ impl VoteDirection {
 }
 
 /// Runs the vote script on the article's shard `at`; the voter's
-/// `rate` is counted there or already was (see `shards.rs`).
+/// `rate` is counted there or already was (see `shards.rs`). Answers
+/// the vote queued for the voter's index on another shard, if any.
 pub async fn vote(
     conn: &mut Conn,
     (at, id): (At, ArticleId),
@@ -86,7 +87,7 @@ pub async fn vote(
     direction: VoteDirection,
     rate: Gate,
     moderates: bool,
-) -> AppResult<VoteReply> {
+) -> AppResult<Queuing<VoteReply>> {
     let (index, index_queued) = index_or_outbox(at, voter);
     let mut invocation = VOTE.invocation();
     invocation

@@ -158,9 +158,8 @@ pub(super) async fn vote_within(
     limit: RateLimit,
 ) -> VoteReply {
     let rate = gate(keys::user_rate(voter, crate::rate::RateAction::Vote), limit);
-    vote(conn, (At::SINGLE, id), &user(voter), dir, rate, false)
-        .await
-        .expect("the vote script runs")
+    let voted = vote(conn, (At::SINGLE, id), &user(voter), dir, rate, false).await;
+    voted.expect("the vote script runs").0
 }
 
 /// Redis' clock, as the scripts read it.
@@ -190,7 +189,7 @@ pub(super) async fn posted(
     )
     .await
     .expect("the post script runs");
-    match reply {
+    match reply.0 {
         PostReply::Posted { id, slug } => (id, slug),
         other => panic!("not posted: {other:?}"),
     }

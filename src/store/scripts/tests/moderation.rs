@@ -65,7 +65,7 @@ async fn article(c: &mut Conn, poster: &UserName) -> ArticleId {
     let rate = (Gate { key, ..gate }, 0);
     let in_groups = groups(&["g"]);
     let reply = post(c, (at(), 12), poster, text, &in_groups, rate);
-    match reply.await.unwrap() {
+    match reply.await.unwrap().0 {
         PostReply::Posted { id, .. } => id,
         other => panic!("not posted: {other:?}"),
     }
@@ -102,13 +102,13 @@ async fn moderation_keeps_to_its_subjects_shard() {
     assert!(zscore(c, &by_time, &member).await.is_some(), "back");
     let ban = UserAction::Ban(None);
     assert_eq!(
-        moderate_user(c, &run, &name, ban, 0).await.unwrap(),
+        moderate_user(c, &run, &name, ban, None).await.unwrap(),
         ModerationReply::OwnAccount
     );
     let other = acting(&actor, 1_000_000);
     let role = UserAction::SetRole(Role::Moderator);
     assert_eq!(
-        moderate_user(c, &other, &name, role, 0).await.unwrap(),
+        moderate_user(c, &other, &name, role, None).await.unwrap(),
         done
     );
 
@@ -172,9 +172,51 @@ async fn the_last_admin_counts_the_admins_of_other_shards() {
     let actor = admin(&other);
     let run = acting(&actor, 100);
     let demote = UserAction::SetRole(Role::Member);
-    let reply = moderate_user(c, &run, &name, demote, 0).await.unwrap();
+    let alone = AdminsGuard {
+        number: 7,
+        elsewhere: 0,
+    };
+    let reply = moderate_user(c, &run, &name, demote, Some(alone))
+        .await
+        .unwrap();
     assert_eq!(reply, ModerationReply::LastAdmin);
-    let reply = moderate_user(c, &run, &name, demote, 1).await.unwrap();
+    // A newer guard counted this shard since: count again, nothing written.
+    assert_eq!(count_admins(c, at(), 8).await.unwrap(), 1);
+    let stale = AdminsGuard {
+        number: 7,
+        elsewhere: 1,
+    };
+    let reply = moderate_user(c, &run, &name, demote, Some(stale))
+        .await
+        .unwrap();
+    assert_eq!(reply, ModerationReply::Recount);
+    assert!(exists(c, &at().key(keys::ADMINS)).await);
+    let newest = AdminsGuard {
+        number: 8,
+        elsewhere: 1,
+    };
+    let reply = moderate_user(c, &run, &name, demote, Some(newest))
+        .await
+        .unwrap();
     assert_eq!(reply, ModerationReply::Done);
     assert!(!exists(c, &at().key(keys::ADMINS)).await);
+    // An older guard's count does not move the newest back.
+    assert_eq!(count_admins(c, at(), 3).await.unwrap(), 0);
+    let guard: u64 = q(c, cmd("GET").arg(at().key(keys::ADMINS_GUARD))).await;
+    assert_eq!(guard, 8);
+}
+
+/// The guard's numbers rise, from at least the clock's millisecond.
+#[tokio::test]
+async fn guard_numbers_rise_from_the_clocks_millisecond() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let site = Layout::Cluster.at(Layout::Cluster.site());
+    let now_ms = (redis_now(c).await * 1000.0) as u64;
+    let first = next_admins_guard(c, site).await.unwrap();
+    let second = next_admins_guard(c, site).await.unwrap();
+    assert!(
+        first >= now_ms && second > first,
+        "{now_ms} {first} {second}"
+    );
 }

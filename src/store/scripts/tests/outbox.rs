@@ -89,3 +89,85 @@ async fn queued_votes_reach_the_voters_index_in_order_and_once() {
     assert_eq!(apply_outbox(c, At::SINGLE, from, &refs).await.unwrap(), 1);
     assert_eq!(my_vote(c).await, None);
 }
+
+/// Ann's vote on article 9 queued as outbox entry `id`, applied at once by
+/// its write (as `Store::index_now` does).
+async fn ahead(c: &mut Conn, id: &str, value: &str) -> u64 {
+    let queued = QueuedVote {
+        entry: id.to_owned(),
+        value: value.to_owned(),
+        at: "1700000000.000000".to_owned(),
+    };
+    let (from, ann) = ((At::SINGLE, Shard(3)), user("ann"));
+    apply_queued_vote(c, from, &ann, "{s3.57}article:9", &queued)
+        .await
+        .unwrap()
+}
+
+async fn drain(c: &mut Conn, entries: &[&Entry]) -> u64 {
+    apply_outbox(c, At::SINGLE, Shard(3), entries)
+        .await
+        .unwrap()
+}
+
+/// A vote applied by its write and again by the drain, in either order
+/// and with the voter's next vote in between, leaves the newest vote.
+#[tokio::test]
+async fn a_vote_applied_ahead_and_drained_leaves_the_newest_vote() {
+    let redis = TestRedis::start().await;
+    let c = &mut redis.conn().await;
+    let (up, none) = (
+        vote("1700000000000-0", "1699990000"),
+        vote("1700000000000-1", "0"),
+    );
+    // Applied ahead, then drained: once.
+    assert_eq!(ahead(c, &up.id, &up.delta).await, 1);
+    assert_eq!(my_vote(c).await, Some(1699990000.0));
+    assert_eq!(ahead(c, &up.id, &up.delta).await, 0, "the same entry");
+    // The next vote is applied ahead before the drain reaches the first:
+    // the first, drained then, does not bring the old vote back.
+    assert_eq!(ahead(c, &none.id, &none.delta).await, 1);
+    assert_eq!(drain(c, &[&up]).await, 1);
+    assert_eq!(my_vote(c).await, None);
+    assert_eq!(ahead(c, &up.id, &up.delta).await, 0, "drained already");
+    assert_eq!(drain(c, &[&up, &none]).await, 1);
+    assert_eq!(my_vote(c).await, None);
+    let forgotten = keys::user_votes_ahead("ann");
+    assert!(!exists(c, &forgotten).await, "the drain reached both");
+
+    // Drained first, then applied ahead late: the newer vote stays.
+    let (down, up_again) = (
+        vote("1700000000001-0", "-1699990000"),
+        vote("1700000000001-1", "1699990000"),
+    );
+    assert_eq!(drain(c, &[&down, &up_again]).await, 2);
+    assert_eq!(ahead(c, &down.id, &down.delta).await, 0);
+    assert_eq!(my_vote(c).await, Some(1699990000.0));
+    assert!(!exists(c, &forgotten).await);
+}
+
+/// A script's reply with a vote queued after it, and one without.
+#[test]
+fn queued_votes_are_read_after_the_reply() {
+    let voted = Queuing::<VoteReply>::read(&reply(&["changed", "queued", "5-1", "-17", "1.5"]));
+    let queued = QueuedVote {
+        entry: "5-1".to_owned(),
+        value: "-17".to_owned(),
+        at: "1.5".to_owned(),
+    };
+    assert_eq!(voted, Some(Queuing(VoteReply::Changed, Some(queued))));
+    let same = Queuing::<VoteReply>::read(&reply(&["same"]));
+    assert_eq!(same, Some(Queuing(VoteReply::Same, None)));
+    assert_eq!(
+        Queuing::<VoteReply>::read(&reply(&["changed", "queued"])),
+        None
+    );
+    // A slug that reads "queued" is a slug.
+    let posted = Queuing::<PostReply>::read(&reply(&["posted", "3", "queued"]));
+    let slug = "queued".to_owned();
+    let expected = PostReply::Posted {
+        id: ArticleId(3),
+        slug,
+    };
+    assert_eq!(posted, Some(Queuing(expected, None)));
+}
