@@ -1546,7 +1546,7 @@ SET_ROLE = "mutation($n: String!, $r: Role!) { setRole(name: $n, role: $r) { rol
 
 def demoted_admin(srv):
     """An admin bans x for 2 s, promotes x once it ends, then demotes x: what x's token can still do."""
-    root = admin(srv, "root")
+    root = admin(srv, "chief")
     sign_up(srv, "xavier")
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2))
     ban = 'mutation($u: DateTime) { banUser(name: "xavier", reason: "test", until: $u) { banned } }'
@@ -1557,7 +1557,7 @@ def demoted_admin(srv):
     token = data_of(body, "logIn", "token")
     _, body = gql(srv, SET_ROLE, {"n": "xavier", "r": "MEMBER"}, root)
     said = data_of(body, "setRole", "role")
-    status, body = gql(srv, SET_ROLE, {"n": "root", "r": "MEMBER"}, token)
+    status, body = gql(srv, SET_ROLE, {"n": "chief", "r": "MEMBER"}, token)
     _, me = gql(srv, "{ me { role } }", None, root)
     rows.append(("demoted admin: after an expired ban, x is promoted, logs in, is demoted, then demotes the admin",
                  status, code_of(body), f"demotion answered {said}; the admin is now {data_of(me, 'me', 'role')}"))
