@@ -35,7 +35,7 @@ use redis::Value;
 use super::feeds::{cursor_fields, encode_cursor, malformed_cursor};
 use super::keys::{self, At, Shard};
 use super::scripts::{self, Acting, Actor, ModLogFilter, ModLogRecord};
-use super::scripts::{AdminsGuard, ModerationReply, UserAction};
+use super::scripts::{AdminsCheck, AdminsGuard, ModerationReply, UserAction};
 use super::shards::Gate;
 use super::users::karma_of;
 use super::{not_found, value_f64, value_str, Store};
@@ -164,13 +164,15 @@ impl Store {
     ) -> AppResult<bool> {
         let at = self.layout.at(self.layout.of_user(name));
         let run = self.acting(actor, RateAction::Moderate, at).await?;
+        let mut check = self.first_admins_check(actor, action);
         for _ in 0..GUARD_TRIES {
-            let guard = self.admins_guard(actor, action, at.shard).await?;
             let mut conn = self.conn().await?;
-            let reply = scripts::moderate_user(&mut conn, &run, name, action, guard).await?;
+            let reply = scripts::moderate_user(&mut conn, &run, name, action, check).await?;
             if reply != ModerationReply::Recount {
                 return outcome(reply, RateAction::Moderate, || no_user(name));
             }
+            drop(conn);
+            check = AdminsCheck::Counted(self.admins_guard(at.shard).await?);
         }
         Err(AppError::AdminsContended {
             retry_after_secs: 1,
@@ -202,26 +204,28 @@ impl Store {
         })
     }
 
-    /// The last admin's guard of `action` on a user of `shard` (see the
-    /// module's notes): a new number, and the admins of the other shards
-    /// counted under it. None on one primary, where the script counts
-    /// every admin; for an action that removes no admin; and for the
-    /// command line, which may remove the last admin.
-    async fn admins_guard(
-        &self,
-        actor: &Actor<'_>,
-        action: UserAction,
-        shard: Shard,
-    ) -> AppResult<Option<AdminsGuard>> {
+    /// The last admin's guard before anything is counted: none on one
+    /// primary, where the script counts every admin; for an action that
+    /// removes no admin; and for the command line, which may remove the
+    /// last admin. Else the script says whether its target is an admin,
+    /// so a member's ban never waits on the other shards.
+    fn first_admins_check(&self, actor: &Actor<'_>, action: UserAction) -> AdminsCheck {
         let removes_admin = match action {
             UserAction::Ban(_) => true,
             UserAction::SetRole(role) => role != Role::Admin,
             UserAction::Unban => false,
         };
-        let layout = self.layout;
-        if !layout.is_cluster() || !removes_admin || actor.name.is_none() {
-            return Ok(None);
+        match self.layout.is_cluster() && removes_admin && actor.name.is_some() {
+            true => AdminsCheck::Uncounted,
+            false => AdminsCheck::Unneeded,
         }
+    }
+
+    /// The last admin's guard of an action on a user of `shard` (see the
+    /// module's notes): a new number, and the admins of the other shards
+    /// counted under it.
+    async fn admins_guard(&self, shard: Shard) -> AppResult<AdminsGuard> {
+        let layout = self.layout;
         let mut conn = self.conn().await?;
         let number = scripts::next_admins_guard(&mut conn, layout.at(layout.site())).await?;
         drop(conn);
@@ -230,7 +234,7 @@ impl Store {
             scripts::count_admins(&mut conn, layout.at(s), number).await
         });
         let elsewhere = try_join_all(counts).await?.into_iter().sum();
-        Ok(Some(AdminsGuard { number, elsewhere }))
+        Ok(AdminsGuard { number, elsewhere })
     }
 
     /// Removes every article of `name`, hidden ones included, each as

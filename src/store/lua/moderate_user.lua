@@ -12,12 +12,12 @@
 -- [41] the caller's role, [42] the ban's end (Unix seconds, or 'forever')
 -- or the new role, [43] the session prefix, [44] the channel of ended
 -- sessions, [45] the admins of the other shards and [46] the number of
--- the guard that counted them ('': none, one primary).
+-- the guard that counted them ('': none needed; '?': not counted yet).
 --
 -- On a cluster, an action that removes an admin runs only under the
--- newest guard that counted this shard: under an older one, its count of
--- the other shards may miss an admin removed since, so it answers
--- 'recount', writing nothing, and the caller counts again.
+-- newest guard that counted this shard: uncounted, or under an older
+-- one, whose count of the other shards may miss an admin removed since,
+-- it answers 'recount', writing nothing, and the caller counts.
 local c = moderation_context()
 local account, sessions, admins, newest = KEYS[12], KEYS[13], KEYS[17], KEYS[18]
 local name, op, value, prefix, guard = ARGV[36], ARGV[37], ARGV[42], ARGV[43], ARGV[46]
@@ -25,7 +25,7 @@ local h = redis.call('HMGET', account, 'role', 'banned_until')
 local role = h[1] or 'member'
 local removes_admin = role == 'admin' and (op == 'ban' or (op == 'role' and value ~= 'admin'))
 local guarded = guard ~= '' and removes_admin
-if guarded and (tonumber(redis.call('GET', newest)) or 0) > tonumber(guard) then
+if guarded and (guard == '?' or (tonumber(redis.call('GET', newest)) or 0) > tonumber(guard)) then
   return {'recount'}
 end
 local wait = rate_limit(KEYS[14], ARGV[38], ARGV[39])

@@ -56,7 +56,7 @@ pub use feeds::{feed, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
 pub use moderation::{
     count_admins, flag, moderate_article, moderate_user, modlog_page, next_admins_guard, Acting,
-    Actor, AdminsGuard, ModLogFilter, ModLogRecord, ModerationReply, UserAction,
+    Actor, AdminsCheck, AdminsGuard, ModLogFilter, ModLogRecord, ModerationReply, UserAction,
 };
 pub use post::{post, PostReply};
 pub use queued::{apply_queued_vote, QueuedVote, Queuing};

@@ -259,8 +259,8 @@ pub enum UserAction {
     SetRole(Role),
 }
 
-/// Bans, unbans or sets a role, the user's sessions rewritten in the same
-/// step (a ban ends them everywhere: see `sessions.rs`).
+/// Bans, unbans or sets a role (a ban ends the user's sessions
+/// everywhere: see `sessions.rs`).
 static MODERATE_USER: LazyLock<Lua<ModerationReply>> =
     LazyLock::new(|| moderation_script("moderate-user", include_str!("../lua/moderate_user.lua")));
 
@@ -273,14 +273,26 @@ pub struct AdminsGuard {
     pub elsewhere: u64,
 }
 
-/// Runs the ban, unban or role script on `name`'s shard, under `guard`
-/// when the action may remove an admin of a cluster.
+/// Where the last admin's guard stands for one run of the user script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminsCheck {
+    /// None needed: one primary, where the script counts every admin; an
+    /// action that removes no admin; the command line.
+    Unneeded,
+    /// A cluster's first try, before counting: the script answers
+    /// `Recount` if the action would remove an admin.
+    Uncounted,
+    /// Counted under this guard.
+    Counted(AdminsGuard),
+}
+
+/// Runs the ban, unban or role script on `name`'s shard, under `check`.
 pub async fn moderate_user(
     conn: &mut Conn,
     run: &Acting<'_>,
     name: &UserName,
     action: UserAction,
-    guard: Option<AdminsGuard>,
+    check: AdminsCheck,
 ) -> AppResult<ModerationReply> {
     let (logged, op, value) = match action {
         UserAction::Ban(until) => (ModAction::BanUser, "ban", until.map(|u| u.to_string())),
@@ -297,8 +309,15 @@ pub async fn moderate_user(
         .arg(value.unwrap_or_else(|| "forever".to_owned()))
         .arg(at.key(keys::SESSION_PREFIX))
         .arg(keys::SESSION_ENDED_CHANNEL)
-        .arg(guard.map_or(0, |g| g.elsewhere))
-        .arg(guard.map_or(String::new(), |g| g.number.to_string()));
+        .arg(match check {
+            AdminsCheck::Counted(guard) => guard.elsewhere,
+            _ => 0,
+        })
+        .arg(match check {
+            AdminsCheck::Unneeded => String::new(),
+            AdminsCheck::Uncounted => "?".to_owned(),
+            AdminsCheck::Counted(guard) => guard.number.to_string(),
+        });
     MODERATE_USER.call(&invocation, conn).await
 }
 
