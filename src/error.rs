@@ -7,8 +7,7 @@ use poem::http::StatusCode;
 
 use crate::rate::{RateAction, RateScope};
 
-/// Everything that can go wrong while serving a request. Clone: one
-/// failure of a batch of votes is each vote's.
+/// Everything that can go wrong while serving a request.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AppError {
     /// Input that breaks a rule of the API; `field` names the argument.

@@ -29,7 +29,8 @@ async fn a_repeated_anonymous_page_is_served_from_memory() {
     assert_eq!(first, second);
     assert_eq!(r2 - r1, r1 - r0, "the second read did not touch Redis");
 
-    // Logged-in requests are never served from the cache.
+    // A logged-in request is not served the anonymous response: its page
+    // comes from a shared template, filled with the reader's own votes.
     let with_login = app
         .gql_ok("{ articles { id myVote } }", json!({}), Some(&alice))
         .await;
