@@ -39,6 +39,7 @@ mod rate_limits;
 mod replicas;
 mod resilience;
 mod retries;
+mod roles_model;
 mod round_trips;
 mod schema;
 mod server;
