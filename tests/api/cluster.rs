@@ -464,12 +464,12 @@ async fn a_ban_that_cannot_remove_every_article_says_so() {
     }
     // A primary with some of the articles but neither user's keys.
     let spared = [
-        holder(&cluster, "user:root").await,
-        holder(&cluster, "user:spammer").await,
+        cluster.holder("user:root").await,
+        cluster.holder("user:spammer").await,
     ];
     let mut elsewhere = Vec::new();
     for id in &posts {
-        elsewhere.push(holder(&cluster, &format!("article:{id}")).await);
+        elsewhere.push(cluster.holder(&format!("article:{id}")).await);
     }
     let paused = *elsewhere.iter().find(|p| !spared.contains(p)).unwrap();
     pause_writes(&cluster, paused, 3_000).await;
@@ -683,22 +683,6 @@ async fn counted_votes(site: &Site) -> HashMap<String, (i64, i64)> {
     counts.collect()
 }
 
-/// The primary that holds the key whose name ends with `suffix`.
-async fn holder(cluster: &TestCluster, suffix: &str) -> u16 {
-    for port in cluster.primaries().await {
-        let mut conn = node(cluster, port).await;
-        let found: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("*}}{suffix}"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if !found.is_empty() {
-            return port;
-        }
-    }
-    panic!("no primary holds {suffix}")
-}
-
 async fn node(cluster: &TestCluster, port: u16) -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(cluster.node_url(port)).unwrap();
     client.get_multiplexed_async_connection().await.unwrap()
@@ -752,19 +736,19 @@ async fn ann_and_a_voter(cluster: &TestCluster, site: &Site) -> (u16, String, Ve
     for n in 0..12 {
         posts.push(site.post(&ann, &format!("ann {n}")).await);
     }
-    let home = holder(cluster, "user:ann").await;
+    let home = cluster.holder("user:ann").await;
     let mut n = 0;
     let voter = loop {
         let name = format!("voter{n}");
         let token = sign_up_at(&site.client, &site.address, &name).await;
-        if holder(cluster, &format!("user:{name}")).await != home {
+        if cluster.holder(&format!("user:{name}")).await != home {
             break token;
         }
         n += 1;
     };
     let mut elsewhere = Vec::new();
     for id in &posts {
-        if holder(cluster, &format!("article:{id}")).await != home {
+        if cluster.holder(&format!("article:{id}")).await != home {
             elsewhere.push(id.clone());
         }
     }

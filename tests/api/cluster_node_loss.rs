@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    done_if, eventually, gql_at, sign_up_at, spawn_server, test_settings_for, Instance,
+    done_if, eventually, gql_at, health_at, sign_up_at, spawn_server, test_settings_for, Instance,
     TestCluster, VOTE_AS,
 };
+use crate::metrics::metrics_text;
 
 /// How long after the promotion every request must answer again.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -95,14 +96,7 @@ async fn failures(
 
 /// The entries the shards' outboxes held at `address`'s last drain.
 async fn outbox_backlog(client: &reqwest::Client, address: &str) -> f64 {
-    let text = client
-        .get(format!("{address}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(client, address).await;
     text.lines()
         .filter(|line| line.starts_with("votegraph_outbox_entries{"))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
@@ -154,14 +148,7 @@ async fn lose_node(index: usize) {
             done_if(backlog == 0.0, backlog)
         })
         .await;
-        let health: Value = client
-            .get(format!("{address}/health"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let health = health_at(&client, address).await;
         let status = health["status"].as_str().unwrap_or_default();
         assert!(
             matches!(status, "ok" | "degraded"),

@@ -17,23 +17,6 @@ async fn serve(cluster: &TestCluster) -> Instance {
     spawn_server(settings).await
 }
 
-/// The primary that holds the key whose name ends with `suffix`.
-async fn holder(cluster: &TestCluster, suffix: &str) -> u16 {
-    for port in cluster.primaries().await {
-        let client = redis::Client::open(cluster.node_url(port)).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        let found: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("*}}{suffix}"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if !found.is_empty() {
-            return port;
-        }
-    }
-    panic!("no primary holds {suffix}")
-}
-
 /// Signs up `prefix0`, `prefix1`… until one's account is on another
 /// primary than every one of `avoid`; answers its name, token and primary.
 async fn sign_up_away(
@@ -46,7 +29,7 @@ async fn sign_up_away(
     for n in 0..50 {
         let name = format!("{prefix}{n}");
         let token = sign_up_at(&client, address, &name).await;
-        let home = holder(cluster, &format!("user:{name}")).await;
+        let home = cluster.holder(&format!("user:{name}")).await;
         if !avoid.contains(&home) {
             return (name, token, home);
         }
@@ -156,7 +139,7 @@ async fn a_voter_sees_their_vote_on_every_instance_once_it_answers() {
         let body = gql(&a.address, posted, vars, Some(&poster)).await;
         assert_eq!(body["data"]["post"]["myVote"], "UP", "{body}");
         let id = body["data"]["post"]["id"].as_str().unwrap().to_owned();
-        if holder(&cluster, &format!("article:{id}")).await != poster_home {
+        if cluster.holder(&format!("article:{id}")).await != poster_home {
             poster_elsewhere += 1;
         }
         posts.push(id);
@@ -169,7 +152,7 @@ async fn a_voter_sees_their_vote_on_every_instance_once_it_answers() {
     let (_, voter, home) = sign_up_away(&cluster, &a.address, "voter", &[]).await;
     let mut elsewhere = Vec::new();
     for id in &posts {
-        if holder(&cluster, &format!("article:{id}")).await != home {
+        if cluster.holder(&format!("article:{id}")).await != home {
             elsewhere.push(id.clone());
         }
     }

@@ -55,6 +55,23 @@ impl TestCluster {
         format!("redis://127.0.0.1:{port}")
     }
 
+    /// The primary that holds the key whose name ends with `suffix`.
+    pub async fn holder(&self, suffix: &str) -> u16 {
+        for port in self.primaries().await {
+            let client = redis::Client::open(self.node_url(port)).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let found: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("*}}{suffix}"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if !found.is_empty() {
+                return port;
+            }
+        }
+        panic!("no primary holds {suffix}")
+    }
+
     /// Kills the node on `port`, as a crash would.
     pub fn kill(&mut self, port: u16) {
         self.cluster.kill(port);
