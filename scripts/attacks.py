@@ -1566,6 +1566,114 @@ def demoted_admin(srv):
                  f"x is {data_of(body, 'setRole', 'role') or 'unchanged'}"))
 
 
+class ClusterSite:
+    """A 3+3 Redis Cluster (scripts/cluster.sh) and two votegraph instances on it."""
+
+    def __init__(self):
+        self.cluster = self.nodes = None
+        self.instances = []
+
+    def start(self):
+        base = 20000 + free_port() % 20000
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster.sh")
+        self.cluster = subprocess.Popen([script], env=dict(os.environ, PORT_BASE=str(base)),
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for line in self.cluster.stdout:
+            if line.startswith("REDIS_CLUSTER_NODES="):
+                self.nodes = line.strip().split("=", 1)[1]
+                break
+        if not self.nodes:
+            raise RuntimeError("scripts/cluster.sh did not start a cluster")
+        for _ in range(2):
+            srv = Server({}, ())
+            srv.port = free_port()
+            env = dict(os.environ, **BASE_ENV, REDIS_CLUSTER_NODES=self.nodes,
+                       VOTEGRAPH_BIND=f"127.0.0.1:{srv.port}")
+            env.pop("REDIS_URL", None)
+            srv.proc = subprocess.Popen([BINARY], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.instances.append(srv)
+            wait_for_health(srv)
+        return self
+
+    def set_role(self, name, role):
+        env = dict(os.environ, REDIS_CLUSTER_NODES=self.nodes, RUST_LOG="warn")
+        env.pop("REDIS_URL", None)
+        subprocess.run([BINARY, "set-role", name, role], env=env, capture_output=True, timeout=30, check=True)
+
+    def primary_of(self, name):
+        """The port of the primary holding user:<name>."""
+        for addr in self.nodes.split(","):
+            port = addr.rsplit(":", 1)[1]
+            found = subprocess.run(["redis-cli", "-p", port, "keys", f"*}}user:{name}"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            if found:
+                return port
+        return None
+
+    def stop(self):
+        for srv in self.instances:
+            if srv.proc.poll() is None:
+                srv.proc.terminate()
+                srv.proc.wait(timeout=30)
+        if self.cluster and self.cluster.poll() is None:
+            self.cluster.terminate()
+            self.cluster.wait(timeout=30)
+
+
+def wait_for_health(srv):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if get(srv.base + "/health", timeout=1)[0] == 200:
+                return
+        except NET_ERRORS:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("votegraph did not answer /health on the cluster")
+
+
+def admins_on_two_shards(site):
+    """Two admin names whose accounts live on different primaries."""
+    a, b = site.instances
+    names = [f"admin{i}" for i in range(12)]
+    for name in names:
+        sign_up(a, name)
+    homes = {name: site.primary_of(name) for name in names}
+    first = names[0]
+    second = next(n for n in names[1:] if homes[n] != homes[first])
+    return first, second
+
+
+def last_admin_race(rounds=20):
+    """Two admins on different shards demote each other at once, through two instances."""
+    site = ClusterSite()
+    try:
+        site.start()
+        a, b = site.instances
+        first, second = admins_on_two_shards(site)
+        emptied = 0
+        for _ in range(rounds):
+            site.set_role(first, "admin")
+            site.set_role(second, "admin")
+            tokens = [data_of(gql(srv, LOG_IN, {"n": n, "p": "password-1"})[1], "logIn", "token")
+                      for srv, n in ((a, first), (b, second))]
+            race = [threading.Thread(target=gql, args=(srv, SET_ROLE, {"n": target, "r": "MEMBER"}, token))
+                    for srv, target, token in ((a, second, tokens[0]), (b, first, tokens[1]))]
+            for thread in race:
+                thread.start()
+            for thread in race:
+                thread.join()
+            roles = [data_of(gql(a, "query($id: ID!) { node(id: $id) { ... on User { role } } }",
+                                 {"id": f"user:{n}"})[1], "node")
+                     for n in (first, second)]
+            if not any((r or {}).get("role") == "ADMIN" for r in roles):
+                emptied += 1
+        rows.append((f"last admin (cluster): {rounds} rounds of two admins on different shards demoting each other",
+                     "-", "-", f"{emptied} of {rounds} rounds left no admin"))
+    finally:
+        site.stop()
+
+
 # --- the run --------------------------------------------------------------------
 
 def wanted(name):
@@ -1630,6 +1738,7 @@ def main():
         guard("voter amplification", voter_amplification)
         guard("brigade", brigade)
         on_misc_server([("removed-votes", removed_votes), ("demoted admin", demoted_admin)])
+        guard("last admin (cluster)", last_admin_race)
     finally:
         for srv in _servers:
             stop(srv)
