@@ -62,6 +62,11 @@ What votegraph does with each attack:
   floors at 0 they hide it, and after a restore the same 5 cannot hide it
   again. A moderator's vote on a removed article leaves its poster's karma
   as it was until the restore, which brings it up to date.
+- Roles: an admin demoted after an expired ban, promotion and a fresh
+  login cannot demote the real admin or promote themselves again
+  (FORBIDDEN). On a 3+3 Redis Cluster (scripts/cluster.sh), two admins on
+  different shards who demote each other at once through two instances,
+  20 times, always leave one admin.
 
 Everything the script starts is stopped on every path. Loopback only; every
 loop is bounded and every socket and HTTP call has a timeout.
