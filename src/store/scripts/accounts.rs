@@ -255,7 +255,7 @@ impl ScriptReply for FoundSession {
 
 static SESSION_USER: LazyLock<Lua<FoundSession>> = LazyLock::new(|| {
     let parts = [SESSION, include_str!("../lua/session_user.lua")];
-    Lua::new("session-user", &parts)
+    Lua::read_only("session-user", &parts)
 });
 
 /// Reads the session `session` (a key on `at`) with its account's role
@@ -288,7 +288,7 @@ impl ScriptReply for AliveSessions {
 
 static SESSIONS_ALIVE: LazyLock<Lua<AliveSessions>> = LazyLock::new(|| {
     let parts = [SESSION, include_str!("../lua/sessions_alive.lua")];
-    Lua::new("sessions-alive", &parts)
+    Lua::read_only("sessions-alive", &parts)
 });
 
 /// Checks `sessions`, keys all on `at`.
@@ -329,7 +329,7 @@ impl ScriptReply for SessionVotes {
 
 static SESSION_VOTES: LazyLock<Lua<SessionVotes>> = LazyLock::new(|| {
     let parts = [SESSION, include_str!("../lua/session_votes.lua")];
-    Lua::new("session-votes", &parts)
+    Lua::read_only("session-votes", &parts)
 });
 
 /// Reads the session `session` (a key on `at`) and its user's votes on

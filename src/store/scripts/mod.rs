@@ -96,6 +96,13 @@ impl<R: ScriptReply> Lua<R> {
         }
     }
 
+    /// A script that writes nothing, declared so (Redis 7's `no-writes`
+    /// flag): it runs while writes are paused (`CLIENT PAUSE WRITE`, a
+    /// failover's handover), where another script would wait.
+    fn read_only(name: &'static str, parts: &[&str]) -> Self {
+        Self::new(name, &[&["#!lua flags=no-writes\n"], parts].concat())
+    }
+
     /// A script that makes a user's write (see [`Lua::call`]).
     fn write(name: &'static str, parts: &[&str]) -> Self {
         Self {
