@@ -107,6 +107,7 @@ def part(compose, name):
         if votegraph.get("read_only"):
             # Docker's read_only adds no tmpfs; podman's does unless told.
             flags += ["--read-only", "--read-only-tmpfs=false"]
+        flags += [f"--tmpfs={mount}" for mount in votegraph.get("tmpfs") or []]
         return flags
     raise SystemExit(f"check-compose: no part named {name}")
 
