@@ -271,7 +271,12 @@ def _launch(srv):
     with open(os.path.join(srv.tmp, "server.log"), "wb") as log:
         srv.proc = subprocess.Popen([BINARY], env=env, stdout=log, stderr=subprocess.STDOUT,
                                     cwd=srv.tmp)
-    deadline = time.monotonic() + 20
+    wait_for_health(srv)
+
+
+def wait_for_health(srv, within=20):
+    """Returns once votegraph answers GET /health with 200; raises if it exits or never does."""
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if srv.proc.poll() is not None:
             raise RuntimeError(f"votegraph exited at start: {exit_reason(srv)}")
@@ -1597,7 +1602,7 @@ class ClusterSite:
             env.pop("REDIS_URL", None)
             srv.proc = subprocess.Popen([BINARY], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.instances.append(srv)
-            wait_for_health(srv)
+            wait_for_health(srv, within=30)
         return self
 
     def set_role(self, name, role):
@@ -1623,18 +1628,6 @@ class ClusterSite:
         if self.cluster and self.cluster.poll() is None:
             self.cluster.terminate()
             self.cluster.wait(timeout=30)
-
-
-def wait_for_health(srv):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if get(srv.base + "/health", timeout=1)[0] == 200:
-                return
-        except NET_ERRORS:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("votegraph did not answer /health on the cluster")
 
 
 def admins_on_two_shards(site):
