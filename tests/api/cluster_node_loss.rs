@@ -1,9 +1,10 @@
 //! Losing any one node of a 3-primary, 3-replica cluster, each of the six
 //! in turn (the first seed named included, primaries and replicas alike),
-//! while it stays down: once the cluster has promoted a replica (at once
-//! for a replica), both instances answer every request within 5 s, the
-//! outboxes drain and `/health` says `ok` or `degraded`. With
-//! `--wait-replicas 1`, only writes may answer `NOT_REPLICATED`.
+//! while it stays down: once the cluster has promoted a replica and its
+//! nodes agree on it (at once for a replica), both instances answer every
+//! request within 5 s, the outboxes drain and `/health` says `ok` or
+//! `degraded`. With `--wait-replicas 1`, only writes may answer
+//! `NOT_REPLICATED`.
 
 use std::time::{Duration, Instant};
 
@@ -121,6 +122,9 @@ async fn lose_node(index: usize) {
         })
         .await;
     }
+    // Promoted once every running node agrees who serves every slot.
+    let healthy = cluster.wait_healthy(Duration::from_secs(30)).await;
+    healthy.expect("the cluster agrees on its primaries");
     let promoted = Instant::now();
     let what = format!("node {index} ({victim}) lost: a clean round on both instances");
     let mut round = 0;
