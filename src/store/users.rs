@@ -228,7 +228,7 @@ impl Store {
         }
     }
 
-    fn session_key(&self, token_hash: &str) -> String {
+    pub(super) fn session_key(&self, token_hash: &str) -> String {
         let layout = self.layout;
         layout.on(layout.of_session(token_hash), keys::session(token_hash))
     }
@@ -238,7 +238,7 @@ impl Store {
     pub async fn session_user(&self, token_hash: &str) -> AppResult<Option<SessionUser>> {
         let mut conn = self.conn().await?;
         let at = self.layout.at(self.layout.of_session(token_hash));
-        let session = at.key(keys::session(token_hash));
+        let session = self.session_key(token_hash);
         Ok(scripts::session_user(&mut conn, at, session).await?.0)
     }
 
@@ -300,7 +300,7 @@ impl Store {
         }
         let checked = by_shard.into_iter().map(|(shard, hashes)| async move {
             let at = layout.at(shard);
-            let sessions: Vec<String> = hashes.iter().map(|h| at.key(keys::session(h))).collect();
+            let sessions: Vec<String> = hashes.iter().map(|h| self.session_key(h)).collect();
             let mut conn = self.conn().await?;
             let alive = scripts::sessions_alive(&mut conn, at, &sessions).await?.0;
             let ended = hashes.into_iter().zip(alive).filter(|(_, alive)| !alive);

@@ -67,7 +67,7 @@ impl Store {
         let at = self.layout.at(self.layout.of_session(token_hash));
         let members: Vec<String> = ids.iter().map(|&id| self.member(id).1).collect();
         let mut conn = self.conn().await?;
-        let session = at.key(keys::session(token_hash));
+        let session = self.session_key(token_hash);
         match scripts::session_votes(&mut conn, at, session, &members).await? {
             SessionVotes::None => Ok(None),
             SessionVotes::Session(user, votes) => {
