@@ -22,8 +22,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-// The pool is bb8's, through bb8-redis, which keeps the two in step.
-
 use redis::aio::ConnectionLike;
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::AsyncConnectionConfig;
@@ -157,14 +155,8 @@ impl Conn {
         // A demoted primary (after a failover) or one still loading its
         // data: dial again, through the locator, to the primary of now.
         let demoted = matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"));
-        let timed_out = e.is_timeout();
-        if timed_out
-            || e.is_io_error()
-            || e.is_connection_dropped()
-            || e.is_unrecoverable_error()
-            || demoted
-        {
-            metrics.error(if timed_out { 1 } else { 0 });
+        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() || demoted {
+            metrics.error(0);
             // A cluster link repairs each node's connection itself: one
             // node's failure must not take every shard's link down.
             if !self.is_cluster() && !self.broken.swap(true, Ordering::Relaxed) {
@@ -172,6 +164,9 @@ impl Conn {
                 // one broken socket must not flood the log.
                 tracing::warn!(redis = %address, error = %e, "redis connection broken");
             }
+        } else if e.is_timeout() {
+            metrics.error(1);
+            tracing::warn!(redis = %address, error = %e, "redis command timed out");
         } else if e.code().is_some() {
             metrics.error(2);
         } else {
