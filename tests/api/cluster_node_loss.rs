@@ -3,8 +3,7 @@
 //! while it stays down: once the cluster has promoted a replica and its
 //! nodes agree on it (at once for a replica), both instances answer every
 //! request within 5 s, the outboxes drain and `/health` says `ok` or
-//! `degraded`. With `--wait-replicas 1`, only writes may answer
-//! `NOT_REPLICATED`.
+//! `degraded`.
 
 use std::time::{Duration, Instant};
 
@@ -26,12 +25,11 @@ async fn a_cluster_serves_on_after_losing_any_one_node() {
     }
 }
 
-/// A server on `cluster` whose writes wait for one replica.
+/// A server on `cluster`.
 async fn serve(cluster: &TestCluster) -> Instance {
     let mut settings = test_settings_for("redis://unused");
     settings.redis_url = None;
     settings.redis_cluster_nodes = Some(cluster.seeds());
-    settings.wait_replicas = 1;
     spawn_server(settings).await
 }
 
@@ -60,9 +58,8 @@ async fn seed(client: &reqwest::Client, address: &str) -> Seeded {
     seeded
 }
 
-/// What one round of requests through `address` answered that it should
-/// not have: reads that failed, writes that failed other than
-/// `NOT_REPLICATED`.
+/// The requests of one round through `address` that failed, reads and a
+/// vote.
 async fn failures(
     client: &reqwest::Client,
     address: &str,
