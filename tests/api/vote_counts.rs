@@ -47,14 +47,23 @@ async fn a_direct_smove_downvote_that_keeps_no_count_shows_the_sets_sizes() {
     );
     // The writer turns both upvotes into downvotes: the sets and the score,
     // not the hash.
+    // One transaction, so the hash is read before the derivation can fix it.
     let mut conn = app.redis.conn().await;
+    let mut writes = redis::pipe();
+    writes.atomic();
     for voter in ["user:bob", "user:carol"] {
-        let moved: bool = conn.smove(&voted, &downvoted, voter).await.unwrap();
-        assert!(moved);
-        let _: f64 = conn.zincr("score:", &article, -864).await.unwrap();
+        writes.smove(&voted, &downvoted, voter);
+        writes.zincr("score:", &article, -864).ignore();
     }
-    let hash: (u64, u64) = conn.hmget(&article, &["votes", "downvotes"]).await.unwrap();
-    assert_eq!(hash, (3, 0), "what the writer left in the hash");
+    writes.hget(&article, "votes").hget(&article, "downvotes");
+    let (moved_bob, moved_carol, votes, downvotes): (bool, bool, u64, u64) =
+        writes.query_async(&mut conn).await.unwrap();
+    assert!(moved_bob && moved_carol);
+    assert_eq!(
+        (votes, downvotes),
+        (3, 0),
+        "what the writer left in the hash"
+    );
     shows(
         &app,
         &id,
