@@ -23,8 +23,10 @@ pub async fn run(command: Command, settings: &Settings) -> anyhow::Result<()> {
         Some(locator) => locator,
         None => Locator::url(&local_redis::running_url(&settings.data_dir).await?)?,
     };
-    let store =
-        Store::new(locator, 1, timeout, timeout, None)?.with_moderation(settings.moderation());
+    let store = Store::new(locator, 1, timeout, timeout, None)?
+        .with_moderation(settings.moderation())
+        .open_keyspace(settings.cluster_shards)
+        .await?;
     let unknown = || format!("no user named {name:?}");
     let typed = UserName::parse(&name).with_context(unknown)?;
     let (user, _) = store.account(&typed).await?.with_context(unknown)?;

@@ -52,6 +52,13 @@ pub struct Settings {
     #[arg(long, env = "REDIS_CLUSTER_NODES")]
     pub redis_cluster_nodes: Option<String>,
 
+    /// Redis Cluster: the shards a new cluster keyspace is made with
+    /// (default 12), kept in the keyspace. A keyspace that has a count
+    /// keeps it: a different one is refused.
+    #[arg(long, env = "VOTEGRAPH_CLUSTER_SHARDS",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::store::keys::MAX_SHARDS)))]
+    pub cluster_shards: Option<u16>,
+
     /// A read replica for anonymous queries' rankings and articles.
     #[arg(long, env = "REDIS_REPLICA_URL")]
     pub redis_replica_url: Option<String>,

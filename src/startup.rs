@@ -60,7 +60,9 @@ impl Application {
         let trusted = TrustedDocuments::load(path, only, &guard).await?;
         let redis_timeout = Duration::from_millis(settings.redis_timeout_ms.max(1));
         let (locator, local_redis) = locate_redis(&settings, redis_timeout).await?;
-        let store = primary_store(&settings, locator.clone(), redis_timeout)?;
+        let store = primary_store(&settings, locator.clone(), redis_timeout)?
+            .open_keyspace(settings.cluster_shards)
+            .await?;
         index_names(&store).await;
         let pubsub = PubSub::start(locator);
         let responses = (!settings.no_response_cache)

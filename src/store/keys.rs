@@ -7,9 +7,15 @@
 
 use sha2::Digest;
 
+pub use super::shard_tags::{ShardTags, MAX_SHARDS};
 use crate::client_addr::ClientAddr;
 use crate::domain::{ArticleId, GroupName, ModAction, Period, Ranking, UserName};
 use crate::rate::RateAction;
+
+/// Hash: what the keyspace is. `shards`: a cluster keyspace's count of
+/// shards, fixed when it is made (`keyspace.rs`).
+pub const KEYSPACE: &str = "keyspace";
+pub const KEYSPACE_SHARDS: &str = "shards";
 
 pub const SCORE: &str = "score:";
 pub const TIME: &str = "time:";
@@ -52,48 +58,65 @@ pub const CLIENT_PREFIX: &str = "client:";
 pub const SESSION_PREFIX: &str = "session:";
 
 /// Where keys live: the book's keyspace on one primary, or the cluster
-/// layout, where every key carries the hash tag of one of [`SHARDS`]
-/// shards. An article's keys share its shard, and so do a user's, so each
-/// script runs on one shard; site-wide indexes are split in one slice per
-/// shard, which reads merge (docs/keyspace.md).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// layout, where every key carries the hash tag of one of its shards,
+/// whose count the keyspace records (`keyspace.rs`). An article's keys
+/// share its shard, and so do a user's, so each script runs on one shard;
+/// site-wide indexes are split in one slice per shard, which reads merge
+/// (docs/keyspace.md).
+#[derive(Clone, Copy, Debug, Default)]
 pub enum Layout {
     #[default]
     Single,
-    Cluster,
+    Cluster(&'static ShardTags),
 }
+
+impl PartialEq for Layout {
+    fn eq(&self, other: &Self) -> bool {
+        self.shard_count() == other.shard_count() && self.is_cluster() == other.is_cluster()
+    }
+}
+
+impl Eq for Layout {}
 
 /// One shard of the cluster layout (always 0 on one primary).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Shard(pub usize);
 
-pub const SHARDS: usize = 6;
+/// The shards of a new cluster keyspace: spread evenly over 3, 4, 6 and
+/// 12 primaries.
+pub const DEFAULT_SHARDS: u16 = 12;
 
-/// Each shard's hash tag, chosen so that its slot lies in the middle of
-/// the shard's sixth of the 16,384 slots: a cluster created with 2, 3 or
-/// 6 primaries, which split the slots evenly, gives each primary the
-/// same number of shards.
-const SHARD_TAGS: [&str; SHARDS] = [
-    "{s0.127}", "{s1.560}", "{s2.148}", "{s3.57}", "{s4.573}", "{s5.29}",
-];
+/// The shards of a cluster keyspace that records no count: the layout's
+/// only count before it could be chosen.
+pub const UNRECORDED_SHARDS: u16 = 6;
 
 impl Layout {
+    /// The cluster layout with `shards` shards (`1..=MAX_SHARDS`).
+    pub fn cluster(shards: u16) -> Self {
+        Layout::Cluster(ShardTags::of(shards))
+    }
+
     pub fn is_cluster(self) -> bool {
-        self == Layout::Cluster
+        matches!(self, Layout::Cluster(_))
+    }
+
+    pub fn shard_count(self) -> usize {
+        match self {
+            Layout::Single => 1,
+            Layout::Cluster(tags) => tags.count(),
+        }
     }
 
     /// Every shard, each holding one slice of the site-wide indexes.
     pub fn shards(self) -> impl Iterator<Item = Shard> {
-        let n = if self.is_cluster() { SHARDS } else { 1 };
-        (0..n).map(Shard)
+        (0..self.shard_count()).map(Shard)
     }
 
     /// The prefix that places a key on `shard`: empty on one primary.
     pub fn tag(self, shard: Shard) -> &'static str {
-        if self.is_cluster() {
-            SHARD_TAGS[shard.0 % SHARDS]
-        } else {
-            ""
+        match self {
+            Layout::Single => "",
+            Layout::Cluster(tags) => tags.tag(shard.0),
         }
     }
 
@@ -102,7 +125,7 @@ impl Layout {
         let key = key.into();
         match self {
             Layout::Single => key,
-            Layout::Cluster => format!("{}{key}", self.tag(shard)),
+            Layout::Cluster(_) => format!("{}{key}", self.tag(shard)),
         }
     }
 
@@ -114,7 +137,7 @@ impl Layout {
         }
     }
 
-    /// Ids are handed out per shard (`id = n × SHARDS + shard`), so an
+    /// Ids are handed out per shard (`id = n × shards + shard`), so an
     /// article's shard is its id's remainder.
     pub fn of_article(self, id: ArticleId) -> Shard {
         self.spread(id.0)
@@ -157,10 +180,7 @@ impl Layout {
     }
 
     fn spread(self, n: u64) -> Shard {
-        match self {
-            Layout::Single => Shard(0),
-            Layout::Cluster => Shard((n % SHARDS as u64) as usize),
-        }
+        Shard((n % self.shard_count() as u64) as usize)
     }
 }
 
@@ -548,34 +568,25 @@ pub fn user_articles_out(name: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag.
-    fn slot(key: &str) -> u16 {
+    /// Redis Cluster's key slot: that of the hash tag.
+    fn slot(key: &str) -> usize {
         let tag = key
             .find('{')
             .and_then(|open| Some((open, key[open + 1..].find('}')?)))
             .filter(|&(_, len)| len > 0)
             .map_or(key, |(open, len)| &key[open + 1..open + 1 + len]);
-        let mut crc: u16 = 0;
-        for &b in tag.as_bytes() {
-            crc ^= u16::from(b) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-        }
-        crc % 16_384
+        super::super::shard_tags::slot(tag)
     }
 
     #[test]
     fn each_shard_tag_lies_in_its_share_of_the_slots() {
-        assert_eq!(slot("123456789"), 0x31C3, "the CRC16 Redis uses");
-        let share = 16_384 / SHARDS as u16 + 1;
-        for shard in Layout::Cluster.shards() {
-            let key = Layout::Cluster.on(shard, "article:1");
-            assert_eq!(slot(&key) / share, shard.0 as u16, "{key}");
+        for count in [UNRECORDED_SHARDS, DEFAULT_SHARDS] {
+            let cluster = Layout::cluster(count);
+            let share = 16_384 / usize::from(count) + 1;
+            for shard in cluster.shards() {
+                let key = cluster.on(shard, "article:1");
+                assert_eq!(slot(&key) / share, shard.0, "{key}");
+            }
         }
         assert_eq!(Layout::Single.on(Shard(3), "article:1"), "article:1");
         assert_eq!(Layout::Single.shards().count(), 1);
@@ -583,21 +594,22 @@ mod tests {
 
     #[test]
     fn an_accounts_keys_share_the_shard_of_its_folded_name() {
-        let cluster = Layout::Cluster;
+        let cluster = Layout::cluster(DEFAULT_SHARDS);
+        let count = usize::from(DEFAULT_SHARDS);
         let names = ["alice", "Alice", "ALICE"].map(|n| UserName::parse(n).unwrap());
         let shards: Vec<Shard> = names.iter().map(|n| cluster.of_user(n)).collect();
         assert!(shards.windows(2).all(|w| w[0] == w[1]), "{shards:?}");
         let spread: std::collections::HashSet<Shard> = (0..200)
             .map(|i| cluster.of_user(&UserName::parse(&format!("user{i}")).unwrap()))
             .collect();
-        assert_eq!(spread.len(), SHARDS);
-        let slugs: std::collections::HashSet<Shard> = (0..60)
+        assert_eq!(spread.len(), count);
+        let slugs: std::collections::HashSet<Shard> = (0..120)
             .map(|n| cluster.of_slug(&format!("article-{n}")))
             .collect();
-        assert_eq!(slugs.len(), SHARDS);
+        assert_eq!(slugs.len(), count);
         let articles: std::collections::HashSet<Shard> =
             (1..=24).map(|n| cluster.of_article(ArticleId(n))).collect();
-        assert_eq!(articles.len(), SHARDS);
+        assert_eq!(articles.len(), count);
     }
 
     #[test]

@@ -10,10 +10,12 @@ mod documents;
 mod feeds;
 mod groups;
 pub mod keys;
+mod keyspace;
 mod locator;
 mod moderation;
 mod outbox;
 mod scripts;
+mod shard_tags;
 mod shards;
 mod users;
 mod votes;
@@ -331,6 +333,11 @@ impl Store {
         wait: Option<(u32, Duration)>,
     ) -> AppResult<Self> {
         let address: Arc<str> = locator.describe().into();
+        // A cluster's count is the keyspace's (see `Store::open_keyspace`).
+        let layout = match locator.is_cluster() {
+            true => keys::Layout::cluster(keys::DEFAULT_SHARDS),
+            false => keys::Layout::Single,
+        };
         let last_error = Arc::new(Mutex::new(None));
         let shared = Arc::new(Shared {
             address: address.clone(),
@@ -362,13 +369,10 @@ impl Store {
             group_scan_budget: DEFAULT_GROUP_SCAN_BUDGET,
             moderation: ModerationLimits::default(),
             name_index: Arc::default(),
-            layout: match locator.is_cluster() {
-                true => keys::Layout::Cluster,
-                false => keys::Layout::Single,
-            },
+            layout,
             locator,
             derive: Arc::default(),
-            outbox: Arc::default(),
+            outbox: Arc::new(outbox::Outboxes::new(layout.shard_count())),
             outbox_limit: outbox::DEFAULT_LIMIT,
         })
     }
@@ -381,6 +385,13 @@ impl Store {
     /// How following other clients' writes goes (for `/health`).
     pub fn deriver_stats(&self) -> DeriverStats {
         self.derive.stats()
+    }
+
+    /// Uses `layout`'s shards, with an outbox each.
+    fn with_layout(mut self, layout: keys::Layout) -> Self {
+        self.outbox = Arc::new(outbox::Outboxes::new(layout.shard_count()));
+        self.layout = layout;
+        self
     }
 
     /// Sets the entries an outbox may hold (see `outbox.rs`).

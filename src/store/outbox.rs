@@ -40,12 +40,20 @@ use crate::error::{AppError, AppResult};
 pub const DEFAULT_LIMIT: u64 = 100_000;
 
 /// Each shard's outbox, as this instance knows it.
-#[derive(Default)]
 pub struct Outboxes {
     /// Asks a shard's drain to run soon.
-    asked: [tokio::sync::Notify; keys::SHARDS],
+    asked: Box<[tokio::sync::Notify]>,
     /// The entries each shard's outbox held when last drained.
-    held: [AtomicU64; keys::SHARDS],
+    held: Box<[AtomicU64]>,
+}
+
+impl Outboxes {
+    pub fn new(shards: usize) -> Self {
+        Self {
+            asked: (0..shards).map(|_| tokio::sync::Notify::new()).collect(),
+            held: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
 }
 
 /// Entries read and applied per step of a drain.

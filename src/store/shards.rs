@@ -251,7 +251,8 @@ mod tests {
     async fn a_shard_holding_the_whole_page_is_read_again_for_it() {
         // Shard 0 holds the 30 best entries, each other shard 5 worse ones
         // (tied across shards), and shard 1 one that ties with shard 0's.
-        let mut slices = vec![Vec::new(); keys::SHARDS];
+        let store = cluster_store();
+        let mut slices = vec![Vec::new(); store.layout().shard_count()];
         for i in 0..30 {
             slices[0].push((format!("{{s0}}a{i:02}"), 100.0 - i as f64));
         }
@@ -274,13 +275,12 @@ mod tests {
             let page = slice.iter().skip(from).take(count).cloned().collect();
             std::future::ready(Ok((page, slice.len() as u64)))
         };
-        let store = cluster_store();
         let (page, count) = store.merged_ranking((20, 12), read).await.unwrap();
         assert_eq!(page, one_set[20..32].to_vec());
         assert_eq!(count, one_set.len() as u64, "each slice's count, once");
         assert_eq!(
             reads.load(Atomic::SeqCst),
-            keys::SHARDS + 1,
+            store.layout().shard_count() + 1,
             "shard 0 again"
         );
     }

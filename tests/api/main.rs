@@ -12,6 +12,7 @@ mod budget;
 mod cache;
 mod cluster;
 mod cluster_node_loss;
+mod cluster_shards;
 mod cluster_writes;
 mod directory;
 mod failover;

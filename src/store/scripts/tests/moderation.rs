@@ -11,15 +11,23 @@ use crate::store::ModerationLimits;
 
 const SHARD: Shard = Shard(3);
 
+fn cluster() -> Layout {
+    Layout::cluster(keys::DEFAULT_SHARDS)
+}
+
+fn shards() -> u64 {
+    cluster().shard_count() as u64
+}
+
 fn at() -> At {
-    Layout::Cluster.at(SHARD)
+    cluster().at(SHARD)
 }
 
 /// A user whose keys are on [`SHARD`].
 fn local_user() -> UserName {
     (0..)
         .map(|i| user(&format!("user{i}")))
-        .find(|name| Layout::Cluster.of_user(name) == SHARD)
+        .find(|name| cluster().of_user(name) == SHARD)
         .unwrap()
 }
 
@@ -79,7 +87,7 @@ async fn moderation_keeps_to_its_subjects_shard() {
     let actor = admin(&name);
     let run = acting(&actor, 1_000_000);
     let id = article(c, &name).await;
-    assert_eq!(Layout::Cluster.of_article(id), SHARD);
+    assert_eq!(cluster().of_article(id), SHARD);
     let account = at().key(keys::user(name.as_str()));
     hset(c, &account, &[("name", name.as_str())]).await;
 
@@ -136,7 +144,7 @@ async fn log_entries_are_numbered_for_their_shard_and_kept_to_its_share() {
     let name = local_user();
     let actor = admin(&name);
     // Two entries per shard.
-    let run = acting(&actor, 2 * keys::SHARDS as u64);
+    let run = acting(&actor, 2 * shards());
     let id = article(c, &name).await;
     let before = redis_now(c).await;
     for remove in [true, false, true] {
@@ -146,9 +154,9 @@ async fn log_entries_are_numbered_for_their_shard_and_kept_to_its_share() {
     assert_eq!(log.len(), 2, "{log:?}");
     let numbers: Vec<u64> = log.iter().map(|(n, _)| n.parse().unwrap()).collect();
     for n in &numbers {
-        assert_eq!(n % keys::SHARDS as u64, 3, "{n} names its shard");
+        assert_eq!(n % shards(), 3, "{n} names its shard");
         assert!(
-            n / keys::SHARDS as u64 >= (before * 1000.0) as u64,
+            n / shards() >= (before * 1000.0) as u64,
             "{n} follows the clock"
         );
     }
@@ -221,7 +229,7 @@ async fn the_last_admin_counts_the_admins_of_other_shards() {
 async fn guard_numbers_rise_from_the_clocks_millisecond() {
     let redis = TestRedis::start().await;
     let c = &mut redis.conn().await;
-    let site = Layout::Cluster.at(Layout::Cluster.site());
+    let site = cluster().at(cluster().site());
     let now_ms = (redis_now(c).await * 1000.0) as u64;
     let first = next_admins_guard(c, site).await.unwrap();
     let second = next_admins_guard(c, site).await.unwrap();
