@@ -63,6 +63,7 @@ impl Application {
         let store = primary_store(&settings, locator.clone(), redis_timeout)?
             .open_keyspace(settings.cluster_shards)
             .await?;
+        store.find_nodes().await;
         index_names(&store).await;
         let pubsub = PubSub::start(locator);
         let responses = (!settings.no_response_cache)

@@ -7,7 +7,8 @@ use redis::Value;
 use super::keys;
 use super::keys::{Layout, Shard};
 use super::scripts::{self, PostReply, Queuing, RenameSlugReply, SetGroupsReply};
-use super::scripts::{ViewReply, VoteReply};
+use super::scripts::{ScoredMembers, ScriptReply, ViewReply, VoteReply};
+use super::shards::SliceRead;
 use super::votes::votes_from_reply;
 use super::{scored_pairs, value_f64, value_str, Caller, Store};
 use crate::client_addr::ClientAddr;
@@ -127,16 +128,14 @@ impl Store {
         key: &str,
         page: PageRequest,
     ) -> AppResult<Vec<(String, f64)>> {
-        let read = |shard, from: usize, count: usize| async move {
-            let mut conn = self.conn().await?;
-            let reply: Value = redis::cmd("ZREVRANGE")
+        let read = |shard, from: usize, count: usize| {
+            let mut range = redis::cmd("ZREVRANGE");
+            range
                 .arg(self.layout.on(shard, key))
                 .arg(from)
                 .arg(from + count - 1)
-                .arg("WITHSCORES")
-                .query_async(&mut conn)
-                .await?;
-            Ok((scored_pairs(&reply), 0))
+                .arg("WITHSCORES");
+            SliceRead::command(range, |reply| Some((scored_pairs(reply), 0)))
         };
         Ok(self.merged_ranking(page.span(), read).await?.0)
     }
@@ -150,12 +149,11 @@ impl Store {
         page: PageRequest,
     ) -> AppResult<Vec<Ranked>> {
         let budget = self.group_scan_budget;
-        let read = |shard, from: usize, count: usize| async move {
-            let mut conn = self.conn().await?;
+        let read = |shard, from: usize, count: usize| {
             let ranks = (from as isize, (from + count) as isize - 1);
             let at = self.layout.at(shard);
-            let page = scripts::group_page(&mut conn, at, group, ranking, ranks, budget);
-            Ok((page.await?.0, 0))
+            let call = scripts::group_page(at, group, ranking, ranks, budget);
+            SliceRead::script(call, |reply| Some((ScoredMembers::read(reply)?.0, 0)))
         };
         let (members, _) = self.merged_ranking(page.span(), read).await?;
         Ok(members

@@ -21,7 +21,8 @@ use std::time::Duration;
 use super::deriver::{Notifications, SWEEP_BATCH, SWEEP_CALL};
 
 use super::keys;
-use super::scripts::{self, FeedSource, Start};
+use super::scripts::{self, FeedReply, FeedSource, ScriptReply, Start};
+use super::shards::SliceRead;
 use super::{unix_secs, Conn, Ranked, Store};
 use crate::domain::{ArticleId, GroupName};
 use crate::domain::{Period, Ranking};
@@ -280,16 +281,18 @@ impl Store {
             Start::Rank(rank) => rank,
             Start::After { .. } => 0,
         };
-        let read = |shard, from: usize, count: usize| async move {
+        let read = |shard, from: usize, count: usize| {
             let start = match start {
                 Start::Rank(_) => Start::Rank(from),
                 after => after,
             };
-            let mut conn = self.conn().await?;
             let at = self.layout.at(shard);
             // The script answers one entry more than it is asked for.
-            let reply = scripts::feed(&mut conn, at, source, start, count - 1).await?;
-            Ok((reply.members, reply.total))
+            let call = scripts::feed(at, source, start, count - 1);
+            SliceRead::script(call, |reply| {
+                let reply = FeedReply::read(reply)?;
+                Some((reply.members, reply.total))
+            })
         };
         let (merged, total) = self.merged_ranking((skip, first + 1), read).await?;
         let mut entries: Vec<(Ranked, Position)> = merged

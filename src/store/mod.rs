@@ -13,6 +13,7 @@ pub mod keys;
 mod keyspace;
 mod locator;
 mod moderation;
+mod nodes;
 mod outbox;
 mod scripts;
 mod shard_tags;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::AsyncConnectionConfig;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value};
@@ -150,6 +152,38 @@ impl Conn {
         matches!(self.inner, Link::Cluster(_))
     }
 
+    /// Sends `pipeline` to the primary serving `slot`, whatever slots its
+    /// commands' keys are in: Redis runs a single-key command of any slot
+    /// it serves, where redis-rs routes a pipeline only when its keys
+    /// share one slot. On one primary, as any pipeline. Error replies stay
+    /// among the replies.
+    pub(crate) async fn pipeline_to(
+        &mut self,
+        pipeline: &Pipeline,
+        slot: u16,
+    ) -> redis::RedisResult<Vec<Value>> {
+        let started = Instant::now();
+        let count = pipeline.len();
+        let r = match &mut self.inner {
+            Link::Cluster(c) => {
+                let node = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                c.route_pipeline(pipeline.clone(), 0, count, node).await
+            }
+            single => single.req_packed_commands(pipeline, 0, count).await,
+        };
+        self.pipelined(started, &r);
+        r
+    }
+
+    /// Records a pipeline's latency, and its failure if it failed.
+    fn pipelined<T>(&self, started: Instant, result: &redis::RedisResult<T>) {
+        self.shared
+            .metrics
+            .pipelines
+            .observe(started.elapsed().as_secs_f64());
+        self.note(result);
+    }
+
     fn note<T>(&self, result: &redis::RedisResult<T>) {
         let Err(e) = result else { return };
         let address = &self.shared.address;
@@ -203,11 +237,7 @@ impl ConnectionLike for Conn {
                 .inner
                 .req_packed_commands(pipeline, offset, count)
                 .await;
-            self.shared
-                .metrics
-                .pipelines
-                .observe(started.elapsed().as_secs_f64());
-            self.note(&r);
+            self.pipelined(started, &r);
             r
         })
     }
@@ -316,6 +346,8 @@ pub struct Store {
     outbox: Arc<outbox::Outboxes>,
     /// The entries an outbox may hold before its shard's writes wait.
     outbox_limit: u64,
+    /// Which primary serves each shard (the cluster layout).
+    nodes: Arc<nodes::Nodes>,
 }
 
 impl Store {
@@ -374,6 +406,7 @@ impl Store {
             derive: Arc::default(),
             outbox: Arc::new(outbox::Outboxes::new(layout.shard_count())),
             outbox_limit: outbox::DEFAULT_LIMIT,
+            nodes: Arc::default(),
         })
     }
 
@@ -390,6 +423,7 @@ impl Store {
     /// Uses `layout`'s shards, with an outbox each.
     fn with_layout(mut self, layout: keys::Layout) -> Self {
         self.outbox = Arc::new(outbox::Outboxes::new(layout.shard_count()));
+        self.nodes = Arc::default();
         self.layout = layout;
         self
     }
@@ -455,13 +489,12 @@ impl Store {
 
     /// Leaves a pass's marker on every shard: the Unix second it finished.
     pub(crate) async fn set_marker(&self, marker: &str) -> AppResult<()> {
-        let set = self.each_shard(marker, |key| {
+        let set = self.on_each_shard(marker, |key| {
             let mut set = redis::cmd("SET");
             set.arg(key).arg(unix_secs());
             set
         });
-        set.await?;
-        Ok(())
+        self.scatter_writes(set).await
     }
 
     /// `INFO replication`, as field → value.

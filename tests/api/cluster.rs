@@ -570,6 +570,48 @@ async fn a_cluster_spreads_articles_and_votes_over_its_primaries() {
     }
 }
 
+/// A primary that lost the page scripts (restarted, or a promoted
+/// replica) is given them again: a page's reads of every shard go in one
+/// pipeline per primary, and redis-rs loads no script for a pipeline.
+#[tokio::test]
+async fn pages_load_their_scripts_again_where_a_primary_lost_them() {
+    let cluster = TestCluster::start(3, 0).await;
+    let server = serve(&cluster).await;
+    let site = Site::at(&server.address);
+    let poster = sign_up_at(&site.client, &site.address, "poster").await;
+    let post = "mutation($t: String!, $l: String!) { post(title: $t, link: $l, groups: [\"news\"]) { id } }";
+    let mut posted = Vec::new();
+    for n in 0..12 {
+        let vars = json!({ "t": format!("story {n}"), "l": format!("https://example.com/{n}") });
+        let data = site.ok(post, vars, Some(&poster)).await;
+        posted.push(data["post"]["id"].as_str().unwrap().to_owned());
+    }
+    posted.reverse();
+    let pages = async |size: usize| {
+        let query = "query($n: Int!) { group(name: \"news\") { \
+            articles(order: NEWEST, pageSize: $n) { id } \
+            feed(order: NEWEST, first: $n) { edges { node { id } } } } }";
+        let group = site.ok(query, json!({ "n": size }), None).await["group"].clone();
+        let edges = group["feed"]["edges"].as_array().unwrap();
+        let fed: Vec<String> = edges
+            .iter()
+            .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+            .collect();
+        (ids(&group["articles"]), fed)
+    };
+    let newest = |n: usize| (posted[..n].to_vec(), posted[..n].to_vec());
+    assert_eq!(pages(5).await, newest(5));
+    for port in cluster.primaries().await {
+        let mut conn = node(&cluster, port).await;
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    assert_eq!(pages(6).await, newest(6));
+}
+
 /// Votes of `voters` on `posts`, in every direction, sent to each of
 /// `addresses` in turn until one stops answering; answers the rounds made.
 fn vote_until_killed(

@@ -1,7 +1,8 @@
 //! The round-trip contract, in one place: a page costs two round trips and
 //! a bounded number of commands, counted by Redis itself
-//! (`total_reads_processed`, `commandstats`). Every other test file tests
-//! behaviour.
+//! (`total_reads_processed`, `commandstats`), and on a cluster one request
+//! per node per round trip, as the server's `/metrics` counts its Redis
+//! requests. Every other test file tests behaviour.
 
 use std::time::Duration;
 
@@ -10,9 +11,9 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    command_calls, command_stats, done_if, eventually, pause_redis, reads_processed,
-    reset_command_stats, spawn_app, spawn_app_with, TestApp, WsClient, ARTICLE_FIELDS,
-    TRANSPORT_WS,
+    command_calls, command_stats, done_if, eventually, gql_at, pause_redis, reads_processed,
+    reset_command_stats, sign_up_at, spawn_app, spawn_app_with, spawn_server, test_settings_for,
+    TestApp, TestCluster, WsClient, ARTICLE_FIELDS, TRANSPORT_WS,
 };
 
 /// What one run of a query cost Redis.
@@ -489,4 +490,90 @@ async fn a_page_of_nodes_is_one_batch_per_loader() {
     assert_eq!(cost.calls("exists"), 1, "the user was looked up once");
     // The articles' batch and the users' run side by side.
     assert!(trips <= 2, "a page of nodes took {trips} round trips");
+}
+
+/// The Redis requests (pipelines and lone commands) the server at
+/// `address` has sent, as its `/metrics` counts them.
+async fn redis_requests(client: &reqwest::Client, address: &str) -> u64 {
+    let text = client
+        .get(format!("{address}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counts = ["pipeline", "command"].map(|kind| {
+        let series = format!("votegraph_redis_command_duration_seconds_count{{kind=\"{kind}\"}} ");
+        let line = text.lines().find_map(|l| l.strip_prefix(series.as_str()));
+        line.and_then(|n| n.parse::<f64>().ok()).unwrap_or(0.0)
+    });
+    counts.iter().sum::<f64>() as u64
+}
+
+/// The fewest Redis requests one run of `query` made, over a few runs
+/// (the outboxes' drains run beside them), once warm.
+async fn requests_of(client: &reqwest::Client, address: &str, query: &str) -> u64 {
+    let run = async || {
+        let body = gql_at(client, address, query, json!({}), None, None).await;
+        assert!(body.get("errors").is_none(), "{body}");
+    };
+    run().await;
+    run().await;
+    let mut fewest = u64::MAX;
+    for _ in 0..5 {
+        let before = redis_requests(client, address).await;
+        run().await;
+        fewest = fewest.min(redis_requests(client, address).await - before);
+    }
+    fewest
+}
+
+/// On 3 primaries, each holding several shards, a computed page reads a
+/// node's slices, and then its articles, in one pipeline per node: one
+/// request per shard would be twice as many.
+#[tokio::test]
+async fn a_cluster_page_sends_each_node_one_pipeline_per_round_trip() {
+    let cluster = TestCluster::start(3, 0).await;
+    let mut settings = test_settings_for("redis://unused");
+    settings.redis_url = None;
+    settings.redis_cluster_nodes = Some(cluster.seeds());
+    settings.no_response_cache = true;
+    let server = spawn_server(settings).await;
+    let (client, address) = (reqwest::Client::new(), server.address.as_str());
+    let alice = sign_up_at(&client, address, "alice").await;
+    let post = "mutation($t: String!, $l: String!, $g: [String!]!) { post(title: $t, link: $l, groups: $g) { id } }";
+    for i in 0..30 {
+        let groups = if i % 2 == 0 {
+            json!(["even"])
+        } else {
+            json!([])
+        };
+        let vars = json!({ "t": format!("article {i}"), "l": format!("https://example.com/{i}"), "g": groups });
+        let body = gql_at(&client, address, post, vars, Some(&alice), None).await;
+        assert!(body.get("errors").is_none(), "{body}");
+    }
+    let nodes = cluster.primaries().await.len() as u64;
+    // Each reads its ranking's slices, then its articles: two round trips.
+    let pages = [
+        (
+            "front page",
+            "{ articles(pageSize: 25) { id title votes } }",
+        ),
+        (
+            "group page",
+            "{ group(name: \"even\") { articles(pageSize: 10) { id title } } }",
+        ),
+        (
+            "feed page",
+            "{ feed(first: 10) { edges { node { id title } } } }",
+        ),
+    ];
+    for (page, query) in pages {
+        let requests = requests_of(&client, address, query).await;
+        assert!(
+            (2..=nodes * 2).contains(&requests),
+            "a {page} sent {requests} requests to {nodes} nodes in two round trips"
+        );
+    }
 }

@@ -6,10 +6,9 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::{Lua, ScoredMembers, ScriptReply, MAX_TIES};
-use crate::error::AppResult;
+use super::{Call, Lua, ScoredMembers, ScriptReply, MAX_TIES};
 use crate::store::keys::{self, At};
-use crate::store::{value_f64, Conn};
+use crate::store::value_f64;
 
 /// Members a feed page may skip as too old for its period before it
 /// stops short (pruning keeps them to a second's worth of posts).
@@ -67,13 +66,9 @@ pub struct FeedSource {
     pub marker: Option<String>,
 }
 
-pub async fn feed(
-    conn: &mut Conn,
-    at: At,
-    source: &FeedSource,
-    start: Start<'_>,
-    first: usize,
-) -> AppResult<FeedReply> {
+/// The feed script's call for `first` members (and one more) of `source`
+/// from `start`.
+pub fn feed(at: At, source: &FeedSource, start: Start<'_>, first: usize) -> Call {
     let key = at.key(&source.key);
     let mut invocation = FEED.invocation();
     invocation.key(&key);
@@ -93,5 +88,5 @@ pub async fn feed(
         Start::Rank(rank) => invocation.arg(rank),
         Start::After { value, member } => invocation.arg(0).arg(value).arg(at.key(member)),
     };
-    FEED.call(&invocation, conn).await
+    FEED.pipelined(&invocation)
 }

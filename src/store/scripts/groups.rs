@@ -7,7 +7,7 @@ use redis::Value;
 
 use super::library::{GROUP_LIST, GROUP_SIZES, RATE_LIMIT};
 use super::{group_keys, or_outbox, via_outbox};
-use super::{seconds, status, Lua, ScoredMembers, ScriptReply, GROUP_KEYS};
+use super::{seconds, status, Call, Lua, ScoredMembers, ScriptReply, GROUP_KEYS};
 use crate::domain::{ArticleId, GroupName, UserName};
 use crate::domain::{Period, Ranking};
 use crate::error::AppResult;
@@ -114,16 +114,15 @@ pub async fn set_groups(
 static GROUP_PAGE: LazyLock<Lua<ScoredMembers>> =
     LazyLock::new(|| Lua::new("group-page", &[include_str!("../lua/group_page.lua")]));
 
-/// Runs the group-page script for ranks `start..=stop`, spending at most
-/// `budget` membership checks before building the cached ranking.
-pub async fn group_page(
-    conn: &mut Conn,
+/// The group-page script's call for ranks `start..=stop`, spending at
+/// most `budget` membership checks before building the cached ranking.
+pub fn group_page(
     at: At,
     group: &GroupName,
     ranking: Ranking,
     (start, stop): (isize, isize),
     budget: u32,
-) -> AppResult<ScoredMembers> {
+) -> Call {
     let mut invocation = GROUP_PAGE.invocation();
     invocation
         .key(at.key(keys::group(group)))
@@ -133,5 +132,5 @@ pub async fn group_page(
         .arg(stop)
         .arg(budget)
         .arg(keys::GROUP_CACHE_SECS);
-    GROUP_PAGE.call(&invocation, conn).await
+    GROUP_PAGE.pipelined(&invocation)
 }

@@ -52,7 +52,7 @@ pub use derive::{
 };
 pub use directory::directory;
 pub use documents::{register_document, RegisterLimits, RegisterReply};
-pub use feeds::{feed, FeedSource, Start};
+pub use feeds::{feed, FeedReply, FeedSource, Start};
 pub use groups::{group_page, set_groups, SetGroupsReply};
 pub use moderation::{
     count_admins, flag, moderate_article, moderate_user, modlog_page, next_admins_guard, Acting,
@@ -115,6 +115,17 @@ impl<R: ScriptReply> Lua<R> {
         self.script.prepare_invoke()
     }
 
+    /// The call `invocation` makes, as a command for a pipeline.
+    fn pipelined(&'static self, invocation: &ScriptInvocation<'_>) -> Call {
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(invocation);
+        let cmd = pipe.cmd_iter().next().cloned().unwrap_or_default();
+        Call {
+            cmd,
+            script: &self.script,
+        }
+    }
+
     /// Runs the script (one EVALSHA, or EVAL after a NOSCRIPT) and reads
     /// its reply.
     ///
@@ -139,6 +150,14 @@ impl<R: ScriptReply> Lua<R> {
             AppError::Internal(format!("the {} script answered {reply:?}", self.name))
         })
     }
+}
+
+/// A script's call as a command of its own, sent in one pipeline with
+/// other shards' reads (see `Store::merged_ranking`). redis-rs loads no
+/// script that a pipeline met NOSCRIPT for, so the script goes with it.
+pub struct Call {
+    pub cmd: redis::Cmd,
+    pub script: &'static Script,
 }
 
 /// Runs a write script and `WAIT` in one pipeline (see [`Lua::call`]).

@@ -21,8 +21,7 @@ fn names(reply: &FeedReply) -> Vec<&str> {
 
 /// A page of `source`, on one primary.
 async fn read(c: &mut Conn, source: &FeedSource, start: Start<'_>, first: usize) -> FeedReply {
-    let page = feed(c, At::SINGLE, source, start, first).await;
-    page.expect("the feed script runs")
+    run(c, feed(At::SINGLE, source, start, first)).await
 }
 
 async fn score_text(conn: &mut Conn, key: &str, member: &str) -> String {

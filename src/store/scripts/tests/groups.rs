@@ -152,9 +152,8 @@ async fn four_articles(c: &mut Conn) {
 }
 
 async fn page(c: &mut Conn, ranks: (isize, isize), budget: u32) -> Vec<String> {
-    let members = group_page(c, At::SINGLE, &group("g"), Ranking::Score, ranks, budget)
-        .await
-        .unwrap();
+    let call = group_page(At::SINGLE, &group("g"), Ranking::Score, ranks, budget);
+    let members: ScoredMembers = run(c, call).await;
     let mut names = Vec::new();
     for (member, score) in members.0 {
         assert_eq!(
@@ -176,9 +175,8 @@ async fn a_shallow_group_page_walks_the_ranking_without_caching() {
     assert_eq!(page(c, (1, 2), 5000).await, ["article:3", "article:1"]);
     assert_eq!(page(c, (3, 5), 5000).await, Vec::<String>::new());
     assert!(!exists(c, &keys::group_ranking(&group("g"), Ranking::Score)).await);
-    let empty = group_page(c, At::SINGLE, &group("none"), Ranking::Score, (0, 9), 5000)
-        .await
-        .unwrap();
+    let call = group_page(At::SINGLE, &group("none"), Ranking::Score, (0, 9), 5000);
+    let empty: ScoredMembers = run(c, call).await;
     assert_eq!(empty, ScoredMembers(vec![]));
 }
 
@@ -193,8 +191,7 @@ async fn past_the_budget_the_group_ranking_is_built_and_cached() {
     assert!(ttl > 0 && ttl <= keys::GROUP_CACHE_SECS as i64, "{ttl}");
     // The cache answers from now on, whatever the budget.
     let () = q(c, cmd("ZREM").arg(&cached).arg("article:4")).await;
-    let members = group_page(c, At::SINGLE, &group("g"), Ranking::Score, (0, 0), 5000)
-        .await
-        .unwrap();
+    let call = group_page(At::SINGLE, &group("g"), Ranking::Score, (0, 0), 5000);
+    let members: ScoredMembers = run(c, call).await;
     assert_eq!(members.0[0].0, "article:3");
 }
