@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    command_stats, eventually, gql_at, health_at, ids, kill_pubsub_connections, now,
+    command_stats, eventually, gql_at, health_at, ids, kill_pubsub_connections, needed, now,
     reads_processed, reset_command_stats, spawn_app, spawn_app_on, spawn_server, test_settings,
-    Book, Instance, Subscriptions::Exactly, TestApp, TestRedis, WsClient, TRANSPORT_WS,
+    Book, Instance, Program, Subscriptions::Exactly, TestApp, TestRedis, WsClient, TRANSPORT_WS,
 };
 
 /// The promise: every view agrees with the book's keys within a second.
@@ -107,6 +107,14 @@ async fn vote_and_group_followed(
 
 #[tokio::test]
 async fn a_book_post_reaches_every_view_and_is_announced_within_a_second() {
+    if needed(
+        "a_book_post_reaches_every_view_and_is_announced_within_a_second",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     let book = Book::on(&app.redis);
@@ -174,6 +182,14 @@ async fn a_book_post_reaches_every_view_and_is_announced_within_a_second() {
 
 #[tokio::test]
 async fn book_votes_downvotes_and_switches_reach_my_vote_rankings_karma_and_subscribers() {
+    if needed(
+        "book_votes_downvotes_and_switches_reach_my_vote_rankings_karma_and_subscribers",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     let bob = app.sign_up("bob").await;
@@ -258,6 +274,14 @@ async fn book_votes_downvotes_and_switches_reach_my_vote_rankings_karma_and_subs
 
 #[tokio::test]
 async fn groups_the_book_adds_and_removes_are_followed() {
+    if needed(
+        "groups_the_book_adds_and_removes_are_followed",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     let book = Book::on(&app.redis);
@@ -306,6 +330,14 @@ async fn groups_the_book_adds_and_removes_are_followed() {
 /// command): `/health` says so, and the sweep alone follows the book.
 #[tokio::test]
 async fn where_notifications_are_refused_the_sweep_follows_alone() {
+    if needed(
+        "where_notifications_are_refused_the_sweep_follows_alone",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let redis = TestRedis::start_with(&["--rename-command", "CONFIG", ""]).await;
     let app = spawn_app_on(redis, |s| s.top_upkeep_ms = 100).await;
     let alice = app.sign_up("alice").await;
@@ -330,6 +362,9 @@ async fn where_notifications_are_refused_the_sweep_follows_alone() {
 
 #[tokio::test]
 async fn two_instances_derive_a_book_write_once() {
+    if needed("two_instances_derive_a_book_write_once", Program::Python).is_none() {
+        return;
+    }
     let app = spawn_app().await;
     let other = spawn_server(test_settings(&app.redis)).await;
     let alice = app.sign_up("alice").await;
@@ -527,6 +562,14 @@ async fn an_idle_server_sweeps_nothing() {
 /// reconnects: the reconnect runs a full pass.
 #[tokio::test]
 async fn a_write_missed_while_disconnected_is_followed_after_reconnecting() {
+    if needed(
+        "a_write_missed_while_disconnected_is_followed_after_reconnecting",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let redis = TestRedis::start().await;
     let app = spawn_app_on(redis, |_| {}).await;
     let alice = app.sign_up("alice").await;
@@ -577,6 +620,14 @@ async fn a_write_missed_while_disconnected_is_followed_after_reconnecting() {
 
 #[tokio::test]
 async fn old_book_data_imported_while_running_reaches_the_long_orders() {
+    if needed(
+        "old_book_data_imported_while_running_reaches_the_long_orders",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     let book = Book::on(&app.redis);
@@ -636,6 +687,14 @@ async fn old_book_data_imported_while_running_reaches_the_long_orders() {
 /// articles the restore removed leave them.
 #[tokio::test]
 async fn old_book_data_restored_while_running_replaces_what_was_derived() {
+    if needed(
+        "old_book_data_restored_while_running_replaces_what_was_derived",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     for title in ["gone 1", "gone 2"] {
@@ -710,6 +769,14 @@ async fn old_book_data_restored_while_running_replaces_what_was_derived() {
 
 #[tokio::test]
 async fn the_books_own_unittest_passes_on_the_redis_votegraph_uses() {
+    if needed(
+        "the_books_own_unittest_passes_on_the_redis_votegraph_uses",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     app.post(&alice, "votegraph's", &["new-group"]).await;
@@ -737,6 +804,14 @@ async fn the_books_own_unittest_passes_on_the_redis_votegraph_uses() {
 /// at most 30 commands.
 #[tokio::test]
 async fn book_written_articles_read_as_cheaply_as_votegraphs() {
+    if needed(
+        "book_written_articles_read_as_cheaply_as_votegraphs",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     let alice = app.sign_up("alice").await;
     let book = Book::on(&app.redis);

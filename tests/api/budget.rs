@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    error_code, pause_redis, poll_until, spawn_app_with, Binary, TestApp, TestRedis, WsClient,
-    TRANSPORT_WS,
+    error_code, needed, pause_redis, poll_until, spawn_app_with, Binary, Program, TestApp,
+    TestRedis, WsClient, TRANSPORT_WS,
 };
 use crate::metrics::{metrics_text, parse, value};
 
@@ -29,6 +29,14 @@ async fn post(app: &TestApp, query: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn a_request_without_room_waits_then_is_refused_with_503_while_small_ones_run() {
+    if needed(
+        "a_request_without_room_waits_then_is_refused_with_503_while_small_ones_run",
+        Program::PrometheusParser,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app_with(|s| {
         s.budget.work_budget = 1_000;
         s.budget.work_wait_ms = 300;

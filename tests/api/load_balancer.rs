@@ -14,23 +14,9 @@ use tokio::sync::oneshot;
 
 use crate::failover::Proc;
 use crate::helpers::{
-    done_if, eventually_every, free_port, gql_at, sign_up_at, spawn_server_until, test_settings,
-    TestRedis, WsClient, TRANSPORT_WS,
+    done_if, eventually_every, free_port, gql_at, needed, sign_up_at, spawn_server_until,
+    test_settings, Program, TestRedis, WsClient, TRANSPORT_WS,
 };
-
-fn haproxy_program() -> Option<String> {
-    ["haproxy", "/usr/sbin/haproxy"]
-        .into_iter()
-        .find(|p| {
-            Command::new(p)
-                .arg("-v")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .map(str::to_owned)
-}
 
 /// HAProxy, killed when dropped.
 fn start_haproxy(program: &str, bind: &str, one: &str, two: &str) -> Proc {
@@ -75,8 +61,8 @@ async fn get(client: &reqwest::Client, base: &str, query: &str) -> (bool, String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_behind_haproxy_share_events_and_one_stops_without_failures() {
-    let Some(haproxy) = haproxy_program() else {
-        eprintln!("haproxy is not installed (scripts/ensure-haproxy.sh installs it): skipped");
+    let test = "two_instances_behind_haproxy_share_events_and_one_stops_without_failures";
+    let Some(haproxy) = needed(test, Program::Haproxy) else {
         return;
     };
     let redis = TestRedis::start().await;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    done_if, eventually_every, reads_processed, spawn_app, spawn_app_with, TestApp, WsClient,
-    TRANSPORT_WS,
+    done_if, eventually_every, needed, python, reads_processed, spawn_app, spawn_app_with, Program,
+    TestApp, WsClient, TRANSPORT_WS,
 };
 
 /// The text of `/metrics` at `address`, checked for its status and type.
@@ -48,7 +48,7 @@ pub struct Family {
 /// Parses `text` with the Prometheus project's Python parser
 /// (`tests/api/prometheus_parse.py`); fails the test if it does not parse.
 pub fn parse(text: &str) -> Vec<Family> {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = python();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/api/prometheus_parse.py");
     let mut child = Command::new(&python)
         .arg(script)
@@ -172,6 +172,14 @@ async fn post_raw(app: &TestApp, body: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
+    if needed(
+        "metrics_parse_with_prometheus_own_parser_and_follow_the_traffic",
+        Program::PrometheusParser,
+    )
+    .is_none()
+    {
+        return;
+    }
     // Not `spawn_app`, whose wait for the first pass reads `/health`.
     let app = spawn_app_with(|_| {}).await;
     let front = "query FrontPage { articles(order: SCORE, page: 1, pageSize: 5) { id } }";
@@ -333,6 +341,14 @@ async fn metrics_parse_with_prometheus_own_parser_and_follow_the_traffic() {
 
 #[tokio::test]
 async fn operation_names_past_the_first_hundred_share_one_series() {
+    if needed(
+        "operation_names_past_the_first_hundred_share_one_series",
+        Program::PrometheusParser,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app().await;
     for i in 0..105 {
         app.gql_ok(&format!("query Op{i} {{ articleCount }}"), json!({}), None)
@@ -357,6 +373,14 @@ async fn operation_names_past_the_first_hundred_share_one_series() {
 
 #[tokio::test]
 async fn redis_failures_and_pubsub_reconnections_are_counted() {
+    if needed(
+        "redis_failures_and_pubsub_reconnections_are_counted",
+        Program::PrometheusParser,
+    )
+    .is_none()
+    {
+        return;
+    }
     let mut app = spawn_app().await;
     app.gql_ok("{ articleCount }", json!({}), None).await;
     app.redis.stop();
@@ -410,6 +434,14 @@ async fn a_scrape_makes_no_redis_call() {
 
 #[tokio::test]
 async fn metrics_are_not_served_through_a_proxy_but_on_their_own_listener() {
+    if needed(
+        "metrics_are_not_served_through_a_proxy_but_on_their_own_listener",
+        Program::PrometheusParser,
+    )
+    .is_none()
+    {
+        return;
+    }
     let app = spawn_app_with(|s| s.metrics_bind = Some("127.0.0.1:0".into())).await;
     // Through a proxy (it adds X-Forwarded-For), the API's port hides them.
     for header in ["x-forwarded-for", "forwarded", "x-real-ip"] {

@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, eventually, Book, Moderated};
+use crate::helpers::{error_code, eventually, needed, Book, Moderated, Program};
 
 const FLAG: &str = "mutation($id: ID!, $r: String) { flag(articleId: $id, reason: $r) { id } }";
 const UNFLAG: &str = "mutation($id: ID!) { unflag(articleId: $id) { id } }";
@@ -229,6 +229,14 @@ async fn the_log_pages_filters_and_keeps_exactly_the_newest_entries() {
 
 #[tokio::test]
 async fn the_books_own_code_cannot_bring_a_removed_article_back() {
+    if needed(
+        "the_books_own_code_cannot_bring_a_removed_article_back",
+        Program::Python,
+    )
+    .is_none()
+    {
+        return;
+    }
     let m = Moderated::start().await;
     let book = Book::on(&m.app.redis);
     let id = book.post("user:bob", "from the book").await;

@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use sha2::Digest;
 
 use crate::helpers::{
-    error_code, info_field, spawn_app, spawn_app_with, spawn_server, test_settings, TestApp,
+    error_code, info_field, needed, spawn_app, spawn_app_with, spawn_server, test_settings,
+    Program, TestApp,
 };
 
 fn sha256(text: &str) -> String {
@@ -280,6 +281,14 @@ fn apollo_dir() -> std::path::PathBuf {
 
 #[tokio::test]
 async fn a_real_apollo_client_misses_registers_and_then_reads_over_get() {
+    if needed(
+        "a_real_apollo_client_misses_registers_and_then_reads_over_get",
+        Program::Node,
+    )
+    .is_none()
+    {
+        return;
+    }
     let dir = tokio::task::spawn_blocking(apollo_dir).await.unwrap();
     let app = spawn_app().await;
     let token = app.sign_up("alice").await;

@@ -14,26 +14,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually_every, free_port, spawn_app_with};
+use crate::helpers::{eventually_every, free_port, needed, spawn_app_with, Program};
 
-fn nginx_installed() -> bool {
-    let on_path = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("nginx").is_file()))
-        .unwrap_or(false);
-    on_path || Path::new("/usr/sbin/nginx").is_file()
-}
-
-/// Whether to run: nginx is there, or this is CI and its absence fails.
+/// Whether to run: nginx and Python (the WebSocket client) are there.
 fn nginx_or_skip(test: &str) -> bool {
-    if nginx_installed() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "nginx is missing in CI: .ci/run installs it (scripts/ensure-nginx.sh)"
-    );
-    eprintln!("SKIPPED {test}: nginx is not installed (scripts/test.sh installs it)");
-    false
+    needed(test, Program::Nginx).is_some() && needed(test, Program::Python).is_some()
 }
 
 fn script(name: &str) -> PathBuf {
@@ -184,7 +169,7 @@ impl Drop for Subscriber {
 }
 
 fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+    crate::helpers::python()
 }
 
 fn client_script() -> PathBuf {

@@ -43,7 +43,7 @@ impl Book {
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new("python3");
+        let mut command = Command::new(super::programs::python());
         command
             .arg(repo().join("tests/book/book.py"))
             .arg("--socket")
@@ -141,7 +141,7 @@ impl Book {
     /// Runs the book's own unittest (seed 002's, ported to Python 3) on
     /// this Redis; answers whether it passed, with its output.
     pub async fn unittest(&self) -> (bool, String) {
-        let out = Command::new("python3")
+        let out = Command::new(super::programs::python())
             .arg(repo().join("tests/book/ch01_unittest.py"))
             .env("BOOK_REDIS_SOCKET", &self.socket)
             .env("BOOK_REDIS_DB", "0")

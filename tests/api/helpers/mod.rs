@@ -7,6 +7,7 @@ mod book;
 mod cluster;
 mod graphql;
 mod moderation;
+mod programs;
 mod redis;
 mod time;
 mod ws;
@@ -21,6 +22,7 @@ pub use self::book::Book;
 pub use self::cluster::TestCluster;
 pub use self::graphql::{error_code, gql_at, ids, sign_up_at, ARTICLE_FIELDS, VOTE_AS};
 pub use self::moderation::{set_role_cli, set_role_on_cluster, Moderated};
+pub use self::programs::{needed, python, Program};
 pub use self::redis::{
     command_calls, command_stats, info_field, kill_pubsub_connections, pause_redis,
     reads_processed, reset_command_stats, wait_for_top_index, TestRedis,
