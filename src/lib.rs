@@ -9,41 +9,22 @@
 //! import cycle.
 
 pub mod admin;
-mod auth;
-mod budget;
-mod cache;
-mod client_addr;
-mod compression;
 pub mod config;
 mod cors;
-mod domain;
-mod error;
 mod graphiql;
-mod graphql;
 mod http;
-#[cfg(test)]
-mod layers;
-mod local_redis;
 mod metrics;
-mod persisted;
-mod pipeline;
-mod pubsub;
-mod rate;
-pub mod redis_server;
 mod scrape;
 mod server;
-mod sessions;
 pub mod startup;
-mod state;
-mod store;
 pub mod telemetry;
-mod templates;
-mod trusted;
 mod ws;
 
-/// What the benchmark and the tests reach: the Redis keys (to seed and
-/// inspect), the article fields a page reads, a Redis URL's connection
-/// details, the schema's SDL and a token's stored hash.
-pub use auth::token_hash;
-pub use graphql::sdl;
-pub use store::{connection_info, keys, ARTICLE_FIELDS, DEFAULT_GROUP_SCAN_BUDGET};
+/// The layers below, by the names this crate's code calls them.
+use votegraph_api::{
+    auth, budget, cache, compression, graphql, persisted, pipeline, state, trusted,
+};
+use votegraph_domain as domain;
+use votegraph_domain::{client_addr, error, rate};
+use votegraph_store as store;
+use votegraph_store::{local_redis, pubsub, sessions};

@@ -5,9 +5,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::graphql::Api;
-use crate::metrics::{resident_bytes, MetricsBuilder, Readings};
 use crate::telemetry::RequestMetrics;
 use crate::ws::WebSockets;
+use votegraph_domain::metrics::{resident_bytes, MetricsBuilder, Readings};
 
 pub fn register(
     metrics: &mut MetricsBuilder,

@@ -19,7 +19,7 @@ use crate::graphql::limits::Guard;
 use crate::graphql::{build_api, AppState};
 use crate::http::{self, BodyLimits, Served};
 use crate::local_redis::LocalRedis;
-use crate::metrics::{self, MetricsBuilder};
+use crate::metrics;
 use crate::persisted::PersistedQueries;
 use crate::pubsub::PubSub;
 use crate::scrape;
@@ -31,6 +31,7 @@ use crate::telemetry::RequestMetrics;
 use crate::trusted::TrustedDocuments;
 use crate::ws::{Shutdown, WebSockets};
 use tokio_util::task::AbortOnDropHandle;
+use votegraph_domain::metrics::MetricsBuilder;
 
 /// A bound, ready-to-run server.
 pub struct Application {

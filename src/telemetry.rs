@@ -19,7 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::metrics::{buckets, MetricsBuilder};
+use votegraph_domain::metrics::{buckets, MetricsBuilder};
 
 /// The request id header, read from requests and set on every response.
 pub const REQUEST_ID: &str = "x-request-id";

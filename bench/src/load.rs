@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use votegraph::keys;
+use votegraph_store::keys;
 
 /// The outcome of one scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -375,7 +375,9 @@ pub async fn raw_page(
     logged_in: bool,
     users: usize,
 ) -> anyhow::Result<impl Fn(usize, u64) -> RawRequest + Send + Sync + 'static> {
-    let client = redis::Client::open(votegraph::connection_info(&format!("redis://{addr}"))?)?;
+    let client = redis::Client::open(votegraph_store::connection_info(&format!(
+        "redis://{addr}"
+    ))?)?;
     // redis-rs' default reply timeout is shorter than a loaded small
     // machine sometimes takes: the floor would count the client's
     // impatience as errors. A wider bound still ends every wait.
@@ -407,7 +409,7 @@ pub async fn raw_page(
 
 /// The session key votegraph reads for a login token.
 pub fn session_key(token: &str) -> String {
-    keys::session(&votegraph::token_hash(token))
+    keys::session(&votegraph_api::auth::token_hash(token))
 }
 
 /// The page's ranking with scores: `ZREVRANGE score: 0 24 WITHSCORES`.
@@ -458,7 +460,7 @@ pub async fn raw_front_page(
         // The server's own field list, so the floor is the same work.
         pipe.cmd("HMGET")
             .arg(member)
-            .arg(&votegraph::ARTICLE_FIELDS[..]);
+            .arg(&votegraph_store::ARTICLE_FIELDS[..]);
     }
     if let (Some(votes), false) = (&votes, page.is_empty()) {
         let zmscore = pipe.cmd("ZMSCORE").arg(votes);
@@ -495,7 +497,7 @@ pub async fn raw_n_plus_1(
     for (member, _) in &page {
         let hash: redis::RedisResult<redis::Value> = redis::cmd("HMGET")
             .arg(member)
-            .arg(&votegraph::ARTICLE_FIELDS[..])
+            .arg(&votegraph_store::ARTICLE_FIELDS[..])
             .query_async(conn)
             .await;
         if hash.is_err() {

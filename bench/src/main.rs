@@ -182,7 +182,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 /// the sessions of every user the scenarios log in as.
 async fn prepare(
     args: Args,
-) -> anyhow::Result<(Option<votegraph::redis_server::RedisServer>, Bench)> {
+) -> anyhow::Result<(Option<votegraph_store::redis_server::RedisServer>, Bench)> {
     let dir = tempfile::tempdir()?;
     let (redis, redis_addr) = match &args.redis_addr {
         Some(addr) => (None, addr.clone()),
@@ -192,7 +192,7 @@ async fn prepare(
         }
     };
     let url = format!("redis://{redis_addr}");
-    let client = redis::Client::open(votegraph::connection_info(&url)?)?;
+    let client = redis::Client::open(votegraph_store::connection_info(&url)?)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let seeded = seed::seed(&mut conn, args.articles).await?;
     if seeded.open.is_empty() {

@@ -5,7 +5,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use redis::aio::MultiplexedConnection;
 use sha2::{Digest, Sha256};
-use votegraph::keys;
+use votegraph_store::keys;
 
 pub const GROUPS: usize = 20;
 const WEEK: f64 = 7.0 * 86_400.0;

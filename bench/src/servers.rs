@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use votegraph::redis_server::RedisServer;
+use votegraph_store::redis_server::RedisServer;
 
 /// A child process, killed when dropped.
 pub struct Proc(pub Child);

@@ -8,7 +8,7 @@ use crate::helpers::{error_code, ids, spawn_app, spawn_app_with, TestApp};
 /// caching it for 60 s (scan budget 0, as the book does).
 async fn both_group_paths() -> Vec<(u32, TestApp)> {
     let mut apps = Vec::new();
-    for budget in [votegraph::DEFAULT_GROUP_SCAN_BUDGET, 0] {
+    for budget in [votegraph_store::DEFAULT_GROUP_SCAN_BUDGET, 0] {
         let app = spawn_app_with(move |settings| {
             settings.group_scan_budget = budget;
             // Every read must reach Redis here.

@@ -24,6 +24,7 @@ mod helpers;
 mod http;
 mod http_cache;
 mod karma;
+mod layers;
 mod load_balancer;
 mod logs;
 mod metrics;

@@ -317,7 +317,7 @@ async fn a_ban_reaches_sessions_started_by_an_earlier_version() {
     let m = Moderated::start().await;
     // A session as versions without `user:<name>:sessions` wrote it.
     let token = "a-token-from-before";
-    let hash = votegraph::token_hash(token);
+    let hash = votegraph_api::auth::token_hash(token);
     let mut redis = m.app.redis.conn().await;
     let () = redis::pipe()
         .set_ex(format!("session:{hash}"), "alice", 3600)

@@ -3,7 +3,7 @@
 #[test]
 fn schema_graphql_matches_the_code() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql");
-    let sdl = votegraph::sdl();
+    let sdl = votegraph_api::graphql::sdl();
     if std::env::var_os("UPDATE_SCHEMA").is_some() {
         std::fs::write(path, &sdl).expect("write schema.graphql");
     }
@@ -16,7 +16,7 @@ fn schema_graphql_matches_the_code() {
 
 #[test]
 fn the_schema_has_the_contracted_shape() {
-    let sdl = votegraph::sdl();
+    let sdl = votegraph_api::graphql::sdl();
     for line in [
         "articles(order: ArticleOrder! = SCORE, page: Int! = 1, pageSize: Int! = 25): [Article!]!",
         "article(id: ID!): Article",

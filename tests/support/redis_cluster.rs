@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::time::{sleep, timeout};
 
-use votegraph::redis_server::{RedisServer, RedisServerBuilder, StartError};
+use votegraph_store::redis_server::{RedisServer, RedisServerBuilder, StartError};
 
 /// Why a cluster did not start or become healthy.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use tempfile::TempDir;
-use votegraph::redis_server::{RedisServer, RedisServerBuilder};
+use votegraph_store::redis_server::{RedisServer, RedisServerBuilder};
 
 use super::time::eventually_every;
 

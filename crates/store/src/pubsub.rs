@@ -118,15 +118,15 @@ pub async fn next_wanted<T: ?Sized>(
 #[derive(Default)]
 pub struct PubSubStats {
     /// Events received (score changes and new posts).
-    pub(crate) events: AtomicU64,
+    pub events: AtomicU64,
     /// Messages on the channels that were not events.
-    pub(crate) malformed: AtomicU64,
+    pub malformed: AtomicU64,
     /// Subscriptions made: each after the first follows a lost connection.
-    pub(crate) subscribed: AtomicU64,
+    pub subscribed: AtomicU64,
     /// Failed attempts to connect or subscribe.
-    pub(crate) failures: AtomicU64,
+    pub failures: AtomicU64,
     /// Whether the connection is subscribed now.
-    pub(crate) connected: AtomicBool,
+    pub connected: AtomicBool,
 }
 
 /// Handle to the process' event hub; cheap to clone.

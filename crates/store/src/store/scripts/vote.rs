@@ -67,13 +67,12 @@ static VOTE: LazyLock<Lua<Queuing<VoteReply>>> = LazyLock::new(|| {
     )
 });
 
-impl VoteDirection {
-    fn as_arg(self) -> &'static str {
-        match self {
-            VoteDirection::Up => "up",
-            VoteDirection::Down => "down",
-            VoteDirection::Neither => "none",
-        }
+/// A direction as the script takes it.
+fn direction_arg(direction: VoteDirection) -> &'static str {
+    match direction {
+        VoteDirection::Up => "up",
+        VoteDirection::Down => "down",
+        VoteDirection::Neither => "none",
     }
 }
 
@@ -104,7 +103,7 @@ pub async fn vote(
     invocation
         .arg(id.0)
         .arg(keys::member(voter))
-        .arg(direction.as_arg())
+        .arg(direction_arg(direction))
         .arg(rate.count)
         .arg(rate.window_secs)
         .arg(keys::VOTING_WINDOW_SECS)

@@ -11,17 +11,17 @@ use crate::rate::RateLimits;
 use crate::store::{LoginLimit, Store};
 
 pub struct AppState {
-    pub(crate) store: Store,
+    pub store: Store,
     /// `--redis-replica-url`: where anonymous reads of the site's rankings
     /// and articles may go (see `RequestContext::on_replica`).
-    pub(crate) replica: Option<Store>,
-    pub(crate) replica_lag: ReplicaLag,
-    pub(crate) hasher: PasswordHasher,
-    pub(crate) pubsub: PubSub,
-    pub(crate) responses: Option<Arc<ResponseCache>>,
-    pub(crate) persisted: PersistedQueries,
-    pub(crate) login: LoginLimit,
-    pub(crate) rates: RateLimits,
+    pub replica: Option<Store>,
+    pub replica_lag: ReplicaLag,
+    pub hasher: PasswordHasher,
+    pub pubsub: PubSub,
+    pub responses: Option<Arc<ResponseCache>>,
+    pub persisted: PersistedQueries,
+    pub login: LoginLimit,
+    pub rates: RateLimits,
 }
 
 /// How far the read replica is behind the primary, sampled every second:

@@ -76,7 +76,7 @@ pub struct Checked {
 pub struct Guard {
     pub(crate) limits: DocumentLimits,
     model: CostModel,
-    pub(crate) documents: DocumentCache,
+    pub documents: DocumentCache,
 }
 
 impl Guard {
@@ -710,7 +710,12 @@ mod tests {
     /// The limits' defaults, as the flags give them.
     fn defaults() -> DocumentLimits {
         use clap::Parser;
-        crate::config::Settings::parse_from(["votegraph"]).documents
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            documents: DocumentLimits,
+        }
+        Flags::parse_from(["votegraph"]).documents
     }
 
     fn guard() -> Guard {
@@ -792,7 +797,7 @@ mod tests {
         );
         let top_cost = cost(&top);
         assert_eq!(top_cost, 100 * (1 + 1 + 25 * 2));
-        let introspection = include_str!("../../tests/api/introspection.graphql");
+        let introspection = include_str!("../../../../tests/api/introspection.graphql");
         let c = cost(introspection);
         assert!(c < defaults().max_query_cost / 2, "introspection costs {c}");
         assert!(c > 500, "introspection is not free: {c}");

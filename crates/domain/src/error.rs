@@ -2,8 +2,10 @@
 //! every failure a client sees has a stable `extensions.code`; internal ones
 //! are logged with their cause and reach the client as a generic message.
 
-use async_graphql::{Pos, ServerError};
-use poem::http::StatusCode;
+#[cfg(feature = "graphql")]
+use async_graphql::ServerError;
+use async_graphql_parser::Pos;
+use http::StatusCode;
 
 use crate::rate::{RateAction, RateScope};
 
@@ -281,6 +283,7 @@ impl AppError {
 
     /// The JSON body of a response refused before any GraphQL execution:
     /// `{"errors": [...]}`, with no `data` key since nothing ran.
+    #[cfg(feature = "graphql")]
     pub fn into_json_body(self) -> String {
         #[derive(serde::Serialize)]
         struct Errors {
@@ -294,6 +297,7 @@ impl AppError {
 
     /// This error as a GraphQL error with its code, for failures outside
     /// any resolver (document limits, deadlines, HTTP-level problems).
+    #[cfg(feature = "graphql")]
     pub fn into_server_error(self) -> ServerError {
         let pos = match &self {
             AppError::Syntax { pos, .. }
@@ -377,6 +381,7 @@ impl From<redis::RedisError> for AppError {
 /// meet the wire. An [`AppError`] is the error's source (async-graphql keeps
 /// it); any other error is async-graphql's own (syntax, validation,
 /// argument coercion), and the client's doing.
+#[cfg(feature = "graphql")]
 pub fn assign_code(error: &mut ServerError) {
     truncate_message(&mut error.message);
     let mut ext = error.extensions.take().unwrap_or_default();
@@ -419,6 +424,7 @@ pub fn assign_code(error: &mut ServerError) {
 /// document, and a huge input must not come back as a huge error.
 pub const MAX_MESSAGE_BYTES: usize = 512;
 
+#[cfg(feature = "graphql")]
 fn truncate_message(message: &mut String) {
     if message.len() > MAX_MESSAGE_BYTES {
         message.truncate(message.floor_char_boundary(MAX_MESSAGE_BYTES));

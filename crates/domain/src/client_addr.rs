@@ -14,8 +14,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
 
+use http::HeaderMap;
 use ipnet::IpNet;
-use poem::http::HeaderMap;
 
 /// The address a request is attributed to. IPv4-mapped addresses are
 /// stored as IPv4, so one client has one key however it connected.
@@ -145,7 +145,7 @@ impl FromStr for TrustedProxies {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use poem::http::HeaderValue;
+    use http::HeaderValue;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

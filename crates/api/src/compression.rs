@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use poem::http::{header, HeaderMap};
+use http::{header, HeaderMap};
 
 /// Bodies shorter than this are sent as they are: a few hundred bytes
 /// saved cost more in CPU and headers than they win on the wire.
@@ -119,7 +119,7 @@ pub fn quality<'a>(params: impl Iterator<Item = &'a str>) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use poem::http::HeaderValue;
+    use http::HeaderValue;
 
     fn pick(accept: &str) -> Option<Encoding> {
         let mut headers = HeaderMap::new();

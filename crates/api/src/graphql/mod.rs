@@ -106,12 +106,12 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
 pub struct Api {
     schema: AppSchema,
     /// What every request shares (store, caches, event hub, limits).
-    pub(crate) state: Arc<AppState>,
-    pub(crate) guard: Arc<limits::Guard>,
+    pub state: Arc<AppState>,
+    pub guard: Arc<limits::Guard>,
     deadline: Duration,
     /// Admits every query and mutation: the pipeline's, until the body is
     /// written, and the executor's over a WebSocket.
-    pub(crate) budget: WorkBudget,
+    pub budget: WorkBudget,
 }
 
 impl Api {
