@@ -2,11 +2,12 @@
 //! links, vote on them and read ranked front pages, with Redis as its only
 //! database and the keyspace of *Redis in Action*, chapter 1.
 //!
+//! This crate is the top layer: HTTP and WebSockets, CORS, GraphiQL,
+//! `/metrics`, the flags and startup, over `votegraph-api`,
+//! `votegraph-store` and `votegraph-domain` (docs/architecture.md).
 //! `main.rs` only parses [`config::Settings`] and runs a
 //! [`startup::Application`]; everything else lives in this library so tests
-//! and tools can start real servers. The modules form layers, each importing
-//! only from those below it (docs/architecture.md); `layers.rs` fails on any
-//! import cycle.
+//! and tools can start real servers.
 
 pub mod admin;
 pub mod config;
