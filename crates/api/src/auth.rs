@@ -18,7 +18,7 @@ use crate::store::{Caller, SessionUser, Store};
 /// A fresh login token for `name`'s session (32 random bytes,
 /// hex-encoded), whose key lands on the account's shard (see
 /// `keys::Layout`), so one script writes both.
-pub fn new_token_for(layout: Layout, name: &UserName) -> String {
+pub(crate) fn new_token_for(layout: Layout, name: &UserName) -> String {
     let shard = layout.of_user(name);
     let mut bytes = [0u8; 32];
     loop {
@@ -94,7 +94,11 @@ impl PasswordHasher {
 
     /// Checks a password against a stored hash (or the dummy one when the
     /// user is unknown, always failing then).
-    pub async fn verify(&self, password: &Password, stored: Option<String>) -> AppResult<bool> {
+    pub(crate) async fn verify(
+        &self,
+        password: &Password,
+        stored: Option<String>,
+    ) -> AppResult<bool> {
         let argon2 = self.argon2.clone();
         let password = password.clone();
         let exists = stored.is_some();
@@ -171,7 +175,7 @@ impl Session {
 
     /// The logged-in user and role; BANNED while the token's account is
     /// banned, else UNAUTHENTICATED.
-    pub async fn require_caller(&self, store: &Store) -> AppResult<Caller> {
+    pub(crate) async fn require_caller(&self, store: &Store) -> AppResult<Caller> {
         self.refuse_banned(store).await?;
         match self.caller(store).await? {
             Some(caller) => Ok(caller),
@@ -185,7 +189,7 @@ impl Session {
     }
 
     /// BANNED while the token's account is banned; Ok for any other token.
-    pub async fn refuse_banned(&self, store: &Store) -> AppResult<()> {
+    pub(crate) async fn refuse_banned(&self, store: &Store) -> AppResult<()> {
         match self.stored(store).await? {
             Some(SessionUser::Banned { until, .. }) => Err(AppError::Banned { until: *until }),
             _ => Ok(()),

@@ -34,13 +34,13 @@ pub struct PersistedQueries {
 
 /// A request that carries a text to register under its (verified) hash,
 /// once the document passed the limits.
-pub struct Registration {
+pub(crate) struct Registration {
     hash: String,
 }
 
 /// The hash a request's `extensions.persistedQuery` names, if it has one;
 /// a malformed one is a `BAD_REQUEST`.
-pub fn requested_hash(
+pub(crate) fn requested_hash(
     extensions: &HashMap<String, async_graphql::Value>,
 ) -> AppResult<Option<String>> {
     let Some(persisted) = extensions.get("persistedQuery") else {
@@ -87,7 +87,7 @@ impl PersistedQueries {
     /// run) a registered one's, or `PERSISTED_QUERY_NOT_FOUND`. With a
     /// hash and a text, the text must hash to the hash, and the
     /// registration to make comes back.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         request: &mut async_graphql::Request,
         document_id: Option<&str>,
@@ -156,7 +156,7 @@ impl PersistedQueries {
     /// Registers a checked document from `client`. A refusal is the
     /// request's answer; a failure to reach Redis is only logged (the
     /// client registers again on its next miss).
-    pub async fn register(
+    pub(crate) async fn register(
         &self,
         registration: Registration,
         text: &str,

@@ -32,7 +32,7 @@ struct Hole {
 /// What a template's computation learned: its holes, and whether it read
 /// the caller (then it cannot be a template).
 #[derive(Debug, Default)]
-pub struct Holes {
+pub(crate) struct Holes {
     holes: Mutex<Vec<Hole>>,
     shows_caller: AtomicBool,
 }
@@ -53,12 +53,12 @@ impl Holes {
     }
 
     /// The response read who the caller is.
-    pub fn mark_shows_caller(&self) {
+    pub(crate) fn mark_shows_caller(&self) {
         self.shows_caller.store(true, Ordering::Relaxed);
     }
 
     /// Whether the response read who the caller is.
-    pub fn shows_caller(&self) -> bool {
+    pub(crate) fn shows_caller(&self) -> bool {
         self.shows_caller.load(Ordering::Relaxed)
     }
 
@@ -96,7 +96,7 @@ impl Holes {
 /// A response body with a `null` in place of every `myVote`, and where
 /// each hole is, for which article.
 #[derive(Debug)]
-pub struct Template {
+pub(crate) struct Template {
     body: Bytes,
     /// The holes, by ascending byte offset.
     slots: Box<[Slot]>,

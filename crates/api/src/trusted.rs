@@ -18,11 +18,11 @@ use crate::graphql::limits::Guard;
 use crate::graphql::validate::Validator;
 
 /// Largest manifest read: far above an app's few hundred documents.
-pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 /// Longest document id, in a manifest or a request.
-pub const MAX_ID_BYTES: usize = 256;
+pub(crate) const MAX_ID_BYTES: usize = 256;
 
-pub fn sha256_hex(text: &str) -> String {
+pub(crate) fn sha256_hex(text: &str) -> String {
     hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
@@ -37,7 +37,7 @@ pub struct TrustedDocuments {
 
 /// The SHA-256 (lowercase hex) an id names, if it is one: `sha256:<hex>`
 /// or 64 bare hexadecimal digits.
-pub fn sha256_of_id(id: &str) -> Option<String> {
+pub(crate) fn sha256_of_id(id: &str) -> Option<String> {
     let hex = id.strip_prefix("sha256:").unwrap_or(id);
     let is_hash = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
     is_hash.then(|| hex.to_ascii_lowercase())

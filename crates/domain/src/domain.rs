@@ -17,8 +17,8 @@ use crate::error::{AppError, AppResult};
 pub struct ArticleTitle(String);
 
 impl ArticleTitle {
-    pub const MAX_CHARS: usize = 300;
-    pub const MAX_COMBINING_RUN: usize = 3;
+    pub(crate) const MAX_CHARS: usize = 300;
+    pub(crate) const MAX_COMBINING_RUN: usize = 3;
 
     pub fn parse(raw: &str) -> AppResult<Self> {
         let bad = |message: &str| Err(AppError::bad_input("title", message));
@@ -86,7 +86,7 @@ fn is_invisible(c: char) -> bool {
 pub struct Link(String);
 
 impl Link {
-    pub const MAX_BYTES: usize = 2048;
+    pub(crate) const MAX_BYTES: usize = 2048;
 
     pub fn parse(raw: &str) -> AppResult<Self> {
         let raw = raw.trim();
@@ -160,7 +160,7 @@ impl GroupName {
 
     /// Most names one list argument may carry, duplicates included: the
     /// bound on the work of reading a list, checked before any name is.
-    pub const MAX_LISTED: usize = 100;
+    pub(crate) const MAX_LISTED: usize = 100;
 
     /// At most [`GroupName::MAX_PER_ARTICLE`] distinct names, in first
     /// order; the raw length is checked first, so a huge list costs nothing.
@@ -443,7 +443,7 @@ impl Password {
 pub struct Slug(String);
 
 impl Slug {
-    pub const MAX_CHARS: usize = 80;
+    pub(crate) const MAX_CHARS: usize = 80;
     /// Room left for the `-N` suffix that makes a derived slug unique.
     const STEM_CHARS: usize = 60;
 
@@ -532,8 +532,8 @@ pub struct PageRequest {
 }
 
 impl PageRequest {
-    pub const MAX_PAGE: i32 = 10_000;
-    pub const MAX_PAGE_SIZE: i32 = 100;
+    pub(crate) const MAX_PAGE: i32 = 10_000;
+    pub(crate) const MAX_PAGE_SIZE: i32 = 100;
 
     pub fn parse(page: i32, page_size: i32) -> AppResult<Self> {
         Ok(Self {

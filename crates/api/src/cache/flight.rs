@@ -21,7 +21,7 @@ pub(super) struct Flights(Arc<Mutex<HashMap<String, (Position, BodyReceiver)>>>)
 type BodyReceiver = watch::Receiver<Option<Arc<Cached>>>;
 
 /// What a request that missed the cache does.
-pub enum Flight {
+pub(crate) enum Flight {
     /// Compute the response, then [`Computation::publish`] it for the others.
     Compute(Computation),
     /// Wait for the request computing it ([`Waiter::wait`]).
@@ -66,7 +66,7 @@ impl Flights {
 
 /// The request computing a response others wait for; dropped without
 /// publishing, it lets them compute it themselves.
-pub struct Computation {
+pub(crate) struct Computation {
     flights: Flights,
     key: String,
     sender: watch::Sender<Option<Arc<Cached>>>,
@@ -91,7 +91,7 @@ impl Drop for Computation {
     }
 }
 
-pub struct Waiter(BodyReceiver);
+pub(crate) struct Waiter(BodyReceiver);
 
 impl Waiter {
     /// The leader's body, or None when it gave up or `patience` ran out

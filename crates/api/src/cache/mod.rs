@@ -24,9 +24,9 @@ use crate::templates::Template;
 
 mod flight;
 use flight::Flights;
-pub use flight::{Computation, Flight};
+pub(crate) use flight::{Computation, Flight};
 
-pub const MAX_AGE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_AGE: Duration = Duration::from_secs(1);
 /// Past this age an entry is computed again ahead of its expiry.
 const REFRESH_AFTER: Duration = Duration::from_millis(750);
 /// Past this many entries the least recently used one is evicted.
@@ -36,7 +36,7 @@ pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// What a cached response shows that a vote can change.
 #[derive(Debug, Default, Clone)]
-pub struct Deps {
+pub(crate) struct Deps {
     /// Ids of the articles shown.
     ids: HashSet<String>,
     /// The score-ordered pages shown.
@@ -80,7 +80,7 @@ impl Deps {
 
     /// A page of a score ranking (of `group`, or of the whole site): the
     /// scores of its articles; `full` when it holds as many as it could.
-    pub fn score_window(
+    pub(crate) fn score_window(
         &mut self,
         group: Option<&str>,
         scores: impl IntoIterator<Item = f64>,
@@ -98,7 +98,7 @@ impl Deps {
         });
     }
 
-    pub fn any_vote(&mut self) {
+    pub(crate) fn any_vote(&mut self) {
         self.any_vote = true;
     }
 
@@ -112,7 +112,7 @@ impl Deps {
 }
 
 /// The collector a request carries while it may be cached.
-pub type DepsCollector = Arc<Mutex<Deps>>;
+pub(crate) type DepsCollector = Arc<Mutex<Deps>>;
 
 struct Entry {
     generation: u64,
@@ -161,7 +161,7 @@ impl Cached {
     }
 
     /// A logged-in query's template; its body is the anonymous form.
-    pub fn template(template: Template) -> Self {
+    pub(crate) fn template(template: Template) -> Self {
         Self {
             body: template.anonymous(),
             kind: EntryKind::Template(template),
@@ -170,14 +170,14 @@ impl Cached {
     }
 
     /// A logged-in query that cannot be a template.
-    pub fn not_templatable() -> Self {
+    pub(crate) fn not_templatable() -> Self {
         Self {
             kind: EntryKind::NotTemplatable,
             ..Self::new(bytes::Bytes::new())
         }
     }
 
-    pub fn as_template(&self) -> Option<&Template> {
+    pub(crate) fn as_template(&self) -> Option<&Template> {
         match &self.kind {
             EntryKind::Template(t) => Some(t),
             _ => None,
@@ -229,7 +229,7 @@ impl Cached {
 
 /// Where the cache stood when a response started to be computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     generation: u64,
     votes_seen: u64,
 }
@@ -374,7 +374,7 @@ impl ResponseCache {
     }
 
     /// Read it before computing a response to cache.
-    pub fn position(&self) -> Position {
+    pub(crate) fn position(&self) -> Position {
         let votes = self.votes.lock();
         Position {
             generation: self.generation.load(Ordering::Acquire),
@@ -439,7 +439,7 @@ impl ResponseCache {
     /// others wait for (`Some`), or alone (`None`: the leader gave up).
     /// Past [`REFRESH_AFTER`] one reader computes the entry again while the
     /// others are served it: readers do not queue behind an expiring page.
-    pub async fn lookup(
+    pub(crate) async fn lookup(
         &self,
         key: &str,
         patience: Duration,
@@ -463,7 +463,7 @@ impl ResponseCache {
 
     /// Joins the computation of `key`'s response, or leads it (see
     /// [`Flight`]). Call after a miss.
-    pub fn flight(&self, key: &str) -> Flight {
+    pub(crate) fn flight(&self, key: &str) -> Flight {
         self.flights.join(key, self.position())
     }
 
@@ -499,7 +499,7 @@ impl ResponseCache {
 
     /// Stores a response computed from `start` on, unless something it
     /// depends on changed meanwhile.
-    pub fn put(&self, key: String, start: Position, deps: Deps, cached: Arc<Cached>) {
+    pub(crate) fn put(&self, key: String, start: Position, deps: Deps, cached: Arc<Cached>) {
         let votes = self.votes.lock();
         if start.generation != self.generation.load(Ordering::Acquire) {
             return;

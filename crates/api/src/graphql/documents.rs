@@ -12,12 +12,12 @@ use quick_cache::Weighter;
 const MAX_CACHED_DOCUMENT: usize = 16 * 1024;
 /// The documents an app sends: a few hundred at most.
 const EXPECTED_DOCUMENTS: usize = 1024;
-pub const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
+pub(crate) const MAX_DOCUMENT_TEXT_BYTES: usize = 2 * 1024 * 1024;
 
 /// A parsed document, or a persisted query's text by its hash, weighs its
 /// text's bytes.
 #[derive(Clone)]
-pub struct TextBytes;
+pub(crate) struct TextBytes;
 
 impl Weighter<Arc<str>, Arc<ExecutableDocument>> for TextBytes {
     fn weight(&self, text: &Arc<str>, _: &Arc<ExecutableDocument>) -> u64 {

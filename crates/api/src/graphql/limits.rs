@@ -101,7 +101,7 @@ impl Guard {
     /// Checks a document ahead of any request (a trusted document): each
     /// of its operations, with every variable at its default. The parse is
     /// not kept: requests fill the cache with what they use.
-    pub fn check_document(&self, query: &str) -> AppResult<()> {
+    pub(crate) fn check_document(&self, query: &str) -> AppResult<()> {
         let document = self.parsed(query, false)?;
         for (name, _) in document.operations.iter() {
             self.analyze(document.clone(), name.map(Name::as_str), None)?;
@@ -213,11 +213,11 @@ fn at_most(subject: &str, count: usize, what: &str, max: usize) -> AppResult<()>
 
 /// Deepest nesting of list and object values and of list types: real
 /// inputs nest two or three levels, and every walk over a value recurses.
-pub const MAX_VALUE_DEPTH: usize = 32;
+pub(crate) const MAX_VALUE_DEPTH: usize = 32;
 
 /// Deepest selection-set nesting the parser is given: its own limit is
 /// checked only after recursing.
-pub const MAX_SELECTION_DEPTH: usize = 64;
+pub(crate) const MAX_SELECTION_DEPTH: usize = 64;
 
 fn check_shape(query: &str, limits: &DocumentLimits) -> AppResult<()> {
     let bounds = shape::Shape {

@@ -11,7 +11,7 @@ use crate::domain::{ArticleId, UserName};
 use crate::store::{Account, ArticleRecord, Ranked, Standing, Store};
 
 /// Loads articles, with the caller's vote on each when logged in.
-pub struct ArticleLoader {
+pub(crate) struct ArticleLoader {
     store: Store,
     session: Arc<Session>,
 }
@@ -23,7 +23,7 @@ impl ArticleLoader {
 
     /// Loads the articles of a ranking page, with the scores its read
     /// already gave (see [`Ranked`]).
-    pub async fn load_ranked(
+    pub(crate) async fn load_ranked(
         &self,
         entries: &[Ranked],
     ) -> Result<HashMap<ArticleId, ArticleRecord>, async_graphql::Error> {
@@ -46,7 +46,7 @@ impl Loader<ArticleId> for ArticleLoader {
 }
 
 /// Users' roles and bans, by name.
-pub struct AccountLoader(pub Store);
+pub(crate) struct AccountLoader(pub Store);
 
 impl Loader<String> for AccountLoader {
     type Value = Account;
@@ -57,7 +57,7 @@ impl Loader<String> for AccountLoader {
     }
 }
 
-pub struct StandingLoader(pub Store);
+pub(crate) struct StandingLoader(pub Store);
 
 impl Loader<String> for StandingLoader {
     type Value = Standing;
@@ -70,7 +70,7 @@ impl Loader<String> for StandingLoader {
 
 /// The user each name names (any case, as `logIn` finds it): for
 /// `node(id: "user:…")` and `modLog(user:)`.
-pub struct UserLoader(pub Store);
+pub(crate) struct UserLoader(pub Store);
 
 impl Loader<UserName> for UserLoader {
     type Value = UserName;

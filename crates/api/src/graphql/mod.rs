@@ -14,11 +14,11 @@ mod mutation;
 mod node;
 mod order;
 mod query;
-pub mod shape;
+pub(crate) mod shape;
 pub mod shared_subscriptions;
 mod subscription;
 mod types;
-pub mod validate;
+pub(crate) mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,8 @@ use futures_util::StreamExt;
 use limits::Checked;
 
 pub use crate::state::AppState;
-pub use context::{ArticleList, Recording, RequestContext};
+pub(crate) use context::Recording;
+pub use context::{ArticleList, RequestContext};
 use moderation::{ModerationMutation, ModerationQuery, ModerationSubscription};
 use mutation::MutationRoot;
 use query::QueryRoot;
@@ -39,7 +40,7 @@ use subscription::SubscriptionRoot;
 use crate::budget::WorkBudget;
 use crate::error::AppError;
 
-pub type AppSchema = Schema<Query, Mutation, Subscription>;
+pub(crate) type AppSchema = Schema<Query, Mutation, Subscription>;
 
 /// Reads: rankings, articles, groups, users, moderation.
 #[derive(MergedObject, Default)]
@@ -122,7 +123,7 @@ impl Api {
     /// Runs a request that passed [`limits::Guard::check`], with what the
     /// check found, under the deadline. The parsed document is cloned only
     /// here, on the way to execution.
-    pub async fn execute_checked(
+    pub(crate) async fn execute_checked(
         &self,
         mut request: async_graphql::Request,
         checked: Option<Checked>,

@@ -51,7 +51,7 @@ fn user_name(raw: &str) -> Result<UserName> {
 }
 
 #[derive(Default)]
-pub struct ModerationQuery;
+pub(crate) struct ModerationQuery;
 
 #[Object]
 impl ModerationQuery {
@@ -116,7 +116,7 @@ impl ModerationQuery {
 }
 
 #[derive(Default)]
-pub struct ModerationMutation;
+pub(crate) struct ModerationMutation;
 
 /// Moderation. Every action is written with its moderation log entry in one
 /// step; an action that finds things already so writes and logs nothing.
@@ -229,7 +229,7 @@ impl ModerationMutation {
 }
 
 #[derive(Default)]
-pub struct ModerationSubscription;
+pub(crate) struct ModerationSubscription;
 
 #[Subscription]
 impl ModerationSubscription {
@@ -272,7 +272,7 @@ pub struct ModLogConnection {
 
 /// An entry and its place in the log.
 #[derive(SimpleObject)]
-pub struct ModLogEdge {
+pub(crate) struct ModLogEdge {
     /// Opaque: pass it as `after` for the older entries.
     pub cursor: String,
     pub node: ModLogEntry,
@@ -282,7 +282,7 @@ pub struct ModLogEdge {
 /// oldest go past `--modlog-max-entries`).
 #[derive(SimpleObject)]
 #[graphql(complex)]
-pub struct ModLogEntry {
+pub(crate) struct ModLogEntry {
     id: ID,
     at: DateTime,
     action: ModAction,

@@ -12,7 +12,7 @@ use crate::domain::{ArticleId, ArticleTitle, GroupName, Link, Password, Slug, Us
 use crate::error::AppError;
 
 #[derive(Default)]
-pub struct MutationRoot;
+pub(crate) struct MutationRoot;
 
 // Described as a whole by `Mutation` (`graphql/mod.rs`).
 #[Object]

@@ -23,7 +23,7 @@ pub enum Node {
 }
 
 /// Most ids one `nodes` call takes, like a page's size.
-pub const NODES_MAX: usize = 100;
+pub(crate) const NODES_MAX: usize = 100;
 
 /// The object with global id `id`; None when there is none, the id is
 /// malformed, or the article is out of view as `Query.article` says. A

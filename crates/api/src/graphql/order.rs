@@ -12,7 +12,7 @@ use async_graphql::{Name, Positioned, Value, Variables};
 
 use super::limits::argument;
 
-pub fn in_document_order(
+pub(crate) fn in_document_order(
     data: &mut Value,
     document: &ExecutableDocument,
     operation: &OperationDefinition,

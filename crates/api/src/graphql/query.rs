@@ -12,7 +12,7 @@ use crate::domain::{parse_count, ArticleId, GroupName};
 use crate::store::GroupCursor;
 
 #[derive(Default)]
-pub struct QueryRoot;
+pub(crate) struct QueryRoot;
 
 #[Object]
 impl QueryRoot {

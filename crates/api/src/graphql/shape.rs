@@ -8,7 +8,7 @@
 /// scan, where to stop: past any of them the document is refused anyway,
 /// so the rest need not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// Punctuators, names, numbers and strings; whitespace, commas and
     /// comments are not tokens.
     pub tokens: usize,

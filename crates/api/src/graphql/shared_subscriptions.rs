@@ -24,7 +24,7 @@ use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
 use super::limits::{select_operation, selections};
-pub use super::types::CALLER_DEPENDENT_FIELDS;
+pub(crate) use super::types::CALLER_DEPENDENT_FIELDS;
 use super::{canonical, Api, RequestContext};
 use crate::auth::Session;
 use crate::client_addr::ClientAddr;
@@ -32,10 +32,10 @@ use crate::pubsub::{next_wanted, PubSub, Uncounted};
 
 /// Payloads (each one `Arc` for all) a shared stream keeps for its slowest
 /// subscriber; one further behind skips the oldest.
-pub const CAPACITY: usize = 1024;
+pub(crate) const CAPACITY: usize = 1024;
 
 /// Longest key that is shared: what the registry keeps is bounded.
-pub const MAX_KEY_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 8 * 1024;
 
 /// How many of the largest streams `/health` lists.
 const LISTED_STREAMS: usize = 10;
@@ -235,7 +235,7 @@ fn forget(streams: &mut HashMap<Arc<str>, Arc<Entry>>, entry: &Arc<Entry>) {
 
 /// Request data of a shared execution: the resolver subscribes through it,
 /// so its subscribers are counted, not its receiver.
-pub struct SharedExecution {
+pub(crate) struct SharedExecution {
     entry: Arc<Entry>,
     pubsub: PubSub,
 }

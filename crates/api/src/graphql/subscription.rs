@@ -12,7 +12,7 @@ use crate::domain::{ArticleId, GroupName};
 use crate::pubsub::{next_wanted, PostedEvent, ScoreEvent};
 
 #[derive(Default)]
-pub struct SubscriptionRoot;
+pub(crate) struct SubscriptionRoot;
 
 #[Subscription]
 impl SubscriptionRoot {
@@ -97,7 +97,7 @@ impl SubscriptionRoot {
     }
 }
 
-pub struct ScoreChange(Arc<ScoreEvent>);
+pub(crate) struct ScoreChange(Arc<ScoreEvent>);
 
 /// One change of an article's score.
 #[Object]

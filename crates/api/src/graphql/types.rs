@@ -108,7 +108,7 @@ impl From<Feed> for ArticleConnection {
 /// Where a page of a connection ends and whether there is more after it
 /// (Relay's `PageInfo`, forward pagination only).
 #[derive(SimpleObject, Debug, Clone, PartialEq, Eq)]
-pub struct PageInfo {
+pub(crate) struct PageInfo {
     /// True when a page requested with `after: endCursor` would not be empty.
     pub has_next_page: bool,
     /// The cursor of the last edge of this page; null when the page is empty.
@@ -126,7 +126,7 @@ pub struct ArticleConnection {
 
 /// An article and its position in the feed.
 #[derive(SimpleObject)]
-pub struct ArticleEdge {
+pub(crate) struct ArticleEdge {
     /// Opaque: pass it as `after` for the articles below this one.
     pub cursor: String,
     pub node: Article,
@@ -184,7 +184,7 @@ pub struct Article(pub ArticleRecord);
 /// every subscriber of a shared stream would see the first one's answer
 /// (they see an anonymous caller's); `shared_subscriptions.rs` has a test that lists
 /// every field a subscription can reach, to make adding one a decision.
-pub const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote", "status", "flags"];
+pub(crate) const CALLER_DEPENDENT_FIELDS: &[&str] = &["myVote", "status", "flags"];
 
 // Serial: every field is in memory (`poster`'s still batch), and
 // async-graphql's per-object `FuturesUnordered` costs more than it overlaps.
@@ -320,7 +320,7 @@ impl Group {
 
 /// A page of the group directory (Relay's connection).
 #[derive(SimpleObject)]
-pub struct GroupConnection {
+pub(crate) struct GroupConnection {
     pub edges: Vec<GroupEdge>,
     pub page_info: PageInfo,
     /// Groups in the directory.
@@ -329,7 +329,7 @@ pub struct GroupConnection {
 
 /// A group and its place in the directory.
 #[derive(SimpleObject)]
-pub struct GroupEdge {
+pub(crate) struct GroupEdge {
     /// Opaque: pass it as `after` for the groups after this one.
     pub cursor: String,
     pub node: Group,
@@ -337,8 +337,8 @@ pub struct GroupEdge {
 
 /// The global ids of users and groups (see `node.rs`): prefixed, so they
 /// never equal an article's numeric id nor each other.
-pub const USER_ID_PREFIX: &str = "user:";
-pub const GROUP_ID_PREFIX: &str = "group:";
+pub(crate) const USER_ID_PREFIX: &str = "user:";
+pub(crate) const GROUP_ID_PREFIX: &str = "group:";
 
 #[ComplexObject]
 impl Group {
@@ -470,7 +470,7 @@ impl User {
 
 /// A place on the karma leaderboard.
 #[derive(SimpleObject)]
-pub struct RankedUser {
+pub(crate) struct RankedUser {
     /// 1 is first; equal karma is ranked by who reached it first.
     pub rank: i64,
     pub user: User,

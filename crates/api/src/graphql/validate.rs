@@ -9,7 +9,7 @@ use async_graphql::parser::types::DocumentOperations;
 use async_graphql::{Request, Response, Value};
 
 /// The schema, with execution replaced by an empty answer.
-pub struct Validator(super::AppSchema);
+pub(crate) struct Validator(super::AppSchema);
 
 impl Default for Validator {
     fn default() -> Self {

@@ -62,6 +62,6 @@ impl Accounts<'_> {
 }
 
 /// What a failed logIn answers, whichever rule the credentials broke.
-pub fn invalid_credentials() -> AppError {
+pub(crate) fn invalid_credentials() -> AppError {
     AppError::Unauthenticated("invalid name or password")
 }

@@ -23,8 +23,9 @@ mod routing;
 mod writes;
 
 pub use crate::store::List as ArticleList;
-pub use accounts::{invalid_credentials, Accounts};
-pub use recording::Recording;
+pub(crate) use accounts::invalid_credentials;
+pub use accounts::Accounts;
+pub(crate) use recording::Recording;
 use routing::Routing;
 
 /// One request's view of the application: its caller, its own loaders (so
@@ -67,7 +68,7 @@ impl RequestContext {
     /// for anonymous HTTP queries: logged-in readers see their own writes,
     /// and subscriptions' events come from the primary. Group and user
     /// rankings stay on the primary: building a cached one writes.
-    pub fn on_replica(mut self) -> Self {
+    pub(crate) fn on_replica(mut self) -> Self {
         let usable = self.app.replica_lag.link_up();
         if let (Some(replica), None, true) = (&self.app.replica, self.session.token(), usable) {
             self.routing = Routing::new(&self.app.store, replica, &self.session);
@@ -83,7 +84,10 @@ impl RequestContext {
 
     /// Attaches the context to a GraphQL request; the handle it returns
     /// gives what the response showed, once it ran.
-    pub fn attach(self, request: async_graphql::Request) -> (async_graphql::Request, Recording) {
+    pub(crate) fn attach(
+        self,
+        request: async_graphql::Request,
+    ) -> (async_graphql::Request, Recording) {
         let recorded = self.recording.clone();
         (request.data(self), recorded)
     }
@@ -113,7 +117,7 @@ impl RequestContext {
     /// The logged-in user and their role, or `BANNED` or `UNAUTHENTICATED`:
     /// resolvers ask first, so an anonymous caller hears of it before any
     /// complaint about input.
-    pub async fn caller_required(&self) -> Result<Caller> {
+    pub(crate) async fn caller_required(&self) -> Result<Caller> {
         self.recording.shows_caller();
         Ok(self.session.require_caller(&self.routing.primary).await?)
     }
@@ -126,7 +130,7 @@ impl RequestContext {
 }
 
 /// A page of a feed: its articles with their cursors, in order.
-pub struct Feed {
+pub(crate) struct Feed {
     pub edges: Vec<(String, ArticleRecord)>,
     pub has_next: bool,
     pub total: u64,

@@ -37,13 +37,13 @@ impl RequestContext {
     }
 
     /// Whether the caller moderates (false when anonymous).
-    pub async fn moderates(&self) -> Result<bool> {
+    pub(crate) async fn moderates(&self) -> Result<bool> {
         Ok(self.caller().await?.is_some_and(|c| c.role.moderates()))
     }
 
     /// Whether the caller sees `article` taken out, and whether it is
     /// flagged: its poster and moderators do.
-    pub async fn sees_moderation_of(&self, article: &ArticleRecord) -> Result<bool> {
+    pub(crate) async fn sees_moderation_of(&self, article: &ArticleRecord) -> Result<bool> {
         Ok(self
             .caller()
             .await?
@@ -52,7 +52,7 @@ impl RequestContext {
 
     /// An article's flag count and removal reason, from the primary (so a
     /// moderation mutation's answer shows its own write).
-    pub async fn moderation_details(&self, id: ArticleId) -> Result<(i64, Option<String>)> {
+    pub(crate) async fn moderation_details(&self, id: ArticleId) -> Result<(i64, Option<String>)> {
         Ok(self.routing.primary.moderation_details(id).await?)
     }
 
@@ -80,7 +80,7 @@ impl RequestContext {
     }
 
     /// Removes (`remove`) or restores `id`.
-    pub async fn moderate_article(
+    pub(crate) async fn moderate_article(
         &self,
         id: ArticleId,
         remove: bool,
@@ -120,7 +120,7 @@ impl RequestContext {
     }
 
     /// A page of the moderators' queue, with its articles.
-    pub async fn moderation_queue(&self, first: usize, after: Option<&str>) -> Result<Feed> {
+    pub(crate) async fn moderation_queue(&self, first: usize, after: Option<&str>) -> Result<Feed> {
         self.in_role(Role::Moderator).await?;
         self.feed(ArticleList::Queue, Order::Score, first, after)
             .await
@@ -159,7 +159,7 @@ impl RequestContext {
     }
 
     /// Moderations from now on, from the process' one pub/sub connection.
-    pub fn moderated_events(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
+    pub(crate) fn moderated_events(&self) -> broadcast::Receiver<Arc<ModeratedEvent>> {
         self.app.pubsub.subscribe_moderated()
     }
 }

@@ -97,7 +97,7 @@ impl RequestContext {
 
     /// A page of a feed: up to `first` articles of `list` in `order` after
     /// the cursor `after`, each with its own cursor.
-    pub async fn feed(
+    pub(crate) async fn feed(
         &self,
         list: ArticleList<'_>,
         order: Order,
@@ -141,7 +141,7 @@ impl RequestContext {
 
     /// One article, read at once: for a subscription event, where no other
     /// read could join the DataLoader's batch.
-    pub async fn article_unbatched(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
+    pub(crate) async fn article_unbatched(&self, id: ArticleId) -> Result<Option<ArticleRecord>> {
         self.recording.record(|deps| deps.article(&id.to_string()));
         Ok(self
             .routing
@@ -152,7 +152,7 @@ impl RequestContext {
             .remove(&id))
     }
 
-    pub async fn article_by_slug(&self, slug: &str) -> Result<Option<ArticleRecord>> {
+    pub(crate) async fn article_by_slug(&self, slug: &str) -> Result<Option<ArticleRecord>> {
         match self.routing.primary.article_id_by_slug(slug).await? {
             Some(id) => self.article(id).await,
             None => Ok(None),
@@ -161,11 +161,11 @@ impl RequestContext {
 
     /// Number of ranked articles. A post through any instance invalidates
     /// cached responses, so counts need no record.
-    pub async fn article_count(&self) -> Result<u64> {
+    pub(crate) async fn article_count(&self) -> Result<u64> {
         Ok(self.routing.lagging.article_count().await?)
     }
 
-    pub async fn group_count(&self, group: &GroupName) -> Result<u64> {
+    pub(crate) async fn group_count(&self, group: &GroupName) -> Result<u64> {
         Ok(self.routing.primary.group_count(group).await?)
     }
 
@@ -189,29 +189,29 @@ impl RequestContext {
     /// The user `name` names, in any case, as `logIn` finds them
     /// (batched). Not recorded: a sign-up drops no cached response, and
     /// one lives a second.
-    pub async fn user_named(&self, name: &UserName) -> Result<Option<UserName>> {
+    pub(crate) async fn user_named(&self, name: &UserName) -> Result<Option<UserName>> {
         self.routing.users.load_one(name.clone()).await
     }
 
     /// The karma leaderboard; any vote may change it.
-    pub async fn top_posters(&self, limit: usize) -> Result<Vec<(String, i64)>> {
+    pub(crate) async fn top_posters(&self, limit: usize) -> Result<Vec<(String, i64)>> {
         self.recording.record(Deps::any_vote);
         Ok(self.routing.lagging.top_posters(limit).await?)
     }
 
     /// Score changes from now on, from the process' one pub/sub connection.
-    pub fn score_events(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
+    pub(crate) fn score_events(&self) -> broadcast::Receiver<Arc<ScoreEvent>> {
         self.app.pubsub.subscribe()
     }
 
     /// Reads articles for a stream (new posts), as this request's caller;
     /// streams are never cached, so it records nothing.
-    pub fn article_reader(&self) -> ArticleLoader {
+    pub(crate) fn article_reader(&self) -> ArticleLoader {
         ArticleLoader::new(self.app.store.clone(), self.session.clone())
     }
 
     /// New posts from now on, from the same connection.
-    pub fn posted_events(&self) -> broadcast::Receiver<Arc<PostedEvent>> {
+    pub(crate) fn posted_events(&self) -> broadcast::Receiver<Arc<PostedEvent>> {
         self.app.pubsub.subscribe_posts()
     }
 }

@@ -15,7 +15,7 @@ use crate::templates::Holes;
 /// request whose response is not cached. A clone reads it once the request
 /// ran (see [`RequestContext::attach`](super::RequestContext::attach)).
 #[derive(Default, Clone)]
-pub struct Recording {
+pub(crate) struct Recording {
     deps: Option<DepsCollector>,
     /// Set when the request computes a template.
     holes: Option<Arc<Holes>>,
