@@ -195,7 +195,7 @@ impl PubSub {
 
     /// A receiver of the token hashes of sessions ended from now on (by
     /// `logOut` on any instance). Not a client subscription: not counted.
-    pub fn subscribe_ended_sessions(&self) -> broadcast::Receiver<Arc<str>> {
+    pub(crate) fn subscribe_ended_sessions(&self) -> broadcast::Receiver<Arc<str>> {
         self.hub.ended.subscribe()
     }
 

@@ -98,7 +98,7 @@ impl Locator {
     }
 
     /// Where connections go, for logs and `/health` (no credentials).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &*self.0 {
             Target::Url(info) => info.addr().to_string(),
             Target::Sentinel { master, .. } => format!("sentinel master {master}"),
@@ -111,7 +111,7 @@ impl Locator {
 
     /// An address of the deployment (the primary's, or a sentinel's), for
     /// what needs one without dialling it.
-    pub fn any_address(&self) -> ConnectionInfo {
+    pub(crate) fn any_address(&self) -> ConnectionInfo {
         match &*self.0 {
             Target::Url(info) => info.clone(),
             Target::Sentinel { sentinels, .. } => sentinels[0].clone(),

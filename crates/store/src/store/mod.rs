@@ -59,7 +59,7 @@ use crate::metrics::MetricsBuilder;
 /// run on clones (see [`Store::conn`]). Every command passes through here,
 /// so this is also where Redis latency and errors are measured.
 #[derive(Clone)]
-pub struct Conn {
+pub(crate) struct Conn {
     inner: Link,
     broken: Arc<AtomicBool>,
     shared: Arc<Shared>,
@@ -123,7 +123,7 @@ impl Default for RedisMetrics {
 impl RedisMetrics {
     /// A broken or refused connection, a reply past the command timeout,
     /// an error reply from Redis (a script error, NOSCRIPT), anything else.
-    pub const ERROR_KINDS: [&'static str; 4] = ["connection", "timeout", "reply", "other"];
+    pub(crate) const ERROR_KINDS: [&'static str; 4] = ["connection", "timeout", "reply", "other"];
 
     pub fn register(&self, metrics: &mut MetricsBuilder) {
         metrics.register(
@@ -277,7 +277,7 @@ impl ConnectionLike for Link {
 
 /// bb8 manager dialling through the locator with votegraph's timeouts,
 /// noting broken connections and why the last dial failed.
-pub struct Manager {
+pub(crate) struct Manager {
     locator: Locator,
     config: AsyncConnectionConfig,
     /// bb8 dials in the background and a waiting request only learns that
@@ -316,7 +316,7 @@ impl bb8::ManageConnection for Manager {
     }
 }
 
-pub type Pool = bb8::Pool<Manager>;
+pub(crate) type Pool = bb8::Pool<Manager>;
 
 pub const DEFAULT_GROUP_SCAN_BUDGET: u32 = 5_000;
 

@@ -289,7 +289,10 @@ impl Store {
 
     /// Which of `token_hashes` no longer let their user in (logged out,
     /// expired, deleted, banned): one script per shard, in parallel.
-    pub async fn ended_sessions<'a>(&self, token_hashes: &[&'a str]) -> AppResult<Vec<&'a str>> {
+    pub(crate) async fn ended_sessions<'a>(
+        &self,
+        token_hashes: &[&'a str],
+    ) -> AppResult<Vec<&'a str>> {
         let layout = self.layout;
         let mut by_shard: HashMap<Shard, Vec<&'a str>> = HashMap::new();
         for &hash in token_hashes {
