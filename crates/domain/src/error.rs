@@ -422,6 +422,7 @@ pub fn assign_code(error: &mut ServerError) {
 
 /// Longest error message sent: the parser's and validator's quote the
 /// document, and a huge input must not come back as a huge error.
+#[cfg(feature = "graphql")]
 pub(crate) const MAX_MESSAGE_BYTES: usize = 512;
 
 #[cfg(feature = "graphql")]
