@@ -72,6 +72,12 @@ async fn article_hashes(cluster: &TestCluster) -> Vec<Vec<(String, u64)>> {
     out
 }
 
+/// The shard tags that article hashes carry, on every primary.
+async fn article_tags(cluster: &TestCluster) -> HashSet<String> {
+    let held = article_hashes(cluster).await.into_iter().flatten();
+    held.map(|(tag, _)| tag).collect()
+}
+
 async fn recorded_shards(cluster: &TestCluster) -> Option<u16> {
     let client = redis::cluster::ClusterClient::new(vec![cluster.node_url(cluster.ports()[0])]);
     let mut conn = client.unwrap().get_async_connection().await.unwrap();
@@ -113,12 +119,7 @@ async fn the_count_a_keyspace_was_made_with_stays_and_a_change_is_refused() {
     let cluster = TestCluster::start(3, 0).await;
     let first = spawn_server(on_cluster(&cluster, Some(4))).await;
     let ids = post_many(&first, 8).await;
-    let tags: HashSet<String> = article_hashes(&cluster)
-        .await
-        .into_iter()
-        .flatten()
-        .map(|(t, _)| t)
-        .collect();
+    let tags = article_tags(&cluster).await;
     assert_eq!(tags.len(), 4, "{tags:?} for {ids:?}");
     let pages = newest_titles(&first).await;
     drop(first);
@@ -153,11 +154,6 @@ async fn a_keyspace_that_records_no_count_has_six_shards() {
     let server = spawn_server(on_cluster(&cluster, None)).await;
     assert_eq!(newest_titles(&server).await, pages);
     assert_eq!(recorded_shards(&cluster).await, Some(6));
-    let tags: HashSet<String> = article_hashes(&cluster)
-        .await
-        .into_iter()
-        .flatten()
-        .map(|(t, _)| t)
-        .collect();
+    let tags = article_tags(&cluster).await;
     assert_eq!(tags.len(), 6, "{tags:?}");
 }
