@@ -511,8 +511,9 @@ async fn redis_requests(client: &reqwest::Client, address: &str) -> u64 {
     counts.iter().sum::<f64>() as u64
 }
 
-/// The fewest Redis requests one run of `query` made, over a few runs
-/// (the outboxes' drains run beside them), once warm.
+/// The fewest Redis requests one run of `query` made, over enough runs
+/// that one falls between the outboxes' drains (one a second per shard)
+/// on a loaded machine too, once warm.
 async fn requests_of(client: &reqwest::Client, address: &str, query: &str) -> u64 {
     let run = async || {
         let body = gql_at(client, address, query, json!({}), None, None).await;
@@ -521,7 +522,7 @@ async fn requests_of(client: &reqwest::Client, address: &str, query: &str) -> u6
     run().await;
     run().await;
     let mut fewest = u64::MAX;
-    for _ in 0..5 {
+    for _ in 0..20 {
         let before = redis_requests(client, address).await;
         run().await;
         fewest = fewest.min(redis_requests(client, address).await - before);
