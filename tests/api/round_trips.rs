@@ -15,6 +15,7 @@ use crate::helpers::{
     reset_command_stats, sign_up_at, spawn_app, spawn_app_with, spawn_server, test_settings_for,
     TestApp, TestCluster, WsClient, ARTICLE_FIELDS, TRANSPORT_WS,
 };
+use crate::metrics::metrics_text;
 
 /// What one run of a query cost Redis.
 struct Cost {
@@ -495,14 +496,7 @@ async fn a_page_of_nodes_is_one_batch_per_loader() {
 /// The Redis requests (pipelines and lone commands) the server at
 /// `address` has sent, as its `/metrics` counts them.
 async fn redis_requests(client: &reqwest::Client, address: &str) -> u64 {
-    let text = client
-        .get(format!("{address}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(client, address).await;
     let counts = ["pipeline", "command"].map(|kind| {
         let series = format!("votegraph_redis_command_duration_seconds_count{{kind=\"{kind}\"}} ");
         let line = text.lines().find_map(|l| l.strip_prefix(series.as_str()));

@@ -568,16 +568,6 @@ pub fn user_articles_out(name: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Redis Cluster's key slot: that of the hash tag.
-    fn slot(key: &str) -> usize {
-        let tag = key
-            .find('{')
-            .and_then(|open| Some((open, key[open + 1..].find('}')?)))
-            .filter(|&(_, len)| len > 0)
-            .map_or(key, |(open, len)| &key[open + 1..open + 1 + len]);
-        super::super::shard_tags::slot(tag)
-    }
-
     #[test]
     fn each_shard_tag_lies_in_its_share_of_the_slots() {
         for count in [UNRECORDED_SHARDS, DEFAULT_SHARDS] {
@@ -585,7 +575,8 @@ mod tests {
             let share = 16_384 / usize::from(count) + 1;
             for shard in cluster.shards() {
                 let key = cluster.on(shard, "article:1");
-                assert_eq!(slot(&key) / share, shard.0, "{key}");
+                let slot = usize::from(super::super::shard_tags::key_slot(&key));
+                assert_eq!(slot / share, shard.0, "{key}");
             }
         }
         assert_eq!(Layout::Single.on(Shard(3), "article:1"), "article:1");

@@ -58,7 +58,7 @@ impl Nodes {
                 None => groups.push((
                     node,
                     Group {
-                        slot: Some(slot(&layout.on(*shard, ""))),
+                        slot: Some(shard_tags::key_slot(&layout.on(*shard, ""))),
                         commands: vec![i],
                     },
                 )),
@@ -143,7 +143,7 @@ fn primaries(layout: Layout, reply: &Value) -> HashMap<Shard, String> {
     layout
         .shards()
         .filter_map(|shard| {
-            let slot = slot(&layout.on(shard, ""));
+            let slot = shard_tags::key_slot(&layout.on(shard, ""));
             let (_, node) = ranges.iter().find(|(slots, _)| slots.contains(&slot))?;
             Some((shard, node.clone()))
         })
@@ -168,18 +168,6 @@ fn ranges(reply: &Value) -> Vec<(RangeInclusive<u16>, String)> {
         Some((first..=last, format!("{host}:{port}")))
     };
     entries.iter().filter_map(range).collect()
-}
-
-/// The hash slot of `key`, as Redis computes it: that of its hash tag
-/// (the text between the first `{` and the next `}`, if not empty), else
-/// of the whole key.
-fn slot(key: &str) -> u16 {
-    let tagged = key
-        .split_once('{')
-        .and_then(|(_, rest)| rest.split_once('}'))
-        .map(|(tag, _)| tag)
-        .filter(|tag| !tag.is_empty());
-    shard_tags::slot(tagged.unwrap_or(key)) as u16
 }
 
 #[cfg(test)]
@@ -213,11 +201,11 @@ mod tests {
         let cluster = Layout::cluster(keys::DEFAULT_SHARDS);
         for shard in cluster.shards() {
             let key = cluster.on(shard, "score:");
-            let route = Route::new(slot(&key), SlotAddr::Master);
+            let route = Route::new(shard_tags::key_slot(&key), SlotAddr::Master);
             assert_eq!(route, Route::with_key(&key, SlotAddr::Master), "{key}");
         }
         for key in ["plain", "{}empty-tag", "a{b}c", "{unclosed"] {
-            let route = Route::new(slot(key), SlotAddr::Master);
+            let route = Route::new(shard_tags::key_slot(key), SlotAddr::Master);
             assert_eq!(route, Route::with_key(key, SlotAddr::Master), "{key}");
         }
     }
@@ -237,7 +225,7 @@ mod tests {
         places.sort();
         assert_eq!(places, (0..shards.len()).collect::<Vec<_>>());
         for group in &groups {
-            let lower = |i: &usize| slot(&cluster.on(shards[*i], "")) < 8192;
+            let lower = |i: &usize| shard_tags::key_slot(&cluster.on(shards[*i], "")) < 8192;
             let first = lower(&group.commands[0]);
             assert!(
                 group.commands.iter().all(|i| lower(i) == first),

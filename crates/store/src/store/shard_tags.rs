@@ -62,6 +62,16 @@ fn tag(i: usize, count: usize) -> String {
         .unwrap_or_default()
 }
 
+/// The slot Redis gives `key`: that of its hash tag, when it has one.
+pub fn key_slot(key: &str) -> u16 {
+    let tagged = key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty());
+    slot(tagged.unwrap_or(key)) as u16
+}
+
 /// The slot of a key with no hash tag of its own: CRC16 (XMODEM) of it,
 /// modulo the slots, as Redis computes it.
 pub fn slot(key: &str) -> usize {
